@@ -1,0 +1,91 @@
+//! LRPC Table IV on the isolated path, beside its floors.
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use std::time::{Duration, Instant};
+
+fn table_iv(c: &mut Criterion) {
+    let (kernel, server, client) = lrpc_benches::setup(1);
+
+    // Check once, outside the timed loops, that every path really does its work.
+    assert_eq!(client.call::<(i32, i32), i64>("add", (40, 2)).unwrap(), 42);
+    assert_eq!(
+        client
+            .call::<(i32, i32), i32>("big_in_out", (200, 1))
+            .unwrap(),
+        0
+    );
+    let want: i64 = (0..200).map(|i| i64::from((i * 7 + 3) as u8)).sum();
+    assert_eq!(
+        client.call::<(i32, i32), i64>("big_in", (200, 1)).unwrap(),
+        want
+    );
+
+    let mut g = c.benchmark_group("table-iv");
+    g.warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+
+    // wasmtime's own host→wasm typed call into an empty export, on a plain Store of the
+    // kernel's engine (same configuration, epoch checks included).
+    let (mut store, floor) = lrpc_benches::raw_floor(&kernel);
+    g.bench_function("floor/host-to-wasm", |b| {
+        b.iter(|| floor.call(&mut store, ()).unwrap())
+    });
+    // The same empty export called through the kernel's embedding API (replica lock,
+    // deadline bookkeeping).
+    let api_floor = server.func::<(), ()>("floor_null").unwrap();
+    g.bench_function("floor/host-to-domain", |b| {
+        b.iter(|| api_floor.call(()).unwrap())
+    });
+
+    let intra = client.func::<(i32,), i32>("intra_null").unwrap();
+    g.bench_function("floor/intra-instance", |b| {
+        b.iter_custom(|iters| guest_loop(|n| intra.call((n,)).unwrap(), iters))
+    });
+
+    let null = client.func::<(i32,), i32>("null").unwrap();
+    g.bench_function("isolated/null", |b| {
+        b.iter_custom(|iters| guest_loop(|n| null.call((n,)).unwrap(), iters))
+    });
+
+    let add = client.func::<(i32,), i64>("add_loop").unwrap();
+    g.bench_function("isolated/add", |b| {
+        b.iter_custom(|iters| guest_loop(|n| add.call((n,)).unwrap() as i32, iters))
+    });
+
+    let big_in = client.func::<(i32, i32), i64>("big_in").unwrap();
+    let big_in_out = client.func::<(i32, i32), i32>("big_in_out").unwrap();
+    for size in [200usize, 4096, 65536] {
+        g.throughput(Throughput::Bytes(size as u64));
+        g.bench_with_input(BenchmarkId::new("isolated/big-in", size), &size, |b, &s| {
+            b.iter_custom(|iters| {
+                guest_loop(|n| big_in.call((s as i32, n)).unwrap().min(0) as i32, iters)
+            })
+        });
+        g.bench_with_input(
+            BenchmarkId::new("isolated/big-in-out", size),
+            &size,
+            |b, &s| {
+                b.iter_custom(|iters| {
+                    guest_loop(|n| big_in_out.call((s as i32, n)).unwrap(), iters)
+                })
+            },
+        );
+    }
+    g.finish();
+}
+
+/// Runs `f(n)` (which makes `n` calls inside the guest) for `iters` calls in all.
+fn guest_loop(f: impl Fn(i32) -> i32, iters: u64) -> Duration {
+    let mut left = iters;
+    let start = Instant::now();
+    while left > 0 {
+        let n = left.min(1 << 30) as i32;
+        let status = f(n);
+        assert_eq!(status, 0, "a call in the measured loop failed");
+        left -= n as u64;
+    }
+    start.elapsed()
+}
+
+criterion_group!(benches, table_iv);
+criterion_main!(benches);

@@ -1,0 +1,109 @@
+//! A client that speaks the raw kernel ABI: made-up handles, stray A-stacks, wrong
+//! fingerprints, and scans of its own memory.
+
+use lrpc_sdk::sys;
+use std::cell::RefCell;
+
+thread_local! {
+    static DESC: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+const NAME: &str = "lrpc:bench/bench";
+const PROCS: usize = 4;
+
+/// Binds `lrpc:bench/bench` claiming `fingerprint`; returns the handle or `-(status)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn bind_raw(fingerprint: i64) -> i64 {
+    let mut desc = vec![0u8; lrpc_sdk::desc_len(PROCS)];
+    let s = sys::bind(
+        NAME.as_ptr() as i32,
+        NAME.len() as i32,
+        fingerprint,
+        desc.as_mut_ptr() as i32,
+        desc.len() as i32,
+    );
+    if s != 0 {
+        return -i64::from(s);
+    }
+    let h = i64::from_le_bytes(desc[..8].try_into().expect("8 bytes"));
+    DESC.with(|d| *d.borrow_mut() = desc);
+    h
+}
+
+/// The handle of the last successful `bind_raw`.
+#[unsafe(no_mangle)]
+pub extern "C" fn handle() -> i64 {
+    DESC.with(|d| {
+        d.borrow()
+            .get(..8)
+            .map_or(0, |b| i64::from_le_bytes(b.try_into().expect("8 bytes")))
+    })
+}
+
+/// Client address of the first A-stack of `proc`, from the last descriptor.
+#[unsafe(no_mangle)]
+pub extern "C" fn astack(proc: i32) -> i32 {
+    let at = 16 + 16 * proc.max(0) as usize;
+    DESC.with(|d| {
+        d.borrow()
+            .get(at..at + 4)
+            .map_or(0, |b| i32::from_le_bytes(b.try_into().expect("4 bytes")))
+    })
+}
+
+/// A raw call.
+#[unsafe(no_mangle)]
+pub extern "C" fn call_raw(handle: i64, proc: i32, astack: i32) -> i32 {
+    sys::call(handle, proc, astack)
+}
+
+/// A raw unbind.
+#[unsafe(no_mangle)]
+pub extern "C" fn unbind_raw(handle: i64) -> i32 {
+    sys::unbind(handle)
+}
+
+/// Reads one byte of this domain's memory.
+#[unsafe(no_mangle)]
+pub extern "C" fn peek(addr: i32) -> i32 {
+    // SAFETY: any address is fine for a wasm load: out of bounds traps, which is the point.
+    i32::from(unsafe { core::ptr::read_volatile(addr as u32 as usize as *const u8) })
+}
+
+/// Writes one byte of this domain's memory.
+#[unsafe(no_mangle)]
+pub extern "C" fn poke(addr: i32, v: i32) {
+    // SAFETY: as for `peek`; the caller picks an address it may clobber.
+    unsafe { core::ptr::write_volatile(addr as u32 as usize as *mut u8, v as u8) }
+}
+
+/// Pages of this domain's memory.
+#[unsafe(no_mangle)]
+pub extern "C" fn mem_pages() -> i32 {
+    memory_pages() as i32
+}
+
+fn memory_pages() -> usize {
+    #[cfg(target_arch = "wasm32")]
+    return core::arch::wasm32::memory_size(0);
+    #[cfg(not(target_arch = "wasm32"))]
+    return 0;
+}
+
+/// Counts 8-byte-aligned occurrences of `pattern` in this domain's whole memory.
+#[unsafe(no_mangle)]
+pub extern "C" fn scan(pattern: i64) -> i32 {
+    let end = memory_pages() * 65536;
+    let mut n = 0;
+    let mut at = 8; // skip the null page's first word
+    while at + 8 <= end {
+        // SAFETY: `at + 8 <= end` is inside this domain's memory; a volatile load through a
+        // raw pointer forms no reference.
+        let v = unsafe { core::ptr::read_volatile(at as *const i64) };
+        if v == pattern {
+            n += 1;
+        }
+        at += 8;
+    }
+    n
+}

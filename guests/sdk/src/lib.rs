@@ -1,0 +1,178 @@
+//! The guest side of lrpc.
+//!
+//! * [`sys`]: the raw kernel imports (`lrpc.*`).
+//! * [`Binding`]: a bound interface: the Binding Object's handle and the per-procedure LIFO
+//!   free lists of A-stacks (the A-stack queue of LRPC lives here, in the client).
+//! * [`rt`]: what generated stubs use: a writer into A-stack memory, a reader over a private
+//!   copy, the client call sequence and the server entry sequence.
+//! * [`CallError`]: every way a call can fail, typed.
+//!
+//! Memory shared with another domain (A-stacks, out-of-band segments) is only touched through
+//! raw pointers here: the peer may write it at any time, so no Rust reference to it is formed.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod rt;
+pub mod sys;
+
+use core::cell::RefCell;
+pub use lrpc_abi::Status;
+
+/// Why a call (or bind) failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallError {
+    /// A status the kernel returned.
+    Kernel(Status),
+    /// A status code this SDK does not know.
+    Unknown(i32),
+}
+
+impl CallError {
+    /// Decodes a nonzero status code.
+    pub fn from_code(code: i32) -> CallError {
+        match Status::try_from(code) {
+            Ok(s) => CallError::Kernel(s),
+            Err(c) => CallError::Unknown(c),
+        }
+    }
+
+    /// The numeric status code.
+    pub fn code(self) -> i32 {
+        match self {
+            CallError::Kernel(s) => s as i32,
+            CallError::Unknown(c) => c,
+        }
+    }
+
+    /// The call reached the server and failed there (LRPC's call-failed).
+    pub fn is_call_failed(self) -> bool {
+        matches!(self, CallError::Kernel(s) if s.is_call_failed())
+    }
+}
+
+impl core::fmt::Display for CallError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            CallError::Kernel(s) => write!(f, "{s}"),
+            CallError::Unknown(c) => write!(f, "unknown status {c}"),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
+fn check(code: i32) -> Result<(), CallError> {
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(CallError::from_code(code))
+    }
+}
+
+/// The A-stacks of one procedure.
+struct ProcStacks {
+    free: RefCell<Vec<u32>>,
+    size: u32,
+}
+
+/// A live binding held by this domain as client. Unbinds when dropped.
+pub struct Binding {
+    handle: u64,
+    procs: Box<[ProcStacks]>,
+}
+
+impl Binding {
+    /// Binds to the interface exported under `name`, whose fingerprint must be
+    /// `fingerprint` and which has `nprocs` procedures.
+    pub fn bind(name: &str, fingerprint: u64, nprocs: usize) -> Result<Binding, CallError> {
+        let mut desc = vec![0u8; lrpc_abi::desc::len(nprocs)];
+        let name_len =
+            i32::try_from(name.len()).map_err(|_| CallError::Kernel(Status::UnknownInterface))?;
+        check(sys::bind(
+            name.as_ptr() as i32,
+            name_len,
+            fingerprint as i64,
+            desc.as_mut_ptr() as i32,
+            desc.len() as i32,
+        ))?;
+        let le32 =
+            |at: usize| u32::from_le_bytes([desc[at], desc[at + 1], desc[at + 2], desc[at + 3]]);
+        let handle = u64::from_le_bytes(desc[0..8].try_into().expect("8 bytes"));
+        let n = le32(8) as usize;
+        if n != nprocs {
+            return Err(CallError::Kernel(Status::InterfaceMismatch));
+        }
+        let procs = (0..n)
+            .map(|i| {
+                let at = lrpc_abi::desc::HEADER_LEN + i * lrpc_abi::desc::EXTENT_LEN;
+                let (base, size, count) = (le32(at), le32(at + 4), le32(at + 8));
+                ProcStacks {
+                    free: RefCell::new(extent(base, size, count)),
+                    size,
+                }
+            })
+            .collect();
+        Ok(Binding { handle, procs })
+    }
+
+    /// The Binding Object's handle.
+    pub fn handle(&self) -> u64 {
+        self.handle
+    }
+
+    /// Takes an A-stack of `proc` (LIFO), asking the kernel for more when all are in use.
+    pub(crate) fn take(&self, proc: u32) -> Result<(u32, u32), CallError> {
+        let p = self
+            .procs
+            .get(proc as usize)
+            .ok_or(CallError::Kernel(Status::BadProcedure))?;
+        if let Some(a) = p.free.borrow_mut().pop() {
+            return Ok((a, p.size));
+        }
+        let mut rec = [0u8; lrpc_abi::desc::EXTENT_LEN];
+        check(sys::astacks_more(
+            self.handle as i64,
+            proc as i32,
+            rec.as_mut_ptr() as i32,
+        ))?;
+        let le32 = |at: usize| u32::from_le_bytes([rec[at], rec[at + 1], rec[at + 2], rec[at + 3]]);
+        let mut more = extent(le32(0), le32(4), le32(8));
+        let first = more
+            .pop()
+            .ok_or(CallError::Kernel(Status::ResourceExhausted))?;
+        p.free.borrow_mut().extend(more);
+        Ok((first, p.size))
+    }
+
+    /// Returns an A-stack to its free list.
+    pub(crate) fn put(&self, proc: u32, astack: u32) {
+        if let Some(p) = self.procs.get(proc as usize) {
+            p.free.borrow_mut().push(astack);
+        }
+    }
+}
+
+/// The A-stacks of one extent, listed so that the first one is popped first.
+fn extent(base: u32, size: u32, count: u32) -> Vec<u32> {
+    (0..count).rev().map(|i| base + i * size).collect()
+}
+
+impl Drop for Binding {
+    fn drop(&mut self) {
+        // Handle 0 is never issued: it marks a binding already unbound by `unbind`.
+        if self.handle != 0 {
+            let _ = sys::unbind(self.handle as i64);
+        }
+    }
+}
+
+/// Bytes of a binding descriptor for `nprocs` procedures.
+pub fn desc_len(nprocs: usize) -> usize {
+    lrpc_abi::desc::len(nprocs)
+}
+
+/// Unbinds explicitly, reporting the kernel's answer.
+pub fn unbind(mut b: Binding) -> Result<(), CallError> {
+    let h = core::mem::replace(&mut b.handle, 0);
+    drop(b);
+    check(sys::unbind(h as i64))
+}

@@ -1,0 +1,556 @@
+//! The runtime generated stubs call into: encoding onto A-stacks, decoding from private
+//! copies, and the client and server halves of a call.
+//!
+//! Encoding (both directions; see `lrpc_abi::header`): packed little endian, no padding.
+//! Unbounded procedures carry an 8-byte header (flags, length) before an inline payload, or
+//! put the payload in the out-of-band segment of that direction.
+
+use crate::{Binding, CallError, Status, sys};
+use core::cell::RefCell;
+use lrpc_abi::header;
+
+/// A request or reply that does not decode: truncated, a bad tag, bad UTF-8, trailing bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeError;
+
+/// Writes an encoding into memory at a raw address, never past its capacity.
+pub struct Writer {
+    ptr: *mut u8,
+    cap: usize,
+    pos: usize,
+}
+
+impl Writer {
+    /// A writer of at most `cap` bytes at `ptr`.
+    ///
+    /// # Safety
+    /// `[ptr, ptr + cap)` must be writable memory of this domain for the writer's lifetime
+    /// (an A-stack, an out-of-band segment or an owned buffer).
+    #[inline]
+    pub unsafe fn new(ptr: *mut u8, cap: usize) -> Writer {
+        Writer { ptr, cap, pos: 0 }
+    }
+
+    /// Bytes written (or attempted: more than `cap` means the encoding did not fit).
+    pub fn len(&self) -> usize {
+        self.pos
+    }
+
+    /// Whether nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.pos == 0
+    }
+
+    /// Whether everything written fit.
+    pub fn fits(&self) -> bool {
+        self.pos <= self.cap
+    }
+
+    /// Appends raw bytes.
+    #[inline]
+    pub fn bytes(&mut self, b: &[u8]) {
+        let end = self.pos.saturating_add(b.len());
+        if end <= self.cap {
+            // SAFETY: `[pos, end)` lies inside the `cap` bytes the constructor's caller vouched
+            // for; `b` is private memory, so the ranges do not overlap.
+            unsafe { core::ptr::copy_nonoverlapping(b.as_ptr(), self.ptr.add(self.pos), b.len()) };
+        }
+        self.pos = end;
+    }
+
+    /// Appends a `u8`.
+    #[inline]
+    pub fn u8(&mut self, v: u8) {
+        self.bytes(&[v]);
+    }
+    /// Appends a `u16`.
+    #[inline]
+    pub fn u16(&mut self, v: u16) {
+        self.bytes(&v.to_le_bytes());
+    }
+    /// Appends a `u32`.
+    #[inline]
+    pub fn u32(&mut self, v: u32) {
+        self.bytes(&v.to_le_bytes());
+    }
+    /// Appends a `u64`.
+    #[inline]
+    pub fn u64(&mut self, v: u64) {
+        self.bytes(&v.to_le_bytes());
+    }
+    /// Appends an `f32`.
+    #[inline]
+    pub fn f32(&mut self, v: f32) {
+        self.bytes(&v.to_le_bytes());
+    }
+    /// Appends an `f64`.
+    #[inline]
+    pub fn f64(&mut self, v: f64) {
+        self.bytes(&v.to_le_bytes());
+    }
+    /// Appends a `bool` as one byte.
+    #[inline]
+    pub fn bool(&mut self, v: bool) {
+        self.u8(u8::from(v));
+    }
+    /// Appends a `char` as its `u32` code point.
+    #[inline]
+    pub fn char(&mut self, v: char) {
+        self.u32(u32::from(v));
+    }
+    /// Appends a length prefix.
+    #[inline]
+    pub fn len_prefix(&mut self, n: usize) {
+        self.u32(u32::try_from(n).unwrap_or(u32::MAX));
+    }
+    /// Appends a string: length then UTF-8 bytes.
+    #[inline]
+    pub fn str(&mut self, s: &str) {
+        self.len_prefix(s.len());
+        self.bytes(s.as_bytes());
+    }
+    /// Appends a byte list: length then bytes.
+    #[inline]
+    pub fn list_u8(&mut self, b: &[u8]) {
+        self.len_prefix(b.len());
+        self.bytes(b);
+    }
+}
+
+/// Reads an encoding from a private buffer.
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+macro_rules! read_int {
+    ($($name:ident: $t:ty),*) => {$(
+        #[doc = concat!("Reads a `", stringify!($t), "`.")]
+        #[inline]
+        pub fn $name(&mut self) -> Result<$t, DecodeError> {
+            let b = self.take(core::mem::size_of::<$t>())?;
+            Ok(<$t>::from_le_bytes(b.try_into().map_err(|_| DecodeError)?))
+        }
+    )*};
+}
+
+impl<'a> Reader<'a> {
+    /// A reader over `buf`.
+    pub fn new(buf: &'a [u8]) -> Reader<'a> {
+        Reader { buf, pos: 0 }
+    }
+
+    /// Takes the next `n` bytes.
+    #[inline]
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self.pos.checked_add(n).ok_or(DecodeError)?;
+        let b = self.buf.get(self.pos..end).ok_or(DecodeError)?;
+        self.pos = end;
+        Ok(b)
+    }
+
+    read_int!(u8: u8, u16: u16, u32: u32, u64: u64, s8: i8, s16: i16, s32: i32, s64: i64, f32: f32, f64: f64);
+
+    /// Reads a `bool` (0 or 1; anything else is refused).
+    #[inline]
+    pub fn bool(&mut self) -> Result<bool, DecodeError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(DecodeError),
+        }
+    }
+
+    /// Reads a `char` (a Unicode scalar value).
+    #[inline]
+    pub fn char(&mut self) -> Result<char, DecodeError> {
+        char::from_u32(self.u32()?).ok_or(DecodeError)
+    }
+
+    /// Reads a list length whose elements take at least `min_elem` bytes each, refusing
+    /// lengths the remaining bytes can not hold (so a hostile length allocates nothing).
+    #[inline]
+    pub fn count(&mut self, min_elem: usize) -> Result<usize, DecodeError> {
+        let n = self.u32()? as usize;
+        let left = self.buf.len() - self.pos;
+        let ok = if min_elem == 0 {
+            n <= 1 << 16
+        } else {
+            n.checked_mul(min_elem).is_some_and(|b| b <= left)
+        };
+        if ok { Ok(n) } else { Err(DecodeError) }
+    }
+
+    /// Reads a byte list, borrowed from the private buffer.
+    #[inline]
+    pub fn list_u8(&mut self) -> Result<&'a [u8], DecodeError> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+
+    /// Reads a string, validated as UTF-8, borrowed from the private buffer.
+    #[inline]
+    pub fn str(&mut self) -> Result<&'a str, DecodeError> {
+        let b = self.list_u8()?;
+        core::str::from_utf8(b).map_err(|_| DecodeError)
+    }
+
+    /// Reads an enum or variant discriminant of a type with `cases` cases.
+    #[inline]
+    pub fn discriminant(&mut self, cases: usize) -> Result<usize, DecodeError> {
+        let d = if cases <= 1 << 8 {
+            usize::from(self.u8()?)
+        } else if cases <= 1 << 16 {
+            usize::from(self.u16()?)
+        } else {
+            self.u32()? as usize
+        };
+        if d < cases { Ok(d) } else { Err(DecodeError) }
+    }
+
+    /// Fails unless every byte was consumed.
+    #[inline]
+    pub fn finish(&self) -> Result<(), DecodeError> {
+        if self.pos == self.buf.len() {
+            Ok(())
+        } else {
+            Err(DecodeError)
+        }
+    }
+}
+
+/// Writes a discriminant for a type with `cases` cases.
+#[inline]
+pub fn write_discriminant(w: &mut Writer, cases: usize, d: usize) {
+    if cases <= 1 << 8 {
+        w.u8(d as u8)
+    } else if cases <= 1 << 16 {
+        w.u16(d as u16)
+    } else {
+        w.u32(d as u32)
+    }
+}
+
+/// Bytes of a discriminant for a type with `cases` cases.
+pub const fn discriminant_size(cases: usize) -> usize {
+    if cases <= 1 << 8 {
+        1
+    } else if cases <= 1 << 16 {
+        2
+    } else {
+        4
+    }
+}
+
+thread_local! {
+    /// Private buffers for copies of requests and replies, reused across calls (a stack:
+    /// nested calls each take their own).
+    static SCRATCH: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Copies `len` bytes at `src` (memory the peer may be writing) into a private buffer and
+/// runs `f` on the copy. Validation then happens on bytes the peer can no longer change.
+///
+/// # Safety
+/// `[src, src + len)` must be readable memory of this domain.
+pub unsafe fn with_copy<R>(src: *const u8, len: usize, f: impl FnOnce(&[u8]) -> R) -> R {
+    const SMALL: usize = 64;
+    if len <= SMALL {
+        let mut buf = [0u8; SMALL];
+        // SAFETY: the caller vouches for `src`; `buf` is private and `len <= SMALL`.
+        unsafe { core::ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), len) };
+        return f(&buf[..len]);
+    }
+    let mut buf = SCRATCH.with(|s| s.borrow_mut().pop()).unwrap_or_default();
+    buf.clear();
+    buf.reserve(len);
+    // SAFETY: the caller vouches for `src`; `buf` has capacity for `len` bytes and is
+    // private, so the ranges do not overlap; after the copy its first `len` bytes are
+    // initialized.
+    unsafe {
+        core::ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), len);
+        buf.set_len(len);
+    }
+    let r = f(&buf);
+    SCRATCH.with(|s| s.borrow_mut().push(buf));
+    r
+}
+
+fn check(code: i32) -> Result<(), CallError> {
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(CallError::from_code(code))
+    }
+}
+
+fn read_u32(at: usize) -> u32 {
+    let mut b = [0u8; 4];
+    // SAFETY: callers pass addresses inside an A-stack or segment the kernel gave this
+    // domain; reading 4 bytes through a raw pointer forms no reference to shared memory.
+    unsafe { core::ptr::copy_nonoverlapping(at as *const u8, b.as_mut_ptr(), 4) };
+    u32::from_le_bytes(b)
+}
+
+fn write_header(at: usize, flags: u32, len: usize) {
+    let mut h = [0u8; header::LEN];
+    h[..4].copy_from_slice(&flags.to_le_bytes());
+    h[4..].copy_from_slice(&(len as u32).to_le_bytes());
+    // SAFETY: `at` is the start of an A-stack of at least `header::LEN` bytes.
+    unsafe { core::ptr::copy_nonoverlapping(h.as_ptr(), at as *mut u8, header::LEN) };
+}
+
+/// Asks the kernel for an out-of-band segment of this A-stack; returns `(address, cap)`.
+fn oob(
+    b: &Binding,
+    proc: u32,
+    astack: u32,
+    dir: i32,
+    min: usize,
+) -> Result<(usize, usize), CallError> {
+    let mut seg = [0u32; 2];
+    let min = i32::try_from(min).map_err(|_| CallError::Kernel(Status::ResourceExhausted))?;
+    check(sys::oob(
+        b.handle as i64,
+        proc as i32,
+        astack as i32,
+        dir,
+        min,
+        seg.as_mut_ptr() as i32,
+    ))?;
+    Ok((seg[0] as usize, seg[1] as usize))
+}
+
+/// The client half of a call: take an A-stack, encode (`size` bytes, by `enc`), call, copy
+/// the results out and decode them (`dec`), give the A-stack back.
+#[inline]
+pub fn invoke<R>(
+    b: &Binding,
+    proc: u32,
+    bounded: bool,
+    size: usize,
+    enc: impl FnOnce(&mut Writer),
+    dec: impl FnOnce(&mut Reader<'_>) -> Result<R, DecodeError>,
+) -> Result<R, CallError> {
+    let (astack, cap) = b.take(proc)?;
+    let r = invoke_on(b, proc, astack, cap as usize, bounded, size, enc, dec);
+    b.put(proc, astack);
+    r
+}
+
+#[allow(clippy::too_many_arguments, reason = "the parts of one call")]
+#[inline]
+fn invoke_on<R>(
+    b: &Binding,
+    proc: u32,
+    astack: u32,
+    cap: usize,
+    bounded: bool,
+    size: usize,
+    enc: impl FnOnce(&mut Writer),
+    dec: impl FnOnce(&mut Reader<'_>) -> Result<R, DecodeError>,
+) -> Result<R, CallError> {
+    let bad_reply = |_| CallError::Kernel(Status::BadReply);
+    let base = astack as usize;
+    if bounded {
+        // SAFETY: the kernel gave this domain the A-stack `[base, base + cap)`.
+        let mut w = unsafe { Writer::new(base as *mut u8, cap) };
+        enc(&mut w);
+        if !w.fits() {
+            return Err(CallError::Kernel(Status::ResourceExhausted));
+        }
+        check(sys::call(b.handle as i64, proc as i32, astack as i32))?;
+        // SAFETY: as above.
+        return unsafe { with_copy(base as *const u8, cap, |buf| dec(&mut Reader::new(buf))) }
+            .map_err(bad_reply);
+    }
+    let inline_cap = cap.saturating_sub(header::LEN);
+    let (dst, room, flags) = if size <= inline_cap {
+        (base + header::LEN, inline_cap, 0)
+    } else {
+        let (p, c) = oob(b, proc, astack, lrpc_abi::OOB_IN, size)?;
+        (p, c, header::OOB)
+    };
+    // SAFETY: `[dst, dst + room)` is the A-stack's payload area or the out-of-band segment
+    // the kernel just mapped for it, both memory of this domain.
+    let mut w = unsafe { Writer::new(dst as *mut u8, room) };
+    enc(&mut w);
+    if !w.fits() || w.len() != size {
+        return Err(CallError::Kernel(Status::ResourceExhausted));
+    }
+    write_header(base, flags, size);
+    check(sys::call(b.handle as i64, proc as i32, astack as i32))?;
+    // The reply's header and length come from the server: untrusted.
+    let rflags = read_u32(base);
+    let len = read_u32(base + 4) as usize;
+    let (src, limit) = if rflags & header::OOB != 0 {
+        oob(b, proc, astack, lrpc_abi::OOB_OUT, 0)?
+    } else {
+        (base + header::LEN, inline_cap)
+    };
+    if len > limit {
+        return Err(CallError::Kernel(Status::BadReply));
+    }
+    // SAFETY: `[src, src + len)` lies inside the A-stack or the reply segment (checked
+    // against its capacity just above).
+    unsafe {
+        with_copy(src as *const u8, len, |buf| {
+            let mut r = Reader::new(buf);
+            let v = dec(&mut r)?;
+            r.finish()?;
+            Ok(v)
+        })
+    }
+    .map_err(bad_reply)
+}
+
+/// Where a server entry writes its results.
+pub struct Reply {
+    astack: usize,
+    cap: usize,
+    bounded: bool,
+}
+
+impl Reply {
+    /// Encodes the results (`size` bytes, by `enc`) onto the A-stack, or into the reply
+    /// segment when they do not fit.
+    #[inline]
+    pub fn put(&mut self, size: usize, enc: impl FnOnce(&mut Writer)) -> Result<(), DecodeError> {
+        if self.bounded {
+            // SAFETY: the kernel passed this A-stack and its capacity to the entry.
+            let mut w = unsafe { Writer::new(self.astack as *mut u8, self.cap) };
+            enc(&mut w);
+            return if w.fits() { Ok(()) } else { Err(DecodeError) };
+        }
+        let inline_cap = self.cap.saturating_sub(header::LEN);
+        let (dst, room, flags) = if size <= inline_cap {
+            (self.astack + header::LEN, inline_cap, 0)
+        } else {
+            let mut seg = [0u32; 2];
+            let min = i32::try_from(size).map_err(|_| DecodeError)?;
+            if sys::reply_oob(min, seg.as_mut_ptr() as i32) != 0 {
+                return Err(DecodeError);
+            }
+            (seg[0] as usize, seg[1] as usize, header::OOB)
+        };
+        // SAFETY: the A-stack's payload area, or the reply segment the kernel just mapped.
+        let mut w = unsafe { Writer::new(dst as *mut u8, room) };
+        enc(&mut w);
+        if !w.fits() || w.len() != size {
+            return Err(DecodeError);
+        }
+        write_header(self.astack, flags, size);
+        Ok(())
+    }
+}
+
+/// The server half of a call, run by an entry stub: copy the request out of shared memory,
+/// decode and validate it, run the handler, write the reply. Returns the entry status.
+#[inline]
+pub fn serve(
+    astack: i32,
+    cap: i32,
+    oob: i32,
+    oob_cap: i32,
+    bounded: bool,
+    handler: impl FnOnce(&mut Reader<'_>, &mut Reply) -> Result<(), DecodeError>,
+) -> i32 {
+    let base = astack as u32 as usize;
+    let cap = cap as u32 as usize;
+    let mut reply = Reply {
+        astack: base,
+        cap,
+        bounded,
+    };
+    let r = if bounded {
+        // SAFETY: the kernel passed this A-stack and its capacity.
+        unsafe {
+            with_copy(base as *const u8, cap, |buf| {
+                handler(&mut Reader::new(buf), &mut reply)
+            })
+        }
+    } else if cap < header::LEN {
+        Err(DecodeError)
+    } else {
+        let flags = read_u32(base);
+        let len = read_u32(base + 4) as usize;
+        let (src, limit) = if flags & header::OOB != 0 {
+            (oob as u32 as usize, oob_cap as u32 as usize)
+        } else {
+            (base + header::LEN, cap - header::LEN)
+        };
+        if len > limit || (flags & header::OOB != 0 && src == 0) {
+            Err(DecodeError)
+        } else {
+            // SAFETY: inside the A-stack or the request segment, checked just above.
+            unsafe {
+                with_copy(src as *const u8, len, |buf| {
+                    let mut r = Reader::new(buf);
+                    handler(&mut r, &mut reply)
+                })
+            }
+        }
+    };
+    match r {
+        Ok(()) => lrpc_abi::ENTRY_OK,
+        Err(DecodeError) => lrpc_abi::ENTRY_REJECTED,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writer_and_reader_round_trip_and_refuse_garbage() {
+        let mut mem = [0u8; 64];
+        // SAFETY: `mem` is a private buffer of 64 bytes.
+        let mut w = unsafe { Writer::new(mem.as_mut_ptr(), mem.len()) };
+        w.u32(7);
+        w.str("héllo");
+        w.bool(true);
+        w.char('é');
+        w.u64(u64::MAX);
+        let n = w.len();
+        assert!(w.fits());
+        let mut r = Reader::new(&mem[..n]);
+        assert_eq!(r.u32(), Ok(7));
+        assert_eq!(r.str(), Ok("héllo"));
+        assert_eq!(r.bool(), Ok(true));
+        assert_eq!(r.char(), Ok('é'));
+        assert_eq!(r.u64(), Ok(u64::MAX));
+        assert_eq!(r.finish(), Ok(()));
+
+        assert_eq!(Reader::new(&[2]).bool(), Err(DecodeError));
+        assert_eq!(
+            Reader::new(&[0, 0xd8, 0, 0]).char(),
+            Err(DecodeError),
+            "surrogate"
+        );
+        assert_eq!(
+            Reader::new(&[2, 0, 0, 0, 0xff, 0xfe]).str(),
+            Err(DecodeError)
+        );
+        assert_eq!(
+            Reader::new(&[9, 0, 0, 0, 1]).list_u8(),
+            Err(DecodeError),
+            "short"
+        );
+        assert_eq!(
+            Reader::new(&[0xff, 0xff, 0xff, 0xff]).count(1),
+            Err(DecodeError)
+        );
+        assert_eq!(Reader::new(&[3]).discriminant(3), Err(DecodeError));
+        assert_eq!(Reader::new(&[1, 2]).finish(), Err(DecodeError));
+    }
+
+    #[test]
+    fn a_writer_never_writes_past_its_capacity() {
+        let mut mem = [0u8; 8];
+        // SAFETY: a private buffer; the writer may use its first 4 bytes.
+        let mut w = unsafe { Writer::new(mem.as_mut_ptr(), 4) };
+        w.u64(u64::MAX);
+        assert!(!w.fits());
+        assert_eq!(mem, [0; 8]);
+    }
+}

@@ -1,0 +1,269 @@
+//! The binary contract between the lrpc kernel (the host) and guest domains.
+//!
+//! Both sides compile this crate: the host links it natively, guests link it into their
+//! wasm32 modules through `lrpc-sdk`. Everything a guest and the kernel must agree on lives
+//! here and nowhere else: the names and signatures of the kernel imports, the status codes a
+//! call can return, the layout of binding descriptors, the A-stack header, the names of
+//! server entry exports and the interface fingerprint.
+//!
+//! All multi-byte integers in guest memory are little endian.
+#![no_std]
+#![deny(unsafe_code)]
+
+/// Wasm import module under which the kernel's functions are provided.
+pub const IMPORT_MODULE: &str = "lrpc";
+
+/// Kernel import names. Signatures are given as wasm core types; pointers are guest addresses.
+pub mod import {
+    /// `bind(name_ptr: i32, name_len: i32, fingerprint: i64, desc_ptr: i32, desc_cap: i32) -> i32`
+    ///
+    /// Binds the calling domain (as client) to the interface exported under `name`, refusing
+    /// with [`Status::InterfaceMismatch`](crate::Status::InterfaceMismatch) if the server's
+    /// interface has a different fingerprint. On success writes a binding descriptor
+    /// ([`desc`](crate::desc)) of `desc::len(nprocs)` bytes at `desc_ptr`.
+    pub const BIND: &str = "bind";
+    /// `unbind(handle: i64) -> i32`: revokes the binding and returns its pages.
+    pub const UNBIND: &str = "unbind";
+    /// `call(handle: i64, proc: i32, astack: i32) -> i32`: transfers the calling thread into
+    /// the server's entry for `proc`, with the A-stack at client address `astack`.
+    pub const CALL: &str = "call";
+    /// `astacks_more(handle: i64, proc: i32, extent_ptr: i32) -> i32`: allocates another
+    /// extent of A-stacks for `proc` (LRPC 5.2) and writes an extent record
+    /// ([`desc::EXTENT_LEN`](crate::desc::EXTENT_LEN) bytes) at `extent_ptr`.
+    pub const ASTACKS_MORE: &str = "astacks_more";
+    /// `oob(handle: i64, proc: i32, astack: i32, dir: i32, min_len: i32, seg_ptr: i32) -> i32`:
+    /// makes sure the out-of-band segment of direction `dir` ([`OOB_IN`](crate::OOB_IN) or
+    /// [`OOB_OUT`](crate::OOB_OUT)) attached to that A-stack holds at least `min_len` bytes,
+    /// and writes its client address and capacity (two u32) at `seg_ptr`.
+    pub const OOB: &str = "oob";
+    /// `reply_oob(min_len: i32, seg_ptr: i32) -> i32`: called by a server during a call:
+    /// makes sure the current call's [`OOB_OUT`](crate::OOB_OUT) segment holds at least
+    /// `min_len` bytes and writes its server address and capacity (two u32) at `seg_ptr`.
+    pub const REPLY_OOB: &str = "reply_oob";
+}
+
+/// Out-of-band segment carrying arguments (client to server).
+pub const OOB_IN: i32 = 0;
+/// Out-of-band segment carrying results (server to client).
+pub const OOB_OUT: i32 = 1;
+
+/// Prefix of the export name of a server entry stub; see [`entry_name`].
+pub const ENTRY_PREFIX: &str = "lrpc-entry:";
+
+/// Writes the export name of the entry stub for `function` of `interface` (for example
+/// `lrpc-entry:lrpc:bench/bench#add`) through `out`.
+///
+/// An entry has the core type `(astack: i32, astack_cap: i32, oob: i32, oob_cap: i32) -> i32`:
+/// the server address and capacity of the A-stack and of its `in` out-of-band segment (zero
+/// when there is none). It returns [`ENTRY_OK`] or [`ENTRY_REJECTED`].
+pub fn entry_name(
+    interface: &str,
+    function: &str,
+    out: &mut impl core::fmt::Write,
+) -> core::fmt::Result {
+    write!(out, "{ENTRY_PREFIX}{interface}#{function}")
+}
+
+/// Entry return value: results are on the A-stack.
+pub const ENTRY_OK: i32 = 0;
+/// Entry return value: the server refused the request as malformed (bad length, UTF-8, tag).
+pub const ENTRY_REJECTED: i32 = 1;
+
+/// Layout of the binding descriptor the kernel writes for `bind`.
+///
+/// ```text
+/// 0   u64 handle
+/// 8   u32 number of procedures
+/// 12  u32 reserved (0)
+/// 16  extent[nprocs]: for procedure i, its first extent of A-stacks
+/// ```
+pub mod desc {
+    /// Bytes before the first extent.
+    pub const HEADER_LEN: usize = 16;
+    /// Bytes of one extent record: `u32 base` (client address of the first A-stack),
+    /// `u32 size` (bytes per A-stack), `u32 count`, `u32 reserved`.
+    pub const EXTENT_LEN: usize = 16;
+    /// Total descriptor length for `nprocs` procedures.
+    pub const fn len(nprocs: usize) -> usize {
+        HEADER_LEN + EXTENT_LEN * nprocs
+    }
+}
+
+/// A-stack header for procedures whose arguments or results have no fixed bound.
+///
+/// ```text
+/// 0   u32 flags   (HEADER_OOB: the payload is in the out-of-band segment)
+/// 4   u32 len     payload length in bytes
+/// 8   payload     (when inline)
+/// ```
+/// Procedures whose encodings are bounded carry no header: the payload starts at 0.
+pub mod header {
+    /// Header length in bytes.
+    pub const LEN: usize = 8;
+    /// Flag: the payload lives in the out-of-band segment of the matching direction.
+    pub const OOB: u32 = 1;
+}
+
+/// Default A-stack size for procedures with unbounded arguments or results (LRPC 5.2).
+pub const DEFAULT_VARIABLE_ASTACK_SIZE: u32 = 1500;
+/// Default number of A-stacks per procedure (LRPC 5.2).
+pub const DEFAULT_ASTACK_COUNT: u32 = 5;
+/// Smallest A-stack, in bytes, even for a procedure with no arguments and no results.
+pub const MIN_ASTACK_SIZE: u32 = 8;
+
+macro_rules! statuses {
+    ($( $(#[$doc:meta])* $name:ident = $code:literal, )*) => {
+        /// What a kernel import returns. `Ok` is 0; every other value is a distinct refusal
+        /// or failure. Decode guest- or host-supplied integers with `Status::try_from`.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(i32)]
+        pub enum Status {
+            $( $(#[$doc])* $name = $code, )*
+        }
+
+        impl TryFrom<i32> for Status {
+            type Error = i32;
+            fn try_from(code: i32) -> Result<Self, i32> {
+                match code {
+                    $( $code => Ok(Status::$name), )*
+                    other => Err(other),
+                }
+            }
+        }
+
+        impl Status {
+            /// Every status, in code order.
+            pub const ALL: &'static [Status] = &[$(Status::$name,)*];
+        }
+    };
+}
+
+statuses! {
+    /// Success.
+    Ok = 0,
+    /// The server trapped during the call; it has been terminated.
+    ServerTrapped = 1,
+    /// The server ran past the binding's deadline and was interrupted; it has been terminated.
+    DeadlineExceeded = 2,
+    /// The server domain is terminated (before or during the call); the binding is revoked.
+    ServerTerminated = 3,
+    /// The handle named a binding of this domain that has since been unbound or revoked.
+    StaleBinding = 4,
+    /// The handle does not name any binding the kernel ever issued.
+    ForgedBinding = 5,
+    /// The handle names a live binding held by another domain.
+    ForeignBinding = 6,
+    /// The procedure index is out of range for the binding's interface.
+    BadProcedure = 7,
+    /// The A-stack address is not an A-stack of that binding and procedure.
+    BadAStack = 8,
+    /// The A-stack is already in use by an in-flight call.
+    AStackBusy = 9,
+    /// The server refused the request as malformed.
+    ServerRejected = 10,
+    /// The server stayed busy past the binding's deadline (or a call cycle across threads).
+    ServerBusy = 11,
+    /// No interface is exported under that name.
+    UnknownInterface = 12,
+    /// The client's and server's interfaces differ (fingerprints do not match).
+    InterfaceMismatch = 13,
+    /// A guest-supplied pointer or length does not lie inside the guest's memory.
+    BadPointer = 14,
+    /// The kernel could not allocate memory, mappings or A-stacks.
+    ResourceExhausted = 15,
+    /// The import was used outside a call (for example `reply_oob` with no call in flight).
+    NoCall = 16,
+    /// The result did not fit: the server's reply was malformed or larger than its segment.
+    BadReply = 17,
+    /// A domain may not bind to an interface it exports itself.
+    SelfBinding = 18,
+}
+
+impl Status {
+    /// The call reached the server and failed there (LRPC's call-failed exception).
+    pub fn is_call_failed(self) -> bool {
+        matches!(
+            self,
+            Status::ServerTrapped | Status::DeadlineExceeded | Status::ServerTerminated
+        )
+    }
+
+    /// A short, stable description.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::ServerTrapped => "call failed: the server trapped and was terminated",
+            Status::DeadlineExceeded => {
+                "call failed: the server ran past the binding's deadline and was terminated"
+            }
+            Status::ServerTerminated => "call failed: the server domain is terminated",
+            Status::StaleBinding => "stale binding: it was unbound or revoked",
+            Status::ForgedBinding => "forged binding: the kernel never issued this handle",
+            Status::ForeignBinding => "foreign binding: the handle belongs to another domain",
+            Status::BadProcedure => "no such procedure in the binding's interface",
+            Status::BadAStack => "not an A-stack of this binding and procedure",
+            Status::AStackBusy => "the A-stack is in use by another call",
+            Status::ServerRejected => "the server rejected the request as malformed",
+            Status::ServerBusy => "the server stayed busy past the deadline",
+            Status::UnknownInterface => "no domain exports that interface",
+            Status::InterfaceMismatch => "client and server interfaces differ",
+            Status::BadPointer => "pointer or length outside the guest's memory",
+            Status::ResourceExhausted => "the kernel ran out of memory or mappings",
+            Status::NoCall => "no call is in flight",
+            Status::BadReply => "the server's reply was malformed",
+            Status::SelfBinding => "a domain can not bind to its own interface",
+        }
+    }
+}
+
+impl core::fmt::Display for Status {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+/// Builds binding handles. A handle is `owner (u16) | slot (u16) | generation (u32)`, from
+/// the most significant bits down; the kernel is the only party that interprets it.
+pub mod handle {
+    /// Packs the three parts.
+    pub const fn pack(owner: u16, slot: u16, generation: u32) -> u64 {
+        ((owner as u64) << 48) | ((slot as u64) << 32) | generation as u64
+    }
+    /// Splits a handle into `(owner, slot, generation)`.
+    pub const fn unpack(handle: u64) -> (u16, u16, u32) {
+        ((handle >> 48) as u16, (handle >> 32) as u16, handle as u32)
+    }
+}
+
+/// FNV-1a, 64 bit: the interface fingerprint hash over the canonical interface text that
+/// `lrpc-presentation` produces. Client stubs embed it; the kernel compares it at bind time.
+pub const fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut i = 0;
+    while i < bytes.len() {
+        hash ^= bytes[i] as u64;
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        i += 1;
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_round_trip_and_unknown_codes_are_refused() {
+        for s in Status::ALL {
+            assert_eq!(Status::try_from(*s as i32), Ok(*s));
+        }
+        assert_eq!(Status::try_from(-1), Err(-1));
+        assert_eq!(Status::try_from(10_000), Err(10_000));
+    }
+
+    #[test]
+    fn handles_pack_and_unpack() {
+        let h = handle::pack(0xbeef, 7, 0xdead_0001);
+        assert_eq!(handle::unpack(h), (0xbeef, 7, 0xdead_0001));
+    }
+}

@@ -1,0 +1,150 @@
+//! Builds the guest domains under `guests/` from source for `wasm32-unknown-unknown` and
+//! places the modules in `OUT_DIR/guests/`, where `src/artifacts.rs` embeds them.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TARGET: &str = "wasm32-unknown-unknown";
+const GUESTS: &[&str] = &[
+    "bench_server",
+    "bench_client",
+    "kv_server",
+    "kv_client",
+    "faulty_server",
+    "faulty_client",
+    "node",
+    "hostile",
+];
+
+fn main() {
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    let root = manifest
+        .parent()
+        .expect("host/ is inside the workspace")
+        .to_path_buf();
+    let guests = root.join("guests");
+    let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets it")).join("guests");
+    std::fs::create_dir_all(&out).expect("create OUT_DIR/guests");
+
+    for dir in [
+        "wit",
+        "presentation/src",
+        "presentation/Cargo.toml",
+        "host/abi",
+    ] {
+        println!("cargo:rerun-if-changed={}", root.join(dir).display());
+    }
+    println!(
+        "cargo:rerun-if-changed={}",
+        guests.join("Cargo.toml").display()
+    );
+    println!(
+        "cargo:rerun-if-changed={}",
+        guests.join("Cargo.lock").display()
+    );
+    if let Ok(entries) = std::fs::read_dir(&guests) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() && p.file_name().is_some_and(|n| n != "target") {
+                println!("cargo:rerun-if-changed={}", p.display());
+            }
+        }
+    }
+
+    ensure_target();
+
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let target_dir = root.join("target").join("guests");
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&guests)
+        .args(["build", "--release", "--locked", "--target", TARGET])
+        .arg("--manifest-path")
+        .arg(guests.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target_dir);
+    scrub_env(&mut cmd);
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("could not run cargo to build the guests: {e}"));
+    if !status.success() {
+        panic!(
+            "building the guests in {} failed ({status})",
+            guests.display()
+        );
+    }
+    let built = target_dir.join(TARGET).join("release");
+    for g in GUESTS {
+        let from = built.join(format!("{g}.wasm"));
+        let to = out.join(format!("{g}.wasm"));
+        std::fs::copy(&from, &to)
+            .unwrap_or_else(|e| panic!("guest module {} missing: {e}", from.display()));
+    }
+}
+
+/// The nested cargo must not inherit the outer build's flags, wrappers or target settings.
+fn scrub_env(cmd: &mut Command) {
+    for (k, _) in env::vars_os() {
+        let Some(k) = k.to_str() else { continue };
+        let keep = matches!(k, "CARGO_HOME" | "CARGO_NET_OFFLINE")
+            || k.starts_with("CARGO_REGISTRIES_")
+            || k.starts_with("CARGO_HTTP_")
+            || k.starts_with("CARGO_NET_");
+        let drop = (k.starts_with("CARGO_") && !keep)
+            || matches!(
+                k,
+                "RUSTFLAGS"
+                    | "RUSTDOCFLAGS"
+                    | "RUSTC_WRAPPER"
+                    | "RUSTC_WORKSPACE_WRAPPER"
+                    | "MAKEFLAGS"
+                    | "MFLAGS"
+                    | "TARGET"
+                    | "HOST"
+                    | "OUT_DIR"
+                    | "PROFILE"
+                    | "OPT_LEVEL"
+                    | "DEBUG"
+                    | "NUM_JOBS"
+            );
+        if drop {
+            cmd.env_remove(k);
+        }
+    }
+}
+
+/// Installs the wasm target through rustup when the toolchain lacks it.
+fn ensure_target() {
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let installed = Command::new(&rustc)
+        .args(["--print", "target-libdir", "--target", TARGET])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .is_some_and(|p| has_std(&p));
+    if installed {
+        return;
+    }
+    let added = Command::new("rustup")
+        .args(["target", "add", TARGET])
+        .status();
+    match added {
+        Ok(s) if s.success() => {}
+        Ok(s) => panic!(
+            "the Rust target {TARGET} is missing and `rustup target add {TARGET}` failed ({s}); \
+             install it and build again"
+        ),
+        Err(e) => panic!(
+            "the Rust target {TARGET} is missing and rustup could not be run ({e}); \
+             install the target for this toolchain and build again"
+        ),
+    }
+}
+
+fn has_std(libdir: &Path) -> bool {
+    std::fs::read_dir(libdir).is_ok_and(|d| {
+        d.flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("libstd-"))
+    })
+}

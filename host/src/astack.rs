@@ -1,0 +1,239 @@
+//! A-stacks: page-aligned windows of a memfd mapped into the linear memories of exactly the
+//! two domains of a binding (LRPC 3.2, "pairwise allocation").
+//!
+//! This is the only module of the kernel that maps memory. Everything here follows three rules
+//! taken from measurements on wasmtime 48:
+//!
+//! * A window is placed over pages of a linear memory that the host itself grew
+//!   ([`wasmtime::Memory::grow`]): the guest's allocator never uses them. The memory is
+//!   configured with a 4 GiB reservation and `memory_may_move(false)`, so its base never
+//!   moves and the pages stay inside the reservation for the memory's whole life.
+//! * A window is removed by mapping private, zero-filled, read-write anonymous memory over it,
+//!   never with `munmap` (a hole could be filled by an unrelated mapping) and never by making
+//!   it `PROT_NONE` (a guest's `memory.copy` over such a page faults inside a wasmtime libcall,
+//!   which is host code, and aborts the process).
+//! * The host touches window contents through raw pointers only: the same physical pages
+//!   appear in two memories, so slices of both would alias.
+//!
+//! Callers guarantee the one property this module can not check itself: a memory is mapped
+//! into only while the `Store` owning it is alive (see [`MemoryRange`]).
+#![allow(
+    unsafe_code,
+    reason = "this module owns the memfd mappings; every block is argued"
+)]
+
+use rustix::fd::OwnedFd;
+use rustix::fs::{MemfdFlags, ftruncate, memfd_create};
+use rustix::mm::{MapFlags, ProtFlags, mmap, mmap_anonymous};
+use std::io;
+
+/// Host page size assumed for window alignment. Wasm pages (64 KiB) are multiples of it.
+pub const PAGE: usize = 4096;
+
+/// Rounds `len` up to whole host pages (at least one page).
+pub fn page_round(len: usize) -> Option<usize> {
+    let len = len.max(1);
+    len.checked_add(PAGE - 1).map(|l| l & !(PAGE - 1))
+}
+
+/// A memfd holding the pages of one window, owned by a binding. Dropping it closes the fd;
+/// mappings of it that remain keep the pages alive until they are replaced.
+#[derive(Debug)]
+pub struct Segment {
+    fd: OwnedFd,
+    len: usize,
+}
+
+impl Segment {
+    /// Creates a zero-filled shared segment of `len` bytes (rounded up to pages).
+    pub fn new(len: usize) -> io::Result<Segment> {
+        let len = page_round(len).ok_or_else(|| io::Error::other("segment size overflows"))?;
+        let fd = memfd_create("lrpc-astack", MemfdFlags::CLOEXEC)?;
+        ftruncate(&fd, len as u64)?;
+        Ok(Segment { fd, len })
+    }
+
+    /// Length in bytes (a multiple of [`PAGE`]).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// The address range of one wasm linear memory in the host: base pointer and the byte length
+/// currently accessible to the guest.
+///
+/// Holding a `MemoryRange` is a promise made by its creator (the `domain` module): the memory
+/// belongs to a `Store` that stays alive for as long as this range is used to map, unmap or
+/// access windows, and `len` never exceeds the memory's current size. The memory never moves
+/// (`memory_may_move(false)` with a full 4 GiB reservation).
+#[derive(Clone, Copy, Debug)]
+pub struct MemoryRange {
+    base: usize,
+    len: usize,
+}
+
+impl MemoryRange {
+    /// Records a memory's base and current size.
+    pub fn new(base: *mut u8, len: usize) -> MemoryRange {
+        MemoryRange {
+            base: base as usize,
+            len,
+        }
+    }
+
+    fn window_ptr(&self, offset: usize, len: usize) -> io::Result<*mut u8> {
+        let end = offset
+            .checked_add(len)
+            .ok_or_else(|| io::Error::other("window overflows"))?;
+        if !offset.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) || end > self.len {
+            return Err(io::Error::other(format!(
+                "window {offset:#x}+{len:#x} is not page aligned inside a memory of {:#x} bytes",
+                self.len
+            )));
+        }
+        Ok((self.base + offset) as *mut u8)
+    }
+
+    /// Maps all of `segment` at `offset` in this memory, shared.
+    pub fn map(&self, offset: usize, segment: &Segment) -> io::Result<()> {
+        let ptr = self.window_ptr(offset, segment.len)?;
+        // SAFETY: `window_ptr` checked that [ptr, ptr+len) is page aligned and lies inside the
+        // accessible part of a linear memory whose Store is alive (the `MemoryRange` contract).
+        // Those pages belong to wasmtime's reservation for that memory and were grown by the
+        // host for windows, so no Rust object lives there; replacing them with MAP_FIXED
+        // changes only what the guest (and our raw-pointer accessors) see.
+        unsafe {
+            mmap(
+                ptr.cast(),
+                segment.len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED | MapFlags::FIXED,
+                &segment.fd,
+                0,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Replaces `len` bytes at `offset` with private zero pages: the window's pages leave this
+    /// memory, the guest keeps readable and writable (zeroed) memory at those addresses.
+    pub fn unmap(&self, offset: usize, len: usize) -> io::Result<()> {
+        let ptr = self.window_ptr(offset, len)?;
+        // SAFETY: as in `map`: the range is inside the live, accessible part of the memory's
+        // reservation. The replacement is private anonymous read-write memory, so the memory
+        // stays fully accessible and no hole appears in wasmtime's reservation.
+        unsafe {
+            mmap_anonymous(
+                ptr.cast(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE | MapFlags::FIXED,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Copies `dst.len()` bytes out of the memory at `offset`, or `None` when the range is not
+    /// inside the memory. Safe against concurrent writers: a racing write yields arbitrary
+    /// bytes, never undefined behaviour in the host.
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Option<()> {
+        let end = offset.checked_add(dst.len())?;
+        if end > self.len {
+            return None;
+        }
+        let src = (self.base + offset) as *const u8;
+        for (i, b) in dst.iter_mut().enumerate() {
+            // SAFETY: `offset + i < len`, inside the accessible memory (the contract); a
+            // volatile byte load tolerates concurrent writes by the peer domain.
+            *b = unsafe { src.add(i).read_volatile() };
+        }
+        Some(())
+    }
+
+    /// Copies `src` into the memory at `offset`; `None` when the range is not inside it.
+    pub fn write(&self, offset: usize, src: &[u8]) -> Option<()> {
+        let end = offset.checked_add(src.len())?;
+        if end > self.len {
+            return None;
+        }
+        let dst = (self.base + offset) as *mut u8;
+        for (i, b) in src.iter().enumerate() {
+            // SAFETY: in bounds as above; volatile stores through a raw pointer never form a
+            // Rust reference to pages another domain may be writing.
+            unsafe { dst.add(i).write_volatile(*b) };
+        }
+        Some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A private anonymous region standing in for a linear memory.
+    struct Region {
+        ptr: *mut u8,
+        len: usize,
+    }
+
+    impl Region {
+        fn new(len: usize) -> Region {
+            // SAFETY: a fresh anonymous mapping at an address of the kernel's choosing.
+            let ptr = unsafe {
+                mmap_anonymous(
+                    std::ptr::null_mut(),
+                    len,
+                    ProtFlags::READ | ProtFlags::WRITE,
+                    MapFlags::PRIVATE,
+                )
+            }
+            .expect("mmap");
+            Region {
+                ptr: ptr.cast(),
+                len,
+            }
+        }
+        fn range(&self) -> MemoryRange {
+            MemoryRange::new(self.ptr, self.len)
+        }
+    }
+
+    impl Drop for Region {
+        fn drop(&mut self) {
+            // SAFETY: unmaps exactly the region created in `new`, which nothing uses anymore.
+            unsafe { rustix::mm::munmap(self.ptr.cast(), self.len) }.expect("munmap");
+        }
+    }
+
+    #[test]
+    fn a_segment_mapped_twice_is_shared_and_unmapping_zeroes_one_side() {
+        let a = Region::new(16 * PAGE);
+        let b = Region::new(16 * PAGE);
+        let seg = Segment::new(2 * PAGE + 1).unwrap();
+        assert_eq!(seg.len(), 3 * PAGE);
+        a.range().map(4 * PAGE, &seg).unwrap();
+        b.range().map(8 * PAGE, &seg).unwrap();
+        a.range().write(4 * PAGE + 100, b"shared").unwrap();
+        let mut got = [0u8; 6];
+        b.range().read(8 * PAGE + 100, &mut got).unwrap();
+        assert_eq!(&got, b"shared");
+
+        a.range().unmap(4 * PAGE, seg.len()).unwrap();
+        a.range().read(4 * PAGE + 100, &mut got).unwrap();
+        assert_eq!(got, [0; 6], "the unmapped side sees fresh zero pages");
+        b.range().read(8 * PAGE + 100, &mut got).unwrap();
+        assert_eq!(&got, b"shared", "the other side keeps the segment");
+    }
+
+    #[test]
+    fn windows_outside_the_memory_or_misaligned_are_refused() {
+        let a = Region::new(4 * PAGE);
+        let seg = Segment::new(PAGE).unwrap();
+        assert!(a.range().map(4 * PAGE, &seg).is_err());
+        assert!(a.range().map(100, &seg).is_err());
+        assert!(a.range().unmap(usize::MAX - PAGE + 1, PAGE).is_err());
+        let mut buf = [0u8; 8];
+        assert!(a.range().read(4 * PAGE - 4, &mut buf).is_none());
+        assert!(a.range().write(usize::MAX, &buf).is_none());
+    }
+}

@@ -1,0 +1,402 @@
+//! Bindings (LRPC 3.1): the Binding Object a client holds, the A-stacks allocated for it and
+//! the pages they live in.
+//!
+//! A binding's state is split by who touches it:
+//!
+//! * [`ClientSlot`]s live in the client replica's store data. The call path reads them while
+//!   it holds that store (it runs inside the client's `lrpc.call` import), so validating a
+//!   handle, a procedure and an A-stack takes no lock: a generation compare and, per extent
+//!   of A-stacks, one range check (A-stacks of an extent are contiguous).
+//! * [`Binding`] is shared (`Arc`) between the client's slot, the linkage records of calls in
+//!   flight and the domains' books. It owns the memfd segments and knows where each is mapped,
+//!   so it can be revoked from any thread (termination) without the client's store.
+
+use crate::astack::{PAGE, Segment, page_round};
+use crate::clerk::ExportEntry;
+use crate::domain::{DomainData, DomainShared, lock};
+use crate::error::Error;
+use crate::linkage::ReplicaKey;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+use wasmtime::{AsContextMut, StoreContextMut};
+
+/// Binding state values.
+pub(crate) const LIVE: u8 = 0;
+const UNBOUND: u8 = 1;
+const SERVER_TERMINATED: u8 = 2;
+const CLIENT_TERMINATED: u8 = 3;
+
+/// Why a binding is revoked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RevokeReason {
+    /// The client unbound it.
+    Unbound,
+    /// The server domain was terminated.
+    ServerTerminated,
+    /// The client domain was terminated (or dropped).
+    ClientTerminated,
+}
+
+/// Maximum extents of A-stacks per procedure (the first one plus growth, LRPC 5.2).
+pub(crate) const MAX_EXTENTS: usize = 32;
+
+/// One client slot of a replica's binding table.
+#[derive(Default)]
+pub(crate) struct ClientSlot {
+    /// Generation of the handle issued for this slot most recently (0: never issued).
+    pub generation: u32,
+    /// The live binding, when the slot is in use.
+    pub live: Option<ClientBinding>,
+}
+
+/// A client's view of one live binding.
+pub(crate) struct ClientBinding {
+    pub binding: Arc<Binding>,
+    pub procs: Box<[ProcStacks]>,
+}
+
+impl ClientBinding {
+    /// Whether a call on this binding is in flight.
+    pub fn any_busy(&self) -> bool {
+        self.procs
+            .iter()
+            .any(|p| p.extents.iter().any(|e| e.busy.iter().any(|&b| b)))
+    }
+}
+
+/// The A-stacks of one procedure of one binding.
+pub(crate) struct ProcStacks {
+    pub extents: Vec<Extent>,
+}
+
+/// A contiguous run of `count` A-stacks of `size` bytes.
+pub(crate) struct Extent {
+    /// Client address of the first A-stack.
+    pub client_base: u32,
+    /// Server address of the first A-stack, per server replica.
+    pub server_bases: Box<[u32]>,
+    pub size: u32,
+    pub count: u32,
+    /// Index of the first A-stack of this extent among the procedure's A-stacks.
+    pub first: u32,
+    /// A-stacks in use by a call in flight.
+    pub busy: Vec<bool>,
+    /// The `in` out-of-band segment of each A-stack: capacity and server addresses per
+    /// replica (all zero when none).
+    pub oob_in: Vec<OobView>,
+}
+
+/// Where an out-of-band segment is, as the call path needs it.
+#[derive(Clone, Default)]
+pub(crate) struct OobView {
+    pub cap: u32,
+    pub server: Box<[u32]>,
+}
+
+impl ProcStacks {
+    /// Finds the extent and index of the A-stack at client address `astack`.
+    #[inline]
+    pub fn locate(&self, astack: u32) -> Option<(usize, u32)> {
+        for (i, e) in self.extents.iter().enumerate() {
+            let off = astack.wrapping_sub(e.client_base);
+            if off < e.size * e.count && off % e.size == 0 {
+                return Some((i, off / e.size));
+            }
+        }
+        None
+    }
+}
+
+/// Where one segment is mapped: client offset, and an offset per server replica.
+#[derive(Debug, Clone)]
+pub(crate) struct Placement {
+    pub client: usize,
+    pub server: Box<[usize]>,
+    pub len: usize,
+}
+
+/// A mapped segment owned by a binding.
+struct Mapped {
+    segment: Segment,
+    at: Placement,
+}
+
+/// Which out-of-band segment: procedure, A-stack index, direction.
+type OobKey = (u32, u32, i32);
+
+#[derive(Default)]
+struct Mappings {
+    /// A-stack extents.
+    astacks: Vec<Mapped>,
+    /// Out-of-band segments.
+    oob: HashMap<OobKey, Mapped>,
+}
+
+/// A binding between one client replica and a server domain.
+pub(crate) struct Binding {
+    pub handle: u64,
+    pub export: Arc<ExportEntry>,
+    pub server: Arc<DomainShared>,
+    pub client: Weak<DomainShared>,
+    pub client_key: ReplicaKey,
+    pub state: AtomicU8,
+    pub deadline: Duration,
+    pub deadline_ticks: u64,
+    mappings: Mutex<Mappings>,
+}
+
+/// What the embedder can see of a binding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindingInfo {
+    /// The Binding Object's handle as the client holds it.
+    pub handle: u64,
+    /// The name the interface was bound under.
+    pub name: String,
+    /// The interface.
+    pub interface: String,
+    /// Client domain id and replica.
+    pub client: (u16, u16),
+    /// Server domain id.
+    pub server: u16,
+    /// Whether the binding is live.
+    pub live: bool,
+    /// The A-stack windows: client offset, server offsets per replica, length.
+    pub windows: Vec<(usize, Vec<usize>, usize)>,
+    /// The out-of-band windows, in the same form.
+    pub oob_windows: Vec<(usize, Vec<usize>, usize)>,
+}
+
+impl Binding {
+    pub(crate) fn new(
+        handle: u64,
+        export: Arc<ExportEntry>,
+        client: &Arc<DomainShared>,
+        client_key: ReplicaKey,
+        deadline: Duration,
+        tick: Duration,
+    ) -> Binding {
+        let ticks = deadline.as_nanos().div_ceil(tick.as_nanos().max(1)) + 1;
+        Binding {
+            handle,
+            server: export.server.clone(),
+            export,
+            client: Arc::downgrade(client),
+            client_key,
+            state: AtomicU8::new(LIVE),
+            deadline,
+            deadline_ticks: u64::try_from(ticks).unwrap_or(u64::MAX),
+            mappings: Mutex::new(Mappings::default()),
+        }
+    }
+
+    pub(crate) fn is_live(&self) -> bool {
+        self.state.load(Ordering::Acquire) == LIVE
+    }
+
+    /// The status a call on this binding gets when it is no longer live.
+    pub(crate) fn dead_status(&self) -> lrpc_abi::Status {
+        match self.state.load(Ordering::Acquire) {
+            UNBOUND => lrpc_abi::Status::StaleBinding,
+            SERVER_TERMINATED => lrpc_abi::Status::ServerTerminated,
+            CLIENT_TERMINATED => lrpc_abi::Status::StaleBinding,
+            _ => lrpc_abi::Status::Ok,
+        }
+    }
+
+    pub(crate) fn info(&self) -> BindingInfo {
+        let m = lock(&self.mappings);
+        let view = |x: &Mapped| (x.at.client, x.at.server.to_vec(), x.at.len);
+        BindingInfo {
+            handle: self.handle,
+            name: self.export.name.clone(),
+            interface: self.export.plan.name.clone(),
+            client: (self.client_key.domain, self.client_key.replica),
+            server: self.server.core.id,
+            live: self.is_live(),
+            windows: m.astacks.iter().map(view).collect(),
+            oob_windows: m.oob.values().map(view).collect(),
+        }
+    }
+
+    /// Creates a segment of `len` bytes and maps it into the client replica and every server
+    /// replica. `own` is the store of the replica making the request (client or server),
+    /// which can not be locked again; other replicas are locked or re-entered.
+    pub(crate) fn place(
+        &self,
+        len: usize,
+        own: (ReplicaKey, StoreContextMut<'_, DomainData>),
+    ) -> Result<(Segment, Placement), Error> {
+        let client = self.client.upgrade().ok_or(Error::KernelGone)?;
+        let segment = Segment::new(len).map_err(|e| Error::Resource(format!("memfd: {e}")))?;
+        let len = segment.len();
+        let (own_key, mut own_ctx) = own;
+        let mut done: Vec<(ReplicaKey, usize)> = Vec::new();
+        let mut place_in = |domain: &DomainShared, replica: u16| -> Result<usize, Error> {
+            let r = &domain.replicas[usize::from(replica)];
+            let off = if r.key == own_key {
+                r.alloc_window(own_ctx.as_context_mut(), len)?
+            } else {
+                r.with_store(self.deadline, |ctx| r.alloc_window(ctx, len))
+                    .map_err(|_| Error::Busy)??
+            };
+            let mapped = r.window_range().map(off, &segment);
+            if let Err(e) = mapped {
+                r.free_window(off, len);
+                return Err(Error::Resource(format!("mapping a window: {e}")));
+            }
+            done.push((r.key, off));
+            Ok(off)
+        };
+        let result = (|| {
+            let c = place_in(&client, self.client_key.replica)?;
+            let mut s = Vec::with_capacity(self.server.replicas.len());
+            for i in 0..self.server.replicas.len() {
+                s.push(place_in(&self.server, i as u16)?);
+            }
+            Ok(Placement {
+                client: c,
+                server: s.into_boxed_slice(),
+                len,
+            })
+        })();
+        match result {
+            Ok(at) => Ok((segment, at)),
+            Err(e) => {
+                for (key, off) in done {
+                    let d = if key.domain == client.core.id {
+                        &client
+                    } else {
+                        &self.server
+                    };
+                    unmap_free(d, key.replica, off, len);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Records an A-stack segment as owned by this binding (or unmaps it at once if the
+    /// binding was revoked meanwhile).
+    pub(crate) fn adopt_astacks(&self, segment: Segment, at: Placement) -> Result<(), Error> {
+        let mut m = lock(&self.mappings);
+        if !self.is_live() {
+            drop(m);
+            self.unmap(&at);
+            return Err(Error::Terminated(self.server.core.name.clone()));
+        }
+        m.astacks.push(Mapped { segment, at });
+        Ok(())
+    }
+
+    /// Capacity and placement of an out-of-band segment, if it exists.
+    pub(crate) fn oob(&self, key: OobKey) -> Option<(usize, Placement)> {
+        let m = lock(&self.mappings);
+        m.oob.get(&key).map(|x| (x.segment.len(), x.at.clone()))
+    }
+
+    /// Installs a (larger) out-of-band segment, unmapping the one it replaces.
+    pub(crate) fn replace_oob(
+        &self,
+        key: OobKey,
+        segment: Segment,
+        at: Placement,
+    ) -> Result<(), Error> {
+        let mut m = lock(&self.mappings);
+        if !self.is_live() {
+            drop(m);
+            self.unmap(&at);
+            return Err(Error::Terminated(self.server.core.name.clone()));
+        }
+        let old = m.oob.insert(key, Mapped { segment, at });
+        drop(m);
+        if let Some(old) = old {
+            self.unmap(&old.at);
+        }
+        Ok(())
+    }
+
+    /// Revokes the binding once: marks it dead, takes its pages out of both domains and
+    /// removes it from the domains' books. `dropping` is a domain being dropped (its strong
+    /// count is already zero, but its stores are still alive).
+    pub(crate) fn revoke_with(&self, reason: RevokeReason, dropping: Option<&DomainShared>) {
+        let state = match reason {
+            RevokeReason::Unbound => UNBOUND,
+            RevokeReason::ServerTerminated => SERVER_TERMINATED,
+            RevokeReason::ClientTerminated => CLIENT_TERMINATED,
+        };
+        if self
+            .state
+            .compare_exchange(LIVE, state, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return;
+        }
+        let all: Vec<Mapped> = {
+            let mut m = lock(&self.mappings);
+            let mut all: Vec<Mapped> = std::mem::take(&mut m.astacks);
+            all.extend(std::mem::take(&mut m.oob).into_values());
+            all
+        };
+        let client = self.client.upgrade();
+        let client_ref: Option<&DomainShared> = client.as_deref().or(dropping);
+        for x in &all {
+            if let Some(c) = client_ref {
+                unmap_free(c, self.client_key.replica, x.at.client, x.at.len);
+            }
+            for (i, &off) in x.at.server.iter().enumerate() {
+                unmap_free(&self.server, i as u16, off, x.at.len);
+            }
+        }
+        drop(all);
+        if let Some(c) = client_ref {
+            let mut book = lock(&c.core.book);
+            book.client.retain(|b| b.handle != self.handle);
+            book.handles.remove(&self.handle);
+        }
+        let mut book = lock(&self.server.core.book);
+        book.server
+            .retain(|w| w.upgrade().is_some_and(|b| b.is_live()));
+    }
+
+    fn unmap(&self, at: &Placement) {
+        if let Some(c) = self.client.upgrade() {
+            unmap_free(&c, self.client_key.replica, at.client, at.len);
+        }
+        for (i, &off) in at.server.iter().enumerate() {
+            unmap_free(&self.server, i as u16, off, at.len);
+        }
+    }
+}
+
+/// Takes a window out of a replica's memory and returns its pages to the replica's window
+/// allocator. A failed unmap leaves the range allocated (never reused) rather than reusing
+/// pages that may still be shared.
+fn unmap_free(domain: &DomainShared, replica: u16, off: usize, len: usize) {
+    let r = &domain.replicas[usize::from(replica)];
+    match r.window_range().unmap(off, len) {
+        Ok(()) => r.free_window(off, len),
+        Err(e) => tracing::error!(
+            domain = domain.core.name,
+            off,
+            len,
+            "unmapping a window failed: {e}"
+        ),
+    }
+}
+
+/// Layout of a binding's first A-stack segment: per procedure, its offset in the segment,
+/// A-stack size and count.
+pub(crate) fn layout(sizes: &[(u32, u32)]) -> Option<(Vec<usize>, usize)> {
+    let mut offs = Vec::with_capacity(sizes.len());
+    let mut at = 0usize;
+    for &(size, count) in sizes {
+        offs.push(at);
+        let bytes = usize::try_from(size)
+            .ok()?
+            .checked_mul(usize::try_from(count).ok()?)?;
+        at = at.checked_add(bytes)?.checked_add(7)? & !7;
+    }
+    Some((offs, page_round(at.max(PAGE))?))
+}

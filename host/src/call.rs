@@ -1,0 +1,715 @@
+//! The kernel imports guests call: bind, unbind, call (the hot path), A-stack growth and
+//! out-of-band segments.
+//!
+//! **The call path** (LRPC 3.2). `lrpc.call(handle, proc, astack)` runs in the client's
+//! thread with the client's store: it validates the handle (owner, slot, generation), the
+//! binding's liveness, the procedure and the A-stack (a range check per extent, then the
+//! busy bit), records a linkage, takes the server replica's store (an uncontended lock; no
+//! lock shared by unrelated domains), translates the A-stack address and calls the server's
+//! entry stub on the same thread. Every value passed in is an untrusted integer; every
+//! failure is a status code returned to the client, which keeps running. A server that
+//! faults is terminated and the client gets a call-failed status.
+
+use crate::astack::page_round;
+use crate::binding::{Binding, ClientBinding, ClientSlot, Extent, OobView, ProcStacks, layout};
+use crate::domain::{DomainData, Interrupt, lock, wait_lock};
+use crate::error::{Error, Fault};
+use crate::kernel::KernelInner;
+use crate::linkage::{self, Pinned, ReplicaKey};
+use lrpc_abi::{Status, desc, handle};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use wasmtime::{AsContextMut, Caller, Linker, Memory};
+
+type HostResult<T> = wasmtime::Result<T>;
+
+/// Longest interface name `bind` reads from a guest.
+const MAX_NAME: usize = 512;
+
+/// Registers the kernel imports.
+pub(crate) fn define(linker: &mut Linker<DomainData>) -> wasmtime::Result<()> {
+    let m = lrpc_abi::IMPORT_MODULE;
+    linker.func_wrap(m, lrpc_abi::import::CALL, call)?;
+    linker.func_wrap(m, lrpc_abi::import::BIND, bind)?;
+    linker.func_wrap(m, lrpc_abi::import::UNBIND, unbind)?;
+    linker.func_wrap(m, lrpc_abi::import::ASTACKS_MORE, astacks_more)?;
+    linker.func_wrap(m, lrpc_abi::import::OOB, oob)?;
+    linker.func_wrap(m, lrpc_abi::import::REPLY_OOB, reply_oob)?;
+    Ok(())
+}
+
+/// Classifies a handle that does not name one of the caller's live bindings.
+fn bad_handle(data: &DomainData, raw: u64) -> Status {
+    let (owner, slot, generation) = handle::unpack(raw);
+    if owner == data.core.id {
+        return match data.bindings.get(usize::from(slot)) {
+            Some(s) if generation != 0 && generation <= s.generation => Status::StaleBinding,
+            _ => Status::ForgedBinding,
+        };
+    }
+    // Someone else's handle? Ask the domain it names (a slow path: refusals only).
+    let foreign = data.kernel.upgrade().is_some_and(|k| {
+        k.domain_by_id(owner)
+            .is_some_and(|d| lock(&d.core.book).handles.contains(&raw))
+    });
+    if foreign {
+        Status::ForeignBinding
+    } else {
+        Status::ForgedBinding
+    }
+}
+
+/// Looks up the caller's live binding for `raw`, or the refusal status.
+#[inline]
+fn client_binding(data: &mut DomainData, raw: u64) -> Result<&mut ClientBinding, Status> {
+    let (owner, slot, generation) = handle::unpack(raw);
+    let me = data.core.id;
+    let ok = owner == me
+        && data
+            .bindings
+            .get(usize::from(slot))
+            .is_some_and(|s| s.generation == generation && s.live.is_some());
+    if !ok {
+        return Err(bad_handle(data, raw));
+    }
+    let cb = data.bindings[usize::from(slot)]
+        .live
+        .as_mut()
+        .expect("checked above");
+    if !cb.binding.is_live() {
+        return Err(cb.binding.dead_status());
+    }
+    Ok(cb)
+}
+
+/// Per-replica addresses without a heap allocation for the common case of few replicas.
+enum PerReplica {
+    Inline([u32; 4]),
+    Heap(Box<[u32]>),
+}
+
+impl PerReplica {
+    #[inline]
+    fn collect(src: &[u32], delta: u32) -> PerReplica {
+        if src.len() <= 4 {
+            let mut a = [0u32; 4];
+            for (d, s) in a.iter_mut().zip(src) {
+                *d = s.wrapping_add(delta);
+            }
+            PerReplica::Inline(a)
+        } else {
+            PerReplica::Heap(src.iter().map(|s| s.wrapping_add(delta)).collect())
+        }
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> u32 {
+        match self {
+            PerReplica::Inline(a) => a.get(i).copied().unwrap_or(0),
+            PerReplica::Heap(v) => v.get(i).copied().unwrap_or(0),
+        }
+    }
+}
+
+/// What the call path copies out of the client's slot before leaving the client.
+struct Prepared {
+    binding: Pinned,
+    extent: usize,
+    index: u32,
+    size: u32,
+    server_offset: PerReplica,
+    oob_server: PerReplica,
+    oob_cap: u32,
+}
+
+fn prepare(data: &mut DomainData, raw: u64, proc: i32, astack: i32) -> Result<Prepared, Status> {
+    let cb = client_binding(data, raw)?;
+    let ps = usize::try_from(proc)
+        .ok()
+        .and_then(|p| cb.procs.get_mut(p))
+        .ok_or(Status::BadProcedure)?;
+    let (ei, index) = ps.locate(astack as u32).ok_or(Status::BadAStack)?;
+    let e = &mut ps.extents[ei];
+    let busy = &mut e.busy[index as usize];
+    if *busy {
+        return Err(Status::AStackBusy);
+    }
+    *busy = true;
+    let delta = index * e.size;
+    let oob = &e.oob_in[index as usize];
+    Ok(Prepared {
+        binding: Pinned::new(&cb.binding),
+        extent: ei,
+        index: e.first + index,
+        size: e.size,
+        server_offset: PerReplica::collect(&e.server_bases, delta),
+        oob_server: PerReplica::collect(&oob.server, 0),
+        oob_cap: oob.cap,
+    })
+}
+
+/// Marks the call's A-stack free again. The binding is in its slot, or in the retired list
+/// if it was unbound while the call was in flight; a retired binding whose last call
+/// finished is dropped here.
+fn release(data: &mut DomainData, raw: u64, proc: i32, extent: usize, index: u32) {
+    fn clear(cb: &mut ClientBinding, proc: i32, extent: usize, index: u32) {
+        if let Some(e) = cb
+            .procs
+            .get_mut(proc as usize)
+            .and_then(|p| p.extents.get_mut(extent))
+            && let Some(b) = e.busy.get_mut((index - e.first) as usize)
+        {
+            *b = false;
+        }
+    }
+    let (_, slot, generation) = handle::unpack(raw);
+    if let Some(ClientSlot {
+        generation: g,
+        live: Some(cb),
+    }) = data.bindings.get_mut(usize::from(slot))
+        && *g == generation
+    {
+        clear(cb, proc, extent, index);
+        return;
+    }
+    if let Some(cb) = data.retired.iter_mut().find(|cb| cb.binding.handle == raw) {
+        clear(cb, proc, extent, index);
+    }
+    data.retired.retain(|cb| cb.any_busy());
+}
+
+/// `lrpc.call(handle, proc, astack) -> status`.
+fn call(mut caller: Caller<'_, DomainData>, raw: i64, proc: i32, astack: i32) -> HostResult<i32> {
+    let raw = raw as u64;
+    let data = caller.data_mut();
+    let p = match prepare(data, raw, proc, astack) {
+        Ok(p) => p,
+        Err(s) => return Ok(s as i32),
+    };
+    let client_key = data.key();
+    let now = data.ticks.load(Ordering::Relaxed);
+    let status = transfer(&mut caller, client_key, &p, proc as u32, now);
+    let data = caller.data_mut();
+    release(data, raw, proc, p.extent, p.index);
+    if data.core.terminated.load(Ordering::Acquire) {
+        // The client itself was terminated while it waited: unwind it.
+        return Err(wasmtime::Error::new(Interrupt::Terminated));
+    }
+    Ok(status as i32)
+}
+
+/// Runs the call in the server and maps its outcome to a status.
+fn transfer(
+    caller: &mut Caller<'_, DomainData>,
+    client_key: ReplicaKey,
+    p: &Prepared,
+    proc: u32,
+    now: u64,
+) -> Status {
+    let b = p.binding.get();
+    let server = &b.server;
+    let entry_args = |r: usize| {
+        (
+            p.server_offset.get(r) as i32,
+            p.size as i32,
+            p.oob_server.get(r) as i32,
+            p.oob_cap as i32,
+        )
+    };
+    let deadline = now.saturating_add(b.deadline_ticks);
+    let outcome = {
+        // Fast path: a free replica.
+        let mut picked = None;
+        for (i, r) in server.replicas.iter().enumerate() {
+            if let Some(g) = r.store.try_lock() {
+                picked = Some((i, g));
+                break;
+            }
+        }
+        match picked {
+            Some((i, mut store)) => {
+                let server_key = server.replicas[i].key;
+                let entry = &b.export.entries[i][proc as usize];
+                linkage::with_record(
+                    caller,
+                    client_key,
+                    server_key,
+                    p.binding,
+                    proc,
+                    p.index,
+                    || {
+                        let saved =
+                            std::mem::replace(&mut store.data_mut().deadline_tick, deadline);
+                        let r = entry.call(&mut *store, entry_args(i));
+                        store.data_mut().deadline_tick = saved;
+                        r
+                    },
+                )
+            }
+            None => {
+                // Every replica is locked: by a call suspended on this thread (re-entry,
+                // A→B→A) or by another thread (wait, bounded by the deadline).
+                let reentered = server.replicas.iter().enumerate().find_map(|(i, r)| {
+                    let key = r.key;
+                    let entry = &b.export.entries[i][proc as usize];
+                    let args = entry_args(i);
+                    linkage::with_record(caller, client_key, key, p.binding, proc, p.index, || {
+                        linkage::reenter(key, |srv| {
+                            let saved =
+                                std::mem::replace(&mut srv.data_mut().deadline_tick, deadline);
+                            let r = entry.call(&mut *srv, args);
+                            srv.data_mut().deadline_tick = saved;
+                            r
+                        })
+                    })
+                });
+                match reentered {
+                    Some(r) => r,
+                    None => {
+                        let i = crate::domain::thread_slot() % server.replicas.len();
+                        let r = &server.replicas[i];
+                        let Some(mut store) = wait_lock(&r.store, b.deadline) else {
+                            return Status::ServerBusy;
+                        };
+                        let entry = &b.export.entries[i][proc as usize];
+                        linkage::with_record(
+                            caller,
+                            client_key,
+                            r.key,
+                            p.binding,
+                            proc,
+                            p.index,
+                            || {
+                                let saved = std::mem::replace(
+                                    &mut store.data_mut().deadline_tick,
+                                    deadline,
+                                );
+                                let res = entry.call(&mut *store, entry_args(i));
+                                store.data_mut().deadline_tick = saved;
+                                res
+                            },
+                        )
+                    }
+                }
+            }
+        }
+    };
+    match outcome {
+        Ok(lrpc_abi::ENTRY_OK) => Status::Ok,
+        Ok(_) => Status::ServerRejected,
+        Err(e) => {
+            let fault = Fault::classify(&e);
+            if let Some(k) = caller.data().kernel.upgrade() {
+                crate::terminate::terminate_shared(&k, server);
+            }
+            tracing::debug!(server = server.core.name, %fault, "server faulted during a call");
+            fault.status()
+        }
+    }
+}
+
+fn memory(caller: &mut Caller<'_, DomainData>) -> Option<Memory> {
+    caller.get_export("memory").and_then(|e| e.into_memory())
+}
+
+fn read_guest(caller: &mut Caller<'_, DomainData>, ptr: i32, len: usize) -> Option<Vec<u8>> {
+    let mem = memory(caller)?;
+    let mut buf = vec![0; len];
+    mem.read(&*caller, ptr as u32 as usize, &mut buf).ok()?;
+    Some(buf)
+}
+
+fn write_guest(caller: &mut Caller<'_, DomainData>, ptr: i32, bytes: &[u8]) -> Result<(), Status> {
+    let mem = memory(caller).ok_or(Status::BadPointer)?;
+    mem.write(&mut *caller, ptr as u32 as usize, bytes)
+        .map_err(|_| Status::BadPointer)
+}
+
+fn kernel_of(caller: &Caller<'_, DomainData>) -> Result<Arc<KernelInner>, Status> {
+    caller
+        .data()
+        .kernel
+        .upgrade()
+        .ok_or(Status::ResourceExhausted)
+}
+
+fn status_of(e: &Error) -> Status {
+    match e {
+        Error::Busy => Status::ServerBusy,
+        Error::Terminated(_) => Status::ServerTerminated,
+        _ => Status::ResourceExhausted,
+    }
+}
+
+/// `lrpc.bind(name_ptr, name_len, fingerprint, desc_ptr, desc_cap) -> status`.
+fn bind(
+    mut caller: Caller<'_, DomainData>,
+    name_ptr: i32,
+    name_len: i32,
+    fingerprint: i64,
+    desc_ptr: i32,
+    desc_cap: i32,
+) -> HostResult<i32> {
+    Ok(match bind_inner(
+        &mut caller,
+        name_ptr,
+        name_len,
+        fingerprint as u64,
+        desc_ptr,
+        desc_cap,
+    ) {
+        Ok(()) => Status::Ok,
+        Err(s) => s,
+    } as i32)
+}
+
+fn bind_inner(
+    caller: &mut Caller<'_, DomainData>,
+    name_ptr: i32,
+    name_len: i32,
+    fingerprint: u64,
+    desc_ptr: i32,
+    desc_cap: i32,
+) -> Result<(), Status> {
+    let len = usize::try_from(name_len).map_err(|_| Status::BadPointer)?;
+    if len > MAX_NAME {
+        return Err(Status::UnknownInterface);
+    }
+    let name = read_guest(caller, name_ptr, len).ok_or(Status::BadPointer)?;
+    let name = String::from_utf8(name).map_err(|_| Status::UnknownInterface)?;
+    let kernel = kernel_of(caller)?;
+    let export = kernel.clerk.get(&name).ok_or(Status::UnknownInterface)?;
+    if export.plan.fingerprint != fingerprint {
+        return Err(Status::InterfaceMismatch);
+    }
+    let nprocs = export.plan.procs.len();
+    let desc_len = desc::len(nprocs);
+    if usize::try_from(desc_cap).map_or(true, |c| c < desc_len) {
+        return Err(Status::BadPointer);
+    }
+    // Check the descriptor's place before allocating anything.
+    write_guest(caller, desc_ptr, &vec![0; desc_len])?;
+    let data = caller.data();
+    let key = data.key();
+    if export.server.core.id == key.domain {
+        return Err(Status::SelfBinding);
+    }
+    if export.server.core.terminated.load(Ordering::Acquire) {
+        return Err(Status::ServerTerminated);
+    }
+    let client = kernel
+        .domain_by_id(key.domain)
+        .ok_or(Status::ResourceExhausted)?;
+    // A free slot and the next generation for it.
+    let slot = data
+        .bindings
+        .iter()
+        .position(|s| s.live.is_none() && s.generation < u32::MAX)
+        .unwrap_or(data.bindings.len());
+    let slot16 = u16::try_from(slot).map_err(|_| Status::ResourceExhausted)?;
+    let generation = data.bindings.get(slot).map_or(0, |s| s.generation) + 1;
+    let raw = handle::pack(key.domain, slot16, generation);
+
+    let sizes: Vec<(u32, u32)> = export
+        .plan
+        .procs
+        .iter()
+        .map(|p| (p.astack_size, p.astack_count))
+        .collect();
+    let (offs, total) = layout(&sizes).ok_or(Status::ResourceExhausted)?;
+    let binding = Arc::new(Binding::new(
+        raw,
+        export.clone(),
+        &client,
+        key,
+        export.deadline,
+        kernel.config.tick,
+    ));
+    let (segment, at) = binding
+        .place(total, (key, caller.as_context_mut()))
+        .map_err(|e| status_of(&e))?;
+    let replicas = at.server.len();
+    let mut procs = Vec::with_capacity(nprocs);
+    let mut bytes = Vec::with_capacity(desc_len);
+    bytes.extend_from_slice(&raw.to_le_bytes());
+    bytes.extend_from_slice(&(nprocs as u32).to_le_bytes());
+    bytes.extend_from_slice(&0u32.to_le_bytes());
+    for (i, &(size, count)) in sizes.iter().enumerate() {
+        let client_base = (at.client + offs[i]) as u32;
+        procs.push(ProcStacks {
+            extents: vec![Extent {
+                client_base,
+                server_bases: at.server.iter().map(|s| (s + offs[i]) as u32).collect(),
+                size,
+                count,
+                first: 0,
+                busy: vec![false; count as usize],
+                oob_in: vec![empty_oob(replicas); count as usize],
+            }],
+        });
+        for v in [client_base, size, count, 0] {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    binding
+        .adopt_astacks(segment, at)
+        .map_err(|e| status_of(&e))?;
+    {
+        let mut book = lock(&client.core.book);
+        book.client.push(binding.clone());
+        book.handles.insert(raw);
+    }
+    lock(&export.server.core.book)
+        .server
+        .push(Arc::downgrade(&binding));
+    if export.server.core.terminated.load(Ordering::Acquire) {
+        // Lost a race with the server's termination: do not hand out a binding the
+        // terminator did not see.
+        binding.revoke_with(crate::binding::RevokeReason::ServerTerminated, None);
+        return Err(Status::ServerTerminated);
+    }
+    let data = caller.data_mut();
+    if slot == data.bindings.len() {
+        data.bindings.push(ClientSlot::default());
+    }
+    data.bindings[slot] = ClientSlot {
+        generation,
+        live: Some(ClientBinding {
+            binding,
+            procs: procs.into_boxed_slice(),
+        }),
+    };
+    write_guest(caller, desc_ptr, &bytes)
+}
+
+fn empty_oob(replicas: usize) -> OobView {
+    OobView {
+        cap: 0,
+        server: vec![0; replicas].into_boxed_slice(),
+    }
+}
+
+/// `lrpc.unbind(handle) -> status`.
+fn unbind(mut caller: Caller<'_, DomainData>, raw: i64) -> HostResult<i32> {
+    let raw = raw as u64;
+    let data = caller.data_mut();
+    let (owner, slot, generation) = handle::unpack(raw);
+    let ok = owner == data.core.id
+        && data
+            .bindings
+            .get(usize::from(slot))
+            .is_some_and(|s| s.generation == generation && s.live.is_some());
+    if !ok {
+        return Ok(bad_handle(data, raw) as i32);
+    }
+    let cb = data.bindings[usize::from(slot)]
+        .live
+        .take()
+        .expect("checked above");
+    cb.binding
+        .revoke_with(crate::binding::RevokeReason::Unbound, None);
+    if cb.any_busy() {
+        // A call on it is still in flight further down this thread: keep it alive (see
+        // `linkage::Pinned`) until that call releases its A-stack.
+        data.retired.push(cb);
+    }
+    Ok(Status::Ok as i32)
+}
+
+/// `lrpc.astacks_more(handle, proc, extent_ptr) -> status`.
+fn astacks_more(
+    mut caller: Caller<'_, DomainData>,
+    raw: i64,
+    proc: i32,
+    extent_ptr: i32,
+) -> HostResult<i32> {
+    Ok(
+        match astacks_more_inner(&mut caller, raw as u64, proc, extent_ptr) {
+            Ok(()) => Status::Ok,
+            Err(s) => s,
+        } as i32,
+    )
+}
+
+fn astacks_more_inner(
+    caller: &mut Caller<'_, DomainData>,
+    raw: u64,
+    proc: i32,
+    extent_ptr: i32,
+) -> Result<(), Status> {
+    write_guest(caller, extent_ptr, &[0; desc::EXTENT_LEN])?;
+    let key = caller.data().key();
+    let (binding, size, count, first) = {
+        let cb = client_binding(caller.data_mut(), raw)?;
+        let ps = usize::try_from(proc)
+            .ok()
+            .and_then(|p| cb.procs.get(p))
+            .ok_or(Status::BadProcedure)?;
+        if ps.extents.len() >= crate::binding::MAX_EXTENTS {
+            return Err(Status::ResourceExhausted);
+        }
+        let last = ps.extents.last().expect("every procedure has an extent");
+        (
+            cb.binding.clone(),
+            last.size,
+            last.count,
+            last.first + last.count,
+        )
+    };
+    let bytes = (size as usize)
+        .checked_mul(count as usize)
+        .ok_or(Status::ResourceExhausted)?;
+    let (segment, at) = binding
+        .place(bytes, (key, caller.as_context_mut()))
+        .map_err(|e| status_of(&e))?;
+    let extent = Extent {
+        client_base: at.client as u32,
+        server_bases: at.server.iter().map(|&s| s as u32).collect(),
+        size,
+        count,
+        first,
+        busy: vec![false; count as usize],
+        oob_in: vec![empty_oob(at.server.len()); count as usize],
+    };
+    let client_base = at.client as u32;
+    binding
+        .adopt_astacks(segment, at)
+        .map_err(|e| status_of(&e))?;
+    let cb = client_binding(caller.data_mut(), raw)?;
+    cb.procs[proc as usize].extents.push(extent);
+    let mut bytes = Vec::with_capacity(desc::EXTENT_LEN);
+    for v in [client_base, size, count, 0] {
+        bytes.extend_from_slice(&v.to_le_bytes());
+    }
+    write_guest(caller, extent_ptr, &bytes)
+}
+
+/// Segment capacity for a request of `min` bytes: at least 64 KiB, powers of two.
+fn oob_capacity(min: usize, max: usize) -> Result<usize, Status> {
+    if min > max {
+        return Err(Status::ResourceExhausted);
+    }
+    let cap = min
+        .max(64 * 1024)
+        .checked_next_power_of_two()
+        .ok_or(Status::ResourceExhausted)?;
+    page_round(cap.min(page_round(max).unwrap_or(max))).ok_or(Status::ResourceExhausted)
+}
+
+/// `lrpc.oob(handle, proc, astack, dir, min_len, seg_ptr) -> status`.
+fn oob(
+    mut caller: Caller<'_, DomainData>,
+    raw: i64,
+    proc: i32,
+    astack: i32,
+    dir: i32,
+    min_len: i32,
+    seg_ptr: i32,
+) -> HostResult<i32> {
+    Ok(
+        match oob_inner(&mut caller, raw as u64, proc, astack, dir, min_len, seg_ptr) {
+            Ok(()) => Status::Ok,
+            Err(s) => s,
+        } as i32,
+    )
+}
+
+fn oob_inner(
+    caller: &mut Caller<'_, DomainData>,
+    raw: u64,
+    proc: i32,
+    astack: i32,
+    dir: i32,
+    min_len: i32,
+    seg_ptr: i32,
+) -> Result<(), Status> {
+    write_guest(caller, seg_ptr, &[0; 8])?;
+    if dir != lrpc_abi::OOB_IN && dir != lrpc_abi::OOB_OUT {
+        return Err(Status::BadPointer);
+    }
+    let min = usize::try_from(min_len).map_err(|_| Status::BadPointer)?;
+    let kernel = kernel_of(caller)?;
+    let key = caller.data().key();
+    let (binding, ei, index, first) = {
+        let cb = client_binding(caller.data_mut(), raw)?;
+        let ps = usize::try_from(proc)
+            .ok()
+            .and_then(|p| cb.procs.get(p))
+            .ok_or(Status::BadProcedure)?;
+        let (ei, index) = ps.locate(astack as u32).ok_or(Status::BadAStack)?;
+        (cb.binding.clone(), ei, index, ps.extents[ei].first + index)
+    };
+    let okey = (proc as u32, first, dir);
+    let (cap, at) = match binding.oob(okey) {
+        Some((cap, at)) if cap >= min => (cap, at),
+        existing => {
+            if min == 0 && existing.is_none() && dir == lrpc_abi::OOB_OUT {
+                // Nothing was ever replied out of band on this A-stack.
+                return Err(Status::BadReply);
+            }
+            let cap = oob_capacity(min, kernel.config.max_oob)?;
+            let (segment, at) = binding
+                .place(cap, (key, caller.as_context_mut()))
+                .map_err(|e| status_of(&e))?;
+            let placed = at.clone();
+            binding
+                .replace_oob(okey, segment, at)
+                .map_err(|e| status_of(&e))?;
+            (cap, placed)
+        }
+    };
+    if dir == lrpc_abi::OOB_IN {
+        let cb = client_binding(caller.data_mut(), raw)?;
+        cb.procs[proc as usize].extents[ei].oob_in[index as usize] = OobView {
+            cap: cap as u32,
+            server: at.server.iter().map(|&s| s as u32).collect(),
+        };
+    }
+    let mut bytes = [0u8; 8];
+    bytes[..4].copy_from_slice(&(at.client as u32).to_le_bytes());
+    bytes[4..].copy_from_slice(&(cap as u32).to_le_bytes());
+    write_guest(caller, seg_ptr, &bytes)
+}
+
+/// `lrpc.reply_oob(min_len, seg_ptr) -> status`, called by a server inside a call.
+fn reply_oob(mut caller: Caller<'_, DomainData>, min_len: i32, seg_ptr: i32) -> HostResult<i32> {
+    Ok(match reply_oob_inner(&mut caller, min_len, seg_ptr) {
+        Ok(()) => Status::Ok,
+        Err(s) => s,
+    } as i32)
+}
+
+fn reply_oob_inner(
+    caller: &mut Caller<'_, DomainData>,
+    min_len: i32,
+    seg_ptr: i32,
+) -> Result<(), Status> {
+    write_guest(caller, seg_ptr, &[0; 8])?;
+    let me = caller.data().key();
+    let (_, server, pinned, proc, index) = linkage::current().ok_or(Status::NoCall)?;
+    if server != me {
+        return Err(Status::NoCall);
+    }
+    let binding = pinned.get();
+    let min = usize::try_from(min_len).map_err(|_| Status::BadPointer)?;
+    let kernel = kernel_of(caller)?;
+    let okey = (proc, index, lrpc_abi::OOB_OUT);
+    let (cap, at) = match binding.oob(okey) {
+        Some((cap, at)) if cap >= min => (cap, at),
+        _ => {
+            let cap = oob_capacity(min, kernel.config.max_oob)?;
+            let (segment, at) = binding
+                .place(cap, (me, caller.as_context_mut()))
+                .map_err(|e| status_of(&e))?;
+            let placed = at.clone();
+            binding
+                .replace_oob(okey, segment, at)
+                .map_err(|e| status_of(&e))?;
+            (cap, placed)
+        }
+    };
+    let mut bytes = [0u8; 8];
+    bytes[..4].copy_from_slice(&(at.server[usize::from(me.replica)] as u32).to_le_bytes());
+    bytes[4..].copy_from_slice(&(cap as u32).to_le_bytes());
+    write_guest(caller, seg_ptr, &bytes)
+}

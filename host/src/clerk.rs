@@ -1,0 +1,121 @@
+//! The clerk (LRPC 3.1): the registry of exported interfaces, by name.
+//!
+//! A server domain exports a WIT interface under a name (by default the interface's own
+//! name, e.g. `lrpc:bench/bench`). At export time the clerk builds the procedure descriptor
+//! list from the WIT (per procedure: entry stub, A-stack size and count) and checks that the
+//! module really has each entry with the right type; binding then needs no further checks
+//! of the server.
+
+use crate::domain::{DomainShared, SETUP_WAIT, lock, wait_lock};
+use crate::error::Error;
+use lrpc_presentation::InterfacePlan;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use wasmtime::TypedFunc;
+
+/// The core type of an entry stub: `(astack, astack_cap, oob, oob_cap) -> status`.
+pub(crate) type EntryFunc = TypedFunc<(i32, i32, i32, i32), i32>;
+
+/// Options of one export.
+#[derive(Debug, Clone, Default)]
+pub struct ExportOptions {
+    /// How long one call may run in the server before it is interrupted and the server
+    /// terminated (LRPC's "captured thread"). `None`: the kernel's default.
+    pub deadline: Option<Duration>,
+}
+
+/// One exported interface: the procedure descriptor list and the entries per replica.
+pub(crate) struct ExportEntry {
+    /// The name clients bind under.
+    pub name: String,
+    pub plan: InterfacePlan,
+    pub server: Arc<DomainShared>,
+    /// `entries[replica][proc]`.
+    pub entries: Box<[Box<[EntryFunc]>]>,
+    pub deadline: Duration,
+}
+
+/// The registry.
+#[derive(Default)]
+pub(crate) struct Clerk {
+    map: RwLock<HashMap<String, Arc<ExportEntry>>>,
+}
+
+impl Clerk {
+    pub fn get(&self, name: &str) -> Option<Arc<ExportEntry>> {
+        self.map
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .map
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Registers an export, resolving and type-checking its entries in every replica.
+    pub fn export(
+        &self,
+        name: &str,
+        plan: InterfacePlan,
+        server: &Arc<DomainShared>,
+        deadline: Duration,
+    ) -> Result<(), Error> {
+        let mut entries = Vec::with_capacity(server.replicas.len());
+        for r in server.replicas.iter() {
+            let mut store = wait_lock(&r.store, SETUP_WAIT).ok_or(Error::Busy)?;
+            let mut funcs = Vec::with_capacity(plan.procs.len());
+            for p in &plan.procs {
+                let f = r
+                    .instance
+                    .get_typed_func::<(i32, i32, i32, i32), i32>(&mut *store, &p.entry)
+                    .map_err(|e| Error::NotImplemented {
+                        domain: server.core.name.clone(),
+                        interface: plan.name.clone(),
+                        reason: format!("entry `{}`: {e}", p.entry),
+                    })?;
+                funcs.push(f);
+            }
+            entries.push(funcs.into_boxed_slice());
+        }
+        let entry = Arc::new(ExportEntry {
+            name: name.to_string(),
+            plan,
+            server: server.clone(),
+            entries: entries.into_boxed_slice(),
+            deadline,
+        });
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        if map.contains_key(name) {
+            return Err(Error::NameTaken(name.to_string()));
+        }
+        map.insert(name.to_string(), entry);
+        lock(&server.core.book).exports.push(name.to_string());
+        Ok(())
+    }
+
+    /// Withdraws every export of a domain.
+    pub fn withdraw(&self, server: &DomainShared) {
+        let names = std::mem::take(&mut lock(&server.core.book).exports);
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        for n in names {
+            map.remove(&n);
+        }
+    }
+
+    /// Drops every export.
+    pub fn clear(&self) -> Vec<Arc<ExportEntry>> {
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        map.drain().map(|(_, v)| v).collect()
+    }
+}

@@ -1,0 +1,506 @@
+//! Protection domains: one wasm instance (per replica) with its own linear memory and `Store`.
+//!
+//! **Why one `Store` per domain.** Fuel and epoch budgets, trap state and teardown belong to a
+//! `Store`; with a Store per domain they are naturally per domain, and measured crossings
+//! between Stores cost the same as within one (22–23 ns). A `Store` is single threaded, so
+//! each one sits behind its own lock: calls into different domains run in parallel on
+//! different threads and take no shared lock; calls into the same domain serialize on that
+//! domain's lock. A stateless server may be created with several **replicas** (LRPC's
+//! E-stacks, here whole instances): a call takes whichever replica is free, so calls from
+//! several threads into one server run in parallel too.
+//!
+//! A domain whose instance traps is terminated: after a trap the guest's shadow stack
+//! pointer is not restored, so the instance is not trusted to run again.
+
+use crate::astack::{MemoryRange, PAGE};
+use crate::binding::{Binding, ClientSlot};
+use crate::error::{Error, Fault};
+use crate::kernel::KernelInner;
+use crate::linkage::{self, ReplicaKey};
+use crate::lock::{Guard, TryLock};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+use wasmtime::{
+    AsContextMut, Instance, Memory, Module, Store, StoreContextMut, TypedFunc, UpdateDeadline,
+    WasmParams, WasmResults,
+};
+
+/// How long setup operations (export, export lookup) wait for a busy replica.
+pub(crate) const SETUP_WAIT: Duration = Duration::from_secs(30);
+
+/// Wasm page size.
+pub(crate) const WASM_PAGE: usize = 65536;
+
+/// What the epoch callback raises to stop a domain's code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Interrupt {
+    /// The domain was terminated while running.
+    #[error("the domain was terminated")]
+    Terminated,
+    /// The running call passed its deadline.
+    #[error("the call ran past its deadline")]
+    Deadline,
+}
+
+/// The per-`Store` data of a replica.
+pub struct DomainData {
+    pub(crate) core: Arc<DomainCore>,
+    pub(crate) replica: u16,
+    pub(crate) kernel: Weak<KernelInner>,
+    /// Bindings this replica holds as client, indexed by handle slot.
+    pub(crate) bindings: Vec<ClientSlot>,
+    /// Bindings unbound while a call on them was still in flight (see `linkage::Pinned`).
+    pub(crate) retired: Vec<crate::binding::ClientBinding>,
+    /// Ticks of the kernel's default deadline, for calls the embedder makes.
+    pub(crate) default_deadline_ticks: u64,
+    /// Tick at which the code running now must stop (0: no deadline).
+    pub(crate) deadline_tick: u64,
+    pub(crate) ticks: Arc<AtomicU64>,
+}
+
+impl DomainData {
+    pub(crate) fn key(&self) -> ReplicaKey {
+        ReplicaKey {
+            domain: self.core.id,
+            replica: self.replica,
+        }
+    }
+}
+
+/// State of a domain shared by its replicas and by the kernel.
+pub(crate) struct DomainCore {
+    pub id: u16,
+    pub name: String,
+    pub terminated: AtomicBool,
+    pub book: Mutex<Book>,
+}
+
+/// Bookkeeping touched at bind, unbind and termination time, never on the call path.
+#[derive(Default)]
+pub(crate) struct Book {
+    /// Bindings this domain holds as client.
+    pub client: Vec<Arc<Binding>>,
+    /// Bindings to this domain as server.
+    pub server: Vec<Weak<Binding>>,
+    /// Names this domain exports interfaces under.
+    pub exports: Vec<String>,
+    /// Handles of its live bindings, to tell a foreign handle from a forged one.
+    pub handles: HashSet<u64>,
+}
+
+/// One instance of a domain.
+pub(crate) struct Replica {
+    pub key: ReplicaKey,
+    pub store: TryLock<Store<DomainData>>,
+    pub instance: Instance,
+    pub memory: Memory,
+    base: usize,
+    pub windows: Mutex<WindowAlloc>,
+}
+
+/// Host-grown pages of one replica's memory that hold windows, managed page by page.
+#[derive(Default, Debug)]
+pub(crate) struct WindowAlloc {
+    /// Free page-aligned ranges `(offset, len)`.
+    free: Vec<(usize, usize)>,
+    /// End of the highest host-grown range; the memory is at least this large.
+    high: usize,
+}
+
+/// A domain: its replicas and shared state.
+pub(crate) struct DomainShared {
+    pub core: Arc<DomainCore>,
+    pub replicas: Box<[Replica]>,
+}
+
+impl Drop for DomainShared {
+    fn drop(&mut self) {
+        // Revoke while this domain's Stores still exist (fields drop after this body), so
+        // that unmapping its side of each window happens in a live memory.
+        let bindings = {
+            let mut book = lock(&self.core.book);
+            let mut all: Vec<Arc<Binding>> = std::mem::take(&mut book.client);
+            all.extend(book.server.drain(..).filter_map(|w| w.upgrade()));
+            all
+        };
+        for b in bindings {
+            b.revoke_with(crate::binding::RevokeReason::ClientTerminated, Some(self));
+        }
+    }
+}
+
+/// Locks a mutex, recovering the data if a panic poisoned it (state is kept consistent by
+/// construction; a poisoned lock only means a panic happened elsewhere).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Replica {
+    /// The memory as a window-mapping range, up to the host-grown high-water mark.
+    pub(crate) fn range(&self, high: usize) -> MemoryRange {
+        MemoryRange::new(self.base as *mut u8, high)
+    }
+
+    /// Allocates `len` bytes (page multiple) of window space, growing the memory through
+    /// `ctx` (this replica's store) when no free range fits.
+    pub(crate) fn alloc_window(
+        &self,
+        mut ctx: impl AsContextMut<Data = DomainData>,
+        len: usize,
+    ) -> Result<usize, Error> {
+        debug_assert!(len.is_multiple_of(PAGE));
+        let mut w = lock(&self.windows);
+        if let Some(i) = w.free.iter().position(|&(_, l)| l >= len) {
+            let (off, l) = w.free[i];
+            if l == len {
+                w.free.swap_remove(i);
+            } else {
+                w.free[i] = (off + len, l - len);
+            }
+            return Ok(off);
+        }
+        let pages = len.div_ceil(WASM_PAGE);
+        let old = self
+            .memory
+            .grow(&mut ctx, pages as u64)
+            .map_err(|e| Error::Resource(format!("growing {}'s memory: {e}", self.key.domain)))?;
+        let off = usize::try_from(old)
+            .ok()
+            .and_then(|p| p.checked_mul(WASM_PAGE))
+            .ok_or_else(|| Error::Resource("memory offset overflows".into()))?;
+        let grown = pages * WASM_PAGE;
+        if grown > len {
+            w.free.push((off + len, grown - len));
+        }
+        w.high = w.high.max(off + grown);
+        Ok(off)
+    }
+
+    /// Returns a window range to the free list (its pages must already be unmapped).
+    pub(crate) fn free_window(&self, off: usize, len: usize) {
+        let mut w = lock(&self.windows);
+        w.free.push((off, len));
+        // Coalesce neighbours so repeated bind/unbind cycles reuse the same pages.
+        w.free.sort_unstable();
+        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(w.free.len());
+        for &(o, l) in &w.free {
+            match merged.last_mut() {
+                Some((mo, ml)) if *mo + *ml == o => *ml += l,
+                _ => merged.push((o, l)),
+            }
+        }
+        w.free = merged;
+    }
+
+    /// The memory range covering every window of this replica.
+    pub(crate) fn window_range(&self) -> MemoryRange {
+        self.range(lock(&self.windows).high)
+    }
+
+    /// Runs `f` with this replica's store: locked if it is free, borrowed from the linkage
+    /// stack if this thread is inside a call made by it, or after waiting up to `wait` for
+    /// another thread to release it.
+    pub(crate) fn with_store<R>(
+        &self,
+        wait: Duration,
+        f: impl FnOnce(StoreContextMut<'_, DomainData>) -> R,
+    ) -> Result<R, Busy> {
+        if let Some(mut guard) = self.store.try_lock() {
+            return Ok(f(guard.as_context_mut()));
+        }
+        let mut f = Some(f);
+        if let Some(r) = linkage::reenter(self.key, |caller| {
+            (f.take().expect("called once"))(caller.as_context_mut())
+        }) {
+            return Ok(r);
+        }
+        let f = f.take().expect("not yet called");
+        let mut guard = wait_lock(&self.store, wait).ok_or(Busy)?;
+        Ok(f(guard.as_context_mut()))
+    }
+}
+
+/// A replica stayed locked by another thread for the whole wait.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Busy;
+
+/// Locks `m`, polling with back-off for at most `wait`. A `Store` lock is held for the whole
+/// of a call, which may legitimately be long; a cycle of calls across threads (T1: A→B while
+/// T2: B→A) would deadlock a blocking lock, so waiting is bounded by the caller's deadline.
+pub(crate) fn wait_lock<T>(m: &TryLock<T>, wait: Duration) -> Option<Guard<'_, T>> {
+    let start = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        if let Some(g) = m.try_lock() {
+            return Some(g);
+        }
+        if start.elapsed() >= wait {
+            return None;
+        }
+        spins += 1;
+        if spins < 64 {
+            std::hint::spin_loop();
+        } else if spins < 256 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+}
+
+/// Creates one replica of a domain.
+pub(crate) fn instantiate(
+    kernel: &Arc<KernelInner>,
+    core: &Arc<DomainCore>,
+    module: &Module,
+    replica: u16,
+) -> Result<Replica, Error> {
+    let data = DomainData {
+        core: core.clone(),
+        replica,
+        kernel: Arc::downgrade(kernel),
+        bindings: Vec::new(),
+        retired: Vec::new(),
+        default_deadline_ticks: kernel.ticks_for(kernel.config.deadline),
+        deadline_tick: kernel.deadline_tick(kernel.config.deadline),
+        ticks: kernel.ticks.clone(),
+    };
+    let mut store = Store::new(&kernel.engine, data);
+    store.epoch_deadline_callback(|ctx| {
+        let d = ctx.data();
+        if d.core.terminated.load(Ordering::Relaxed) {
+            return Err(wasmtime::Error::new(Interrupt::Terminated));
+        }
+        if d.deadline_tick != 0 && d.ticks.load(Ordering::Relaxed) >= d.deadline_tick {
+            return Err(wasmtime::Error::new(Interrupt::Deadline));
+        }
+        Ok(UpdateDeadline::Continue(1))
+    });
+    store.set_epoch_deadline(1);
+    let instance =
+        kernel
+            .linker
+            .instantiate(&mut store, module)
+            .map_err(|e| Error::Instantiate {
+                domain: core.name.clone(),
+                reason: e.to_string(),
+            })?;
+    let memory = instance
+        .get_memory(&mut store, "memory")
+        .ok_or_else(|| Error::Instantiate {
+            domain: core.name.clone(),
+            reason: "the module exports no memory named `memory`".into(),
+        })?;
+    if memory.ty(&store).is_64() || memory.ty(&store).is_shared() {
+        return Err(Error::Instantiate {
+            domain: core.name.clone(),
+            reason: "the exported memory must be a 32-bit, unshared memory".into(),
+        });
+    }
+    let base = memory.data_ptr(&store) as usize;
+    store.data_mut().deadline_tick = 0;
+    Ok(Replica {
+        key: ReplicaKey {
+            domain: core.id,
+            replica,
+        },
+        store: TryLock::new(store),
+        instance,
+        memory,
+        base,
+        windows: Mutex::new(WindowAlloc::default()),
+    })
+}
+
+/// A protection domain, as the embedder holds it. Cloning gives another handle to the same
+/// domain.
+#[derive(Clone)]
+pub struct Domain {
+    pub(crate) shared: Arc<DomainShared>,
+    pub(crate) kernel: Weak<KernelInner>,
+}
+
+impl std::fmt::Debug for Domain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Domain")
+            .field("id", &self.id())
+            .field("name", &self.name())
+            .field("replicas", &self.replicas())
+            .field("terminated", &self.is_terminated())
+            .finish()
+    }
+}
+
+impl Domain {
+    /// The domain's name.
+    pub fn name(&self) -> &str {
+        &self.shared.core.name
+    }
+
+    /// The kernel's identifier of this domain (unique among live domains).
+    pub fn id(&self) -> u16 {
+        self.shared.core.id
+    }
+
+    /// Number of replicas (instances) of this domain.
+    pub fn replicas(&self) -> usize {
+        self.shared.replicas.len()
+    }
+
+    /// Whether the domain has been terminated (by a trap, a deadline or the API).
+    pub fn is_terminated(&self) -> bool {
+        self.shared.core.terminated.load(Ordering::Acquire)
+    }
+
+    /// Calls the export `name` of the domain's first free replica with the kernel's default
+    /// deadline. A trap terminates the domain and is returned as [`Error::Fault`].
+    pub fn call<P: WasmParams, R: WasmResults>(&self, name: &str, params: P) -> Result<R, Error> {
+        let f = self.func::<P, R>(name)?;
+        f.call(params)
+    }
+
+    /// Looks up an export once for repeated calls (see [`DomainFunc`]).
+    pub fn func<P: WasmParams, R: WasmResults>(
+        &self,
+        name: &str,
+    ) -> Result<DomainFunc<P, R>, Error> {
+        let mut funcs = Vec::with_capacity(self.shared.replicas.len());
+        for r in self.shared.replicas.iter() {
+            let mut store = wait_lock(&r.store, SETUP_WAIT).ok_or(Error::Busy)?;
+            let f = r
+                .instance
+                .get_typed_func::<P, R>(&mut *store, name)
+                .map_err(|e| Error::NoSuchExport {
+                    domain: self.name().to_string(),
+                    export: name.to_string(),
+                    reason: e.to_string(),
+                })?;
+            funcs.push(f);
+        }
+        let wait = self
+            .kernel
+            .upgrade()
+            .map_or(Duration::from_secs(10), |k| k.config.deadline);
+        Ok(DomainFunc {
+            domain: self.clone(),
+            funcs,
+            wait,
+        })
+    }
+
+    /// Copies `len` bytes of replica 0's linear memory at `offset` (through raw, volatile
+    /// loads, so it is safe on window pages a peer may be writing).
+    pub fn read_memory(&self, offset: usize, len: usize) -> Result<Vec<u8>, Error> {
+        let r = &self.shared.replicas[0];
+        let size = {
+            let store = lock_or_reenter_size(r);
+            store.ok_or(Error::Busy)?
+        };
+        let mut buf = vec![0; len];
+        MemoryRange::new(r.base as *mut u8, size)
+            .read(offset, &mut buf)
+            .ok_or(Error::OutOfBounds { offset, len })?;
+        Ok(buf)
+    }
+
+    /// Writes into replica 0's linear memory at `offset` (raw, volatile stores).
+    pub fn write_memory(&self, offset: usize, bytes: &[u8]) -> Result<(), Error> {
+        let r = &self.shared.replicas[0];
+        let size = lock_or_reenter_size(r).ok_or(Error::Busy)?;
+        MemoryRange::new(r.base as *mut u8, size)
+            .write(offset, bytes)
+            .ok_or(Error::OutOfBounds {
+                offset,
+                len: bytes.len(),
+            })
+    }
+
+    /// Current size in bytes of replica 0's linear memory.
+    pub fn memory_size(&self) -> Result<usize, Error> {
+        lock_or_reenter_size(&self.shared.replicas[0]).ok_or(Error::Busy)
+    }
+
+    /// The bindings this domain holds as client.
+    pub fn client_bindings(&self) -> Vec<crate::BindingInfo> {
+        let book = lock(&self.shared.core.book);
+        book.client.iter().map(|b| b.info()).collect()
+    }
+
+    /// The live bindings to this domain as server.
+    pub fn server_bindings(&self) -> Vec<crate::BindingInfo> {
+        let book = lock(&self.shared.core.book);
+        book.server
+            .iter()
+            .filter_map(|b| b.upgrade())
+            .filter(|b| b.is_live())
+            .map(|b| b.info())
+            .collect()
+    }
+}
+
+fn lock_or_reenter_size(r: &Replica) -> Option<usize> {
+    r.with_store(Duration::from_secs(5), |ctx| r.memory.data_size(&ctx))
+        .ok()
+}
+
+/// An export of a domain looked up once, to call repeatedly (benchmarks, drivers).
+pub struct DomainFunc<P, R> {
+    domain: Domain,
+    funcs: Vec<TypedFunc<P, R>>,
+    wait: Duration,
+}
+
+impl<P: WasmParams, R: WasmResults> DomainFunc<P, R> {
+    /// Calls the export on the first free replica under the kernel's default deadline.
+    pub fn call(&self, params: P) -> Result<R, Error> {
+        let shared = &self.domain.shared;
+        if shared.core.terminated.load(Ordering::Acquire) {
+            return Err(Error::Fault(Fault::Terminated));
+        }
+        let (i, mut store) = pick_replica(&shared.replicas, self.wait).ok_or(Error::Busy)?;
+        let data = store.data_mut();
+        data.deadline_tick = data
+            .ticks
+            .load(Ordering::Relaxed)
+            .saturating_add(data.default_deadline_ticks);
+        let result = self.funcs[i].call(&mut *store, params);
+        store.data_mut().deadline_tick = 0;
+        drop(store);
+        result.map_err(|e| {
+            let fault = Fault::classify(&e);
+            if let Some(kernel) = self.domain.kernel.upgrade() {
+                crate::terminate::terminate_shared(&kernel, shared);
+            }
+            Error::Fault(fault)
+        })
+    }
+}
+
+/// Locks the first free replica, starting from one chosen by the calling thread so that
+/// threads spread over replicas; waits (bounded) when all are busy.
+pub(crate) fn pick_replica(
+    replicas: &[Replica],
+    wait: Duration,
+) -> Option<(usize, Guard<'_, Store<DomainData>>)> {
+    let n = replicas.len();
+    let start = if n == 1 { 0 } else { thread_slot() % n };
+    for k in 0..n {
+        let i = (start + k) % n;
+        if let Some(g) = replicas[i].store.try_lock() {
+            return Some((i, g));
+        }
+    }
+    wait_lock(&replicas[start].store, wait).map(|g| (start, g))
+}
+
+/// A small per-thread number used to spread threads over replicas.
+pub(crate) fn thread_slot() -> usize {
+    use std::sync::atomic::AtomicUsize;
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SLOT: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    SLOT.with(|s| *s)
+}

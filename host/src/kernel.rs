@@ -1,0 +1,328 @@
+//! The kernel: the engine, the kernel imports, the clerk, the domain table and the epoch
+//! ticker that enforces deadlines.
+
+use crate::clerk::{Clerk, ExportOptions};
+use crate::domain::{self, Domain, DomainCore, DomainShared, lock};
+use crate::error::Error;
+use lrpc_presentation::{InterfacePlan, Wit};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use wasmtime::{Config, Engine, Linker, Module};
+
+/// Kernel settings.
+#[derive(Debug, Clone)]
+pub struct KernelConfig {
+    /// Default deadline of a call into a domain (per export overridable).
+    pub deadline: Duration,
+    /// Epoch tick: the resolution of deadlines and of asynchronous termination.
+    pub tick: Duration,
+    /// Largest out-of-band segment one A-stack may get, in bytes.
+    pub max_oob: usize,
+}
+
+impl Default for KernelConfig {
+    fn default() -> Self {
+        KernelConfig {
+            deadline: Duration::from_secs(10),
+            tick: Duration::from_millis(1),
+            max_oob: 64 << 20,
+        }
+    }
+}
+
+/// The WIT packages the kernel knows without being told: the project's `wit/` directory.
+pub const EMBEDDED_WIT: &[(&str, &str)] = &[
+    ("bench.wit", include_str!("../../wit/bench.wit")),
+    ("kv.wit", include_str!("../../wit/kv.wit")),
+    ("test.wit", include_str!("../../wit/test.wit")),
+];
+
+pub(crate) struct KernelInner {
+    pub engine: Engine,
+    pub linker: Linker<domain::DomainData>,
+    pub config: KernelConfig,
+    pub ticks: Arc<AtomicU64>,
+    pub clerk: Clerk,
+    wit: RwLock<Vec<Wit>>,
+    domains: Mutex<DomainTable>,
+    modules: Mutex<HashMap<u64, Module>>,
+    stop: Arc<AtomicBool>,
+    ticker: Mutex<Option<JoinHandle<()>>>,
+}
+
+#[derive(Default)]
+struct DomainTable {
+    slots: Vec<Option<Weak<DomainShared>>>,
+}
+
+impl KernelInner {
+    /// How many ticks `deadline` spans (rounded up, plus the partial tick running now).
+    pub(crate) fn ticks_for(&self, deadline: Duration) -> u64 {
+        let ticks = deadline
+            .as_nanos()
+            .div_ceil(self.config.tick.as_nanos().max(1))
+            + 1;
+        u64::try_from(ticks).unwrap_or(u64::MAX)
+    }
+
+    /// The tick at which something started now with `deadline` must stop.
+    pub(crate) fn deadline_tick(&self, deadline: Duration) -> u64 {
+        self.ticks
+            .load(Ordering::Relaxed)
+            .saturating_add(self.ticks_for(deadline))
+    }
+
+    /// A live domain by id.
+    pub(crate) fn domain_by_id(&self, id: u16) -> Option<Arc<DomainShared>> {
+        let t = lock(&self.domains);
+        t.slots.get(usize::from(id))?.as_ref()?.upgrade()
+    }
+
+    fn plan(&self, interface: &str) -> Result<InterfacePlan, Error> {
+        let wits = self.wit.read().unwrap_or_else(|e| e.into_inner());
+        for w in wits.iter().rev() {
+            if w.interface_names().iter().any(|n| n == interface) {
+                return Ok(w.interface(interface)?);
+            }
+        }
+        Err(Error::UnknownInterface(interface.to_string()))
+    }
+}
+
+/// Options for a new domain.
+#[derive(Debug, Clone)]
+pub struct DomainOptions {
+    /// Number of replicas (instances). Use more than one only for servers that keep no
+    /// state between calls: each replica has its own memory.
+    pub replicas: usize,
+}
+
+impl Default for DomainOptions {
+    fn default() -> Self {
+        DomainOptions { replicas: 1 }
+    }
+}
+
+/// The LRPC kernel. Cheap to clone; all clones are the same kernel.
+#[derive(Clone)]
+pub struct Kernel {
+    pub(crate) inner: Arc<KernelInner>,
+}
+
+impl Kernel {
+    /// A kernel with the default configuration and the project's embedded WIT.
+    pub fn new() -> Result<Kernel, Error> {
+        Kernel::with_config(KernelConfig::default())
+    }
+
+    /// A kernel with `config`.
+    pub fn with_config(config: KernelConfig) -> Result<Kernel, Error> {
+        let mut c = Config::new();
+        c.epoch_interruption(true)
+            .memory_reservation(1 << 32)
+            .memory_may_move(false);
+        let engine = Engine::new(&c).map_err(|e| Error::Resource(format!("engine: {e}")))?;
+        let mut linker = Linker::new(&engine);
+        crate::call::define(&mut linker)
+            .map_err(|e| Error::Resource(format!("defining kernel imports: {e}")))?;
+        let wit = Wit::load_sources(EMBEDDED_WIT)?;
+        let ticks = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let ticker = {
+            let (ticks, stop, engine, tick) =
+                (ticks.clone(), stop.clone(), engine.clone(), config.tick);
+            std::thread::Builder::new()
+                .name("lrpc-epoch".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(tick);
+                        ticks.fetch_add(1, Ordering::Relaxed);
+                        engine.increment_epoch();
+                    }
+                })
+                .map_err(|e| Error::Resource(format!("epoch thread: {e}")))?
+        };
+        Ok(Kernel {
+            inner: Arc::new(KernelInner {
+                engine,
+                linker,
+                config,
+                ticks,
+                clerk: Clerk::default(),
+                wit: RwLock::new(vec![wit]),
+                domains: Mutex::new(DomainTable::default()),
+                modules: Mutex::new(HashMap::new()),
+                stop,
+                ticker: Mutex::new(Some(ticker)),
+            }),
+        })
+    }
+
+    /// The kernel's configuration.
+    pub fn config(&self) -> &KernelConfig {
+        &self.inner.config
+    }
+
+    /// The wasmtime engine domains run on.
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// Makes the WIT packages in `dir` (every `*.wit` file) known to the kernel.
+    pub fn add_wit_dir(&self, dir: &Path) -> Result<(), Error> {
+        let w = Wit::load_dir(dir)?;
+        self.inner
+            .wit
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(w);
+        Ok(())
+    }
+
+    /// The procedure descriptor list of a known interface.
+    pub fn interface(&self, name: &str) -> Result<InterfacePlan, Error> {
+        self.inner.plan(name)
+    }
+
+    /// Names clients can bind under right now.
+    pub fn exported(&self) -> Vec<String> {
+        self.inner.clerk.names()
+    }
+
+    fn module(&self, name: &str, wasm: &[u8]) -> Result<Module, Error> {
+        let key = lrpc_abi::fnv1a64(wasm) ^ (wasm.len() as u64).rotate_left(32);
+        if let Some(m) = lock(&self.inner.modules).get(&key) {
+            return Ok(m.clone());
+        }
+        let m = Module::new(&self.inner.engine, wasm).map_err(|e| Error::Compile {
+            domain: name.to_string(),
+            reason: format!("{e:#}"),
+        })?;
+        lock(&self.inner.modules).insert(key, m.clone());
+        Ok(m)
+    }
+
+    /// Creates a domain with one replica from a core wasm module (binary or text).
+    pub fn domain(&self, name: &str, wasm: &[u8]) -> Result<Domain, Error> {
+        self.domain_with(name, wasm, DomainOptions::default())
+    }
+
+    /// Creates a domain with options.
+    pub fn domain_with(
+        &self,
+        name: &str,
+        wasm: &[u8],
+        options: DomainOptions,
+    ) -> Result<Domain, Error> {
+        if options.replicas == 0 || options.replicas > usize::from(u16::MAX) {
+            return Err(Error::Instantiate {
+                domain: name.to_string(),
+                reason: format!("{} replicas requested", options.replicas),
+            });
+        }
+        let module = self.module(name, wasm)?;
+        let id = {
+            let mut t = lock(&self.inner.domains);
+            let free = t
+                .slots
+                .iter()
+                .position(|s| s.as_ref().is_none_or(|w| w.strong_count() == 0));
+            let id = free.unwrap_or(t.slots.len());
+            if id > usize::from(u16::MAX) {
+                return Err(Error::Resource("too many live domains".into()));
+            }
+            if id == t.slots.len() {
+                t.slots.push(None);
+            }
+            // Reserve the slot until the domain is created.
+            t.slots[id] = Some(Weak::new());
+            id as u16
+        };
+        let core = Arc::new(DomainCore {
+            id,
+            name: name.to_string(),
+            terminated: AtomicBool::new(false),
+            book: Mutex::new(Default::default()),
+        });
+        let mut replicas = Vec::with_capacity(options.replicas);
+        for i in 0..options.replicas {
+            match domain::instantiate(&self.inner, &core, &module, i as u16) {
+                Ok(r) => replicas.push(r),
+                Err(e) => {
+                    lock(&self.inner.domains).slots[usize::from(id)] = None;
+                    return Err(e);
+                }
+            }
+        }
+        let shared = Arc::new(DomainShared {
+            core,
+            replicas: replicas.into_boxed_slice(),
+        });
+        lock(&self.inner.domains).slots[usize::from(id)] = Some(Arc::downgrade(&shared));
+        Ok(Domain {
+            shared,
+            kernel: Arc::downgrade(&self.inner),
+        })
+    }
+
+    /// Exports `interface` from `server` under the interface's own name.
+    pub fn export(&self, server: &Domain, interface: &str) -> Result<(), Error> {
+        self.export_as(server, interface, interface, ExportOptions::default())
+    }
+
+    /// Exports `interface` from `server` under `name` with `options`.
+    pub fn export_as(
+        &self,
+        server: &Domain,
+        interface: &str,
+        name: &str,
+        options: ExportOptions,
+    ) -> Result<(), Error> {
+        if server.is_terminated() {
+            return Err(Error::Terminated(server.name().to_string()));
+        }
+        let plan = self.inner.plan(interface)?;
+        self.inner.clerk.export(
+            name,
+            plan,
+            &server.shared,
+            options.deadline.unwrap_or(self.inner.config.deadline),
+        )
+    }
+
+    /// Terminates a domain: revokes every binding it holds as client or server, withdraws
+    /// its exports, fails its calls in flight.
+    pub fn terminate(&self, domain: &Domain) {
+        crate::terminate::terminate_shared(&self.inner, &domain.shared);
+    }
+}
+
+impl Drop for KernelInner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = lock(&self.ticker).take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        // The last embedder handle: break binding cycles so domains can be freed.
+        if Arc::strong_count(&self.inner) == 1 {
+            let domains: Vec<Arc<DomainShared>> = lock(&self.inner.domains)
+                .slots
+                .iter()
+                .filter_map(|s| s.as_ref()?.upgrade())
+                .collect();
+            for d in &domains {
+                crate::terminate::terminate_shared(&self.inner, d);
+            }
+            self.inner.clerk.clear();
+        }
+    }
+}

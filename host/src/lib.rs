@@ -1,0 +1,37 @@
+//! An LRPC kernel for WebAssembly.
+//!
+//! Each guest instance is a protection domain with its own linear memory. A server domain
+//! exports a WIT interface through the [`Kernel`]'s clerk; a client guest binds to it by
+//! name and gets a Binding Object it can not forge, plus A-stacks: pages of one memfd mapped
+//! into *both* memories and into no other. A call writes its arguments on an A-stack and
+//! traps into the kernel, which validates the handle, procedure and A-stack and runs the
+//! server's entry stub on the calling thread (thread migration); results come back on the
+//! same A-stack. See `ARCHITECTURE.md` for the path of a call.
+//!
+//! One module per LRPC concept: [`domain`](crate::Domain), `clerk`, `binding`, `astack`
+//! (the memory mappings; one of the two modules allowed `unsafe`), `linkage` (the other),
+//! `call` (the kernel imports and the call path), `terminate`.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+mod astack;
+mod binding;
+mod call;
+mod clerk;
+mod domain;
+mod error;
+mod kernel;
+mod linkage;
+mod lock;
+mod terminate;
+
+pub mod artifacts;
+pub mod demo;
+
+pub use binding::BindingInfo;
+pub use clerk::ExportOptions;
+pub use domain::{Domain, DomainData, DomainFunc};
+pub use error::{Error, Fault};
+pub use kernel::{DomainOptions, EMBEDDED_WIT, Kernel, KernelConfig};
+pub use lrpc_abi::Status;
+pub use lrpc_presentation::{InterfacePlan, ProcPlan, Wit};

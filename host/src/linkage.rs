@@ -1,0 +1,168 @@
+//! Linkage records: the per-thread stack of in-flight cross-domain calls (LRPC 3.2).
+//!
+//! A call pushes a record when it leaves the client and pops it when it returns, so the stack
+//! of a thread lists, innermost last, every domain that thread is currently "inside" as a
+//! caller. Two things need it:
+//!
+//! * `reply_oob`, called by a server, finds the call it is answering (the topmost record).
+//! * Re-entry: a domain that is suspended in an outgoing call on this thread holds its own
+//!   `Store` lock, so a nested call back into it (A→B→A) or a nested bind that must grow its
+//!   memory can not lock it again. The suspended domain's host-function frame lent its
+//!   `Caller` to the record; the nested operation borrows it from there.
+#![allow(
+    unsafe_code,
+    reason = "re-entry borrows a suspended Caller through a raw pointer; argued below"
+)]
+
+use crate::binding::Binding;
+use crate::domain::DomainData;
+use std::cell::Cell;
+use std::sync::Arc;
+use wasmtime::Caller;
+
+/// Identifies one replica (one `Store`) of one domain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ReplicaKey {
+    pub domain: u16,
+    pub replica: u16,
+}
+
+/// One in-flight call. Records live on the native stack of the `lrpc.call` frame that made
+/// them and form a per-thread intrusive list, innermost first (pushing is two thread-local
+/// accesses, no allocation).
+pub(crate) struct Record {
+    /// The calling replica, suspended in its `lrpc.call` import.
+    pub caller: ReplicaKey,
+    /// That import's `Caller`, lent for re-entry while the record is on the stack.
+    caller_ctx: *mut Caller<'static, DomainData>,
+    /// The replica running the call.
+    pub server: ReplicaKey,
+    /// The binding the call travels on.
+    pub binding: Pinned,
+    /// Procedure index.
+    pub proc: u32,
+    /// Index of the A-stack within the procedure (across extents).
+    pub astack: u32,
+    /// The record below this one.
+    prev: *const Record,
+}
+
+thread_local! {
+    static TOP: Cell<*const Record> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Restores the previous top when the call returns, also when it unwinds.
+struct PopOnDrop(*const Record);
+
+impl Drop for PopOnDrop {
+    fn drop(&mut self) {
+        TOP.with(|t| t.set(self.0));
+    }
+}
+
+/// Runs `f` with a record of this call on the thread's linkage stack. `caller` is the
+/// `Caller` of the client's import; it stays lent to nested re-entries until `f` returns.
+///
+/// `f` must not use `caller` (it has no access to it: the borrow is taken here).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "a linkage record has this many parts"
+)]
+#[inline]
+pub(crate) fn with_record<R>(
+    caller: &mut Caller<'_, DomainData>,
+    caller_key: ReplicaKey,
+    server: ReplicaKey,
+    binding: Pinned,
+    proc: u32,
+    astack: u32,
+    f: impl FnOnce() -> R,
+) -> R {
+    let caller_ctx: *mut Caller<'_, DomainData> = caller;
+    let prev = TOP.with(|t| t.get());
+    let record = Record {
+        caller: caller_key,
+        caller_ctx: caller_ctx.cast(),
+        server,
+        binding,
+        proc,
+        astack,
+        prev,
+    };
+    TOP.with(|t| t.set(&record));
+    let _pop = PopOnDrop(prev);
+    f()
+}
+
+/// Visits the records of this thread, innermost first, until `f` returns `Some`.
+fn find<R>(mut f: impl FnMut(&Record) -> Option<R>) -> Option<R> {
+    let mut at = TOP.with(|t| t.get());
+    while !at.is_null() {
+        // SAFETY: a record is reachable from `TOP` only while the `with_record` frame that
+        // owns it is active: it is linked in after being placed on that frame's stack and
+        // unlinked (by `PopOnDrop`) before the frame ends, in LIFO order, and `TOP` is
+        // thread-local, so every record reachable here lives on this thread's stack below us.
+        let r = unsafe { &*at };
+        if let Some(x) = f(r) {
+            return Some(x);
+        }
+        at = r.prev;
+    }
+    None
+}
+
+/// Calls `f` with the `Caller` lent by the topmost record whose caller is `key`, if the
+/// replica is suspended in a call on this thread; `None` otherwise.
+pub(crate) fn reenter<R>(
+    key: ReplicaKey,
+    f: impl FnOnce(&mut Caller<'_, DomainData>) -> R,
+) -> Option<R> {
+    let ptr = find(|r| (r.caller == key).then_some(r.caller_ctx))?;
+    // SAFETY: the record was pushed by `with_record` from a live `&mut Caller` whose frame is
+    // further down this thread's stack, blocked in `f` until the record is popped; that frame
+    // does not touch its `Caller` meanwhile (the borrow is held by `with_record`). The record
+    // is still linked (we found it), so the `Caller` and the Store behind it are alive. We
+    // take the topmost record of that replica: any frame nested above it that was using an
+    // older record's `Caller` has since entered the replica's wasm, and that wasm called the
+    // import that pushed this newer record, so the older borrow is suspended exactly as
+    // wasmtime's own host-function re-entry suspends it.
+    let caller = unsafe { &mut *ptr.cast::<Caller<'_, DomainData>>() };
+    Some(f(caller))
+}
+
+/// The call currently being served on this thread (the topmost record), if any:
+/// `(caller, server, binding, proc, astack)`. The pinned binding stays valid while the
+/// server runs inside that call.
+pub(crate) fn current() -> Option<(ReplicaKey, ReplicaKey, Pinned, u32, u32)> {
+    find(|r| Some((r.caller, r.server, r.binding, r.proc, r.astack)))
+}
+
+/// A binding pinned for the duration of a call without touching its reference count.
+///
+/// The call path reads the binding of every call; cloning its `Arc` would cost two atomic
+/// read-modify-writes per call (measured: a large share of a null call). Instead the client
+/// replica's binding slot keeps the `Arc` alive while any A-stack of the binding is busy: the
+/// `unbind` import moves a slot with busy A-stacks to the replica's retired list rather than
+/// dropping it, and a retired binding is dropped only once its last call released its
+/// A-stack. A `Pinned` is created from the slot when the call marks its A-stack busy and is
+/// used only until the call releases it.
+#[derive(Clone, Copy)]
+pub(crate) struct Pinned(*const Binding);
+
+impl Pinned {
+    /// Pins `b`. The caller has just marked one of `b`'s A-stacks busy.
+    pub(crate) fn new(b: &Arc<Binding>) -> Pinned {
+        Pinned(Arc::as_ptr(b))
+    }
+
+    /// The binding.
+    #[inline]
+    pub(crate) fn get(&self) -> &Binding {
+        // SAFETY: a `Pinned` exists only between marking an A-stack of the binding busy and
+        // releasing it (the `call` import and the linkage record of that call, which is
+        // popped before the release). While the A-stack is busy, the client replica's slot or
+        // its retired list holds an `Arc` to the binding (see the type's documentation), so
+        // the pointee is alive; `Binding` is only ever accessed through shared references.
+        unsafe { &*self.0 }
+    }
+}

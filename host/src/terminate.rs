@@ -1,0 +1,34 @@
+//! Domain termination (LRPC 5.3).
+//!
+//! Terminating a domain marks it dead (its epoch callback then interrupts any code still
+//! running in it at the next tick), withdraws its exports, and revokes every binding it holds
+//! as client or server: the A-stack and out-of-band pages leave both memories, calls in
+//! flight fail with a call-failed status, later calls on those bindings fail fast.
+
+use crate::binding::{Binding, RevokeReason};
+use crate::domain::{DomainShared, lock};
+use crate::kernel::KernelInner;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// Terminates `domain` (idempotent).
+pub(crate) fn terminate_shared(kernel: &KernelInner, domain: &DomainShared) {
+    if domain.core.terminated.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    tracing::debug!(domain = domain.core.name, "terminating domain");
+    kernel.clerk.withdraw(domain);
+    let (as_client, as_server): (Vec<Arc<Binding>>, Vec<Arc<Binding>>) = {
+        let book = lock(&domain.core.book);
+        (
+            book.client.clone(),
+            book.server.iter().filter_map(|w| w.upgrade()).collect(),
+        )
+    };
+    for b in as_server {
+        b.revoke_with(RevokeReason::ServerTerminated, None);
+    }
+    for b in as_client {
+        b.revoke_with(RevokeReason::ClientTerminated, None);
+    }
+}

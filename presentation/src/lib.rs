@@ -1,0 +1,77 @@
+//! The lrpc stub compiler, in three stages like Flick and wit-bindgen:
+//!
+//! 1. **front end** ([`front`]): WIT files parsed by `wit-parser` into a [`Wit`];
+//! 2. **middle stage** ([`plan`]): an interface and a presentation become an
+//!    [`InterfacePlan`] — per procedure its entry stub, whether its encodings are bounded, its
+//!    A-stack size and count (the procedure descriptor list the kernel uses at bind time), and
+//!    the interface fingerprint both sides check;
+//! 3. **back end** ([`rust`]): Rust client and server stubs for guests, written against
+//!    `lrpc-sdk`.
+//!
+//! The kernel links the first two stages to build procedure descriptor lists; guests' build
+//! scripts run all three through [`build::generate`].
+
+pub mod front;
+pub mod plan;
+pub mod rust;
+
+pub use front::Wit;
+pub use plan::{Def, DefKind, InterfacePlan, Prim, ProcPlan, Ty};
+pub use rust::generate_rust;
+
+/// Errors of the stub compiler. Messages name the file or interface and the reason.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A WIT file could not be read.
+    #[error("reading {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// WIT text did not parse or resolve.
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file (or source name).
+        path: String,
+        /// The parser's message, with line and column.
+        message: String,
+    },
+    /// No interface of that name is loaded.
+    #[error("unknown interface `{0}` (known: {1})")]
+    UnknownInterface(String, String),
+    /// The interface uses something the kernel can not carry.
+    #[error("interface `{interface}`, {place}: {reason}")]
+    Unsupported {
+        /// Interface name.
+        interface: String,
+        /// Function and parameter (or type) concerned.
+        place: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Build-script support for guests.
+pub mod build {
+    use crate::{Error, Wit, generate_rust};
+    use std::path::Path;
+
+    /// Loads every `.wit` file in `wit_dir`, generates stubs for `interfaces` and writes them
+    /// to `out_file` (include it at the crate root with `include!`). Prints the
+    /// `cargo:rerun-if-changed` lines for the WIT files.
+    pub fn generate(wit_dir: &Path, interfaces: &[&str], out_file: &Path) -> Result<(), Error> {
+        println!("cargo:rerun-if-changed={}", wit_dir.display());
+        let wit = Wit::load_dir(wit_dir)?;
+        let mut code = String::new();
+        for name in interfaces {
+            let plan = wit.interface(name)?;
+            code.push_str(&generate_rust(&plan));
+        }
+        std::fs::write(out_file, code).map_err(|source| Error::Io {
+            path: out_file.display().to_string(),
+            source,
+        })
+    }
+}

@@ -1,0 +1,775 @@
+//! Back end: Rust client and server stubs for guests, written against `lrpc-sdk`.
+//!
+//! The generated file defines one module per interface (named after the interface's last
+//! path segment) and must be included at the crate root. Each module has the interface's
+//! types, a `Client` (one method per function, `Result<_, CallError>`), a `Server` trait with
+//! `&self` methods (servers are re-entrant: a handler may make calls that come back into its
+//! own domain), and an `export!` macro that exports the entry stubs for a `Server + Default`
+//! type. Encoding code is generated per type, so `list<u8>` and `string` are single copies.
+
+use crate::plan::{Def, DefKind, InterfacePlan, Prim, Ty};
+use std::fmt::Write as _;
+
+const KEYWORDS: &[&str] = &[
+    "as", "break", "const", "continue", "else", "enum", "extern", "false", "fn", "for", "if",
+    "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "static",
+    "struct", "trait", "true", "type", "unsafe", "use", "where", "while", "async", "await", "dyn",
+    "abstract", "become", "box", "do", "final", "macro", "override", "priv", "typeof", "unsized",
+    "virtual", "yield", "try", "gen",
+];
+
+/// `kebab-case` to `snake_case`, escaping keywords.
+fn snake(name: &str) -> String {
+    let s = name.replace('-', "_");
+    if matches!(s.as_str(), "self" | "super" | "crate" | "Self") {
+        format!("{s}_")
+    } else if KEYWORDS.contains(&s.as_str()) {
+        format!("r#{s}")
+    } else {
+        s
+    }
+}
+
+/// `kebab-case` to `CamelCase`.
+fn camel(name: &str) -> String {
+    name.split('-')
+        .map(|w| {
+            let mut c = w.chars();
+            match c.next() {
+                Some(f) => f.to_uppercase().chain(c).collect::<String>(),
+                None => String::new(),
+            }
+        })
+        .collect()
+}
+
+fn shout(name: &str) -> String {
+    name.replace('-', "_").to_uppercase()
+}
+
+struct Gen<'a> {
+    plan: &'a InterfacePlan,
+    out: String,
+}
+
+/// Generates the stubs of one interface.
+pub fn generate_rust(plan: &InterfacePlan) -> String {
+    let mut g = Gen {
+        plan,
+        out: String::new(),
+    };
+    g.module();
+    g.out
+}
+
+impl Gen<'_> {
+    fn def(&self, i: usize) -> &Def {
+        &self.plan.defs[i]
+    }
+
+    fn prim_rust(p: Prim) -> &'static str {
+        match p {
+            Prim::Bool => "bool",
+            Prim::U8 => "u8",
+            Prim::S8 => "i8",
+            Prim::U16 => "u16",
+            Prim::S16 => "i16",
+            Prim::U32 => "u32",
+            Prim::S32 => "i32",
+            Prim::U64 => "u64",
+            Prim::S64 => "i64",
+            Prim::F32 => "f32",
+            Prim::F64 => "f64",
+            Prim::Char => "char",
+        }
+    }
+
+    /// The owned Rust type.
+    fn owned(&self, t: &Ty) -> String {
+        match t {
+            Ty::Prim(p) => Self::prim_rust(*p).into(),
+            Ty::String => "String".into(),
+            Ty::List(t) => format!("Vec<{}>", self.owned(t)),
+            Ty::Tuple(ts) => {
+                let parts: Vec<String> = ts.iter().map(|t| self.owned(t)).collect();
+                format!(
+                    "({}{})",
+                    parts.join(", "),
+                    if ts.len() == 1 { "," } else { "" }
+                )
+            }
+            Ty::Option(t) => format!("Option<{}>", self.owned(t)),
+            Ty::Result(ok, err) => format!(
+                "Result<{}, {}>",
+                ok.as_ref().map_or("()".into(), |t| self.owned(t)),
+                err.as_ref().map_or("()".into(), |t| self.owned(t))
+            ),
+            Ty::Named(i) => camel(&self.def(*i).name),
+        }
+    }
+
+    /// Whether a parameter of this type is passed by reference.
+    fn by_ref(&self, t: &Ty) -> bool {
+        match t {
+            Ty::String | Ty::List(_) => true,
+            Ty::Named(i) => matches!(self.def(*i).kind, DefKind::Record(_) | DefKind::Variant(_)),
+            _ => false,
+        }
+    }
+
+    /// The type of an `in` parameter as the client passes it.
+    fn client_param(&self, t: &Ty) -> String {
+        match t {
+            Ty::String => "&str".into(),
+            Ty::List(e) => format!("&[{}]", self.owned(e)),
+            t if self.by_ref(t) => format!("&{}", self.owned(t)),
+            t => self.owned(t),
+        }
+    }
+
+    /// The type of an `in` parameter as the server receives it (borrowed from its private
+    /// copy of the request for strings and byte lists).
+    fn server_param(&self, t: &Ty) -> String {
+        match t {
+            Ty::String => "&str".into(),
+            Ty::List(e) if **e == Ty::Prim(Prim::U8) => "&[u8]".into(),
+            t => self.owned(t),
+        }
+    }
+
+    /// Statements encoding `e` (an expression of type `&T`) with writer `__w`.
+    fn enc(&self, t: &Ty, e: &str) -> String {
+        match t {
+            Ty::Prim(p) => match p {
+                Prim::Bool => format!("__w.bool(*{e});"),
+                Prim::Char => format!("__w.char(*{e});"),
+                Prim::U8 => format!("__w.u8(*{e});"),
+                Prim::S8 => format!("__w.u8(*{e} as u8);"),
+                Prim::U16 => format!("__w.u16(*{e});"),
+                Prim::S16 => format!("__w.u16(*{e} as u16);"),
+                Prim::U32 => format!("__w.u32(*{e});"),
+                Prim::S32 => format!("__w.u32(*{e} as u32);"),
+                Prim::U64 => format!("__w.u64(*{e});"),
+                Prim::S64 => format!("__w.u64(*{e} as u64);"),
+                Prim::F32 => format!("__w.f32(*{e});"),
+                Prim::F64 => format!("__w.f64(*{e});"),
+            },
+            Ty::String => format!("__w.str({e});"),
+            Ty::List(el) if **el == Ty::Prim(Prim::U8) => format!("__w.list_u8({e});"),
+            Ty::List(el) => format!(
+                "{{ __w.len_prefix({e}.len()); for __x in {e}.iter() {{ {} }} }}",
+                self.enc(el, "__x")
+            ),
+            Ty::Tuple(ts) => {
+                let mut s = format!("{{ let __t = {e}; ");
+                for (i, t) in ts.iter().enumerate() {
+                    s.push_str(&self.enc(t, &format!("(&__t.{i})")));
+                    s.push(' ');
+                }
+                s.push('}');
+                s
+            }
+            Ty::Option(t) => format!(
+                "match {e} {{ None => __w.u8(0), Some(__x) => {{ __w.u8(1); {} }} }}",
+                self.enc(t, "__x")
+            ),
+            Ty::Result(ok, err) => {
+                let side = |t: &Option<Box<Ty>>, tag: u8| match t {
+                    Some(t) => format!("{{ __w.u8({tag}); {} }}", self.enc(t, "__x")),
+                    None => format!("__w.u8({tag})"),
+                };
+                format!(
+                    "match {e} {{ Ok({}) => {}, Err({}) => {} }}",
+                    if ok.is_some() { "__x" } else { "_" },
+                    side(ok, 0),
+                    if err.is_some() { "__x" } else { "_" },
+                    side(err, 1)
+                )
+            }
+            Ty::Named(i) => format!(
+                "__enc_{}(__w, {e});",
+                snake(&self.def(*i).name).trim_start_matches("r#")
+            ),
+        }
+    }
+
+    /// An expression of the encoded size of `e` (of type `&T`).
+    fn size(&self, t: &Ty, e: &str) -> String {
+        if let Some(b) = self.plan.bound(t)
+            && b == self.plan.min_size(t)
+        {
+            return b.to_string();
+        }
+        match t {
+            Ty::List(el) => match self.plan.bound(el) {
+                Some(b) if b == self.plan.min_size(el) => format!("(4 + {e}.len() * {b})"),
+                _ => format!(
+                    "(4 + {e}.iter().map(|__x| {}).sum::<usize>())",
+                    self.size(el, "__x")
+                ),
+            },
+            Ty::Tuple(ts) => {
+                let parts: Vec<String> = ts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| self.size(t, &format!("(&{e}.{i})")))
+                    .collect();
+                format!("({})", parts.join(" + "))
+            }
+            Ty::Option(t) => format!(
+                "(match {e} {{ None => 1, Some(__x) => 1 + {} }})",
+                self.size(t, "__x")
+            ),
+            Ty::Result(ok, err) => {
+                let side = |t: &Option<Box<Ty>>| match t {
+                    Some(t) => format!("1 + {}", self.size(t, "__x")),
+                    None => "1".into(),
+                };
+                format!(
+                    "(match {e} {{ Ok({}) => {}, Err({}) => {} }})",
+                    if ok.is_some() { "__x" } else { "_" },
+                    side(ok),
+                    if err.is_some() { "__x" } else { "_" },
+                    side(err)
+                )
+            }
+            Ty::Named(i) => format!(
+                "__size_{}({e})",
+                snake(&self.def(*i).name).trim_start_matches("r#")
+            ),
+            Ty::Prim(p) => p.size().to_string(),
+            Ty::String => format!("(4 + {e}.len())"),
+        }
+    }
+
+    /// An expression decoding a `T` from reader `__r` (inside a function returning
+    /// `Result<_, DecodeError>`). `borrow`: strings and byte lists as borrowed slices.
+    fn dec(&self, t: &Ty, borrow: bool) -> String {
+        match t {
+            Ty::Prim(p) => match p {
+                Prim::Bool => "__r.bool()?".into(),
+                Prim::Char => "__r.char()?".into(),
+                Prim::U8 => "__r.u8()?".into(),
+                Prim::S8 => "__r.s8()?".into(),
+                Prim::U16 => "__r.u16()?".into(),
+                Prim::S16 => "__r.s16()?".into(),
+                Prim::U32 => "__r.u32()?".into(),
+                Prim::S32 => "__r.s32()?".into(),
+                Prim::U64 => "__r.u64()?".into(),
+                Prim::S64 => "__r.s64()?".into(),
+                Prim::F32 => "__r.f32()?".into(),
+                Prim::F64 => "__r.f64()?".into(),
+            },
+            Ty::String if borrow => "__r.str()?".into(),
+            Ty::String => "__r.str()?.to_string()".into(),
+            Ty::List(el) if **el == Ty::Prim(Prim::U8) && borrow => "__r.list_u8()?".into(),
+            Ty::List(el) if **el == Ty::Prim(Prim::U8) => "__r.list_u8()?.to_vec()".into(),
+            Ty::List(el) => format!(
+                "{{ let __n = __r.count({})?; let mut __v = Vec::with_capacity(__n); for _ in 0..__n {{ __v.push({}); }} __v }}",
+                self.plan.min_size(el),
+                self.dec(el, false)
+            ),
+            Ty::Tuple(ts) => {
+                let parts: Vec<String> = ts.iter().map(|t| self.dec(t, false)).collect();
+                format!(
+                    "({}{})",
+                    parts.join(", "),
+                    if ts.len() == 1 { "," } else { "" }
+                )
+            }
+            Ty::Option(t) => format!(
+                "match __r.u8()? {{ 0 => None, 1 => Some({}), _ => return Err(::lrpc_sdk::rt::DecodeError) }}",
+                self.dec(t, false)
+            ),
+            Ty::Result(ok, err) => {
+                let side = |t: &Option<Box<Ty>>| match t {
+                    Some(t) => self.dec(t, false),
+                    None => "()".into(),
+                };
+                format!(
+                    "match __r.u8()? {{ 0 => Ok({}), 1 => Err({}), _ => return Err(::lrpc_sdk::rt::DecodeError) }}",
+                    side(ok),
+                    side(err)
+                )
+            }
+            Ty::Named(i) => format!(
+                "__dec_{}(__r)?",
+                snake(&self.def(*i).name).trim_start_matches("r#")
+            ),
+        }
+    }
+
+    fn module(&mut self) {
+        let plan = self.plan;
+        let module = snake(plan.name.rsplit('/').next().unwrap_or(&plan.name));
+        let _ = writeln!(
+            self.out,
+            "/// Stubs for `{}`, generated from WIT by `lrpc-presentation`.",
+            plan.name
+        );
+        let _ = writeln!(
+            self.out,
+            "#[allow(dead_code, unused_imports, unused_variables, unused_mut, unused_braces, unused_parens, clippy::all, reason = \"generated code\")]"
+        );
+        let _ = writeln!(self.out, "pub mod {module} {{");
+        let _ = writeln!(
+            self.out,
+            "    use ::lrpc_sdk::rt::{{DecodeError, Reader, Writer}};\n    pub use ::lrpc_sdk::CallError;"
+        );
+        let _ = writeln!(self.out, "    /// The interface's name.");
+        let _ = writeln!(self.out, "    pub const INTERFACE: &str = {:?};", plan.name);
+        let _ = writeln!(self.out, "    /// The interface's fingerprint.");
+        let _ = writeln!(
+            self.out,
+            "    pub const FINGERPRINT: u64 = {:#018x};",
+            plan.fingerprint
+        );
+        let _ = writeln!(self.out, "    /// Number of procedures.");
+        let _ = writeln!(
+            self.out,
+            "    pub const PROCS: usize = {};",
+            plan.procs.len()
+        );
+        for (i, p) in plan.procs.iter().enumerate() {
+            let _ = writeln!(self.out, "    /// Procedure id of `{}`.", p.name);
+            let _ = writeln!(
+                self.out,
+                "    pub const PROC_{}: u32 = {i};",
+                shout(&p.name)
+            );
+        }
+        for i in 0..plan.defs.len() {
+            self.typedef(i);
+        }
+        self.client();
+        self.server(&module);
+        self.out.push_str("}\n");
+    }
+
+    fn typedef(&mut self, i: usize) {
+        let d = self.def(i).clone();
+        let name = camel(&d.name);
+        let fname = snake(&d.name).trim_start_matches("r#").to_string();
+        let o = &mut String::new();
+        match &d.kind {
+            DefKind::Record(fs) => {
+                let _ = writeln!(o, "    /// WIT record `{}`.", d.name);
+                let _ = writeln!(o, "    #[derive(Clone, Debug, PartialEq)]");
+                let _ = writeln!(o, "    pub struct {name} {{");
+                for (f, t) in fs {
+                    let _ = writeln!(o, "        pub {}: {},", snake(f), self.owned(t));
+                }
+                let _ = writeln!(o, "    }}");
+                let _ = writeln!(o, "    fn __enc_{fname}(__w: &mut Writer, __v: &{name}) {{");
+                for (f, t) in fs {
+                    let _ = writeln!(
+                        o,
+                        "        {}",
+                        self.enc(t, &format!("(&__v.{})", snake(f)))
+                    );
+                }
+                let _ = writeln!(o, "    }}");
+                let sizes: Vec<String> = fs
+                    .iter()
+                    .map(|(f, t)| self.size(t, &format!("(&__v.{})", snake(f))))
+                    .collect();
+                let _ = writeln!(
+                    o,
+                    "    fn __size_{fname}(__v: &{name}) -> usize {{ 0 {} }}",
+                    sizes.iter().map(|s| format!("+ {s}")).collect::<String>()
+                );
+                let _ = writeln!(
+                    o,
+                    "    fn __dec_{fname}(__r: &mut Reader<'_>) -> Result<{name}, DecodeError> {{"
+                );
+                let _ = writeln!(o, "        Ok({name} {{");
+                for (f, t) in fs {
+                    let _ = writeln!(o, "            {}: {},", snake(f), self.dec(t, false));
+                }
+                let _ = writeln!(o, "        }})\n    }}");
+            }
+            DefKind::Enum(cs) => {
+                let n = cs.len();
+                let _ = writeln!(o, "    /// WIT enum `{}`.", d.name);
+                let _ = writeln!(o, "    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]");
+                let _ = writeln!(o, "    pub enum {name} {{");
+                for c in cs {
+                    let _ = writeln!(o, "        {},", camel(c));
+                }
+                let _ = writeln!(o, "    }}");
+                let _ = writeln!(
+                    o,
+                    "    fn __enc_{fname}(__w: &mut Writer, __v: &{name}) {{ ::lrpc_sdk::rt::write_discriminant(__w, {n}, *__v as usize) }}"
+                );
+                let _ = writeln!(
+                    o,
+                    "    fn __size_{fname}(_: &{name}) -> usize {{ ::lrpc_sdk::rt::discriminant_size({n}) }}"
+                );
+                let _ = writeln!(
+                    o,
+                    "    fn __dec_{fname}(__r: &mut Reader<'_>) -> Result<{name}, DecodeError> {{"
+                );
+                let _ = writeln!(o, "        Ok(match __r.discriminant({n})? {{");
+                for (k, c) in cs.iter().enumerate() {
+                    let _ = writeln!(o, "            {k} => {name}::{},", camel(c));
+                }
+                let _ = writeln!(
+                    o,
+                    "            _ => return Err(DecodeError),\n        }})\n    }}"
+                );
+            }
+            DefKind::Flags(fs) => {
+                let size = crate::plan::flags_size(fs.len());
+                let (repr, wr, rd) = match size {
+                    1 => ("u8", "u8", "u8"),
+                    2 => ("u16", "u16", "u16"),
+                    4 => ("u32", "u32", "u32"),
+                    _ => ("u64", "u64", "u64"),
+                };
+                let all: u64 = if fs.len() == 64 {
+                    u64::MAX
+                } else {
+                    (1u64 << fs.len()) - 1
+                };
+                let _ = writeln!(o, "    /// WIT flags `{}`.", d.name);
+                let _ = writeln!(
+                    o,
+                    "    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]"
+                );
+                let _ = writeln!(o, "    pub struct {name} {{ bits: {repr} }}");
+                let _ = writeln!(o, "    impl {name} {{");
+                for (k, f) in fs.iter().enumerate() {
+                    let _ = writeln!(o, "        /// Flag `{f}`.");
+                    let _ = writeln!(
+                        o,
+                        "        pub const {}: {name} = {name} {{ bits: 1 << {k} }};",
+                        shout(f)
+                    );
+                }
+                let _ = writeln!(o, "        /// No flag set.");
+                let _ = writeln!(
+                    o,
+                    "        pub const fn empty() -> {name} {{ {name} {{ bits: 0 }} }}"
+                );
+                let _ = writeln!(o, "        /// Every flag set.");
+                let _ = writeln!(
+                    o,
+                    "        pub const fn all() -> {name} {{ {name} {{ bits: {all:#x} as {repr} }} }}"
+                );
+                let _ = writeln!(o, "        /// The raw bits.");
+                let _ = writeln!(
+                    o,
+                    "        pub const fn bits(self) -> {repr} {{ self.bits }}"
+                );
+                let _ = writeln!(o, "        /// From raw bits, refusing unknown ones.");
+                let _ = writeln!(
+                    o,
+                    "        pub const fn from_bits(bits: {repr}) -> Option<{name}> {{ if bits & !({all:#x} as {repr}) == 0 {{ Some({name} {{ bits }}) }} else {{ None }} }}"
+                );
+                let _ = writeln!(o, "        /// Whether every flag of `other` is set.");
+                let _ = writeln!(
+                    o,
+                    "        pub const fn contains(self, other: {name}) -> bool {{ self.bits & other.bits == other.bits }}"
+                );
+                let _ = writeln!(o, "    }}");
+                let _ = writeln!(
+                    o,
+                    "    impl ::core::ops::BitOr for {name} {{ type Output = {name}; fn bitor(self, o: {name}) -> {name} {{ {name} {{ bits: self.bits | o.bits }} }} }}"
+                );
+                let _ = writeln!(
+                    o,
+                    "    fn __enc_{fname}(__w: &mut Writer, __v: &{name}) {{ __w.{wr}(__v.bits) }}"
+                );
+                let _ = writeln!(o, "    fn __size_{fname}(_: &{name}) -> usize {{ {size} }}");
+                let _ = writeln!(
+                    o,
+                    "    fn __dec_{fname}(__r: &mut Reader<'_>) -> Result<{name}, DecodeError> {{ {name}::from_bits(__r.{rd}()?).ok_or(DecodeError) }}"
+                );
+            }
+            DefKind::Variant(cs) => {
+                let n = cs.len();
+                let _ = writeln!(o, "    /// WIT variant `{}`.", d.name);
+                let _ = writeln!(o, "    #[derive(Clone, Debug, PartialEq)]");
+                let _ = writeln!(o, "    pub enum {name} {{");
+                for (c, t) in cs {
+                    match t {
+                        Some(t) => {
+                            let _ = writeln!(o, "        {}({}),", camel(c), self.owned(t));
+                        }
+                        None => {
+                            let _ = writeln!(o, "        {},", camel(c));
+                        }
+                    }
+                }
+                let _ = writeln!(o, "    }}");
+                let _ = writeln!(o, "    fn __enc_{fname}(__w: &mut Writer, __v: &{name}) {{");
+                let _ = writeln!(o, "        match __v {{");
+                for (k, (c, t)) in cs.iter().enumerate() {
+                    match t {
+                        Some(t) => {
+                            let _ = writeln!(
+                                o,
+                                "            {name}::{}(__x) => {{ ::lrpc_sdk::rt::write_discriminant(__w, {n}, {k}); {} }}",
+                                camel(c),
+                                self.enc(t, "__x")
+                            );
+                        }
+                        None => {
+                            let _ = writeln!(
+                                o,
+                                "            {name}::{} => ::lrpc_sdk::rt::write_discriminant(__w, {n}, {k}),",
+                                camel(c)
+                            );
+                        }
+                    }
+                }
+                let _ = writeln!(o, "        }}\n    }}");
+                let _ = writeln!(o, "    fn __size_{fname}(__v: &{name}) -> usize {{");
+                let _ = writeln!(
+                    o,
+                    "        ::lrpc_sdk::rt::discriminant_size({n}) + match __v {{"
+                );
+                for (c, t) in cs {
+                    match t {
+                        Some(t) => {
+                            let _ = writeln!(
+                                o,
+                                "            {name}::{}(__x) => {},",
+                                camel(c),
+                                self.size(t, "__x")
+                            );
+                        }
+                        None => {
+                            let _ = writeln!(o, "            {name}::{} => 0,", camel(c));
+                        }
+                    }
+                }
+                let _ = writeln!(o, "        }}\n    }}");
+                let _ = writeln!(
+                    o,
+                    "    fn __dec_{fname}(__r: &mut Reader<'_>) -> Result<{name}, DecodeError> {{"
+                );
+                let _ = writeln!(o, "        Ok(match __r.discriminant({n})? {{");
+                for (k, (c, t)) in cs.iter().enumerate() {
+                    match t {
+                        Some(t) => {
+                            let _ = writeln!(
+                                o,
+                                "            {k} => {name}::{}({}),",
+                                camel(c),
+                                self.dec(t, false)
+                            );
+                        }
+                        None => {
+                            let _ = writeln!(o, "            {k} => {name}::{},", camel(c));
+                        }
+                    }
+                }
+                let _ = writeln!(
+                    o,
+                    "            _ => return Err(DecodeError),\n        }})\n    }}"
+                );
+            }
+        }
+        self.out.push_str(o);
+    }
+
+    fn client(&mut self) {
+        let plan = self.plan;
+        let o = &mut String::new();
+        let _ = writeln!(
+            o,
+            "    /// A binding to `{}`, held by this domain as client.",
+            plan.name
+        );
+        let _ = writeln!(
+            o,
+            "    pub struct Client {{ binding: ::lrpc_sdk::Binding }}"
+        );
+        let _ = writeln!(o, "    impl Client {{");
+        let _ = writeln!(
+            o,
+            "        /// Binds to the interface exported under its own name."
+        );
+        let _ = writeln!(
+            o,
+            "        pub fn bind() -> Result<Client, CallError> {{ Client::bind_named(INTERFACE) }}"
+        );
+        let _ = writeln!(
+            o,
+            "        /// Binds to the interface exported under `name`."
+        );
+        let _ = writeln!(
+            o,
+            "        pub fn bind_named(name: &str) -> Result<Client, CallError> {{"
+        );
+        let _ = writeln!(
+            o,
+            "            Ok(Client {{ binding: ::lrpc_sdk::Binding::bind(name, FINGERPRINT, PROCS)? }})"
+        );
+        let _ = writeln!(o, "        }}");
+        let _ = writeln!(o, "        /// The underlying binding.");
+        let _ = writeln!(
+            o,
+            "        pub fn binding(&self) -> &::lrpc_sdk::Binding {{ &self.binding }}"
+        );
+        let _ = writeln!(
+            o,
+            "        /// Unbinds, reporting the kernel's answer (dropping also unbinds)."
+        );
+        let _ = writeln!(
+            o,
+            "        pub fn unbind(self) -> Result<(), CallError> {{ ::lrpc_sdk::unbind(self.binding) }}"
+        );
+        for (id, p) in plan.procs.iter().enumerate() {
+            let params: Vec<String> = p
+                .params
+                .iter()
+                .map(|(n, t)| format!("{}: {}", snake(n), self.client_param(t)))
+                .collect();
+            let ret = p.result.as_ref().map_or("()".into(), |t| self.owned(t));
+            let refexpr = |n: &str, t: &Ty| {
+                let n = snake(n);
+                if self.by_ref(t) { n } else { format!("(&{n})") }
+            };
+            let size = if p.bounded {
+                "0".to_string()
+            } else {
+                let parts: Vec<String> = p
+                    .params
+                    .iter()
+                    .map(|(n, t)| self.size(t, &refexpr(n, t)))
+                    .collect();
+                format!(
+                    "0 {}",
+                    parts.iter().map(|s| format!("+ {s}")).collect::<String>()
+                )
+            };
+            let enc: String = p
+                .params
+                .iter()
+                .map(|(n, t)| self.enc(t, &refexpr(n, t)))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let dec = p
+                .result
+                .as_ref()
+                .map_or("()".into(), |t| self.dec(t, false));
+            let _ = writeln!(o, "        /// Calls `{}`.", p.name);
+            let _ = writeln!(
+                o,
+                "        pub fn {}(&self, {}) -> Result<{ret}, CallError> {{",
+                snake(&p.name),
+                params.join(", ")
+            );
+            let _ = writeln!(
+                o,
+                "            ::lrpc_sdk::rt::invoke(&self.binding, {id}, {}, {size}, |__w: &mut Writer| {{ {enc} }}, |__r: &mut Reader<'_>| Ok({dec}))",
+                p.bounded
+            );
+            let _ = writeln!(o, "        }}");
+        }
+        let _ = writeln!(o, "    }}");
+        self.out.push_str(o);
+    }
+
+    fn server(&mut self, module: &str) {
+        let plan = self.plan;
+        let o = &mut String::new();
+        let _ = writeln!(
+            o,
+            "    /// The server side of `{}`. Handlers take `&self`: a handler may make calls that come back into this domain.",
+            plan.name
+        );
+        let _ = writeln!(o, "    pub trait Server {{");
+        for p in &plan.procs {
+            let params: Vec<String> = p
+                .params
+                .iter()
+                .map(|(n, t)| format!("{}: {}", snake(n), self.server_param(t)))
+                .collect();
+            let ret = p
+                .result
+                .as_ref()
+                .map_or(String::new(), |t| format!(" -> {}", self.owned(t)));
+            let _ = writeln!(o, "        /// Handles `{}`.", p.name);
+            let _ = writeln!(
+                o,
+                "        fn {}(&self, {}){ret};",
+                snake(&p.name),
+                params.join(", ")
+            );
+        }
+        let _ = writeln!(o, "    }}");
+        for p in &plan.procs {
+            let f = snake(&p.name).trim_start_matches("r#").to_string();
+            let _ = writeln!(o, "    #[doc(hidden)]");
+            let _ = writeln!(
+                o,
+                "    pub fn __serve_{f}<S: Server>(__s: &S, __a: i32, __c: i32, __o: i32, __oc: i32) -> i32 {{"
+            );
+            let _ = writeln!(
+                o,
+                "        ::lrpc_sdk::rt::serve(__a, __c, __o, __oc, {}, |__r: &mut Reader<'_>, __reply: &mut ::lrpc_sdk::rt::Reply| {{",
+                p.bounded
+            );
+            for (n, t) in &p.params {
+                let borrow = matches!(self.server_param(t).as_str(), "&str" | "&[u8]");
+                let _ = writeln!(o, "            let {} = {};", snake(n), self.dec(t, borrow));
+            }
+            if !p.bounded {
+                let _ = writeln!(o, "            __r.finish()?;");
+            }
+            let args: Vec<String> = p.params.iter().map(|(n, _)| snake(n)).collect();
+            let _ = writeln!(
+                o,
+                "            let __ret = __s.{}({});",
+                snake(&p.name),
+                args.join(", ")
+            );
+            match &p.result {
+                Some(t) => {
+                    let size = if p.bounded {
+                        "0".into()
+                    } else {
+                        self.size(t, "(&__ret)")
+                    };
+                    let _ = writeln!(
+                        o,
+                        "            __reply.put({size}, |__w: &mut Writer| {{ {} }})",
+                        self.enc(t, "(&__ret)")
+                    );
+                }
+                None => {
+                    let _ = writeln!(o, "            let () = __ret;");
+                    let _ = writeln!(o, "            __reply.put(0, |__w: &mut Writer| {{}})");
+                }
+            }
+            let _ = writeln!(o, "        }})\n    }}");
+        }
+        let mac = format!("__lrpc_export_{}", module.trim_start_matches("r#"));
+        let _ = writeln!(o, "    #[doc(hidden)]");
+        let _ = writeln!(o, "    macro_rules! {mac} {{");
+        let _ = writeln!(o, "        ($t:ty) => {{ const _: () = {{");
+        let _ = writeln!(
+            o,
+            "            ::std::thread_local! {{ static __SERVER: $t = <$t as ::core::default::Default>::default(); }}"
+        );
+        for p in &plan.procs {
+            let f = snake(&p.name).trim_start_matches("r#").to_string();
+            let _ = writeln!(o, "            #[unsafe(export_name = {:?})]", p.entry);
+            let _ = writeln!(
+                o,
+                "            extern \"C\" fn __entry_{f}(a: i32, c: i32, o: i32, oc: i32) -> i32 {{ __SERVER.with(|s| crate::{module}::__serve_{f}(s, a, c, o, oc)) }}"
+            );
+        }
+        let _ = writeln!(o, "        }}; }};");
+        let _ = writeln!(o, "    }}");
+        let _ = writeln!(
+            o,
+            "    /// Exports the entry stubs of this interface for a `Server + Default` type."
+        );
+        let _ = writeln!(o, "    pub(crate) use {mac} as export;");
+        self.out.push_str(o);
+    }
+}

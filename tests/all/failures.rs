@@ -1,0 +1,144 @@
+//! Failure isolation: a server that traps, loops or is terminated never takes its client down.
+
+use crate::neg;
+use lrpc::{Domain, Error, ExportOptions, Fault, Kernel, Status};
+use std::time::{Duration, Instant};
+
+fn faulty(deadline: Option<Duration>) -> (Kernel, Domain, Domain) {
+    let kernel = Kernel::new().unwrap();
+    let server = kernel
+        .domain("faulty", lrpc::artifacts::FAULTY_SERVER)
+        .unwrap();
+    kernel
+        .export_as(
+            &server,
+            "lrpc:test/faulty",
+            "lrpc:test/faulty",
+            ExportOptions { deadline },
+        )
+        .unwrap();
+    let client = kernel
+        .domain("faulty-client", lrpc::artifacts::FAULTY_CLIENT)
+        .unwrap();
+    assert_eq!(client.call::<(), i32>("bind", ()).unwrap(), 0);
+    (kernel, server, client)
+}
+
+#[test]
+fn a_trapping_server_fails_the_call_and_the_client_continues() {
+    let _guard = crate::shared();
+    let (kernel, server, client) = faulty(None);
+    assert_eq!(client.call::<(i32,), i64>("echo", (41,)).unwrap(), 42);
+    let s: i32 = client.call("crash", ()).unwrap();
+    assert_eq!(s, Status::ServerTrapped as i32);
+    assert!(server.is_terminated(), "a trapped server is terminated");
+    assert!(!client.is_terminated(), "its client is not");
+    // Later calls fail fast with a clear status; the client keeps running its own code.
+    let r: i64 = client.call("echo", (1,)).unwrap();
+    assert_eq!(r, neg(Status::ServerTerminated));
+    let rebind: i32 = client.call("bind", ()).unwrap();
+    assert_eq!(
+        rebind,
+        Status::UnknownInterface as i32,
+        "the export was withdrawn"
+    );
+    assert!(kernel.exported().is_empty());
+    assert!(
+        server.server_bindings().is_empty(),
+        "its bindings are revoked"
+    );
+}
+
+#[test]
+fn a_looping_server_is_interrupted_at_the_deadline() {
+    let _guard = crate::shared();
+    let (_kernel, server, client) = faulty(Some(Duration::from_millis(100)));
+    let start = Instant::now();
+    let s: i32 = client.call("spin", ()).unwrap();
+    let took = start.elapsed();
+    assert_eq!(s, Status::DeadlineExceeded as i32);
+    assert!(
+        took >= Duration::from_millis(100),
+        "not before the deadline: {took:?}"
+    );
+    assert!(server.is_terminated());
+    assert!(!client.is_terminated());
+    assert_eq!(
+        client.call::<(i32,), i64>("echo", (1,)).unwrap(),
+        neg(Status::ServerTerminated)
+    );
+}
+
+#[test]
+fn work_inside_the_deadline_completes() {
+    let _guard = crate::shared();
+    let (_kernel, server, client) = faulty(Some(Duration::from_secs(5)));
+    let r: i64 = client.call("busy", (20,)).unwrap();
+    assert_eq!(r, 20);
+    assert!(!server.is_terminated());
+}
+
+#[test]
+fn terminating_a_server_during_a_call_fails_the_call() {
+    let _guard = crate::shared();
+    let (kernel, server, client) = faulty(Some(Duration::from_secs(60)));
+    let k2 = kernel.clone();
+    let s2 = server.clone();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        k2.terminate(&s2);
+    });
+    let start = Instant::now();
+    let s: i32 = client.call("spin", ()).unwrap();
+    killer.join().unwrap();
+    assert_eq!(s, Status::ServerTerminated as i32);
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "stopped long before the deadline"
+    );
+    assert!(!client.is_terminated());
+    assert_eq!(
+        client.call::<(i32,), i64>("echo", (1,)).unwrap(),
+        neg(Status::ServerTerminated)
+    );
+}
+
+#[test]
+fn terminating_a_client_revokes_its_bindings_and_spares_the_server() {
+    let _guard = crate::shared();
+    let (kernel, server, client) = faulty(None);
+    let other = kernel
+        .domain("other-client", lrpc::artifacts::FAULTY_CLIENT)
+        .unwrap();
+    assert_eq!(other.call::<(), i32>("bind", ()).unwrap(), 0);
+    assert_eq!(server.server_bindings().len(), 2);
+    kernel.terminate(&client);
+    assert!(client.is_terminated());
+    assert!(matches!(
+        client.call::<(i32,), i64>("echo", (1,)),
+        Err(Error::Fault(Fault::Terminated))
+    ));
+    assert_eq!(
+        server.server_bindings().len(),
+        1,
+        "only the other client's binding is left"
+    );
+    assert_eq!(other.call::<(i32,), i64>("echo", (9,)).unwrap(), 10);
+}
+
+#[test]
+fn a_client_that_traps_is_terminated_with_a_typed_fault() {
+    let _guard = crate::shared();
+    let kernel = Kernel::new().unwrap();
+    let h = kernel.domain("hostile", lrpc::artifacts::HOSTILE).unwrap();
+    // Reading past the end of its own memory traps in the guest.
+    let pages: i32 = h.call("mem_pages", ()).unwrap();
+    let err = h.call::<(i32,), i32>("peek", (pages * 65536,)).unwrap_err();
+    match err {
+        Error::Fault(Fault::Trapped { trap, .. }) => {
+            assert_eq!(trap, Some(wasmtime::Trap::MemoryOutOfBounds))
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(h.is_terminated());
+}

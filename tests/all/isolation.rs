@@ -1,0 +1,144 @@
+//! A-stacks are shared by exactly the two domains of a binding, and binding handles can not be
+//! forged, reused after unbinding or borrowed from another domain.
+
+use crate::{bench_pair, memfd_mappings, neg};
+use lrpc::Status;
+use std::collections::HashSet;
+
+#[test]
+fn astack_pages_are_shared_by_the_pair_and_by_no_third_domain() {
+    let _guard = crate::exclusive();
+    let before = memfd_mappings();
+    let (kernel, server, client) = bench_pair();
+    assert_eq!(
+        memfd_mappings(),
+        before + 2,
+        "one A-stack segment, mapped into exactly two memories"
+    );
+    let third = kernel.domain("third", lrpc::artifacts::HOSTILE).unwrap();
+
+    // The client sends 1000 bytes of 0xAB; they sit on an A-stack of `big-in`.
+    let s: i32 = client.call("fill", (1000, 0xab)).unwrap();
+    assert_eq!(s, 0);
+    let info = &client.client_bindings()[0];
+    let (c_off, s_offs, len) = info.windows[0].clone();
+    let s_off = s_offs[0];
+    let c_bytes = client.read_memory(c_off, len).unwrap();
+    let s_bytes = server.read_memory(s_off, len).unwrap();
+    assert_eq!(c_bytes, s_bytes, "both sides see the same A-stack pages");
+    assert!(c_bytes.windows(1000).any(|w| w.iter().all(|&b| b == 0xab)));
+
+    // A write on one side is visible on the other side, at its own offset.
+    client.write_memory(c_off + 16, b"from the client").unwrap();
+    assert_eq!(
+        server.read_memory(s_off + 16, 15).unwrap(),
+        b"from the client"
+    );
+
+    // The third domain sees none of it: not at the same offset, not anywhere.
+    let pattern = i64::from_le_bytes([0xab; 8]);
+    let found: i32 = third.call("scan", (pattern,)).unwrap();
+    assert_eq!(found, 0, "a third domain's memory holds no A-stack bytes");
+    let pages: i32 = third.call("mem_pages", ()).unwrap();
+    if (c_off as u64) < (pages as u64) * 65536 {
+        third
+            .call::<(i32, i32), ()>("poke", (c_off as i32 + 16, 0x55))
+            .unwrap();
+        let b: i32 = third.call("peek", (c_off as i32 + 16,)).unwrap();
+        assert_eq!(b, 0x55, "the third domain writes its own memory");
+        assert_eq!(client.read_memory(c_off + 16, 4).unwrap(), b"from");
+    }
+    assert_eq!(memfd_mappings(), before + 2, "still mapped twice only");
+    drop((server, client, third, kernel));
+}
+
+#[test]
+fn forged_stale_foreign_handles_bad_procedures_and_astacks_are_refused_distinctly() {
+    let _guard = crate::shared();
+    let (kernel, _server, client) = bench_pair();
+    let fp = kernel.interface("lrpc:bench/bench").unwrap().fingerprint as i64;
+    let h = kernel.domain("hostile", lrpc::artifacts::HOSTILE).unwrap();
+
+    let wrong: i64 = h.call("bind_raw", (fp ^ 1,)).unwrap();
+    assert_eq!(wrong, neg(Status::InterfaceMismatch));
+    let handle: i64 = h.call("bind_raw", (fp,)).unwrap();
+    assert!(handle > 0, "bind: {handle}");
+    let a0: i32 = h.call("astack", (0,)).unwrap();
+    let a1: i32 = h.call("astack", (1,)).unwrap();
+    let call = |hd: i64, p: i32, a: i32| -> i32 { h.call("call_raw", (hd, p, a)).unwrap() };
+    assert_eq!(
+        call(handle, 0, a0),
+        Status::Ok as i32,
+        "a well-formed null call"
+    );
+
+    let mut seen = HashSet::new();
+    let mut expect = |got: i32, want: Status, what: &str| {
+        assert_eq!(got, want as i32, "{what}: got {:?}", Status::try_from(got));
+        seen.insert(want);
+    };
+    // Forged: a slot never issued, a generation never issued, an owner that is no domain.
+    expect(
+        call(handle + (5 << 32), 0, a0),
+        Status::ForgedBinding,
+        "unissued slot",
+    );
+    expect(
+        call(handle + 1, 0, a0),
+        Status::ForgedBinding,
+        "future generation",
+    );
+    expect(
+        call(0x7fff_0000_0000_0001, 0, a0),
+        Status::ForgedBinding,
+        "unknown owner",
+    );
+    expect(call(0, 0, a0), Status::ForgedBinding, "zero");
+    // Foreign: the real client's live handle, presented by another domain.
+    let theirs = client.client_bindings()[0].handle as i64;
+    expect(
+        call(theirs, 0, a0),
+        Status::ForeignBinding,
+        "another domain's handle",
+    );
+    // Procedures out of range.
+    expect(
+        call(handle, 4, a0),
+        Status::BadProcedure,
+        "proc past the end",
+    );
+    expect(call(handle, -1, a0), Status::BadProcedure, "negative proc");
+    // A-stacks that are not the procedure's.
+    expect(
+        call(handle, 0, a0 + 1),
+        Status::BadAStack,
+        "misaligned A-stack",
+    );
+    expect(
+        call(handle, 0, a1),
+        Status::BadAStack,
+        "another procedure's A-stack",
+    );
+    expect(call(handle, 0, 0), Status::BadAStack, "address 0");
+    expect(call(handle, 0, -8), Status::BadAStack, "address past 4 GiB");
+    let size = kernel.interface("lrpc:bench/bench").unwrap().procs[0].astack_size as i32;
+    expect(
+        call(handle, 0, a0 + 5 * size),
+        Status::BadAStack,
+        "one past the last",
+    );
+    // Stale: after unbinding, the same handle is dead.
+    assert_eq!(h.call::<(i64,), i32>("unbind_raw", (handle,)).unwrap(), 0);
+    expect(call(handle, 0, a0), Status::StaleBinding, "after unbind");
+    let again: i32 = h.call("unbind_raw", (handle,)).unwrap();
+    assert_eq!(again, Status::StaleBinding as i32);
+    // The slot is reused with a new generation: the old handle stays stale.
+    let handle2: i64 = h.call("bind_raw", (fp,)).unwrap();
+    assert_ne!(handle2, handle);
+    expect(call(handle, 0, a0), Status::StaleBinding, "old generation");
+    let a0b: i32 = h.call("astack", (0,)).unwrap();
+    assert_eq!(call(handle2, 0, a0b), 0);
+
+    assert_eq!(seen.len(), 5, "five distinct refusals: {seen:?}");
+    assert!(!h.is_terminated(), "refusals are statuses, not traps");
+}

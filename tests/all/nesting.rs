@@ -1,0 +1,90 @@
+//! Nested calls: chains A→B→C, call-backs B→A while A waits, and chains deep enough to need
+//! more A-stacks than a binding starts with.
+
+use lrpc::{Domain, ExportOptions, Kernel};
+
+fn nodes(n: u8) -> (Kernel, Vec<Domain>) {
+    let kernel = Kernel::new().unwrap();
+    let mut v = Vec::new();
+    for id in 1..=n {
+        let d = kernel
+            .domain(&format!("node-{id}"), lrpc::artifacts::NODE)
+            .unwrap();
+        d.call::<(i32,), ()>("set_id", (i32::from(id),)).unwrap();
+        kernel
+            .export_as(
+                &d,
+                "lrpc:test/node",
+                &format!("node-{id}"),
+                ExportOptions::default(),
+            )
+            .unwrap();
+        v.push(d);
+    }
+    (kernel, v)
+}
+
+/// What `drive(route, value)` must return: the last node answers `value*31+id`, each node on
+/// the way back maps `x` to `x*31+id`.
+fn expected(route: &[u8], value: u32) -> u32 {
+    let mut x = value
+        .wrapping_mul(31)
+        .wrapping_add(u32::from(*route.last().unwrap()));
+    for &id in route[..route.len() - 1].iter().rev() {
+        x = x.wrapping_mul(31).wrapping_add(u32::from(id));
+    }
+    x
+}
+
+fn drive(d: &Domain, route: &[u8], value: u32) -> i64 {
+    let mut packed = [0u8; 8];
+    packed[..route.len()].copy_from_slice(route);
+    d.call(
+        "drive",
+        (i64::from_le_bytes(packed), route.len() as i32, value as i32),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_chain_a_b_c_returns_through_every_hop() {
+    let _guard = crate::shared();
+    let (_k, n) = nodes(3);
+    let route = [2, 3];
+    assert_eq!(drive(&n[0], &route, 5), i64::from(expected(&route, 5)));
+}
+
+#[test]
+fn a_server_can_call_back_into_its_waiting_client() {
+    let _guard = crate::shared();
+    let (_k, n) = nodes(3);
+    // node-1 calls node-2, which calls node-1 while node-1 waits for it.
+    let route = [2, 1];
+    assert_eq!(drive(&n[0], &route, 7), i64::from(expected(&route, 7)));
+    let route = [2, 1, 3, 1, 2];
+    assert_eq!(drive(&n[0], &route, 9), i64::from(expected(&route, 9)));
+}
+
+#[test]
+fn deep_recursion_between_two_domains_grows_the_astacks() {
+    let _guard = crate::shared();
+    let (_k, n) = nodes(2);
+    // node-1 and node-2 call each other 24 times deep: 12 calls nested on each binding,
+    // more than the 5 A-stacks a binding starts with (LRPC 5.2: allocate more).
+    let hops = 24;
+    let route: Vec<u8> = (0..hops).map(|i| if i % 2 == 0 { 2 } else { 1 }).collect();
+    let r: i64 = n[0].call("drive_pingpong", (hops, 3)).unwrap();
+    assert_eq!(r, i64::from(expected(&route, 3)));
+    let hop_proc = 0;
+    for d in &n {
+        let b = &d.client_bindings()[0];
+        assert!(b.live);
+        assert!(
+            b.windows.len() > 1,
+            "{}: more A-stack extents were mapped (proc {hop_proc})",
+            d.name()
+        );
+    }
+    // And the grown binding keeps working for shallow calls.
+    assert_eq!(drive(&n[0], &[2], 1), i64::from(expected(&[2], 1)));
+}

@@ -1,0 +1,1 @@
+//! Integration tests of the lrpc kernel live in `all/`, one binary with a module per area.
