@@ -664,8 +664,9 @@ impl Gen<'_> {
             );
             let _ = writeln!(
                 o,
-                "            ::lrpc_sdk::rt::invoke(&self.binding, {id}, {}, {size}, |__w: &mut Writer| {{ {enc} }}, |__r: &mut Reader<'_>| Ok({dec}))",
-                p.bounded
+                "            ::lrpc_sdk::rt::invoke(&self.binding, {id}, {}, {size}, {}, |__w: &mut Writer| {{ {enc} }}, |__r: &mut Reader<'_>| Ok({dec}))",
+                p.bounded,
+                p.out_bound.unwrap_or(0)
             );
             let _ = writeln!(o, "        }}");
         }
@@ -710,8 +711,9 @@ impl Gen<'_> {
             );
             let _ = writeln!(
                 o,
-                "        ::lrpc_sdk::rt::serve(__a, __c, __o, __oc, {}, |__r: &mut Reader<'_>, __reply: &mut ::lrpc_sdk::rt::Reply| {{",
-                p.bounded
+                "        ::lrpc_sdk::rt::serve(__a, __c, __o, __oc, {}, {}, |__r: &mut Reader<'_>, __reply: &mut ::lrpc_sdk::rt::Reply| {{",
+                p.bounded,
+                p.in_bound.unwrap_or(0)
             );
             for (n, t) in &p.params {
                 let borrow = matches!(self.server_param(t).as_str(), "&str" | "&[u8]");

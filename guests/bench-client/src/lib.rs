@@ -79,7 +79,7 @@ pub extern "C" fn add_loop(iters: i32) -> i64 {
     .unwrap_or_else(neg)
 }
 
-/// `iters` big-in calls with `len` pattern bytes; returns the server's byte sum.
+/// `iters` big-in calls with `len` pattern bytes; returns the server's answer.
 #[unsafe(no_mangle)]
 pub extern "C" fn big_in(len: i32, iters: i32) -> i64 {
     let data = pattern(len.max(0) as usize);
@@ -103,6 +103,24 @@ pub extern "C" fn big_in_out(len: i32, iters: i32) -> i32 {
             if c.big_in_out(&data)? != want {
                 return Ok(1000);
             }
+        }
+        Ok(0)
+    })
+    .unwrap_or_else(|e| -e.code())
+}
+
+/// `iters` big-in-out calls with `len` pattern bytes, checking the first reply only (the
+/// benchmark loop: the other replies are dropped unread).
+#[unsafe(no_mangle)]
+pub extern "C" fn big_in_out_loop(len: i32, iters: i32) -> i32 {
+    let data = pattern(len.max(0) as usize);
+    let want: Vec<u8> = data.iter().rev().map(|b| b ^ 0x5a).collect();
+    with(|c| {
+        if c.big_in_out(&data)? != want {
+            return Ok(1000);
+        }
+        for _ in 1..iters.max(1) {
+            core::hint::black_box(c.big_in_out(&data)?);
         }
         Ok(0)
     })

@@ -254,12 +254,18 @@ thread_local! {
 /// # Safety
 /// `[src, src + len)` must be readable memory of this domain.
 pub unsafe fn with_copy<R>(src: *const u8, len: usize, f: impl FnOnce(&[u8]) -> R) -> R {
-    const SMALL: usize = 64;
+    const SMALL: usize = 512;
     if len <= SMALL {
-        let mut buf = [0u8; SMALL];
-        // SAFETY: the caller vouches for `src`; `buf` is private and `len <= SMALL`.
-        unsafe { core::ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), len) };
-        return f(&buf[..len]);
+        let mut buf = core::mem::MaybeUninit::<[u8; SMALL]>::uninit();
+        let dst = buf.as_mut_ptr().cast::<u8>();
+        // SAFETY: the caller vouches for `src`; `buf` is private stack memory of `SMALL >=
+        // len` bytes; after the copy its first `len` bytes are initialized, and only those are
+        // exposed.
+        let copy = unsafe {
+            core::ptr::copy_nonoverlapping(src, dst, len);
+            core::slice::from_raw_parts(dst, len)
+        };
+        return f(copy);
     }
     let mut buf = SCRATCH.with(|s| s.borrow_mut().pop()).unwrap_or_default();
     buf.clear();
@@ -284,20 +290,22 @@ fn check(code: i32) -> Result<(), CallError> {
     }
 }
 
+#[inline]
 fn read_u32(at: usize) -> u32 {
-    let mut b = [0u8; 4];
     // SAFETY: callers pass addresses inside an A-stack or segment the kernel gave this
-    // domain; reading 4 bytes through a raw pointer forms no reference to shared memory.
-    unsafe { core::ptr::copy_nonoverlapping(at as *const u8, b.as_mut_ptr(), 4) };
-    u32::from_le_bytes(b)
+    // domain; an unaligned raw load forms no reference to shared memory.
+    u32::from_le(unsafe { core::ptr::read_unaligned(at as *const u32) })
 }
 
+#[inline]
 fn write_header(at: usize, flags: u32, len: usize) {
-    let mut h = [0u8; header::LEN];
-    h[..4].copy_from_slice(&flags.to_le_bytes());
-    h[4..].copy_from_slice(&(len as u32).to_le_bytes());
-    // SAFETY: `at` is the start of an A-stack of at least `header::LEN` bytes.
-    unsafe { core::ptr::copy_nonoverlapping(h.as_ptr(), at as *mut u8, header::LEN) };
+    let p = at as *mut u32;
+    // SAFETY: `at` is the start of an A-stack of at least `header::LEN` (8) bytes; unaligned
+    // raw stores form no reference to shared memory.
+    unsafe {
+        core::ptr::write_unaligned(p, flags.to_le());
+        core::ptr::write_unaligned(p.add(1), (len as u32).to_le());
+    }
 }
 
 /// Asks the kernel for an out-of-band segment of this A-stack; returns `(address, cap)`.
@@ -329,11 +337,22 @@ pub fn invoke<R>(
     proc: u32,
     bounded: bool,
     size: usize,
+    out_bound: usize,
     enc: impl FnOnce(&mut Writer),
     dec: impl FnOnce(&mut Reader<'_>) -> Result<R, DecodeError>,
 ) -> Result<R, CallError> {
     let (astack, cap) = b.take(proc)?;
-    let r = invoke_on(b, proc, astack, cap as usize, bounded, size, enc, dec);
+    let r = invoke_on(
+        b,
+        proc,
+        astack,
+        cap as usize,
+        bounded,
+        size,
+        out_bound,
+        enc,
+        dec,
+    );
     b.put(proc, astack);
     r
 }
@@ -347,6 +366,7 @@ fn invoke_on<R>(
     cap: usize,
     bounded: bool,
     size: usize,
+    out_bound: usize,
     enc: impl FnOnce(&mut Writer),
     dec: impl FnOnce(&mut Reader<'_>) -> Result<R, DecodeError>,
 ) -> Result<R, CallError> {
@@ -360,8 +380,10 @@ fn invoke_on<R>(
             return Err(CallError::Kernel(Status::ResourceExhausted));
         }
         check(sys::call(b.handle as i64, proc as i32, astack as i32))?;
-        // SAFETY: as above.
-        return unsafe { with_copy(base as *const u8, cap, |buf| dec(&mut Reader::new(buf))) }
+        // Only the result's bound is read back (nothing at all for a procedure without one).
+        let n = out_bound.min(cap);
+        // SAFETY: as above; `n <= cap`.
+        return unsafe { with_copy(base as *const u8, n, |buf| dec(&mut Reader::new(buf))) }
             .map_err(bad_reply);
     }
     let inline_cap = cap.saturating_sub(header::LEN);
@@ -453,6 +475,7 @@ pub fn serve(
     oob: i32,
     oob_cap: i32,
     bounded: bool,
+    in_bound: usize,
     handler: impl FnOnce(&mut Reader<'_>, &mut Reply) -> Result<(), DecodeError>,
 ) -> i32 {
     let base = astack as u32 as usize;
@@ -463,9 +486,10 @@ pub fn serve(
         bounded,
     };
     let r = if bounded {
-        // SAFETY: the kernel passed this A-stack and its capacity.
+        // SAFETY: the kernel passed this A-stack and its capacity; only the arguments' bound
+        // (at most `cap`) is copied.
         unsafe {
-            with_copy(base as *const u8, cap, |buf| {
+            with_copy(base as *const u8, in_bound.min(cap), |buf| {
                 handler(&mut Reader::new(buf), &mut reply)
             })
         }
