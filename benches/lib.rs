@@ -16,7 +16,10 @@ pub fn setup(replicas: usize) -> (Kernel, Domain, Domain) {
         .domain_with(
             "bench-server",
             lrpc::artifacts::BENCH_SERVER,
-            DomainOptions { replicas },
+            DomainOptions {
+                replicas,
+                ..Default::default()
+            },
         )
         .expect("server");
     kernel.export(&server, "lrpc:bench/bench").expect("export");

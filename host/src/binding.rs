@@ -16,6 +16,7 @@ use crate::clerk::ExportEntry;
 use crate::domain::{DomainData, DomainShared, lock};
 use crate::error::Error;
 use crate::linkage::ReplicaKey;
+use lrpc_presentation::Combination;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -137,6 +138,10 @@ struct Mappings {
 /// A binding between one client replica and a server domain.
 pub(crate) struct Binding {
     pub handle: u64,
+    /// The combination signature of both sides' presentations.
+    pub combination: Combination,
+    /// Per procedure, the borrow mask passed to the server's entry.
+    pub borrow: Box<[i32]>,
     pub export: Arc<ExportEntry>,
     pub server: Arc<DomainShared>,
     pub client: Weak<DomainShared>,
@@ -166,11 +171,16 @@ pub struct BindingInfo {
     pub windows: Vec<(usize, Vec<usize>, usize)>,
     /// The out-of-band windows, in the same form.
     pub oob_windows: Vec<(usize, Vec<usize>, usize)>,
+    /// The combination signature: per procedure the copy/borrow and buffer decisions, the
+    /// trust settings and the transport.
+    pub combination: Combination,
 }
 
 impl Binding {
+    #[allow(clippy::too_many_arguments, reason = "a binding has this many parts")]
     pub(crate) fn new(
         handle: u64,
+        combination: Combination,
         export: Arc<ExportEntry>,
         client: &Arc<DomainShared>,
         client_key: ReplicaKey,
@@ -178,8 +188,15 @@ impl Binding {
         tick: Duration,
     ) -> Binding {
         let ticks = deadline.as_nanos().div_ceil(tick.as_nanos().max(1)) + 1;
+        let borrow = combination
+            .procs
+            .iter()
+            .map(|p| p.borrow_mask() as i32)
+            .collect();
         Binding {
             handle,
+            combination,
+            borrow,
             server: export.server.clone(),
             export,
             client: Arc::downgrade(client),
@@ -217,6 +234,7 @@ impl Binding {
             live: self.is_live(),
             windows: m.astacks.iter().map(view).collect(),
             oob_windows: m.oob.values().map(view).collect(),
+            combination: self.combination.clone(),
         }
     }
 

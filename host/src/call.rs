@@ -17,6 +17,7 @@ use crate::error::{Error, Fault};
 use crate::kernel::KernelInner;
 use crate::linkage::{self, Pinned, ReplicaKey};
 use lrpc_abi::{Status, desc, handle};
+use lrpc_presentation::{Side, SidePresentation};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use wasmtime::{AsContextMut, Caller, Linker, Memory};
@@ -208,12 +209,14 @@ fn transfer(
 ) -> Status {
     let b = p.binding.get();
     let server = &b.server;
+    let borrow = b.borrow.get(proc as usize).copied().unwrap_or(0);
     let entry_args = |r: usize| {
         (
             p.server_offset.get(r) as i32,
             p.size as i32,
             p.oob_server.get(r) as i32,
             p.oob_cap as i32,
+            borrow,
         )
     };
     let deadline = now.saturating_add(b.deadline_ticks);
@@ -400,6 +403,21 @@ fn bind_inner(
     let client = kernel
         .domain_by_id(key.domain)
         .ok_or(Status::ResourceExhausted)?;
+    let client_presentation = client
+        .core
+        .presentations
+        .iter()
+        .find(|p| p.interface == export.plan.name)
+        .cloned()
+        .unwrap_or_else(|| SidePresentation::default_for(&export.plan.name, Side::Client));
+    let combination =
+        lrpc_presentation::combine(&export.plan, &client_presentation, &export.presentation)
+            .map_err(|_| Status::InterfaceMismatch)?;
+    let flags = if combination.clear_residue {
+        desc::FLAG_CLEAR_RESIDUE
+    } else {
+        0
+    };
     // A free slot and the next generation for it.
     let slot = data
         .bindings
@@ -419,6 +437,7 @@ fn bind_inner(
     let (offs, total) = layout(&sizes).ok_or(Status::ResourceExhausted)?;
     let binding = Arc::new(Binding::new(
         raw,
+        combination,
         export.clone(),
         &client,
         key,
@@ -433,7 +452,7 @@ fn bind_inner(
     let mut bytes = Vec::with_capacity(desc_len);
     bytes.extend_from_slice(&raw.to_le_bytes());
     bytes.extend_from_slice(&(nprocs as u32).to_le_bytes());
-    bytes.extend_from_slice(&0u32.to_le_bytes());
+    bytes.extend_from_slice(&flags.to_le_bytes());
     for (i, &(size, count)) in sizes.iter().enumerate() {
         let client_base = (at.client + offs[i]) as u32;
         procs.push(ProcStacks {
@@ -643,8 +662,8 @@ fn oob_inner(
     let (cap, at) = match binding.oob(okey) {
         Some((cap, at)) if cap >= min => (cap, at),
         existing => {
-            if min == 0 && existing.is_none() && dir == lrpc_abi::OOB_OUT {
-                // Nothing was ever replied out of band on this A-stack.
+            if min == 0 && existing.is_none() {
+                // A request for 0 bytes only reports an existing segment.
                 return Err(Status::BadReply);
             }
             let cap = oob_capacity(min, kernel.config.max_oob)?;

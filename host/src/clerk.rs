@@ -8,14 +8,14 @@
 
 use crate::domain::{DomainShared, SETUP_WAIT, lock, wait_lock};
 use crate::error::Error;
-use lrpc_presentation::InterfacePlan;
+use lrpc_presentation::{InterfacePlan, SidePresentation};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use wasmtime::TypedFunc;
 
-/// The core type of an entry stub: `(astack, astack_cap, oob, oob_cap) -> status`.
-pub(crate) type EntryFunc = TypedFunc<(i32, i32, i32, i32), i32>;
+/// The core type of an entry stub: `(astack, astack_cap, oob, oob_cap, borrow) -> status`.
+pub(crate) type EntryFunc = TypedFunc<(i32, i32, i32, i32, i32), i32>;
 
 /// Options of one export.
 #[derive(Debug, Clone, Default)]
@@ -23,6 +23,9 @@ pub struct ExportOptions {
     /// How long one call may run in the server before it is interrupted and the server
     /// terminated (LRPC's "captured thread"). `None`: the kernel's default.
     pub deadline: Option<Duration>,
+    /// The server side's presentation (see [`crate::Kernel::presentation`]); `None`: the
+    /// default presentation.
+    pub presentation: Option<SidePresentation>,
 }
 
 /// One exported interface: the procedure descriptor list and the entries per replica.
@@ -34,6 +37,8 @@ pub(crate) struct ExportEntry {
     /// `entries[replica][proc]`.
     pub entries: Box<[Box<[EntryFunc]>]>,
     pub deadline: Duration,
+    /// The server's presentation.
+    pub presentation: SidePresentation,
 }
 
 /// The registry.
@@ -70,6 +75,7 @@ impl Clerk {
         plan: InterfacePlan,
         server: &Arc<DomainShared>,
         deadline: Duration,
+        presentation: SidePresentation,
     ) -> Result<(), Error> {
         let mut entries = Vec::with_capacity(server.replicas.len());
         for r in server.replicas.iter() {
@@ -78,7 +84,7 @@ impl Clerk {
             for p in &plan.procs {
                 let f = r
                     .instance
-                    .get_typed_func::<(i32, i32, i32, i32), i32>(&mut *store, &p.entry)
+                    .get_typed_func::<(i32, i32, i32, i32, i32), i32>(&mut *store, &p.entry)
                     .map_err(|e| Error::NotImplemented {
                         domain: server.core.name.clone(),
                         interface: plan.name.clone(),
@@ -94,6 +100,7 @@ impl Clerk {
             server: server.clone(),
             entries: entries.into_boxed_slice(),
             deadline,
+            presentation,
         });
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
         if map.contains_key(name) {

@@ -73,6 +73,8 @@ impl DomainData {
 pub(crate) struct DomainCore {
     pub id: u16,
     pub name: String,
+    /// Client-side presentations, by interface.
+    pub presentations: Vec<lrpc_presentation::SidePresentation>,
     pub terminated: AtomicBool,
     pub book: Mutex<Book>,
 }
@@ -410,6 +412,47 @@ impl Domain {
         let r = &self.shared.replicas[0];
         let size = lock_or_reenter_size(r).ok_or(Error::Busy)?;
         MemoryRange::new(r.base as *mut u8, size)
+            .write(offset, bytes)
+            .ok_or(Error::OutOfBounds {
+                offset,
+                len: bytes.len(),
+            })
+    }
+
+    /// Writes into one of this domain's A-stack or out-of-band windows (replica 0) without
+    /// waiting for the domain's lock: the window pages stay mapped while the domain runs, so
+    /// this is how a test plays a hostile peer rewriting shared memory mid-call. Refused
+    /// unless `[offset, offset + bytes.len())` lies inside a live window of this domain.
+    pub fn write_window(&self, offset: usize, bytes: &[u8]) -> Result<(), Error> {
+        let end = offset.checked_add(bytes.len()).ok_or(Error::OutOfBounds {
+            offset,
+            len: bytes.len(),
+        })?;
+        // (start, len) of every window of this domain, as client and as server.
+        let mut spans: Vec<(usize, usize)> = Vec::new();
+        for b in self.client_bindings() {
+            for w in b.windows.iter().chain(&b.oob_windows) {
+                spans.push((w.0, w.2));
+            }
+        }
+        for b in self.server_bindings() {
+            for w in b.windows.iter().chain(&b.oob_windows) {
+                if let Some(&start) = w.1.first() {
+                    spans.push((start, w.2));
+                }
+            }
+        }
+        let ok = spans
+            .iter()
+            .any(|&(start, len)| offset >= start && end <= start + len);
+        if !ok {
+            return Err(Error::OutOfBounds {
+                offset,
+                len: bytes.len(),
+            });
+        }
+        self.shared.replicas[0]
+            .window_range()
             .write(offset, bytes)
             .ok_or(Error::OutOfBounds {
                 offset,

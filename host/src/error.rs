@@ -96,6 +96,9 @@ pub enum Error {
     /// Another domain already exports under that name.
     #[error("an interface is already exported under the name `{0}`")]
     NameTaken(String),
+    /// A presentation does not fit where it was given.
+    #[error("presentation: {0}")]
+    Presentation(String),
     /// The domain is terminated.
     #[error("domain `{0}` is terminated")]
     Terminated(String),

@@ -4,7 +4,7 @@
 use crate::clerk::{Clerk, ExportOptions};
 use crate::domain::{self, Domain, DomainCore, DomainShared, lock};
 use crate::error::Error;
-use lrpc_presentation::{InterfacePlan, Wit};
+use lrpc_presentation::{InterfacePlan, Side, SidePresentation, Wit, plan::Presentation};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -83,10 +83,14 @@ impl KernelInner {
     }
 
     fn plan(&self, interface: &str) -> Result<InterfacePlan, Error> {
+        self.plan_with(interface, &Presentation::default())
+    }
+
+    fn plan_with(&self, interface: &str, p: &Presentation) -> Result<InterfacePlan, Error> {
         let wits = self.wit.read().unwrap_or_else(|e| e.into_inner());
         for w in wits.iter().rev() {
             if w.interface_names().iter().any(|n| n == interface) {
-                return Ok(w.interface(interface)?);
+                return Ok(w.interface_with(interface, p)?);
             }
         }
         Err(Error::UnknownInterface(interface.to_string()))
@@ -99,11 +103,17 @@ pub struct DomainOptions {
     /// Number of replicas (instances). Use more than one only for servers that keep no
     /// state between calls: each replica has its own memory.
     pub replicas: usize,
+    /// The domain's client-side presentations, one per interface it binds to (see
+    /// [`Kernel::presentation`]); interfaces not listed use the default presentation.
+    pub presentations: Vec<SidePresentation>,
 }
 
 impl Default for DomainOptions {
     fn default() -> Self {
-        DomainOptions { replicas: 1 }
+        DomainOptions {
+            replicas: 1,
+            presentations: Vec::new(),
+        }
     }
 }
 
@@ -242,9 +252,21 @@ impl Kernel {
             t.slots[id] = Some(Weak::new());
             id as u16
         };
+        if let Some(p) = options
+            .presentations
+            .iter()
+            .find(|p| p.side != Side::Client)
+        {
+            lock(&self.inner.domains).slots[usize::from(id)] = None;
+            return Err(Error::Presentation(format!(
+                "{}: a domain's own presentations must be client presentations",
+                p.origin
+            )));
+        }
         let core = Arc::new(DomainCore {
             id,
             name: name.to_string(),
+            presentations: options.presentations.clone(),
             terminated: AtomicBool::new(false),
             book: Mutex::new(Default::default()),
         });
@@ -285,13 +307,62 @@ impl Kernel {
         if server.is_terminated() {
             return Err(Error::Terminated(server.name().to_string()));
         }
-        let plan = self.inner.plan(interface)?;
+        let presentation = match options.presentation {
+            Some(p) => {
+                if p.side != Side::Server || p.interface != interface {
+                    return Err(Error::Presentation(format!(
+                        "{}: expected a server presentation of `{interface}`",
+                        p.origin
+                    )));
+                }
+                p
+            }
+            None => SidePresentation::default_for(interface, Side::Server),
+        };
+        // The server's presentation sizes its procedure descriptor list (LRPC 5.2).
+        let mut overrides = Presentation::default();
+        let names: Vec<String> = self
+            .inner
+            .plan(interface)?
+            .procs
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        for (i, f) in &presentation.functions {
+            if f.astack_count.is_some() || f.astack_size.is_some() {
+                overrides
+                    .astacks
+                    .insert(names[*i].clone(), (f.astack_count, f.astack_size));
+            }
+        }
+        let plan = self.inner.plan_with(interface, &overrides)?;
         self.inner.clerk.export(
             name,
             plan,
             &server.shared,
             options.deadline.unwrap_or(self.inner.config.deadline),
+            presentation,
         )
+    }
+
+    /// Parses a presentation file's text (`origin` names it in messages) and checks it
+    /// against the kernel's WIT.
+    pub fn presentation(&self, origin: &str, text: &str) -> Result<SidePresentation, Error> {
+        Ok(SidePresentation::parse(origin, text, |name| {
+            self.inner.plan(name).map_err(|e| match e {
+                Error::Wit(w) => w,
+                other => {
+                    lrpc_presentation::Error::UnknownInterface(name.to_string(), other.to_string())
+                }
+            })
+        })?)
+    }
+
+    /// Reads and checks a presentation file.
+    pub fn load_presentation(&self, path: &Path) -> Result<SidePresentation, Error> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Presentation(format!("{}: {e}", path.display())))?;
+        self.presentation(&path.display().to_string(), &text)
     }
 
     /// Terminates a domain: revokes every binding it holds as client or server, withdraws

@@ -34,4 +34,7 @@ pub use domain::{Domain, DomainData, DomainFunc};
 pub use error::{Error, Fault};
 pub use kernel::{DomainOptions, EMBEDDED_WIT, Kernel, KernelConfig};
 pub use lrpc_abi::Status;
-pub use lrpc_presentation::{InterfacePlan, ProcPlan, Wit};
+pub use lrpc_presentation::{
+    Combination, InterfacePlan, ProcCombination, ProcPlan, Side, SidePresentation, Transport,
+    Trust, Wit,
+};

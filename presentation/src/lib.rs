@@ -11,10 +11,15 @@
 //! The kernel links the first two stages to build procedure descriptor lists; guests' build
 //! scripts run all three through [`build::generate`].
 
+pub mod annot;
 pub mod front;
 pub mod plan;
 pub mod rust;
 
+pub use annot::{
+    Combination, FunctionAnnotations, InMode, OutMode, ProcCombination, Side, SidePresentation,
+    Transport, Trust, combine,
+};
 pub use front::Wit;
 pub use plan::{Def, DefKind, InterfacePlan, Prim, ProcPlan, Ty};
 pub use rust::generate_rust;
@@ -37,6 +42,16 @@ pub enum Error {
         path: String,
         /// The parser's message, with line and column.
         message: String,
+    },
+    /// A presentation file is malformed or contradicts the WIT.
+    #[error("{file}:{line}: {reason}")]
+    Presentation {
+        /// The presentation file.
+        file: String,
+        /// 1-based line (0 when the problem is the file as a whole).
+        line: usize,
+        /// Why.
+        reason: String,
     },
     /// No interface of that name is loaded.
     #[error("unknown interface `{0}` (known: {1})")]

@@ -108,6 +108,28 @@ impl Gen<'_> {
         }
     }
 
+    /// Whether a string appears anywhere in `t`.
+    fn contains_string(&self, t: &Ty) -> bool {
+        match t {
+            Ty::Prim(_) => false,
+            Ty::String => true,
+            Ty::List(e) | Ty::Option(e) => self.contains_string(e),
+            Ty::Tuple(ts) => ts.iter().any(|t| self.contains_string(t)),
+            Ty::Result(a, b) => [a, b]
+                .into_iter()
+                .flatten()
+                .any(|t| self.contains_string(t)),
+            Ty::Named(i) => match &self.def(*i).kind {
+                DefKind::Record(fs) => fs.iter().any(|(_, t)| self.contains_string(t)),
+                DefKind::Variant(cs) => cs
+                    .iter()
+                    .flat_map(|(_, t)| t)
+                    .any(|t| self.contains_string(t)),
+                DefKind::Enum(_) | DefKind::Flags(_) => false,
+            },
+        }
+    }
+
     /// Whether a parameter of this type is passed by reference.
     fn by_ref(&self, t: &Ty) -> bool {
         match t {
@@ -707,11 +729,24 @@ impl Gen<'_> {
             let _ = writeln!(o, "    #[doc(hidden)]");
             let _ = writeln!(
                 o,
-                "    pub fn __serve_{f}<S: Server>(__s: &S, __a: i32, __c: i32, __o: i32, __oc: i32) -> i32 {{"
+                "    pub fn __serve_{f}<S: Server>(__s: &S, __a: i32, __c: i32, __o: i32, __oc: i32, __b: i32) -> i32 {{"
             );
+            // Parameters whose data a borrow spares a copy of: byte lists. A request holding a
+            // string is never read in place (its UTF-8 is validated on a private copy).
+            let has_string = p.params.iter().any(|(_, t)| self.contains_string(t));
+            let in_mask: u32 = if has_string {
+                0
+            } else {
+                p.params
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (_, t))| matches!(t, Ty::List(e) if **e == Ty::Prim(Prim::U8)))
+                    .fold(0, |m, (i, _)| m | (1u32 << i.min(31)))
+            };
             let _ = writeln!(
                 o,
-                "        ::lrpc_sdk::rt::serve(__a, __c, __o, __oc, {}, {}, |__r: &mut Reader<'_>, __reply: &mut ::lrpc_sdk::rt::Reply| {{",
+                "        let __e = ::lrpc_sdk::rt::Entry {{ astack: __a, cap: __c, oob: __o, oob_cap: __oc, borrow: __b }};\n        let __shape = ::lrpc_sdk::rt::Shape {{ in_mask: {in_mask:#x}, has_result: {}, bounded: {}, in_bound: {} }};\n        ::lrpc_sdk::rt::serve(__e, __shape, |__r: &mut Reader<'_>, __reply: &mut ::lrpc_sdk::rt::Reply| {{",
+                p.result.is_some(),
                 p.bounded,
                 p.in_bound.unwrap_or(0)
             );
@@ -762,7 +797,7 @@ impl Gen<'_> {
             let _ = writeln!(o, "            #[unsafe(export_name = {:?})]", p.entry);
             let _ = writeln!(
                 o,
-                "            extern \"C\" fn __entry_{f}(a: i32, c: i32, o: i32, oc: i32) -> i32 {{ __SERVER.with(|s| crate::{module}::__serve_{f}(s, a, c, o, oc)) }}"
+                "            extern \"C\" fn __entry_{f}(a: i32, c: i32, o: i32, oc: i32, b: i32) -> i32 {{ __SERVER.with(|s| crate::{module}::__serve_{f}(s, a, c, o, oc, b)) }}"
             );
         }
         let _ = writeln!(o, "        }}; }};");

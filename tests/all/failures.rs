@@ -14,7 +14,10 @@ fn faulty(deadline: Option<Duration>) -> (Kernel, Domain, Domain) {
             &server,
             "lrpc:test/faulty",
             "lrpc:test/faulty",
-            ExportOptions { deadline },
+            ExportOptions {
+                deadline,
+                ..Default::default()
+            },
         )
         .unwrap();
     let client = kernel

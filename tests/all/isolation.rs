@@ -9,7 +9,8 @@ use std::collections::HashSet;
 fn astack_pages_are_shared_by_the_pair_and_by_no_third_domain() {
     let _guard = crate::exclusive();
     let before = memfd_mappings();
-    let (kernel, server, client) = bench_pair();
+    // A client that leaves residue on its A-stacks, so the test can look at it.
+    let (kernel, server, client) = crate::bench_pair_with(Some("bench-client-leaky"), None);
     assert_eq!(
         memfd_mappings(),
         before + 2,

@@ -5,6 +5,7 @@ mod failures;
 mod isolation;
 mod lifecycle;
 mod nesting;
+mod presentation;
 mod threads;
 
 use lrpc::{Domain, Kernel, Status};
@@ -24,19 +25,63 @@ pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
     PROCESS.write().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A kernel with the bench server exported and a bound bench client.
+/// A kernel with the bench server exported and a bound bench client, both with the default
+/// presentation.
 pub fn bench_pair() -> (Kernel, Domain, Domain) {
+    bench_pair_with(None, None)
+}
+
+/// The path of an example presentation file.
+pub fn example(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../presentation/examples")
+        .join(format!("{name}.toml"))
+}
+
+/// A bench pair whose client and server use the named example presentations.
+pub fn bench_pair_with(client: Option<&str>, server: Option<&str>) -> (Kernel, Domain, Domain) {
     let kernel = Kernel::new().expect("kernel");
-    let server = kernel
+    let server_domain = kernel
         .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
         .expect("server domain");
-    kernel.export(&server, "lrpc:bench/bench").expect("export");
+    let presentation = server.map(|n| {
+        kernel
+            .load_presentation(&example(n))
+            .expect("server presentation")
+    });
+    kernel
+        .export_as(
+            &server_domain,
+            "lrpc:bench/bench",
+            "lrpc:bench/bench",
+            lrpc::ExportOptions {
+                presentation,
+                ..Default::default()
+            },
+        )
+        .expect("export");
+    let presentations = client
+        .map(|n| {
+            vec![
+                kernel
+                    .load_presentation(&example(n))
+                    .expect("client presentation"),
+            ]
+        })
+        .unwrap_or_default();
     let client = kernel
-        .domain("bench-client", lrpc::artifacts::BENCH_CLIENT)
+        .domain_with(
+            "bench-client",
+            lrpc::artifacts::BENCH_CLIENT,
+            lrpc::DomainOptions {
+                presentations,
+                ..Default::default()
+            },
+        )
         .expect("client domain");
     let s: i32 = client.call("bind", ()).expect("bind runs");
     assert_eq!(s, 0, "bind: {:?}", Status::try_from(s));
-    (kernel, server, client)
+    (kernel, server_domain, client)
 }
 
 /// The status encoded as `-(status)` by the guests' exports.

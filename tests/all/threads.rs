@@ -47,7 +47,10 @@ fn two_threads_call_one_replicated_server_at_once() {
         .domain_with(
             "bench-server",
             lrpc::artifacts::BENCH_SERVER,
-            DomainOptions { replicas: 2 },
+            DomainOptions {
+                replicas: 2,
+                ..Default::default()
+            },
         )
         .unwrap();
     kernel.export(&server, "lrpc:bench/bench").unwrap();

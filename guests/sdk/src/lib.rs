@@ -78,6 +78,9 @@ struct ProcStacks {
 pub struct Binding {
     handle: u64,
     procs: Box<[ProcStacks]>,
+    /// Clear A-stacks after each call (the binding's combination says the client does not
+    /// trust the server with residue).
+    clear_residue: bool,
 }
 
 impl Binding {
@@ -98,6 +101,7 @@ impl Binding {
             |at: usize| u32::from_le_bytes([desc[at], desc[at + 1], desc[at + 2], desc[at + 3]]);
         let handle = u64::from_le_bytes(desc[0..8].try_into().expect("8 bytes"));
         let n = le32(8) as usize;
+        let clear_residue = le32(12) & lrpc_abi::desc::FLAG_CLEAR_RESIDUE != 0;
         if n != nprocs {
             return Err(CallError::Kernel(Status::InterfaceMismatch));
         }
@@ -111,7 +115,11 @@ impl Binding {
                 }
             })
             .collect();
-        Ok(Binding { handle, procs })
+        Ok(Binding {
+            handle,
+            procs,
+            clear_residue,
+        })
     }
 
     /// The Binding Object's handle.
@@ -175,4 +183,22 @@ pub fn unbind(mut b: Binding) -> Result<(), CallError> {
     let h = core::mem::replace(&mut b.handle, 0);
     drop(b);
     check(sys::unbind(h as i64))
+}
+
+/// Copy counts of this domain's stubs (see [`rt::Counts`]): `in` copies.
+#[unsafe(no_mangle)]
+pub extern "C" fn lrpc_in_copies() -> i64 {
+    rt::counts().in_copies as i64
+}
+
+/// Copy counts of this domain's stubs: `out` copies.
+#[unsafe(no_mangle)]
+pub extern "C" fn lrpc_out_copies() -> i64 {
+    rt::counts().out_copies as i64
+}
+
+/// A-stacks this domain's stubs cleared of residue.
+#[unsafe(no_mangle)]
+pub extern "C" fn lrpc_clears() -> i64 {
+    rt::counts().clears as i64
 }

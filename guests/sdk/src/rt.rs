@@ -246,6 +246,43 @@ thread_local! {
     /// Private buffers for copies of requests and replies, reused across calls (a stack:
     /// nested calls each take their own).
     static SCRATCH: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    static COUNTS: core::cell::Cell<Counts> = const { core::cell::Cell::new(Counts::ZERO) };
+}
+
+/// How often this domain's stubs copied argument and result data, and cleared A-stacks
+/// (LRPC Table III's copy operations, counted where they happen).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// `in` data copied: arguments onto the A-stack (client), A-stack into private memory
+    /// (server, when it may not borrow).
+    pub in_copies: u64,
+    /// `out` data copied: results onto the A-stack (server), A-stack into the caller's
+    /// memory (client).
+    pub out_copies: u64,
+    /// A-stacks cleared of residue after a call.
+    pub clears: u64,
+}
+
+impl Counts {
+    const ZERO: Counts = Counts {
+        in_copies: 0,
+        out_copies: 0,
+        clears: 0,
+    };
+}
+
+/// This domain's copy counts so far.
+pub fn counts() -> Counts {
+    COUNTS.with(|c| c.get())
+}
+
+#[inline]
+fn count(f: impl FnOnce(&mut Counts)) {
+    COUNTS.with(|c| {
+        let mut v = c.get();
+        f(&mut v);
+        c.set(v);
+    })
 }
 
 /// Copies `len` bytes at `src` (memory the peer may be writing) into a private buffer and
@@ -329,6 +366,27 @@ fn oob(
     Ok((seg[0] as usize, seg[1] as usize))
 }
 
+/// The out-of-band segment of that direction if the kernel has one for this A-stack.
+fn oob_existing(
+    b: &Binding,
+    proc: u32,
+    astack: u32,
+    dir: i32,
+) -> Result<(usize, usize), CallError> {
+    let mut seg = [0u32; 2];
+    // `OOB_OUT` with 0 bytes only reports; `OOB_IN` with 0 bytes reports an existing segment
+    // (the kernel grows only when asked for more than the segment holds).
+    check(sys::oob(
+        b.handle as i64,
+        proc as i32,
+        astack as i32,
+        dir,
+        0,
+        seg.as_mut_ptr() as i32,
+    ))?;
+    Ok((seg[0] as usize, seg[1] as usize))
+}
+
 /// The client half of a call: take an A-stack, encode (`size` bytes, by `enc`), call, copy
 /// the results out and decode them (`dec`), give the A-stack back.
 #[inline]
@@ -353,8 +411,28 @@ pub fn invoke<R>(
         enc,
         dec,
     );
+    if b.clear_residue {
+        clear(b, proc, astack, cap as usize, bounded);
+    }
     b.put(proc, astack);
     r
+}
+
+/// Zeroes what a call left on the A-stack and its out-of-band segments, so the server can not
+/// read this client's arguments (or its results) after the call (trust `none`).
+fn clear(b: &Binding, proc: u32, astack: u32, cap: usize, bounded: bool) {
+    // SAFETY: the kernel gave this domain the A-stack `[astack, astack + cap)`.
+    unsafe { core::ptr::write_bytes(astack as usize as *mut u8, 0, cap) };
+    if !bounded {
+        for dir in [lrpc_abi::OOB_IN, lrpc_abi::OOB_OUT] {
+            // Asking for 0 bytes only reports a segment that exists.
+            if let Ok((p, c)) = oob_existing(b, proc, astack, dir) {
+                // SAFETY: the segment `[p, p + c)` the kernel mapped for this A-stack.
+                unsafe { core::ptr::write_bytes(p as *mut u8, 0, c) };
+            }
+        }
+    }
+    count(|c| c.clears += 1);
 }
 
 #[allow(clippy::too_many_arguments, reason = "the parts of one call")]
@@ -379,7 +457,13 @@ fn invoke_on<R>(
         if !w.fits() {
             return Err(CallError::Kernel(Status::ResourceExhausted));
         }
+        if !w.is_empty() {
+            count(|c| c.in_copies += 1);
+        }
         check(sys::call(b.handle as i64, proc as i32, astack as i32))?;
+        if out_bound > 0 {
+            count(|c| c.out_copies += 1);
+        }
         // Only the result's bound is read back (nothing at all for a procedure without one).
         let n = out_bound.min(cap);
         // SAFETY: as above; `n <= cap`.
@@ -401,7 +485,9 @@ fn invoke_on<R>(
         return Err(CallError::Kernel(Status::ResourceExhausted));
     }
     write_header(base, flags, size);
+    count(|c| c.in_copies += 1);
     check(sys::call(b.handle as i64, proc as i32, astack as i32))?;
+    count(|c| c.out_copies += 1);
     // The reply's header and length come from the server: untrusted.
     let rflags = read_u32(base);
     let len = read_u32(base + 4) as usize;
@@ -431,6 +517,7 @@ pub struct Reply {
     astack: usize,
     cap: usize,
     bounded: bool,
+    has_result: bool,
 }
 
 impl Reply {
@@ -438,6 +525,9 @@ impl Reply {
     /// segment when they do not fit.
     #[inline]
     pub fn put(&mut self, size: usize, enc: impl FnOnce(&mut Writer)) -> Result<(), DecodeError> {
+        if self.has_result {
+            count(|c| c.out_copies += 1);
+        }
         if self.bounded {
             // SAFETY: the kernel passed this A-stack and its capacity to the entry.
             let mut w = unsafe { Writer::new(self.astack as *mut u8, self.cap) };
@@ -466,28 +556,73 @@ impl Reply {
     }
 }
 
+/// The arguments the kernel passes to an entry stub.
+#[derive(Clone, Copy, Debug)]
+pub struct Entry {
+    /// Server address of the A-stack.
+    pub astack: i32,
+    /// Its capacity.
+    pub cap: i32,
+    /// Server address of the `in` out-of-band segment (0: none).
+    pub oob: i32,
+    /// Its capacity.
+    pub oob_cap: i32,
+    /// The binding's borrow mask for this procedure.
+    pub borrow: i32,
+}
+
+/// What the generator knows of a procedure.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    /// Parameters a borrow spares a copy of (byte lists), when the request holds no string.
+    pub in_mask: u32,
+    /// The procedure has a result.
+    pub has_result: bool,
+    /// Arguments and results have fixed bounds (no header).
+    pub bounded: bool,
+    /// The arguments' bound, when bounded.
+    pub in_bound: usize,
+}
+
 /// The server half of a call, run by an entry stub: copy the request out of shared memory,
 /// decode and validate it, run the handler, write the reply. Returns the entry status.
 #[inline]
 pub fn serve(
-    astack: i32,
-    cap: i32,
-    oob: i32,
-    oob_cap: i32,
-    bounded: bool,
-    in_bound: usize,
+    entry: Entry,
+    shape: Shape,
     handler: impl FnOnce(&mut Reader<'_>, &mut Reply) -> Result<(), DecodeError>,
 ) -> i32 {
+    let Entry {
+        astack,
+        cap,
+        oob,
+        oob_cap,
+        borrow,
+    } = entry;
+    let Shape {
+        in_mask,
+        has_result,
+        bounded,
+        in_bound,
+    } = shape;
+    // Read the request in place only if every parameter that needs it may be borrowed;
+    // `in_mask` has a bit for each parameter whose data a borrow would spare a copy of
+    // (strings are never among them: UTF-8 is validated on a copy the client can not change).
+    let in_place = in_mask != 0 && (borrow as u32) & in_mask == in_mask;
     let base = astack as u32 as usize;
     let cap = cap as u32 as usize;
     let mut reply = Reply {
         astack: base,
         cap,
         bounded,
+        has_result,
     };
     let r = if bounded {
         // SAFETY: the kernel passed this A-stack and its capacity; only the arguments' bound
         // (at most `cap`) is copied.
+        if in_bound > 0 {
+            count(|c| c.in_copies += 1);
+        }
         unsafe {
             with_copy(base as *const u8, in_bound.min(cap), |buf| {
                 handler(&mut Reader::new(buf), &mut reply)
@@ -505,7 +640,17 @@ pub fn serve(
         };
         if len > limit || (flags & header::OOB != 0 && src == 0) {
             Err(DecodeError)
+        } else if in_place {
+            // SAFETY: inside the A-stack or the request segment, checked just above. The
+            // view may change under the handler (the peer allowed it: `trashable`, or the
+            // server promised to only read it: `preserved`); lengths were read once above,
+            // so the view's bounds can not change.
+            let view = unsafe { core::slice::from_raw_parts(src as *const u8, len) };
+            handler(&mut Reader::new(view), &mut reply)
         } else {
+            if len > 0 {
+                count(|c| c.in_copies += 1);
+            }
             // SAFETY: inside the A-stack or the request segment, checked just above.
             unsafe {
                 with_copy(src as *const u8, len, |buf| {

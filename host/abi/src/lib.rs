@@ -34,7 +34,9 @@ pub mod import {
     /// `oob(handle: i64, proc: i32, astack: i32, dir: i32, min_len: i32, seg_ptr: i32) -> i32`:
     /// makes sure the out-of-band segment of direction `dir` ([`OOB_IN`](crate::OOB_IN) or
     /// [`OOB_OUT`](crate::OOB_OUT)) attached to that A-stack holds at least `min_len` bytes,
-    /// and writes its client address and capacity (two u32) at `seg_ptr`.
+    /// and writes its client address and capacity (two u32) at `seg_ptr`. With `min_len` 0 it
+    /// only reports an existing segment ([`Status::BadReply`](crate::Status::BadReply) when
+    /// there is none).
     pub const OOB: &str = "oob";
     /// `reply_oob(min_len: i32, seg_ptr: i32) -> i32`: called by a server during a call:
     /// makes sure the current call's [`OOB_OUT`](crate::OOB_OUT) segment holds at least
@@ -53,9 +55,12 @@ pub const ENTRY_PREFIX: &str = "lrpc-entry:";
 /// Writes the export name of the entry stub for `function` of `interface` (for example
 /// `lrpc-entry:lrpc:bench/bench#add`) through `out`.
 ///
-/// An entry has the core type `(astack: i32, astack_cap: i32, oob: i32, oob_cap: i32) -> i32`:
-/// the server address and capacity of the A-stack and of its `in` out-of-band segment (zero
-/// when there is none). It returns [`ENTRY_OK`] or [`ENTRY_REJECTED`].
+/// An entry has the core type
+/// `(astack: i32, astack_cap: i32, oob: i32, oob_cap: i32, borrow: i32) -> i32`: the server
+/// address and capacity of the A-stack and of its `in` out-of-band segment (zero when there
+/// is none), and the binding's borrow mask for this procedure (bit i: `in` parameter i may be
+/// read in place, because the client said `trashable` or the server `preserved`). It returns
+/// [`ENTRY_OK`] or [`ENTRY_REJECTED`].
 pub fn entry_name(
     interface: &str,
     function: &str,
@@ -74,10 +79,13 @@ pub const ENTRY_REJECTED: i32 = 1;
 /// ```text
 /// 0   u64 handle
 /// 8   u32 number of procedures
-/// 12  u32 reserved (0)
+/// 12  u32 flags (FLAG_CLEAR_RESIDUE)
 /// 16  extent[nprocs]: for procedure i, its first extent of A-stacks
 /// ```
 pub mod desc {
+    /// Binding flag: the client clears its A-stack (and out-of-band segments) after every
+    /// call, because it does not trust the server with what is left there.
+    pub const FLAG_CLEAR_RESIDUE: u32 = 1;
     /// Bytes before the first extent.
     pub const HEADER_LEN: usize = 16;
     /// Bytes of one extent record: `u32 base` (client address of the first A-stack),

@@ -1,0 +1,204 @@
+//! Presentation files: parsing, checking against the WIT, and combination signatures.
+
+use lrpc_presentation::{
+    Error, InMode, OutMode, Side, SidePresentation, Transport, Trust, Wit, combine,
+};
+use std::path::Path;
+
+fn wit() -> Wit {
+    Wit::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit")).expect("project WIT")
+}
+
+fn parse(text: &str) -> Result<SidePresentation, Error> {
+    let w = wit();
+    SidePresentation::parse("p.toml", text, |name| w.interface(name))
+}
+
+/// The line an error points at, and its reason.
+fn refused(text: &str) -> (usize, String) {
+    match parse(text) {
+        Err(Error::Presentation { file, line, reason }) => {
+            assert_eq!(file, "p.toml");
+            (line, reason)
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_server_presentation_parses_with_every_annotation() {
+    let p = parse(
+        r#"
+interface = "lrpc:bench/bench"
+side = "server"
+trust = "leaky"
+
+[function.big-in]
+in.data = "preserved"
+astack-count = 8
+astack-size = 4096
+special = ["data"]
+
+[function.big-in-out]
+out = "dealloc(never)"
+"#,
+    )
+    .unwrap();
+    assert_eq!(p.side, Side::Server);
+    assert_eq!(p.trust, Trust::Leaky);
+    let f = p.function(2);
+    assert_eq!(f.ins.get(&0), Some(&InMode::Preserved));
+    assert_eq!((f.astack_count, f.astack_size), (Some(8), Some(4096)));
+    assert_eq!(f.special, [0]);
+    assert_eq!(p.function(3).out, Some(OutMode::DeallocNever));
+    assert_eq!(
+        p.function(0),
+        Default::default(),
+        "unannotated functions keep the default"
+    );
+}
+
+#[test]
+fn mistakes_are_refused_with_file_line_and_reason() {
+    let head = "interface = \"lrpc:bench/bench\"\nside = \"client\"\n";
+    let cases: &[(&str, usize, &str)] = &[
+        ("[function.nope]\n", 3, "no function `nope`"),
+        (
+            "[function.big-in]\nin.bytes = \"trashable\"\n",
+            4,
+            "no parameter `bytes`",
+        ),
+        (
+            "[function.big-in]\nin.data = \"preserved\"\n",
+            4,
+            "server's promise",
+        ),
+        (
+            "[function.big-in]\nastack-count = 3\n",
+            4,
+            "server's procedure descriptor list",
+        ),
+        (
+            "[function.null]\nout = \"caller-allocates\"\n",
+            4,
+            "no result",
+        ),
+        (
+            "[function.add]\nout = \"caller-allocates\"\n",
+            4,
+            "only `string` or `list<u8>`",
+        ),
+        (
+            "[function.big-in-out]\nout = \"dealloc(never)\"\n",
+            4,
+            "server's promise",
+        ),
+        (
+            "[function.big-in]\nin.data = \"scribble\"\n",
+            4,
+            "unknown variant",
+        ),
+        ("trust = \"some\"\n", 3, "unknown variant"),
+        ("[function.big-in]\ncolour = 1\n", 4, "unknown field"),
+        ("[function.big-in\n", 3, ""),
+    ];
+    for (body, line, reason) in cases {
+        let (l, r) = refused(&format!("{head}{body}"));
+        assert_eq!(l, *line, "line for {body:?}: {r}");
+        assert!(r.contains(reason), "reason for {body:?}: {r}");
+    }
+    let (l, r) = refused("interface = \"lrpc:bench/none\"\nside = \"client\"\n");
+    assert_eq!(l, 1);
+    assert!(r.contains("lrpc:bench/none"), "{r}");
+    let (_, r) = refused("side = \"client\"\n");
+    assert!(r.contains("interface"), "{r}");
+}
+
+#[test]
+fn copies_happen_only_when_neither_side_allows_a_borrow() {
+    let w = wit();
+    let plan = w.interface("lrpc:bench/bench").unwrap();
+    let client = |trashable: bool| {
+        let body = if trashable {
+            "[function.big-in]\nin.data = \"trashable\"\n"
+        } else {
+            ""
+        };
+        parse(&format!(
+            "interface = \"lrpc:bench/bench\"\nside = \"client\"\n{body}"
+        ))
+        .unwrap()
+    };
+    let server = |preserved: bool| {
+        let body = if preserved {
+            "[function.big-in]\nin.data = \"preserved\"\n"
+        } else {
+            ""
+        };
+        parse(&format!(
+            "interface = \"lrpc:bench/bench\"\nside = \"server\"\n{body}"
+        ))
+        .unwrap()
+    };
+    for t in [false, true] {
+        for p in [false, true] {
+            let c = combine(&plan, &client(t), &server(p)).unwrap();
+            assert_eq!(c.procs[2].borrow, [t || p], "trashable {t}, preserved {p}");
+            assert_eq!(c.procs[2].borrow_mask(), u32::from(t || p));
+            assert_eq!(c.procs[3].borrow, [false], "other functions are unaffected");
+        }
+    }
+}
+
+#[test]
+fn the_result_is_copied_only_when_both_sides_insist_on_their_own_buffer() {
+    let w = wit();
+    let plan = w.interface("lrpc:bench/bench").unwrap();
+    let side = |side: &str, out: Option<&str>| {
+        let body = out.map_or(String::new(), |o| {
+            format!("[function.big-in-out]\nout = \"{o}\"\n")
+        });
+        parse(&format!(
+            "interface = \"lrpc:bench/bench\"\nside = \"{side}\"\n{body}"
+        ))
+        .unwrap()
+    };
+    let cases = [
+        (None, None, true),
+        (Some("caller-allocates"), None, true),
+        (Some("caller-allocates"), Some("caller-allocates"), false),
+        (None, Some("dealloc(never)"), false),
+        (Some("callee-allocates"), Some("callee-allocates"), true),
+    ];
+    for (c, s, copy) in cases {
+        let comb = combine(&plan, &side("client", c), &side("server", s)).unwrap();
+        assert_eq!(comb.procs[3].out_copy, copy, "client {c:?}, server {s:?}");
+    }
+}
+
+#[test]
+fn trust_decides_residue_clearing_and_transport() {
+    let w = wit();
+    let plan = w.interface("lrpc:bench/bench").unwrap();
+    let side = |side: &str, trust: &str| {
+        parse(&format!(
+            "interface = \"lrpc:bench/bench\"\nside = \"{side}\"\ntrust = \"{trust}\"\n"
+        ))
+        .unwrap()
+    };
+    let levels = ["none", "leaky", "leaky+unprotected"];
+    for ct in levels {
+        for st in levels {
+            let c = combine(&plan, &side("client", ct), &side("server", st)).unwrap();
+            assert_eq!(c.clear_residue, ct == "none", "{ct}/{st}");
+            let direct = ct == "leaky+unprotected";
+            assert_eq!(c.transport == Transport::Direct, direct, "{ct}/{st}");
+        }
+    }
+    // Sides must be the right way round.
+    let err = combine(&plan, &side("server", "none"), &side("server", "none")).unwrap_err();
+    assert!(
+        err.to_string().contains("expected a client presentation"),
+        "{err}"
+    );
+}

@@ -1,0 +1,259 @@
+//! Presentations at work: copy or borrow of `in` data, residue clearing by trust, the
+//! combination signature a binding gets, and a hostile peer rewriting shared memory.
+
+use crate::{bench_pair_with, shared};
+use lrpc::{Domain, Kernel, Status, Transport};
+
+/// Copy counters of a domain's stubs: (in copies, out copies, clears).
+fn counts(d: &Domain) -> (i64, i64, i64) {
+    (
+        d.call("lrpc_in_copies", ()).unwrap(),
+        d.call("lrpc_out_copies", ()).unwrap(),
+        d.call("lrpc_clears", ()).unwrap(),
+    )
+}
+
+fn delta(before: (i64, i64, i64), after: (i64, i64, i64)) -> (i64, i64, i64) {
+    (after.0 - before.0, after.1 - before.1, after.2 - before.2)
+}
+
+/// Example presentations for one cell of the trashable × preserved matrix.
+fn sides(trashable: bool, preserved: bool) -> (Option<&'static str>, Option<&'static str>) {
+    (
+        Some(if trashable {
+            "bench-client-trashable"
+        } else {
+            "bench-client-leaky"
+        }),
+        preserved.then_some("bench-server-preserved"),
+    )
+}
+
+#[test]
+fn in_data_is_copied_for_the_server_only_when_neither_side_allows_a_borrow() {
+    let _guard = shared();
+    const CALLS: i64 = 10;
+    for trashable in [false, true] {
+        for preserved in [false, true] {
+            let (c, s) = sides(trashable, preserved);
+            let (_k, server, client) = bench_pair_with(c, s);
+            let info = &client.client_bindings()[0];
+            assert_eq!(info.combination.procs[2].borrow, [trashable || preserved]);
+            let (cb, sb) = (counts(&client), counts(&server));
+            let r: i64 = client.call("big_in", (1000, CALLS as i32)).unwrap();
+            assert_eq!(r >> 8, 1000, "the server saw every byte");
+            let (cd, sd) = (delta(cb, counts(&client)), delta(sb, counts(&server)));
+            let server_copies = if trashable || preserved { 0 } else { CALLS };
+            assert_eq!(
+                (cd.0, sd.0),
+                (CALLS, server_copies),
+                "in copies (client onto the A-stack, server into private memory) with \\
+                 trashable={trashable} preserved={preserved}"
+            );
+            // Results: one copy onto the A-stack (server), one out of it (client).
+            assert_eq!((cd.1, sd.1), (CALLS, CALLS));
+            // Big arguments travel out of band and are borrowed there too.
+            let (cb, sb) = (counts(&client), counts(&server));
+            let ok: i32 = client.call("big_in_out", (100_000, 2)).unwrap();
+            assert_eq!(ok, 0);
+            let (cd, sd) = (delta(cb, counts(&client)), delta(sb, counts(&server)));
+            assert_eq!(
+                (cd.0, sd.0),
+                (2, if trashable || preserved { 0 } else { 2 })
+            );
+        }
+    }
+}
+
+#[test]
+fn trust_none_clears_the_astack_so_the_server_can_not_read_old_arguments() {
+    let _guard = shared();
+    for (client, cleared) in [(None, true), (Some("bench-client-leaky"), false)] {
+        let (_k, server, client) = bench_pair_with(client, None);
+        let before = counts(&client);
+        let s: i32 = client.call("fill", (1000, 0xab)).unwrap();
+        assert_eq!(s, 0);
+        assert_eq!(delta(before, counts(&client)).2, i64::from(cleared));
+        // What the server can still see of the A-stack after the call.
+        let info = &client.client_bindings()[0];
+        let (_, s_offs, len) = info.windows[0].clone();
+        let seen = server.read_memory(s_offs[0], len).unwrap();
+        let residue = seen.windows(64).any(|w| w.iter().all(|&b| b == 0xab));
+        assert_eq!(
+            residue, !cleared,
+            "client trust {:?}",
+            info.combination.client_trust
+        );
+        if cleared {
+            assert!(seen.iter().all(|&b| b == 0), "nothing at all is left");
+        }
+    }
+}
+
+#[test]
+fn the_trust_matrix_decides_clearing_and_transport() {
+    let _guard = shared();
+    let levels = ["none", "leaky", "leaky+unprotected"];
+    let text = |side: &str, t: &str| {
+        format!("interface = \"lrpc:bench/bench\"\nside = \"{side}\"\ntrust = \"{t}\"\n")
+    };
+    for ct in levels {
+        for st in levels {
+            let kernel = Kernel::new().unwrap();
+            let server = kernel.domain("s", lrpc::artifacts::BENCH_SERVER).unwrap();
+            let sp = kernel
+                .presentation("server.toml", &text("server", st))
+                .unwrap();
+            kernel
+                .export_as(
+                    &server,
+                    "lrpc:bench/bench",
+                    "lrpc:bench/bench",
+                    lrpc::ExportOptions {
+                        presentation: Some(sp),
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
+            let cp = kernel
+                .presentation("client.toml", &text("client", ct))
+                .unwrap();
+            let client = kernel
+                .domain_with(
+                    "c",
+                    lrpc::artifacts::BENCH_CLIENT,
+                    lrpc::DomainOptions {
+                        presentations: vec![cp],
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
+            assert_eq!(client.call::<(), i32>("bind", ()).unwrap(), 0);
+            let comb = client.client_bindings()[0].combination.clone();
+            assert_eq!(comb.clear_residue, ct == "none", "{ct}/{st}");
+            assert_eq!(
+                comb.transport == Transport::Direct,
+                ct == "leaky+unprotected",
+                "{ct}/{st}"
+            );
+            let before = counts(&client);
+            assert_eq!(client.call::<(i32,), i32>("null", (5,)).unwrap(), 0);
+            let clears = delta(before, counts(&client)).2;
+            assert_eq!(clears, if ct == "none" { 5 } else { 0 }, "{ct}/{st}");
+        }
+    }
+}
+
+#[test]
+fn presentations_of_the_wrong_side_or_interface_are_refused() {
+    let _guard = shared();
+    let kernel = Kernel::new().unwrap();
+    let server = kernel.domain("s", lrpc::artifacts::BENCH_SERVER).unwrap();
+    let client_side = kernel
+        .load_presentation(&crate::example("bench-client-leaky"))
+        .unwrap();
+    let err = kernel
+        .export_as(
+            &server,
+            "lrpc:bench/bench",
+            "x",
+            lrpc::ExportOptions {
+                presentation: Some(client_side.clone()),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("expected a server presentation"),
+        "{err}"
+    );
+    let server_side = kernel
+        .load_presentation(&crate::example("bench-server-preserved"))
+        .unwrap();
+    let err = kernel
+        .domain_with(
+            "c",
+            lrpc::artifacts::BENCH_CLIENT,
+            lrpc::DomainOptions {
+                presentations: vec![server_side],
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("client presentations"), "{err}");
+    let err = kernel
+        .presentation(
+            "bad.toml",
+            "interface = \"lrpc:bench/bench\"\nside = \"client\"\n[function.nope]\n",
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("bad.toml:3"), "{err}");
+}
+
+#[test]
+fn the_server_presentation_sizes_the_astacks() {
+    let _guard = shared();
+    let (kernel, server, client) = bench_pair_with(None, Some("bench-server-roomy"));
+    let info = &client.client_bindings()[0];
+    // big-in: 8 A-stacks of 66000 bytes; big-in-out: 2 of 66000; null and add as before.
+    let total: usize = info.windows.iter().map(|w| w.2).sum();
+    assert!(total >= 10 * 66000, "{total}");
+    // 60 KiB now fits inline: no out-of-band segment is needed.
+    let r: i64 = client.call("big_in", (60_000, 1)).unwrap();
+    assert_eq!(r >> 8, 60_000);
+    assert!(client.client_bindings()[0].oob_windows.is_empty());
+    drop((kernel, server));
+}
+
+#[test]
+fn a_hostile_peer_rewriting_the_astack_mid_call_can_not_break_the_server() {
+    let _guard = shared();
+    // The server trusts nobody: it copies the request before validating it.
+    let (_k, server, client) = bench_pair_with(Some("bench-client-leaky"), None);
+    let info = client.client_bindings()[0].clone();
+    let (c_off, _, len) = info.windows[0].clone();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let scribbler = {
+        let (client, stop) = (client.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut x = 0x9e37_79b9_u32;
+            let mut writes = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                let at = c_off + (x as usize % (len - 8));
+                client.write_window(at, &x.to_le_bytes()).unwrap();
+                writes += 1;
+            }
+            writes
+        })
+    };
+    let mut outcomes = std::collections::BTreeMap::new();
+    for _ in 0..300 {
+        let r: i32 = client.call("big_in_out", (600, 20)).unwrap();
+        *outcomes.entry(r).or_insert(0) += 1;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let writes = scribbler.join().unwrap();
+    assert!(writes > 1000, "the scribbler ran ({writes} writes)");
+    assert!(
+        !server.is_terminated(),
+        "the server never trapped: {outcomes:?}"
+    );
+    assert!(!client.is_terminated());
+    for r in outcomes.keys() {
+        let ok = *r == 0
+            || *r == 1000
+            || *r == -(Status::ServerRejected as i32)
+            || *r == -(Status::BadReply as i32);
+        assert!(ok, "unexpected outcome {r}: {outcomes:?}");
+    }
+    // The binding still works once the scribbling stops.
+    assert_eq!(
+        client
+            .call::<(i32, i32), i32>("big_in_out", (600, 3))
+            .unwrap(),
+        0
+    );
+}
