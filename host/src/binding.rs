@@ -125,7 +125,10 @@ struct Mapped {
 }
 
 /// Which out-of-band segment: procedure, A-stack index, direction.
-type OobKey = (u32, u32, i32);
+pub(crate) type OobKey = (u32, u32, i32);
+
+/// A server replica a segment is not (yet) mapped into.
+pub(crate) const UNMAPPED: usize = usize::MAX;
 
 #[derive(Default)]
 struct Mappings {
@@ -246,6 +249,28 @@ impl Binding {
         len: usize,
         own: (ReplicaKey, StoreContextMut<'_, DomainData>),
     ) -> Result<(Segment, Placement), Error> {
+        self.place_with(len, own, true)
+    }
+
+    /// Like [`place`](Self::place) for an out-of-band segment: server replicas that are busy
+    /// are skipped (left [`UNMAPPED`]) instead of waited for — a thread that waits for one
+    /// replica while holding another could deadlock with a thread doing the reverse. The
+    /// call path maps a skipped segment into the replica that serves the call
+    /// ([`map_into`](Self::map_into)).
+    pub(crate) fn place_lazily(
+        &self,
+        len: usize,
+        own: (ReplicaKey, StoreContextMut<'_, DomainData>),
+    ) -> Result<(Segment, Placement), Error> {
+        self.place_with(len, own, false)
+    }
+
+    fn place_with(
+        &self,
+        len: usize,
+        own: (ReplicaKey, StoreContextMut<'_, DomainData>),
+        wait: bool,
+    ) -> Result<(Segment, Placement), Error> {
         let client = self.client.upgrade().ok_or(Error::KernelGone)?;
         let segment = Segment::new(len).map_err(|e| Error::Resource(format!("memfd: {e}")))?;
         let len = segment.len();
@@ -255,9 +280,14 @@ impl Binding {
             let r = &domain.replicas[usize::from(replica)];
             let off = if r.key == own_key {
                 r.alloc_window(own_ctx.as_context_mut(), len)?
-            } else {
+            } else if wait {
                 r.with_store(self.deadline, |ctx| r.alloc_window(ctx, len))
                     .map_err(|_| Error::Busy)??
+            } else {
+                match r.with_store(std::time::Duration::ZERO, |ctx| r.alloc_window(ctx, len)) {
+                    Ok(off) => off?,
+                    Err(_) => return Ok(UNMAPPED),
+                }
             };
             let mapped = r.window_range().map(off, &segment);
             if let Err(e) = mapped {
@@ -269,6 +299,7 @@ impl Binding {
         };
         let result = (|| {
             let c = place_in(&client, self.client_key.replica)?;
+            debug_assert!(c != UNMAPPED, "the client side is always mapped");
             let mut s = Vec::with_capacity(self.server.replicas.len());
             for i in 0..self.server.replicas.len() {
                 s.push(place_in(&self.server, i as u16)?);
@@ -282,7 +313,7 @@ impl Binding {
         match result {
             Ok(at) => Ok((segment, at)),
             Err(e) => {
-                for (key, off) in done {
+                for (key, off) in done.into_iter().filter(|&(_, off)| off != UNMAPPED) {
                     let d = if key.domain == client.core.id {
                         &client
                     } else {
@@ -306,6 +337,33 @@ impl Binding {
         }
         m.astacks.push(Mapped { segment, at });
         Ok(())
+    }
+
+    /// Maps an out-of-band segment into server replica `replica` if it is not mapped there
+    /// yet, through that replica's store (held by the caller). Returns the server address.
+    pub(crate) fn map_into(
+        &self,
+        key: OobKey,
+        replica: usize,
+        ctx: StoreContextMut<'_, DomainData>,
+    ) -> Result<usize, Error> {
+        let mut m = lock(&self.mappings);
+        if !self.is_live() {
+            return Err(Error::Terminated(self.server.core.name.clone()));
+        }
+        let x = m.oob.get_mut(&key).ok_or(Error::Busy)?;
+        if x.at.server[replica] != UNMAPPED {
+            return Ok(x.at.server[replica]);
+        }
+        let r = &self.server.replicas[replica];
+        let len = x.segment.len();
+        let off = r.alloc_window(ctx, len)?;
+        if let Err(e) = r.window_range().map(off, &x.segment) {
+            r.free_window(off, len);
+            return Err(Error::Resource(format!("mapping a window: {e}")));
+        }
+        x.at.server[replica] = off;
+        Ok(off)
     }
 
     /// Capacity and placement of an out-of-band segment, if it exists.
@@ -364,7 +422,9 @@ impl Binding {
                 unmap_free(c, self.client_key.replica, x.at.client, x.at.len);
             }
             for (i, &off) in x.at.server.iter().enumerate() {
-                unmap_free(&self.server, i as u16, off, x.at.len);
+                if off != UNMAPPED {
+                    unmap_free(&self.server, i as u16, off, x.at.len);
+                }
             }
         }
         drop(all);
@@ -383,7 +443,9 @@ impl Binding {
             unmap_free(&c, self.client_key.replica, at.client, at.len);
         }
         for (i, &off) in at.server.iter().enumerate() {
-            unmap_free(&self.server, i as u16, off, at.len);
+            if off != UNMAPPED {
+                unmap_free(&self.server, i as u16, off, at.len);
+            }
         }
     }
 }

@@ -115,6 +115,7 @@ impl PerReplica {
 /// What the call path copies out of the client's slot before leaving the client.
 struct Prepared {
     binding: Pinned,
+    client_astack: u32,
     extent: usize,
     index: u32,
     size: u32,
@@ -140,6 +141,7 @@ fn prepare(data: &mut DomainData, raw: u64, proc: i32, astack: i32) -> Result<Pr
     let oob = &e.oob_in[index as usize];
     Ok(Prepared {
         binding: Pinned::new(&cb.binding),
+        client_astack: astack as u32,
         extent: ei,
         index: e.first + index,
         size: e.size,
@@ -199,6 +201,28 @@ fn call(mut caller: Caller<'_, DomainData>, raw: i64, proc: i32, astack: i32) ->
     Ok(status as i32)
 }
 
+/// Not an entry's answer: the `in` segment could not be mapped into the serving replica.
+const OOB_FAILED: i32 = i32::MIN;
+
+/// The server address of the call's `in` segment in replica `i`, mapping the segment there
+/// first if it was created while that replica was busy (see `Binding::place_lazily`).
+fn resolve_oob(
+    b: &Binding,
+    p: &Prepared,
+    proc: u32,
+    i: usize,
+    ctx: wasmtime::StoreContextMut<'_, DomainData>,
+) -> Result<i32, Status> {
+    let o = p.oob_server.get(i);
+    if p.oob_cap == 0 || o != u32::MAX {
+        return Ok(o as i32);
+    }
+    b.map_into((proc, p.index, lrpc_abi::OOB_IN), i, ctx)
+        .ok()
+        .and_then(|off| i32::try_from(off).ok())
+        .ok_or(Status::ResourceExhausted)
+}
+
 /// Runs the call in the server and maps its outcome to a status.
 fn transfer(
     caller: &mut Caller<'_, DomainData>,
@@ -220,11 +244,31 @@ fn transfer(
         )
     };
     let deadline = now.saturating_add(b.deadline_ticks);
+    if let Some(mailbox) = &b.export.mailbox {
+        let r0 = &server.replicas[0];
+        let oob = r0.with_store(b.deadline, |ctx| resolve_oob(b, p, proc, 0, ctx));
+        let mut args = entry_args(0);
+        match oob {
+            Ok(Ok(o)) => args.2 = o,
+            Ok(Err(s)) => return s,
+            Err(_) => return Status::ServerBusy,
+        }
+        return send_message(caller, b, mailbox, p, proc, deadline, args);
+    }
     let outcome = {
         // Fast path: a free replica.
+        // Fast path: a free replica, starting from this thread's own so that threads do not
+        // contend for the same one.
+        let n = server.replicas.len();
+        let start = if n == 1 {
+            0
+        } else {
+            crate::domain::thread_slot() % n
+        };
         let mut picked = None;
-        for (i, r) in server.replicas.iter().enumerate() {
-            if let Some(g) = r.store.try_lock() {
+        for k in 0..n {
+            let i = (start + k) % n;
+            if let Some(g) = server.replicas[i].store.try_lock() {
                 picked = Some((i, g));
                 break;
             }
@@ -255,9 +299,13 @@ fn transfer(
                 let reentered = server.replicas.iter().enumerate().find_map(|(i, r)| {
                     let key = r.key;
                     let entry = &b.export.entries[i][proc as usize];
-                    let args = entry_args(i);
+                    let mut args = entry_args(i);
                     linkage::with_record(caller, client_key, key, p.binding, proc, p.index, || {
                         linkage::reenter(key, |srv| {
+                            match resolve_oob(b, p, proc, i, srv.as_context_mut()) {
+                                Ok(o) => args.2 = o,
+                                Err(_) => return Ok(OOB_FAILED),
+                            }
                             let saved =
                                 std::mem::replace(&mut srv.data_mut().deadline_tick, deadline);
                             let r = entry.call(&mut *srv, args);
@@ -299,6 +347,7 @@ fn transfer(
     };
     match outcome {
         Ok(lrpc_abi::ENTRY_OK) => Status::Ok,
+        Ok(OOB_FAILED) => Status::ResourceExhausted,
         Ok(_) => Status::ServerRejected,
         Err(e) => {
             let fault = Fault::classify(&e);
@@ -306,6 +355,54 @@ fn transfer(
                 crate::terminate::terminate_shared(&k, server);
             }
             tracing::debug!(server = server.core.name, %fault, "server faulted during a call");
+            fault.status()
+        }
+    }
+}
+
+/// The message-passing baseline: copy the A-stack into a message for the server's thread and
+/// wait for its copy back (see `mailbox`).
+fn send_message(
+    caller: &mut Caller<'_, DomainData>,
+    b: &Binding,
+    mailbox: &crate::mailbox::Mailbox,
+    p: &Prepared,
+    proc: u32,
+    deadline: u64,
+    args: (i32, i32, i32, i32, i32),
+) -> Status {
+    let Some(client) = b.client.upgrade() else {
+        return Status::StaleBinding;
+    };
+    let range = client.replicas[usize::from(b.client_key.replica)].window_range();
+    let mut request = vec![0u8; p.size as usize];
+    if range.read(p.client_astack as usize, &mut request).is_none() {
+        return Status::BadAStack;
+    }
+    let reply = mailbox.call(
+        proc as usize,
+        args.0 as u32,
+        (args.1, args.2, args.3, args.4),
+        deadline,
+        request,
+        b.deadline,
+    );
+    let Some(reply) = reply else {
+        return Status::ServerBusy;
+    };
+    match reply.outcome {
+        Ok(code) => {
+            range.write(p.client_astack as usize, &reply.payload);
+            if code == lrpc_abi::ENTRY_OK {
+                Status::Ok
+            } else {
+                Status::ServerRejected
+            }
+        }
+        Err(fault) => {
+            if let Some(k) = caller.data().kernel.upgrade() {
+                crate::terminate::terminate_shared(&k, &b.server);
+            }
             fault.status()
         }
     }
@@ -668,7 +765,7 @@ fn oob_inner(
             }
             let cap = oob_capacity(min, kernel.config.max_oob)?;
             let (segment, at) = binding
-                .place(cap, (key, caller.as_context_mut()))
+                .place_lazily(cap, (key, caller.as_context_mut()))
                 .map_err(|e| status_of(&e))?;
             let placed = at.clone();
             binding
@@ -681,7 +778,11 @@ fn oob_inner(
         let cb = client_binding(caller.data_mut(), raw)?;
         cb.procs[proc as usize].extents[ei].oob_in[index as usize] = OobView {
             cap: cap as u32,
-            server: at.server.iter().map(|&s| s as u32).collect(),
+            server: at
+                .server
+                .iter()
+                .map(|&s| u32::try_from(s).unwrap_or(u32::MAX))
+                .collect(),
         };
     }
     let mut bytes = [0u8; 8];
@@ -718,7 +819,7 @@ fn reply_oob_inner(
         _ => {
             let cap = oob_capacity(min, kernel.config.max_oob)?;
             let (segment, at) = binding
-                .place(cap, (me, caller.as_context_mut()))
+                .place_lazily(cap, (me, caller.as_context_mut()))
                 .map_err(|e| status_of(&e))?;
             let placed = at.clone();
             binding
@@ -727,8 +828,15 @@ fn reply_oob_inner(
             (cap, placed)
         }
     };
+    let mut here = at.server[usize::from(me.replica)];
+    if here == crate::binding::UNMAPPED {
+        // The segment was made while another replica served this A-stack: map it here.
+        here = binding
+            .map_into(okey, usize::from(me.replica), caller.as_context_mut())
+            .map_err(|e| status_of(&e))?;
+    }
     let mut bytes = [0u8; 8];
-    bytes[..4].copy_from_slice(&(at.server[usize::from(me.replica)] as u32).to_le_bytes());
+    bytes[..4].copy_from_slice(&(here as u32).to_le_bytes());
     bytes[4..].copy_from_slice(&(cap as u32).to_le_bytes());
     write_guest(caller, seg_ptr, &bytes)
 }

@@ -8,6 +8,7 @@
 
 use crate::domain::{DomainShared, SETUP_WAIT, lock, wait_lock};
 use crate::error::Error;
+use crate::mailbox::Mailbox;
 use lrpc_presentation::{InterfacePlan, SidePresentation};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -17,9 +18,22 @@ use wasmtime::TypedFunc;
 /// The core type of an entry stub: `(astack, astack_cap, oob, oob_cap, borrow) -> status`.
 pub(crate) type EntryFunc = TypedFunc<(i32, i32, i32, i32, i32), i32>;
 
+/// How a server domain runs the calls made to it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Serving {
+    /// LRPC: the calling thread migrates into the server (the default).
+    #[default]
+    Migrate,
+    /// Thread-per-domain message passing: the server runs on a thread of its own and calls
+    /// travel as messages carrying copies of the A-stack (the baseline LRPC compared with).
+    OwnThread,
+}
+
 /// Options of one export.
 #[derive(Debug, Clone, Default)]
 pub struct ExportOptions {
+    /// How the server runs calls.
+    pub serving: Serving,
     /// How long one call may run in the server before it is interrupted and the server
     /// terminated (LRPC's "captured thread"). `None`: the kernel's default.
     pub deadline: Option<Duration>,
@@ -39,6 +53,8 @@ pub(crate) struct ExportEntry {
     pub deadline: Duration,
     /// The server's presentation.
     pub presentation: SidePresentation,
+    /// The server thread's queue, when it serves on a thread of its own.
+    pub mailbox: Option<Mailbox>,
 }
 
 /// The registry.
@@ -76,6 +92,7 @@ impl Clerk {
         server: &Arc<DomainShared>,
         deadline: Duration,
         presentation: SidePresentation,
+        serving: Serving,
     ) -> Result<(), Error> {
         let mut entries = Vec::with_capacity(server.replicas.len());
         for r in server.replicas.iter() {
@@ -94,6 +111,13 @@ impl Clerk {
             }
             entries.push(funcs.into_boxed_slice());
         }
+        let mailbox = match serving {
+            Serving::Migrate => None,
+            Serving::OwnThread => Some(
+                Mailbox::start(name, server, entries[0].clone())
+                    .map_err(|e| Error::Resource(format!("server thread: {e}")))?,
+            ),
+        };
         let entry = Arc::new(ExportEntry {
             name: name.to_string(),
             plan,
@@ -101,6 +125,7 @@ impl Clerk {
             entries: entries.into_boxed_slice(),
             deadline,
             presentation,
+            mailbox,
         });
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
         if map.contains_key(name) {

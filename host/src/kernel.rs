@@ -342,6 +342,7 @@ impl Kernel {
             &server.shared,
             options.deadline.unwrap_or(self.inner.config.deadline),
             presentation,
+            options.serving,
         )
     }
 

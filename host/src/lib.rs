@@ -23,13 +23,14 @@ mod error;
 mod kernel;
 mod linkage;
 mod lock;
+mod mailbox;
 mod terminate;
 
 pub mod artifacts;
 pub mod demo;
 
 pub use binding::BindingInfo;
-pub use clerk::ExportOptions;
+pub use clerk::{ExportOptions, Serving};
 pub use domain::{Domain, DomainData, DomainFunc};
 pub use error::{Error, Fault};
 pub use kernel::{DomainOptions, EMBEDDED_WIT, Kernel, KernelConfig};

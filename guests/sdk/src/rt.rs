@@ -366,27 +366,6 @@ fn oob(
     Ok((seg[0] as usize, seg[1] as usize))
 }
 
-/// The out-of-band segment of that direction if the kernel has one for this A-stack.
-fn oob_existing(
-    b: &Binding,
-    proc: u32,
-    astack: u32,
-    dir: i32,
-) -> Result<(usize, usize), CallError> {
-    let mut seg = [0u32; 2];
-    // `OOB_OUT` with 0 bytes only reports; `OOB_IN` with 0 bytes reports an existing segment
-    // (the kernel grows only when asked for more than the segment holds).
-    check(sys::oob(
-        b.handle as i64,
-        proc as i32,
-        astack as i32,
-        dir,
-        0,
-        seg.as_mut_ptr() as i32,
-    ))?;
-    Ok((seg[0] as usize, seg[1] as usize))
-}
-
 /// The client half of a call: take an A-stack, encode (`size` bytes, by `enc`), call, copy
 /// the results out and decode them (`dec`), give the A-stack back.
 #[inline]
@@ -400,6 +379,7 @@ pub fn invoke<R>(
     dec: impl FnOnce(&mut Reader<'_>) -> Result<R, DecodeError>,
 ) -> Result<R, CallError> {
     let (astack, cap) = b.take(proc)?;
+    let mut used = Used::default();
     let r = invoke_on(
         b,
         proc,
@@ -408,29 +388,38 @@ pub fn invoke<R>(
         bounded,
         size,
         out_bound,
+        &mut used,
         enc,
         dec,
     );
     if b.clear_residue {
-        clear(b, proc, astack, cap as usize, bounded);
+        clear(astack as usize, &used);
     }
     b.put(proc, astack);
     r
 }
 
+/// What one call wrote or received in shared memory, so that exactly that can be cleared.
+#[derive(Default)]
+struct Used {
+    /// Bytes of the A-stack used, from its start.
+    astack: usize,
+    /// The `in` segment's address and the bytes used in it.
+    oob_in: Option<(usize, usize)>,
+    /// The `out` segment's address and the bytes used in it.
+    oob_out: Option<(usize, usize)>,
+}
+
 /// Zeroes what a call left on the A-stack and its out-of-band segments, so the server can not
 /// read this client's arguments (or its results) after the call (trust `none`).
-fn clear(b: &Binding, proc: u32, astack: u32, cap: usize, bounded: bool) {
-    // SAFETY: the kernel gave this domain the A-stack `[astack, astack + cap)`.
-    unsafe { core::ptr::write_bytes(astack as usize as *mut u8, 0, cap) };
-    if !bounded {
-        for dir in [lrpc_abi::OOB_IN, lrpc_abi::OOB_OUT] {
-            // Asking for 0 bytes only reports a segment that exists.
-            if let Ok((p, c)) = oob_existing(b, proc, astack, dir) {
-                // SAFETY: the segment `[p, p + c)` the kernel mapped for this A-stack.
-                unsafe { core::ptr::write_bytes(p as *mut u8, 0, c) };
-            }
-        }
+fn clear(astack: usize, used: &Used) {
+    for (at, len) in [Some((astack, used.astack)), used.oob_in, used.oob_out]
+        .into_iter()
+        .flatten()
+    {
+        // SAFETY: each range lies in the A-stack or a segment the kernel mapped for it, within
+        // the capacity the call checked when it used it.
+        unsafe { core::ptr::write_bytes(at as *mut u8, 0, len) };
     }
     count(|c| c.clears += 1);
 }
@@ -445,6 +434,7 @@ fn invoke_on<R>(
     bounded: bool,
     size: usize,
     out_bound: usize,
+    used: &mut Used,
     enc: impl FnOnce(&mut Writer),
     dec: impl FnOnce(&mut Reader<'_>) -> Result<R, DecodeError>,
 ) -> Result<R, CallError> {
@@ -453,6 +443,7 @@ fn invoke_on<R>(
     if bounded {
         // SAFETY: the kernel gave this domain the A-stack `[base, base + cap)`.
         let mut w = unsafe { Writer::new(base as *mut u8, cap) };
+        used.astack = cap;
         enc(&mut w);
         if !w.fits() {
             return Err(CallError::Kernel(Status::ResourceExhausted));
@@ -475,8 +466,10 @@ fn invoke_on<R>(
         (base + header::LEN, inline_cap, 0)
     } else {
         let (p, c) = oob(b, proc, astack, lrpc_abi::OOB_IN, size)?;
+        used.oob_in = Some((p, size.min(c)));
         (p, c, header::OOB)
     };
+    used.astack = header::LEN + if flags == 0 { size } else { 0 };
     // SAFETY: `[dst, dst + room)` is the A-stack's payload area or the out-of-band segment
     // the kernel just mapped for it, both memory of this domain.
     let mut w = unsafe { Writer::new(dst as *mut u8, room) };
@@ -497,7 +490,13 @@ fn invoke_on<R>(
         (base + header::LEN, inline_cap)
     };
     if len > limit {
+        used.astack = cap;
         return Err(CallError::Kernel(Status::BadReply));
+    }
+    if rflags & header::OOB != 0 {
+        used.oob_out = Some((src, len));
+    } else {
+        used.astack = used.astack.max(header::LEN + len);
     }
     // SAFETY: `[src, src + len)` lies inside the A-stack or the reply segment (checked
     // against its capacity just above).
