@@ -11,6 +11,11 @@ use lrpc::{Domain, DomainOptions, Kernel};
 
 /// A kernel with a bench server (`replicas` instances) and a bound bench client.
 pub fn setup(replicas: usize) -> (Kernel, Domain, Domain) {
+    setup_with(replicas, lrpc::Serving::Migrate)
+}
+
+/// Like [`setup`], with the server run as `serving` says.
+pub fn setup_with(replicas: usize, serving: lrpc::Serving) -> (Kernel, Domain, Domain) {
     let kernel = Kernel::new().expect("kernel");
     let server = kernel
         .domain_with(
@@ -22,7 +27,17 @@ pub fn setup(replicas: usize) -> (Kernel, Domain, Domain) {
             },
         )
         .expect("server");
-    kernel.export(&server, "lrpc:bench/bench").expect("export");
+    kernel
+        .export_as(
+            &server,
+            "lrpc:bench/bench",
+            "lrpc:bench/bench",
+            lrpc::ExportOptions {
+                serving,
+                ..Default::default()
+            },
+        )
+        .expect("export");
     let client = new_client(&kernel, "bench-client");
     (kernel, server, client)
 }

@@ -72,6 +72,50 @@ fn table_iv(c: &mut Criterion) {
             },
         );
     }
+    // Peer: thread-per-domain message passing (the server on its own OS thread; each call a
+    // request message with a copy of the A-stack and a reply with a copy back).
+    let (_mk, _ms, mp_client) = lrpc_benches::setup_with(1, lrpc::Serving::OwnThread);
+    assert_eq!(
+        mp_client.call::<(i32, i32), i64>("add", (40, 2)).unwrap(),
+        42
+    );
+    let mp_null = mp_client.func::<(i32,), i32>("null").unwrap();
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("message-passing/null", |b| {
+        b.iter_custom(|iters| guest_loop(|n| mp_null.call((n,)).unwrap(), iters))
+    });
+    let mp_add = mp_client.func::<(i32,), i64>("add_loop").unwrap();
+    g.bench_function("message-passing/add", |b| {
+        b.iter_custom(|iters| guest_loop(|n| mp_add.call((n,)).unwrap() as i32, iters))
+    });
+    let mp_big_in = mp_client.func::<(i32, i32), i64>("big_in").unwrap();
+    let mp_big_in_out = mp_client
+        .func::<(i32, i32), i32>("big_in_out_loop")
+        .unwrap();
+    for size in [200usize, 4096] {
+        g.throughput(Throughput::Bytes(size as u64));
+        g.bench_with_input(
+            BenchmarkId::new("message-passing/big-in", size),
+            &size,
+            |b, &s| {
+                b.iter_custom(|iters| {
+                    guest_loop(
+                        |n| mp_big_in.call((s as i32, n)).unwrap().min(0) as i32,
+                        iters,
+                    )
+                })
+            },
+        );
+        g.bench_with_input(
+            BenchmarkId::new("message-passing/big-in-out", size),
+            &size,
+            |b, &s| {
+                b.iter_custom(|iters| {
+                    guest_loop(|n| mp_big_in_out.call((s as i32, n)).unwrap(), iters)
+                })
+            },
+        );
+    }
     g.finish();
 }
 

@@ -299,7 +299,6 @@ impl Binding {
         };
         let result = (|| {
             let c = place_in(&client, self.client_key.replica)?;
-            debug_assert!(c != UNMAPPED, "the client side is always mapped");
             let mut s = Vec::with_capacity(self.server.replicas.len());
             for i in 0..self.server.replicas.len() {
                 s.push(place_in(&self.server, i as u16)?);
@@ -366,6 +365,33 @@ impl Binding {
         Ok(off)
     }
 
+    /// Maps an out-of-band segment into the client replica if it is not mapped there yet,
+    /// through the client's store (held by the caller). Returns the client address.
+    pub(crate) fn map_into_client(
+        &self,
+        key: OobKey,
+        ctx: StoreContextMut<'_, DomainData>,
+    ) -> Result<usize, Error> {
+        let client = self.client.upgrade().ok_or(Error::KernelGone)?;
+        let mut m = lock(&self.mappings);
+        if !self.is_live() {
+            return Err(Error::Terminated(self.server.core.name.clone()));
+        }
+        let x = m.oob.get_mut(&key).ok_or(Error::Busy)?;
+        if x.at.client != UNMAPPED {
+            return Ok(x.at.client);
+        }
+        let r = &client.replicas[usize::from(self.client_key.replica)];
+        let len = x.segment.len();
+        let off = r.alloc_window(ctx, len)?;
+        if let Err(e) = r.window_range().map(off, &x.segment) {
+            r.free_window(off, len);
+            return Err(Error::Resource(format!("mapping a window: {e}")));
+        }
+        x.at.client = off;
+        Ok(off)
+    }
+
     /// Capacity and placement of an out-of-band segment, if it exists.
     pub(crate) fn oob(&self, key: OobKey) -> Option<(usize, Placement)> {
         let m = lock(&self.mappings);
@@ -418,7 +444,9 @@ impl Binding {
         let client = self.client.upgrade();
         let client_ref: Option<&DomainShared> = client.as_deref().or(dropping);
         for x in &all {
-            if let Some(c) = client_ref {
+            if let Some(c) = client_ref
+                && x.at.client != UNMAPPED
+            {
                 unmap_free(c, self.client_key.replica, x.at.client, x.at.len);
             }
             for (i, &off) in x.at.server.iter().enumerate() {
@@ -439,7 +467,9 @@ impl Binding {
     }
 
     fn unmap(&self, at: &Placement) {
-        if let Some(c) = self.client.upgrade() {
+        if let Some(c) = self.client.upgrade()
+            && at.client != UNMAPPED
+        {
             unmap_free(&c, self.client_key.replica, at.client, at.len);
         }
         for (i, &off) in at.server.iter().enumerate() {

@@ -277,6 +277,11 @@ fn transfer(
             Some((i, mut store)) => {
                 let server_key = server.replicas[i].key;
                 let entry = &b.export.entries[i][proc as usize];
+                let mut args = entry_args(i);
+                match resolve_oob(b, p, proc, i, store.as_context_mut()) {
+                    Ok(o) => args.2 = o,
+                    Err(s) => return s,
+                }
                 linkage::with_record(
                     caller,
                     client_key,
@@ -287,7 +292,7 @@ fn transfer(
                     || {
                         let saved =
                             std::mem::replace(&mut store.data_mut().deadline_tick, deadline);
-                        let r = entry.call(&mut *store, entry_args(i));
+                        let r = entry.call(&mut *store, args);
                         store.data_mut().deadline_tick = saved;
                         r
                     },
@@ -323,6 +328,11 @@ fn transfer(
                             return Status::ServerBusy;
                         };
                         let entry = &b.export.entries[i][proc as usize];
+                        let mut args = entry_args(i);
+                        match resolve_oob(b, p, proc, i, store.as_context_mut()) {
+                            Ok(o) => args.2 = o,
+                            Err(s) => return s,
+                        }
                         linkage::with_record(
                             caller,
                             client_key,
@@ -335,7 +345,7 @@ fn transfer(
                                     &mut store.data_mut().deadline_tick,
                                     deadline,
                                 );
-                                let res = entry.call(&mut *store, entry_args(i));
+                                let res = entry.call(&mut *store, args);
                                 store.data_mut().deadline_tick = saved;
                                 res
                             },
@@ -380,6 +390,7 @@ fn send_message(
         return Status::BadAStack;
     }
     let reply = mailbox.call(
+        (p.binding, b.client_key, p.index),
         proc as usize,
         args.0 as u32,
         (args.1, args.2, args.3, args.4),
@@ -774,6 +785,13 @@ fn oob_inner(
             (cap, placed)
         }
     };
+    let mut at = at;
+    if at.client == crate::binding::UNMAPPED {
+        // Made by a server thread that could not reach this client's store: map it here.
+        at.client = binding
+            .map_into_client(okey, caller.as_context_mut())
+            .map_err(|e| status_of(&e))?;
+    }
     if dir == lrpc_abi::OOB_IN {
         let cb = client_binding(caller.data_mut(), raw)?;
         cb.procs[proc as usize].extents[ei].oob_in[index as usize] = OobView {

@@ -114,7 +114,7 @@ impl Clerk {
         let mailbox = match serving {
             Serving::Migrate => None,
             Serving::OwnThread => Some(
-                Mailbox::start(name, server, entries[0].clone())
+                Mailbox::start(name, server, entries[0].to_vec())
                     .map_err(|e| Error::Resource(format!("server thread: {e}")))?,
             ),
         };

@@ -94,6 +94,32 @@ pub(crate) fn with_record<R>(
     f()
 }
 
+/// Runs `f` with a record of a call this thread serves on behalf of a client running on
+/// another thread (thread-per-domain serving): `reply_oob` finds it; nothing can re-enter
+/// the client through it.
+pub(crate) fn with_served<R>(
+    caller: ReplicaKey,
+    server: ReplicaKey,
+    binding: Pinned,
+    proc: u32,
+    astack: u32,
+    f: impl FnOnce() -> R,
+) -> R {
+    let prev = TOP.with(|t| t.get());
+    let record = Record {
+        caller,
+        caller_ctx: std::ptr::null_mut(),
+        server,
+        binding,
+        proc,
+        astack,
+        prev,
+    };
+    TOP.with(|t| t.set(&record));
+    let _pop = PopOnDrop(prev);
+    f()
+}
+
 /// Visits the records of this thread, innermost first, until `f` returns `Some`.
 fn find<R>(mut f: impl FnMut(&Record) -> Option<R>) -> Option<R> {
     let mut at = TOP.with(|t| t.get());
@@ -117,7 +143,7 @@ pub(crate) fn reenter<R>(
     key: ReplicaKey,
     f: impl FnOnce(&mut Caller<'_, DomainData>) -> R,
 ) -> Option<R> {
-    let ptr = find(|r| (r.caller == key).then_some(r.caller_ctx))?;
+    let ptr = find(|r| (r.caller == key && !r.caller_ctx.is_null()).then_some(r.caller_ctx))?;
     // SAFETY: the record was pushed by `with_record` from a live `&mut Caller` whose frame is
     // further down this thread's stack, blocked in `f` until the record is popped; that frame
     // does not touch its `Caller` meanwhile (the borrow is held by `with_record`). The record
@@ -148,6 +174,11 @@ pub(crate) fn current() -> Option<(ReplicaKey, ReplicaKey, Pinned, u32, u32)> {
 /// used only until the call releases it.
 #[derive(Clone, Copy)]
 pub(crate) struct Pinned(*const Binding);
+
+// SAFETY: a `Pinned` crosses to a server thread only inside a thread-per-domain request, while
+// the client's thread blocks in that call with the A-stack busy, so the binding stays alive
+// (see above); `Binding` is `Sync`, so using it from the server thread is sound.
+unsafe impl Send for Pinned {}
 
 impl Pinned {
     /// Pins `b`. The caller has just marked one of `b`'s A-stacks busy.

@@ -10,6 +10,7 @@
 use crate::clerk::EntryFunc;
 use crate::domain::{DomainShared, wait_lock};
 use crate::error::Fault;
+use crate::linkage::{self, Pinned, ReplicaKey};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, Weak};
@@ -17,6 +18,8 @@ use std::time::Duration;
 
 /// One request to a server thread.
 pub(crate) struct Request {
+    /// The call's binding, client and A-stack index, for the server thread's linkage record.
+    pub call: (Pinned, ReplicaKey, u32),
     /// Procedure index.
     pub proc: usize,
     /// Server address of the A-stack the request is copied into.
@@ -49,7 +52,7 @@ impl Mailbox {
     pub(crate) fn start(
         name: &str,
         server: &Arc<DomainShared>,
-        entries: Box<[EntryFunc]>,
+        entries: Vec<EntryFunc>,
     ) -> std::io::Result<Mailbox> {
         let (tx, rx) = std::sync::mpsc::channel::<Request>();
         let weak = Arc::downgrade(server);
@@ -60,8 +63,10 @@ impl Mailbox {
     }
 
     /// Sends a request (see [`Request`] for the parts) and waits at most `wait` for the reply.
+    #[allow(clippy::too_many_arguments, reason = "the parts of one request")]
     pub(crate) fn call(
         &self,
+        call: (Pinned, ReplicaKey, u32),
         proc: usize,
         astack: u32,
         rest: (i32, i32, i32, i32),
@@ -71,6 +76,7 @@ impl Mailbox {
     ) -> Option<Reply> {
         let (reply_tx, reply_rx) = sync_channel(1);
         let req = Request {
+            call,
             proc,
             astack,
             rest,
@@ -92,7 +98,7 @@ impl Mailbox {
 }
 
 /// The server thread: receives requests until the domain is gone or terminated.
-fn serve(server: Weak<DomainShared>, entries: Box<[EntryFunc]>, rx: Receiver<Request>) {
+fn serve(server: Weak<DomainShared>, entries: Vec<EntryFunc>, rx: Receiver<Request>) {
     loop {
         let req = match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(r) => r,
@@ -117,15 +123,22 @@ fn serve(server: Weak<DomainShared>, entries: Box<[EntryFunc]>, rx: Receiver<Req
                     Err(Fault::Terminated)
                 } else {
                     store.data_mut().deadline_tick = req.deadline_tick;
-                    let r = entries[req.proc].call(
-                        &mut *store,
-                        (
-                            req.astack as i32,
-                            req.rest.0,
-                            req.rest.1,
-                            req.rest.2,
-                            req.rest.3,
-                        ),
+                    let (binding, client, index) = req.call;
+                    let args = (
+                        req.astack as i32,
+                        req.rest.0,
+                        req.rest.1,
+                        req.rest.2,
+                        req.rest.3,
+                    );
+                    let entry = &entries[req.proc];
+                    let r = linkage::with_served(
+                        client,
+                        replica.key,
+                        binding,
+                        req.proc as u32,
+                        index,
+                        || entry.call(&mut *store, args),
                     );
                     store.data_mut().deadline_tick = 0;
                     r.map_err(|e| Fault::classify(&e))

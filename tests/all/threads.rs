@@ -92,3 +92,65 @@ fn two_pairs_on_two_threads_are_independent() {
     hammer(vec![bench]);
     t.join().unwrap();
 }
+
+#[test]
+fn a_server_on_its_own_thread_answers_by_message() {
+    let _guard = crate::shared();
+    let kernel = Kernel::new().unwrap();
+    let server = kernel
+        .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
+        .unwrap();
+    kernel
+        .export_as(
+            &server,
+            "lrpc:bench/bench",
+            "lrpc:bench/bench",
+            lrpc::ExportOptions {
+                serving: lrpc::Serving::OwnThread,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let c = client(&kernel, "c1");
+    assert_eq!(c.call::<(i32, i32), i64>("add", (40, 2)).unwrap(), 42);
+    assert_eq!(c.call::<(i32,), i32>("null", (100,)).unwrap(), 0);
+    for len in [0, 200, 1488, 1489, 5000, 70_000] {
+        assert_eq!(
+            c.call::<(i32, i32), i32>("big_in_out", (len, 2)).unwrap(),
+            0,
+            "{len} bytes"
+        );
+    }
+    hammer(vec![client(&kernel, "c2"), client(&kernel, "c3")]);
+}
+
+#[test]
+fn a_server_thread_that_traps_fails_the_call() {
+    let _guard = crate::shared();
+    let kernel = Kernel::new().unwrap();
+    let server = kernel
+        .domain("faulty", lrpc::artifacts::FAULTY_SERVER)
+        .unwrap();
+    kernel
+        .export_as(
+            &server,
+            "lrpc:test/faulty",
+            "lrpc:test/faulty",
+            lrpc::ExportOptions {
+                serving: lrpc::Serving::OwnThread,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let c = kernel
+        .domain("faulty-client", lrpc::artifacts::FAULTY_CLIENT)
+        .unwrap();
+    assert_eq!(c.call::<(), i32>("bind", ()).unwrap(), 0);
+    assert_eq!(c.call::<(i32,), i64>("echo", (1,)).unwrap(), 2);
+    assert_eq!(
+        c.call::<(), i32>("crash", ()).unwrap(),
+        lrpc::Status::ServerTrapped as i32
+    );
+    assert!(server.is_terminated());
+    assert!(!c.is_terminated());
+}
