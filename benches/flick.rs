@@ -1,6 +1,7 @@
 //! Flick's figures on this kernel: Fig. 10 (`in` buffers of 1 KiB and 64 KiB under every
-//! trashable × preserved combination: copy-always is neither, borrow the other three) and
-//! Fig. 12 (the null call over the 3 × 3 trust matrix).
+//! trashable × preserved combination: copy-always is neither, borrow the other three),
+//! Fig. 11 (a 1 KiB `out` buffer: who allocates it) and Fig. 12 (the null call over the
+//! 3 × 3 trust matrix).
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use lrpc::{DomainOptions, ExportOptions, Kernel};
@@ -139,5 +140,65 @@ fn fig12(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, fig10, fig12);
+fn fig11(c: &mut Criterion) {
+    let mut g = c.benchmark_group("flick-fig11");
+    g.warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2));
+    let size = 1024usize;
+    g.throughput(Throughput::Bytes(size as u64));
+    let cases = [
+        (
+            "client allocates+server allocates",
+            lrpc::artifacts::BENCH_CLIENT,
+            lrpc::artifacts::BENCH_SERVER,
+        ),
+        (
+            "caller buffer+server allocates",
+            lrpc::artifacts::BENCH_CLIENT_INTO,
+            lrpc::artifacts::BENCH_SERVER,
+        ),
+        (
+            "client allocates+server writes in place",
+            lrpc::artifacts::BENCH_CLIENT,
+            lrpc::artifacts::BENCH_SERVER_INPLACE,
+        ),
+        (
+            "caller buffer+server writes in place",
+            lrpc::artifacts::BENCH_CLIENT_INTO,
+            lrpc::artifacts::BENCH_SERVER_INPLACE,
+        ),
+    ];
+    for (name, client_wasm, server_wasm) in cases {
+        let kernel = Kernel::new().unwrap();
+        let server = kernel.domain("bench-server", server_wasm).unwrap();
+        kernel.export(&server, "lrpc:bench/bench").unwrap();
+        let client = kernel
+            .domain_with(
+                "bench-client",
+                client_wasm,
+                DomainOptions {
+                    presentations: vec![
+                        kernel
+                            .presentation("client", &client_text("leaky", false))
+                            .unwrap(),
+                    ],
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(client.call::<(), i32>("bind", ()).unwrap(), 0);
+        let f = client.func::<(i32, i32), i32>("big_in_out_loop").unwrap();
+        assert_eq!(
+            f.call((size as i32, 1)).unwrap(),
+            0,
+            "{name}: checked reply"
+        );
+        g.bench_with_input(BenchmarkId::new(name, size), &size, |b, &s| {
+            b.iter_custom(|iters| guest_loop(|n| i64::from(f.call((s as i32, n)).unwrap()), iters))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, fig10, fig11, fig12);
 criterion_main!(benches);

@@ -9,6 +9,8 @@ const TARGET: &str = "wasm32-unknown-unknown";
 const GUESTS: &[&str] = &[
     "bench_server",
     "bench_client",
+    "bench_server_inplace",
+    "bench_client_into",
     "kv_server",
     "kv_client",
     "faulty_server",

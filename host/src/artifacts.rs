@@ -19,6 +19,18 @@ guest!(
     "bench_client.wasm"
 );
 guest!(
+    /// Serves `lrpc:bench/bench` under `presentation/examples/bench-server-inplace.toml`:
+    /// byte arrays read in place, big-in-out written straight onto the A-stack.
+    BENCH_SERVER_INPLACE,
+    "bench_server_inplace.wasm"
+);
+guest!(
+    /// Client of `lrpc:bench/bench` under `presentation/examples/bench-client-into.toml`: it
+    /// provides the buffer for big-in-out's result.
+    BENCH_CLIENT_INTO,
+    "bench_client_into.wasm"
+);
+guest!(
     /// Serves `lrpc:kv/store`, an in-memory key-value store.
     KV_SERVER,
     "kv_server.wasm"

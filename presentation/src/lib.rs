@@ -22,7 +22,7 @@ pub use annot::{
 };
 pub use front::Wit;
 pub use plan::{Def, DefKind, InterfacePlan, Prim, ProcPlan, Ty};
-pub use rust::generate_rust;
+pub use rust::{generate_rust, generate_rust_with};
 
 /// Errors of the stub compiler. Messages name the file or interface and the reason.
 #[derive(Debug, thiserror::Error)]
@@ -70,8 +70,40 @@ pub enum Error {
 
 /// Build-script support for guests.
 pub mod build {
-    use crate::{Error, Wit, generate_rust};
+    use crate::{Error, SidePresentation, Wit, generate_rust};
     use std::path::Path;
+
+    /// Like [`generate`], with presentation files: for each interface, the client's and the
+    /// server's presentation (a path, or `None` for the default). A presentation that does
+    /// not check against the WIT fails the build with its file, line and reason.
+    pub fn generate_presented(
+        wit_dir: &Path,
+        interfaces: &[(&str, Option<&Path>, Option<&Path>)],
+        out_file: &Path,
+    ) -> Result<(), Error> {
+        println!("cargo:rerun-if-changed={}", wit_dir.display());
+        let wit = Wit::load_dir(wit_dir)?;
+        let load = |path: Option<&Path>| -> Result<Option<SidePresentation>, Error> {
+            let Some(path) = path else { return Ok(None) };
+            println!("cargo:rerun-if-changed={}", path.display());
+            let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+                path: path.display().to_string(),
+                source,
+            })?;
+            SidePresentation::parse(&path.display().to_string(), &text, |n| wit.interface(n))
+                .map(Some)
+        };
+        let mut code = String::new();
+        for (name, client, server) in interfaces {
+            let plan = wit.interface(name)?;
+            let (c, s) = (load(*client)?, load(*server)?);
+            code.push_str(&crate::generate_rust_with(&plan, c.as_ref(), s.as_ref()));
+        }
+        std::fs::write(out_file, code).map_err(|source| Error::Io {
+            path: out_file.display().to_string(),
+            source,
+        })
+    }
 
     /// Loads every `.wit` file in `wit_dir`, generates stubs for `interfaces` and writes them
     /// to `out_file` (include it at the crate root with `include!`). Prints the

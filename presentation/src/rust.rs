@@ -7,6 +7,7 @@
 //! own domain), and an `export!` macro that exports the entry stubs for a `Server + Default`
 //! type. Encoding code is generated per type, so `list<u8>` and `string` are single copies.
 
+use crate::annot::{OutMode, SidePresentation};
 use crate::plan::{Def, DefKind, InterfacePlan, Prim, Ty};
 use std::fmt::Write as _;
 
@@ -49,13 +50,38 @@ fn shout(name: &str) -> String {
 
 struct Gen<'a> {
     plan: &'a InterfacePlan,
+    client: Option<&'a SidePresentation>,
+    server: Option<&'a SidePresentation>,
     out: String,
 }
 
-/// Generates the stubs of one interface.
+/// Generates the stubs of one interface under the default presentation.
 pub fn generate_rust(plan: &InterfacePlan) -> String {
+    generate_rust_with(plan, None, None)
+}
+
+/// Generates the stubs of one interface; the client stubs follow `client`'s presentation and
+/// the server stubs `server`'s. What changes the Rust API:
+///
+/// * a client's `out = "caller-allocates"` on a `list<u8>` or `string` result: the method
+///   takes a caller-provided `out: &mut [u8]` and returns the length written;
+/// * a server's `out = "caller-allocates"`: the handler gets an `&mut OutBuf` and writes the
+///   result straight onto the A-stack (no copy);
+/// * a server's `out = "dealloc(never)"`: the handler returns a view (`&[u8]` or `&str`) into
+///   its own storage, which the stub copies without allocating.
+///
+/// `in` annotations (`trashable`, `preserved`) do not change the API — a server always
+/// receives byte lists as `&[u8]` — they decide at bind time whether that slice is the
+/// A-stack itself or a private copy.
+pub fn generate_rust_with(
+    plan: &InterfacePlan,
+    client: Option<&SidePresentation>,
+    server: Option<&SidePresentation>,
+) -> String {
     let mut g = Gen {
         plan,
+        client,
+        server,
         out: String::new(),
     };
     g.module();
@@ -106,6 +132,11 @@ impl Gen<'_> {
             ),
             Ty::Named(i) => camel(&self.def(*i).name),
         }
+    }
+
+    /// The `out` annotation of procedure `i` in a presentation.
+    fn out_mode(p: Option<&SidePresentation>, i: usize) -> Option<OutMode> {
+        p.and_then(|p| p.functions.get(&i)).and_then(|f| f.out)
     }
 
     /// Whether a string appears anywhere in `t`.
@@ -644,12 +675,20 @@ impl Gen<'_> {
             "        pub fn unbind(self) -> Result<(), CallError> {{ ::lrpc_sdk::unbind(self.binding) }}"
         );
         for (id, p) in plan.procs.iter().enumerate() {
-            let params: Vec<String> = p
+            let mut params: Vec<String> = p
                 .params
                 .iter()
                 .map(|(n, t)| format!("{}: {}", snake(n), self.client_param(t)))
                 .collect();
-            let ret = p.result.as_ref().map_or("()".into(), |t| self.owned(t));
+            let into = Self::out_mode(self.client, id) == Some(OutMode::CallerAllocates);
+            if into {
+                params.push("out: &mut [u8]".into());
+            }
+            let ret = if into {
+                "usize".into()
+            } else {
+                p.result.as_ref().map_or("()".into(), |t| self.owned(t))
+            };
             let refexpr = |n: &str, t: &Ty| {
                 let n = snake(n);
                 if self.by_ref(t) { n } else { format!("(&{n})") }
@@ -673,10 +712,15 @@ impl Gen<'_> {
                 .map(|(n, t)| self.enc(t, &refexpr(n, t)))
                 .collect::<Vec<_>>()
                 .join(" ");
-            let dec = p
-                .result
-                .as_ref()
-                .map_or("()".into(), |t| self.dec(t, false));
+            let dec = match &p.result {
+                // The caller's buffer: validate, then copy into it.
+                Some(t) if into => format!(
+                    "{{ let __b = {}; let __b: &[u8] = __b.as_ref(); if __b.len() > out.len() {{ return Err(DecodeError) }} out[..__b.len()].copy_from_slice(__b); __b.len() }}",
+                    self.dec(t, true)
+                ),
+                Some(t) => self.dec(t, false),
+                None => "()".into(),
+            };
             let _ = writeln!(o, "        /// Calls `{}`.", p.name);
             let _ = writeln!(
                 o,
@@ -705,16 +749,23 @@ impl Gen<'_> {
             plan.name
         );
         let _ = writeln!(o, "    pub trait Server {{");
-        for p in &plan.procs {
-            let params: Vec<String> = p
+        for (id, p) in plan.procs.iter().enumerate() {
+            let mut params: Vec<String> = p
                 .params
                 .iter()
                 .map(|(n, t)| format!("{}: {}", snake(n), self.server_param(t)))
                 .collect();
-            let ret = p
-                .result
-                .as_ref()
-                .map_or(String::new(), |t| format!(" -> {}", self.owned(t)));
+            let ret = match (Self::out_mode(self.server, id), &p.result) {
+                (Some(OutMode::CallerAllocates), Some(_)) => {
+                    params.push("out: &mut ::lrpc_sdk::rt::OutBuf<'_>".into());
+                    String::new()
+                }
+                (Some(OutMode::DeallocNever), Some(Ty::String)) => " -> &str".into(),
+                (Some(OutMode::DeallocNever), Some(_)) => " -> &[u8]".into(),
+                (_, r) => r
+                    .as_ref()
+                    .map_or(String::new(), |t| format!(" -> {}", self.owned(t))),
+            };
             let _ = writeln!(o, "        /// Handles `{}`.", p.name);
             let _ = writeln!(
                 o,
@@ -724,7 +775,8 @@ impl Gen<'_> {
             );
         }
         let _ = writeln!(o, "    }}");
-        for p in &plan.procs {
+        for (id, p) in plan.procs.iter().enumerate() {
+            let out_mode = Self::out_mode(self.server, id);
             let f = snake(&p.name).trim_start_matches("r#").to_string();
             let _ = writeln!(o, "    #[doc(hidden)]");
             let _ = writeln!(
@@ -757,7 +809,21 @@ impl Gen<'_> {
             if !p.bounded {
                 let _ = writeln!(o, "            __r.finish()?;");
             }
-            let args: Vec<String> = p.params.iter().map(|(n, _)| snake(n)).collect();
+            let mut args: Vec<String> = p.params.iter().map(|(n, _)| snake(n)).collect();
+            if out_mode == Some(OutMode::CallerAllocates) && p.result.is_some() {
+                args.push("&mut __out".into());
+                let _ = writeln!(
+                    o,
+                    "            let mut __out = ::lrpc_sdk::rt::OutBuf::new(__reply);"
+                );
+                let _ = writeln!(
+                    o,
+                    "            __s.{}({});\n            __out.finish()\n        }})\n    }}",
+                    snake(&p.name),
+                    args.join(", ")
+                );
+                continue;
+            }
             let _ = writeln!(
                 o,
                 "            let __ret = __s.{}({});",
@@ -765,6 +831,18 @@ impl Gen<'_> {
                 args.join(", ")
             );
             match &p.result {
+                Some(Ty::String) if out_mode == Some(OutMode::DeallocNever) => {
+                    let _ = writeln!(
+                        o,
+                        "            __reply.put(4 + __ret.len(), |__w: &mut Writer| __w.str(__ret))"
+                    );
+                }
+                Some(_) if out_mode == Some(OutMode::DeallocNever) => {
+                    let _ = writeln!(
+                        o,
+                        "            __reply.put(4 + __ret.len(), |__w: &mut Writer| __w.list_u8(__ret))"
+                    );
+                }
                 Some(t) => {
                     let size = if p.bounded {
                         "0".into()

@@ -30,3 +30,52 @@ fn generated_stubs_match_the_golden_files() {
         );
     }
 }
+
+#[test]
+fn presentation_driven_stubs_match_the_golden_files() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let wit = Wit::load_dir(&root.join("../wit")).expect("project WIT");
+    let load = |name: &str| {
+        let path = root.join("examples").join(format!("{name}.toml"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        lrpc_presentation::SidePresentation::parse(&path.display().to_string(), &text, |n| {
+            wit.interface(n)
+        })
+        .unwrap()
+    };
+    let plan = wit.interface("lrpc:bench/bench").unwrap();
+    let cases = [
+        (
+            "bench-into-inplace",
+            Some(load("bench-client-into")),
+            Some(load("bench-server-inplace")),
+        ),
+        ("bench-static", None, Some(load("bench-server-static"))),
+    ];
+    for (name, client, server) in &cases {
+        let code = lrpc_presentation::generate_rust_with(&plan, client.as_ref(), server.as_ref());
+        let file = root.join("tests/golden").join(format!("{name}.rs.txt"));
+        if std::env::var_os("BLESS").is_some() {
+            std::fs::write(&file, &code).unwrap();
+            continue;
+        }
+        let want = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("{}: {e} (run with BLESS=1)", file.display()));
+        assert!(
+            want == code,
+            "{name} differs from {} (BLESS=1 to accept)",
+            file.display()
+        );
+    }
+    // The presentations show in the API.
+    let (_, c, s) = &cases[0];
+    let code = lrpc_presentation::generate_rust_with(&plan, c.as_ref(), s.as_ref());
+    assert!(code.contains(
+        "pub fn big_in_out(&self, data: &[u8], out: &mut [u8]) -> Result<usize, CallError>"
+    ));
+    assert!(
+        code.contains("fn big_in_out(&self, data: &[u8], out: &mut ::lrpc_sdk::rt::OutBuf<'_>);")
+    );
+    let code = lrpc_presentation::generate_rust_with(&plan, None, cases[1].2.as_ref());
+    assert!(code.contains("fn big_in_out(&self, data: &[u8]) -> &[u8];"));
+}

@@ -257,3 +257,51 @@ fn a_hostile_peer_rewriting_the_astack_mid_call_can_not_break_the_server() {
         0
     );
 }
+
+#[test]
+fn results_are_copied_only_where_a_side_allocates_its_own_buffer() {
+    let _guard = shared();
+    const CALLS: i64 = 10;
+    // (client module, server module, server out copies per call)
+    let cases = [
+        (
+            lrpc::artifacts::BENCH_CLIENT,
+            lrpc::artifacts::BENCH_SERVER,
+            "big_in_out_loop",
+            CALLS,
+        ),
+        (
+            lrpc::artifacts::BENCH_CLIENT_INTO,
+            lrpc::artifacts::BENCH_SERVER,
+            "big_in_out_loop",
+            CALLS,
+        ),
+        (
+            lrpc::artifacts::BENCH_CLIENT,
+            lrpc::artifacts::BENCH_SERVER_INPLACE,
+            "big_in_out_loop",
+            0,
+        ),
+        (
+            lrpc::artifacts::BENCH_CLIENT_INTO,
+            lrpc::artifacts::BENCH_SERVER_INPLACE,
+            "big_in_out_loop",
+            0,
+        ),
+    ];
+    for (client_wasm, server_wasm, export, server_out) in cases {
+        let kernel = Kernel::new().unwrap();
+        let server = kernel.domain("s", server_wasm).unwrap();
+        kernel.export(&server, "lrpc:bench/bench").unwrap();
+        let client = kernel.domain("c", client_wasm).unwrap();
+        assert_eq!(client.call::<(), i32>("bind", ()).unwrap(), 0);
+        for len in [0, 200, 1000, 5000] {
+            let (cb, sb) = (counts(&client), counts(&server));
+            let r: i32 = client.call(export, (len, CALLS as i32)).unwrap();
+            assert_eq!(r, 0, "{len} bytes");
+            let (cd, sd) = (delta(cb, counts(&client)), delta(sb, counts(&server)));
+            assert_eq!(sd.1, server_out, "server out copies, {len} bytes");
+            assert_eq!(cd.1, CALLS, "the client copies each result out once");
+        }
+    }
+}

@@ -555,6 +555,63 @@ impl Reply {
     }
 }
 
+/// A server's own result buffer, lent to a handler whose presentation says the result is
+/// `caller-allocates`: the handler writes its byte-list or string result straight onto the
+/// A-stack (or the reply segment), so the stub copies nothing.
+pub struct OutBuf<'a> {
+    reply: &'a mut Reply,
+    placed: bool,
+}
+
+impl<'a> OutBuf<'a> {
+    /// Wraps the reply of the current call.
+    pub fn new(reply: &'a mut Reply) -> OutBuf<'a> {
+        OutBuf {
+            reply,
+            placed: false,
+        }
+    }
+
+    /// The result buffer of exactly `len` bytes, in shared memory. Call it once; `None` if
+    /// the result can not be placed (too large, or already placed).
+    pub fn alloc(&mut self, len: usize) -> Option<&mut [u8]> {
+        if self.placed || self.reply.bounded {
+            return None;
+        }
+        let size = len.checked_add(4)?;
+        let inline_cap = self.reply.cap.saturating_sub(header::LEN);
+        let (dst, flags) = if size <= inline_cap {
+            (self.reply.astack + header::LEN, 0)
+        } else {
+            let mut seg = [0u32; 2];
+            let min = i32::try_from(size).ok()?;
+            if sys::reply_oob(min, seg.as_mut_ptr() as i32) != 0 || (seg[1] as usize) < size {
+                return None;
+            }
+            (seg[0] as usize, header::OOB)
+        };
+        write_header(self.reply.astack, flags, size);
+        let p = dst as *mut u8;
+        // SAFETY: `[dst, dst + size)` is the A-stack's payload area (checked against its
+        // capacity) or the reply segment the kernel just mapped with at least `size` bytes.
+        // The slice is handed to the handler for the rest of the call only; the client reads
+        // it after the call returns.
+        unsafe {
+            core::ptr::write_unaligned(p.cast::<u32>(), (len as u32).to_le());
+            self.placed = true;
+            Some(core::slice::from_raw_parts_mut(p.add(4), len))
+        }
+    }
+
+    /// Completes the reply: an empty result if the handler placed none.
+    pub fn finish(mut self) -> Result<(), DecodeError> {
+        if !self.placed && self.alloc(0).is_none() {
+            return Err(DecodeError);
+        }
+        Ok(())
+    }
+}
+
 /// The arguments the kernel passes to an entry stub.
 #[derive(Clone, Copy, Debug)]
 pub struct Entry {

@@ -1,0 +1,47 @@
+//! Client of `lrpc:bench/bench` under the presentation `bench-client-into.toml`: it provides
+//! the buffer big-in-out's result is copied into.
+
+include!(concat!(env!("OUT_DIR"), "/stubs.rs"));
+
+use std::cell::RefCell;
+
+thread_local! {
+    static CLIENT: RefCell<Option<bench::Client>> = const { RefCell::new(None) };
+}
+
+/// Binds; returns the status.
+#[unsafe(no_mangle)]
+pub extern "C" fn bind() -> i32 {
+    match bench::Client::bind() {
+        Ok(c) => {
+            CLIENT.with(|slot| *slot.borrow_mut() = Some(c));
+            0
+        }
+        Err(e) => e.code(),
+    }
+}
+
+/// `iters` big-in-out calls of `len` pattern bytes into one reused buffer; the first reply is
+/// checked. Returns 0, `-(status)`, or 1000 for a wrong reply.
+#[unsafe(no_mangle)]
+pub extern "C" fn big_in_out_loop(len: i32, iters: i32) -> i32 {
+    let data: Vec<u8> = (0..len.max(0) as usize)
+        .map(|i| (i * 7 + 3) as u8)
+        .collect();
+    let want: Vec<u8> = data.iter().rev().map(|b| b ^ 0x5a).collect();
+    let mut out = vec![0u8; data.len()];
+    CLIENT.with(|c| {
+        let c = c.borrow();
+        let Some(c) = c.as_ref() else {
+            return -(lrpc_sdk::Status::StaleBinding as i32);
+        };
+        for i in 0..iters.max(1) {
+            match c.big_in_out(&data, &mut out) {
+                Ok(n) if i > 0 || (n == want.len() && out == want) => {}
+                Ok(_) => return 1000,
+                Err(e) => return -e.code(),
+            }
+        }
+        0
+    })
+}

@@ -1,0 +1,34 @@
+//! Serves `lrpc:bench/bench` under the presentation `bench-server-inplace.toml`: byte arrays
+//! are read in place and big-in-out's result is written straight onto the A-stack.
+
+include!(concat!(env!("OUT_DIR"), "/stubs.rs"));
+
+#[derive(Default)]
+struct Bench;
+
+impl bench::Server for Bench {
+    fn null(&self) {}
+
+    fn add(&self, a: u32, b: u32) -> u32 {
+        a.wrapping_add(b)
+    }
+
+    fn big_in(&self, data: &[u8]) -> u32 {
+        let ends = match data {
+            [] => 0,
+            [first, .., last] => first ^ last,
+            [only] => *only,
+        };
+        ((data.len() as u32) << 8) | u32::from(ends)
+    }
+
+    fn big_in_out(&self, data: &[u8], out: &mut lrpc_sdk::rt::OutBuf<'_>) {
+        if let Some(buf) = out.alloc(data.len()) {
+            for (o, b) in buf.iter_mut().zip(data.iter().rev()) {
+                *o = b ^ 0x5a;
+            }
+        }
+    }
+}
+
+bench::export!(Bench);
