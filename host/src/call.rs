@@ -255,105 +255,69 @@ fn transfer(
         }
         return send_message(caller, b, mailbox, p, proc, deadline, args);
     }
-    let outcome = {
-        // Fast path: a free replica.
-        // Fast path: a free replica, starting from this thread's own so that threads do not
-        // contend for the same one.
-        let n = server.replicas.len();
-        let start = if n == 1 {
-            0
-        } else {
-            crate::domain::thread_slot() % n
+    // Runs the entry in replica `i` through `ctx`, with this call's linkage record on the
+    // thread's stack and the binding's deadline set on the server.
+    let run =
+        |i: usize, mut ctx: wasmtime::StoreContextMut<'_, DomainData>| -> wasmtime::Result<i32> {
+            let mut args = entry_args(i);
+            match resolve_oob(b, p, proc, i, ctx.as_context_mut()) {
+                Ok(o) => args.2 = o,
+                Err(_) => return Ok(OOB_FAILED),
+            }
+            let saved = std::mem::replace(&mut ctx.data_mut().deadline_tick, deadline);
+            let r = b.export.entries[i][proc as usize].call(&mut ctx, args);
+            ctx.data_mut().deadline_tick = saved;
+            r
         };
-        let mut picked = None;
-        for k in 0..n {
-            let i = (start + k) % n;
-            if let Some(g) = server.replicas[i].store.try_lock() {
-                picked = Some((i, g));
-                break;
-            }
-        }
-        match picked {
-            Some((i, mut store)) => {
-                let server_key = server.replicas[i].key;
-                let entry = &b.export.entries[i][proc as usize];
-                let mut args = entry_args(i);
-                match resolve_oob(b, p, proc, i, store.as_context_mut()) {
-                    Ok(o) => args.2 = o,
-                    Err(s) => return s,
-                }
-                linkage::with_record(
-                    caller,
-                    client_key,
-                    server_key,
-                    p.binding,
-                    proc,
-                    p.index,
-                    || {
-                        let saved =
-                            std::mem::replace(&mut store.data_mut().deadline_tick, deadline);
-                        let r = entry.call(&mut *store, args);
-                        store.data_mut().deadline_tick = saved;
-                        r
-                    },
-                )
-            }
-            None => {
-                // Every replica is locked: by a call suspended on this thread (re-entry,
-                // A→B→A) or by another thread (wait, bounded by the deadline).
-                let reentered = server.replicas.iter().enumerate().find_map(|(i, r)| {
-                    let key = r.key;
-                    let entry = &b.export.entries[i][proc as usize];
-                    let mut args = entry_args(i);
-                    linkage::with_record(caller, client_key, key, p.binding, proc, p.index, || {
-                        linkage::reenter(key, |srv| {
-                            match resolve_oob(b, p, proc, i, srv.as_context_mut()) {
-                                Ok(o) => args.2 = o,
-                                Err(_) => return Ok(OOB_FAILED),
-                            }
-                            let saved =
-                                std::mem::replace(&mut srv.data_mut().deadline_tick, deadline);
-                            let r = entry.call(&mut *srv, args);
-                            srv.data_mut().deadline_tick = saved;
-                            r
-                        })
+    type Attempt = Option<wasmtime::Result<i32>>;
+    let record = |caller: &mut Caller<'_, DomainData>, i: usize, f: &mut dyn FnMut() -> Attempt| {
+        linkage::with_record(
+            caller,
+            client_key,
+            server.replicas[i].key,
+            p.binding,
+            proc,
+            p.index,
+            f,
+        )
+    };
+    // A free replica, starting from this thread's own so that threads do not contend for
+    // the same one; else one suspended in a call on this thread (re-entry, A→B→A); else wait
+    // for one (bounded by the deadline: a call cycle across threads must not deadlock).
+    let n = server.replicas.len();
+    let start = if n == 1 {
+        0
+    } else {
+        crate::domain::thread_slot() % n
+    };
+    let picked = (0..n)
+        .map(|k| (start + k) % n)
+        .find_map(|i| server.replicas[i].store.try_lock().map(|g| (i, g)));
+    let outcome: Attempt = match picked {
+        Some((i, mut store)) => record(caller, i, &mut || Some(run(i, store.as_context_mut()))),
+        None => {
+            let reentered = (0..n).find_map(|i| {
+                let key = server.replicas[i].key;
+                record(caller, i, &mut || {
+                    linkage::reenter(key, |srv| run(i, srv.as_context_mut()))
+                })
+            });
+            match reentered {
+                Some(r) => Some(r),
+                None => {
+                    let Some(mut store) = wait_lock(&server.replicas[start].store, b.deadline)
+                    else {
+                        return Status::ServerBusy;
+                    };
+                    record(caller, start, &mut || {
+                        Some(run(start, store.as_context_mut()))
                     })
-                });
-                match reentered {
-                    Some(r) => r,
-                    None => {
-                        let i = crate::domain::thread_slot() % server.replicas.len();
-                        let r = &server.replicas[i];
-                        let Some(mut store) = wait_lock(&r.store, b.deadline) else {
-                            return Status::ServerBusy;
-                        };
-                        let entry = &b.export.entries[i][proc as usize];
-                        let mut args = entry_args(i);
-                        match resolve_oob(b, p, proc, i, store.as_context_mut()) {
-                            Ok(o) => args.2 = o,
-                            Err(s) => return s,
-                        }
-                        linkage::with_record(
-                            caller,
-                            client_key,
-                            r.key,
-                            p.binding,
-                            proc,
-                            p.index,
-                            || {
-                                let saved = std::mem::replace(
-                                    &mut store.data_mut().deadline_tick,
-                                    deadline,
-                                );
-                                let res = entry.call(&mut *store, args);
-                                store.data_mut().deadline_tick = saved;
-                                res
-                            },
-                        )
-                    }
                 }
             }
         }
+    };
+    let Some(outcome) = outcome else {
+        return Status::ServerBusy;
     };
     match outcome {
         Ok(lrpc_abi::ENTRY_OK) => Status::Ok,
