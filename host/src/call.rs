@@ -269,18 +269,6 @@ fn transfer(
             ctx.data_mut().deadline_tick = saved;
             r
         };
-    type Attempt = Option<wasmtime::Result<i32>>;
-    let record = |caller: &mut Caller<'_, DomainData>, i: usize, f: &mut dyn FnMut() -> Attempt| {
-        linkage::with_record(
-            caller,
-            client_key,
-            server.replicas[i].key,
-            p.binding,
-            proc,
-            p.index,
-            f,
-        )
-    };
     // A free replica, starting from this thread's own so that threads do not contend for
     // the same one; else one suspended in a call on this thread (re-entry, A→B→A); else wait
     // for one (bounded by the deadline: a call cycle across threads must not deadlock).
@@ -293,31 +281,42 @@ fn transfer(
     let picked = (0..n)
         .map(|k| (start + k) % n)
         .find_map(|i| server.replicas[i].store.try_lock().map(|g| (i, g)));
-    let outcome: Attempt = match picked {
-        Some((i, mut store)) => record(caller, i, &mut || Some(run(i, store.as_context_mut()))),
+    let outcome = match picked {
+        Some((i, mut store)) => linkage::with_record(
+            caller,
+            client_key,
+            server.replicas[i].key,
+            p.binding,
+            proc,
+            p.index,
+            || run(i, store.as_context_mut()),
+        ),
         None => {
             let reentered = (0..n).find_map(|i| {
                 let key = server.replicas[i].key;
-                record(caller, i, &mut || {
+                linkage::with_record(caller, client_key, key, p.binding, proc, p.index, || {
                     linkage::reenter(key, |srv| run(i, srv.as_context_mut()))
                 })
             });
             match reentered {
-                Some(r) => Some(r),
+                Some(r) => r,
                 None => {
                     let Some(mut store) = wait_lock(&server.replicas[start].store, b.deadline)
                     else {
                         return Status::ServerBusy;
                     };
-                    record(caller, start, &mut || {
-                        Some(run(start, store.as_context_mut()))
-                    })
+                    linkage::with_record(
+                        caller,
+                        client_key,
+                        server.replicas[start].key,
+                        p.binding,
+                        proc,
+                        p.index,
+                        || run(start, store.as_context_mut()),
+                    )
                 }
             }
         }
-    };
-    let Some(outcome) = outcome else {
-        return Status::ServerBusy;
     };
     match outcome {
         Ok(lrpc_abi::ENTRY_OK) => Status::Ok,

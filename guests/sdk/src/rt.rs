@@ -292,6 +292,7 @@ fn count(f: impl FnOnce(&mut Counts)) {
 /// `[src, src + len)` must be readable memory of this domain.
 pub unsafe fn with_copy<R>(src: *const u8, len: usize, f: impl FnOnce(&[u8]) -> R) -> R {
     const SMALL: usize = 512;
+    const TINY: usize = 16;
     if len <= SMALL {
         let mut buf = core::mem::MaybeUninit::<[u8; SMALL]>::uninit();
         let dst = buf.as_mut_ptr().cast::<u8>();
@@ -299,7 +300,14 @@ pub unsafe fn with_copy<R>(src: *const u8, len: usize, f: impl FnOnce(&[u8]) -> 
         // len` bytes; after the copy its first `len` bytes are initialized, and only those are
         // exposed.
         let copy = unsafe {
-            core::ptr::copy_nonoverlapping(src, dst, len);
+            if len <= TINY {
+                // A bulk copy is an out-of-line call in the engine; a few loads are cheaper.
+                for i in 0..len {
+                    dst.add(i).write(src.add(i).read_volatile());
+                }
+            } else {
+                core::ptr::copy_nonoverlapping(src, dst, len);
+            }
             core::slice::from_raw_parts(dst, len)
         };
         return f(copy);
@@ -417,9 +425,19 @@ fn clear(astack: usize, used: &Used) {
         .into_iter()
         .flatten()
     {
+        let p = at as *mut u8;
         // SAFETY: each range lies in the A-stack or a segment the kernel mapped for it, within
         // the capacity the call checked when it used it.
-        unsafe { core::ptr::write_bytes(at as *mut u8, 0, len) };
+        unsafe {
+            if len <= 64 {
+                // Small: plain stores (a bulk fill is an out-of-line call in the engine).
+                for i in 0..len {
+                    p.add(i).write_volatile(0);
+                }
+            } else {
+                core::ptr::write_bytes(p, 0, len);
+            }
+        }
     }
     count(|c| c.clears += 1);
 }
