@@ -1,0 +1,538 @@
+//! The benchmark report: runs every case in a quick mode (a few minutes on 2 cores) and
+//! writes `bench-results/REPORT.md` (our figures beside the papers') and
+//! `bench-results/summary.json` (median ns per call of every case, and the fixed ratios).
+//!
+//! Run with `cargo bench -p lrpc-benches --bench report`. Each case is timed as the median of
+//! seven rounds of many calls made inside the client guest (one host→guest entry per round).
+//! Every peer's results are checked once before it is timed.
+
+use lrpc::{Domain, DomainOptions, ExportOptions, Kernel, Serving};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Multiplies every case's call count (rounds of roughly 50–200 ms each).
+const SCALE: i32 = 4;
+
+/// Median ns per call of `f(n)`, which makes `n` calls and returns a negative value on failure.
+fn per_call(mut f: impl FnMut(i32) -> i64, n: i32) -> f64 {
+    let n = n.saturating_mul(SCALE);
+    assert!(f(n.min(1000)) >= 0, "a call failed before timing");
+    let mut rounds: Vec<f64> = (0..7)
+        .map(|_| {
+            let t = Instant::now();
+            let r = f(n);
+            assert!(r >= 0, "a call failed while timing ({r})");
+            t.elapsed().as_nanos() as f64 / f64::from(n)
+        })
+        .collect();
+    rounds.sort_by(f64::total_cmp);
+    rounds[3]
+}
+
+fn loop_fn(d: &Domain, name: &str) -> impl FnMut(i32) -> i64 {
+    let f = d.func::<(i32,), i32>(name).expect(name);
+    move |n| i64::from(f.call((n,)).expect(name))
+}
+
+fn sized_fn(d: &Domain, name: &str, size: i32) -> impl FnMut(i32) -> i64 {
+    let f = d.func::<(i32, i32), i64>(name).expect(name);
+    move |n| f.call((size, n)).expect(name).min(0)
+}
+
+fn sized_fn32(d: &Domain, name: &str, size: i32) -> impl FnMut(i32) -> i64 {
+    let f = d.func::<(i32, i32), i32>(name).expect(name);
+    move |n| i64::from(f.call((size, n)).expect(name))
+}
+
+fn with_presentations(
+    client_wasm: &[u8],
+    server_wasm: &[u8],
+    client: Option<String>,
+    server: Option<String>,
+    serving: Serving,
+) -> (Kernel, Domain) {
+    let kernel = Kernel::new().expect("kernel");
+    let s = kernel.domain("bench-server", server_wasm).expect("server");
+    let sp = server.map(|t| {
+        kernel
+            .presentation("server", &t)
+            .expect("server presentation")
+    });
+    kernel
+        .export_as(
+            &s,
+            "lrpc:bench/bench",
+            "lrpc:bench/bench",
+            ExportOptions {
+                presentation: sp,
+                serving,
+                ..Default::default()
+            },
+        )
+        .expect("export");
+    let presentations = client
+        .map(|t| {
+            vec![
+                kernel
+                    .presentation("client", &t)
+                    .expect("client presentation"),
+            ]
+        })
+        .unwrap_or_default();
+    let c = kernel
+        .domain_with(
+            "bench-client",
+            client_wasm,
+            DomainOptions {
+                presentations,
+                ..Default::default()
+            },
+        )
+        .expect("client");
+    assert_eq!(c.call::<(), i32>("bind", ()).expect("bind"), 0);
+    (kernel, c)
+}
+
+fn text(side: &str, trust: &str, extra: &str) -> String {
+    format!("interface = \"lrpc:bench/bench\"\nside = \"{side}\"\ntrust = \"{trust}\"\n{extra}")
+}
+
+fn main() {
+    let mut cases: BTreeMap<String, f64> = BTreeMap::new();
+    let t0 = Instant::now();
+    let bench = lrpc::artifacts::BENCH_CLIENT;
+    let server = lrpc::artifacts::BENCH_SERVER;
+
+    // LRPC Table IV, isolated path (default presentations), and floors.
+    {
+        let (kernel, client) = with_presentations(bench, server, None, None, Serving::Migrate);
+        let (mut store, floor) = lrpc_benches::raw_floor(&kernel);
+        cases.insert(
+            "table-iv/floor/host-to-wasm".into(),
+            per_call(
+                |n| {
+                    for _ in 0..n {
+                        floor.call(&mut store, ()).expect("floor");
+                    }
+                    0
+                },
+                1_000_000,
+            ),
+        );
+        cases.insert(
+            "table-iv/floor/intra-instance".into(),
+            per_call(loop_fn(&client, "intra_null"), 5_000_000),
+        );
+        cases.insert(
+            "table-iv/isolated/null".into(),
+            per_call(loop_fn(&client, "null"), 500_000),
+        );
+        let mut add = {
+            let f = client.func::<(i32,), i64>("add_loop").expect("add_loop");
+            move |n| f.call((n,)).expect("add_loop").min(0)
+        };
+        cases.insert("table-iv/isolated/add".into(), per_call(&mut add, 500_000));
+        for size in [200, 4096, 65536] {
+            let n = if size > 4096 { 20_000 } else { 200_000 };
+            cases.insert(
+                format!("table-iv/isolated/big-in/{size}"),
+                per_call(sized_fn(&client, "big_in", size), n),
+            );
+            cases.insert(
+                format!("table-iv/isolated/big-in-out/{size}"),
+                per_call(sized_fn32(&client, "big_in_out_loop", size), n / 4),
+            );
+        }
+    }
+    // The same with a client that does not clear residue (trust leaky).
+    {
+        let (_k, client) = with_presentations(
+            bench,
+            server,
+            Some(text("client", "leaky", "")),
+            None,
+            Serving::Migrate,
+        );
+        cases.insert(
+            "table-iv/isolated-leaky/null".into(),
+            per_call(loop_fn(&client, "null"), 500_000),
+        );
+    }
+    // Peer: thread-per-domain message passing.
+    {
+        let (_k, client) = with_presentations(bench, server, None, None, Serving::OwnThread);
+        assert_eq!(
+            client.call::<(i32, i32), i64>("add", (40, 2)).expect("add"),
+            42
+        );
+        cases.insert(
+            "table-iv/message-passing/null".into(),
+            per_call(loop_fn(&client, "null"), 5_000),
+        );
+        let mut add = {
+            let f = client.func::<(i32,), i64>("add_loop").expect("add_loop");
+            move |n| f.call((n,)).expect("add_loop").min(0)
+        };
+        cases.insert(
+            "table-iv/message-passing/add".into(),
+            per_call(&mut add, 5_000),
+        );
+        cases.insert(
+            "table-iv/message-passing/big-in/200".into(),
+            per_call(sized_fn(&client, "big_in", 200), 5_000),
+        );
+        cases.insert(
+            "table-iv/message-passing/big-in-out/200".into(),
+            per_call(sized_fn32(&client, "big_in_out_loop", 200), 5_000),
+        );
+    }
+    // Flick Fig. 10: 1 KiB and 64 KiB `in` buffers, copy vs borrow.
+    for (name, trashable, preserved) in [
+        ("copy", false, false),
+        ("borrow-trashable", true, false),
+        ("borrow-preserved", false, true),
+    ] {
+        let c = text(
+            "client",
+            "leaky",
+            if trashable {
+                "[function.big-in]\nin.data = \"trashable\"\n"
+            } else {
+                ""
+            },
+        );
+        let s = text(
+            "server",
+            "none",
+            if preserved {
+                "[function.big-in]\nin.data = \"preserved\"\n"
+            } else {
+                ""
+            },
+        );
+        let (_k, client) = with_presentations(bench, server, Some(c), Some(s), Serving::Migrate);
+        for size in [1024, 65536] {
+            let n = if size > 4096 { 20_000 } else { 200_000 };
+            cases.insert(
+                format!("flick-fig10/{name}/{size}"),
+                per_call(sized_fn(&client, "big_in", size), n),
+            );
+        }
+    }
+    // Flick Fig. 11: a 1 KiB `out` buffer, who allocates.
+    for (name, cw, sw) in [
+        ("both-allocate", bench, server),
+        ("caller-buffer", lrpc::artifacts::BENCH_CLIENT_INTO, server),
+        (
+            "server-in-place",
+            bench,
+            lrpc::artifacts::BENCH_SERVER_INPLACE,
+        ),
+        (
+            "caller-buffer+server-in-place",
+            lrpc::artifacts::BENCH_CLIENT_INTO,
+            lrpc::artifacts::BENCH_SERVER_INPLACE,
+        ),
+    ] {
+        let (_k, client) = with_presentations(
+            cw,
+            sw,
+            Some(text("client", "leaky", "")),
+            None,
+            Serving::Migrate,
+        );
+        cases.insert(
+            format!("flick-fig11/{name}/1024"),
+            per_call(sized_fn32(&client, "big_in_out_loop", 1024), 50_000),
+        );
+    }
+    // Flick Fig. 12: the null call over the trust matrix.
+    for ct in ["none", "leaky", "leaky+unprotected"] {
+        for st in ["none", "leaky", "leaky+unprotected"] {
+            let (_k, client) = with_presentations(
+                bench,
+                server,
+                Some(text("client", ct, "")),
+                Some(text("server", st, "")),
+                Serving::Migrate,
+            );
+            cases.insert(
+                format!("flick-fig12/null/{ct}/{st}"),
+                per_call(loop_fn(&client, "null"), 300_000),
+            );
+        }
+    }
+    // LRPC Fig. 2: throughput with 1 and 2 calling threads (a replica of the server each).
+    for threads in [1usize, 2] {
+        let (kernel, _server, first) = lrpc_benches::setup(threads);
+        let mut clients = vec![first];
+        for i in 1..threads {
+            clients.push(lrpc_benches::new_client(&kernel, &format!("client-{i}")));
+        }
+        let n = 300_000;
+        let mut rounds: Vec<f64> = (0..5)
+            .map(|_| {
+                let barrier = std::sync::Arc::new(std::sync::Barrier::new(threads + 1));
+                let handles: Vec<_> = clients
+                    .iter()
+                    .map(|c| {
+                        let f = c.func::<(i32,), i32>("null").expect("null");
+                        let barrier = barrier.clone();
+                        std::thread::spawn(move || {
+                            barrier.wait();
+                            assert_eq!(f.call((n,)).expect("null"), 0);
+                        })
+                    })
+                    .collect();
+                barrier.wait();
+                let t = Instant::now();
+                for h in handles {
+                    h.join().expect("thread");
+                }
+                t.elapsed().as_nanos() as f64 / (f64::from(n) * threads as f64)
+            })
+            .collect();
+        rounds.sort_by(f64::total_cmp);
+        cases.insert(
+            format!("threads/isolated/null/{threads}-threads"),
+            rounds[2],
+        );
+    }
+
+    let c = |k: &str| cases.get(k).copied();
+    let ratio = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b);
+    let ratios: Vec<(&str, Option<f64>)> = vec![
+        (
+            "isolated_null_over_host_to_wasm",
+            ratio(
+                c("table-iv/isolated/null"),
+                c("table-iv/floor/host-to-wasm"),
+            ),
+        ),
+        ("direct_null_over_intra_call", None),
+        (
+            "message_passing_null_over_isolated_null",
+            ratio(
+                c("table-iv/message-passing/null"),
+                c("table-iv/isolated/null"),
+            ),
+        ),
+        ("grpc_uds_null_over_isolated_null", None),
+        ("component_host_null_over_isolated_null", None),
+        ("direct_null_over_component_fused_null", None),
+        ("component_fused_64k_over_borrow_64k", None),
+        (
+            "threads2_over_threads1",
+            ratio(
+                c("threads/isolated/null/1-threads"),
+                c("threads/isolated/null/2-threads"),
+            ),
+        ),
+        (
+            "bigin_over_null",
+            ratio(
+                c("table-iv/isolated/big-in/200"),
+                c("table-iv/isolated/null"),
+            ),
+        ),
+        (
+            "biginout_over_null",
+            ratio(
+                c("table-iv/isolated/big-in-out/200"),
+                c("table-iv/isolated/null"),
+            ),
+        ),
+    ];
+
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../bench-results");
+    std::fs::create_dir_all(&root).expect("bench-results");
+    let mut json = String::from("{\n  \"cases\": {\n");
+    let n = cases.len();
+    for (i, (k, v)) in cases.iter().enumerate() {
+        let _ = writeln!(
+            json,
+            "    \"{k}\": {v:.3}{}",
+            if i + 1 < n { "," } else { "" }
+        );
+    }
+    json.push_str("  },\n  \"ratios\": {\n");
+    for (i, (k, v)) in ratios.iter().enumerate() {
+        let v = v.map_or("null".to_string(), |v| format!("{v:.3}"));
+        let _ = writeln!(
+            json,
+            "    \"{k}\": {v}{}",
+            if i + 1 < ratios.len() { "," } else { "" }
+        );
+    }
+    json.push_str("  }\n}\n");
+    std::fs::write(root.join("summary.json"), json).expect("summary.json");
+
+    let f = |k: &str| c(k).map_or("—".into(), |v| format!("{v:.1}"));
+    let x = |v: Option<f64>| v.map_or("—".into(), |v| format!("{v:.2}×"));
+    let mut md = String::new();
+    let _ = writeln!(md, "# Benchmark report\n");
+    let _ = writeln!(
+        md,
+        "Generated by `cargo bench -p lrpc-benches --bench report` in {:.0} s on this machine \
+         ({} CPUs). Each figure is the median of seven rounds, in nanoseconds per call. \
+         Ratios are inside this one run.\n",
+        t0.elapsed().as_secs_f64(),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    let _ = writeln!(md, "## LRPC Table IV\n");
+    let _ = writeln!(
+        md,
+        "| test | paper LRPC (µs) | paper Taos (µs) | paper Taos/LRPC | ours isolated (ns) | ours message passing (ns) | ours MP/isolated |"
+    );
+    let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- | --- |");
+    for (test, lrpc, taos, ours, mp) in [
+        (
+            "Null",
+            157.0,
+            464.0,
+            "table-iv/isolated/null",
+            "table-iv/message-passing/null",
+        ),
+        (
+            "Add",
+            164.0,
+            480.0,
+            "table-iv/isolated/add",
+            "table-iv/message-passing/add",
+        ),
+        (
+            "BigIn",
+            192.0,
+            539.0,
+            "table-iv/isolated/big-in/200",
+            "table-iv/message-passing/big-in/200",
+        ),
+        (
+            "BigInOut",
+            227.0,
+            636.0,
+            "table-iv/isolated/big-in-out/200",
+            "table-iv/message-passing/big-in-out/200",
+        ),
+    ] {
+        let _ = writeln!(
+            md,
+            "| {test} | {lrpc} | {taos} | {:.2}× | {} | {} | {} |",
+            taos / lrpc,
+            f(ours),
+            f(mp),
+            x(ratio(c(mp), c(ours)))
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\nFloors: wasmtime host→wasm typed call {} ns, intra-instance call {} ns. Null with a \
+         client that does not clear residue (trust `leaky`): {} ns. Paper: BigIn/Null 1.22, \
+         BigInOut/Null 1.45 (LRPC column); ours {} and {}.\n",
+        f("table-iv/floor/host-to-wasm"),
+        f("table-iv/floor/intra-instance"),
+        f("table-iv/isolated-leaky/null"),
+        x(ratio(
+            c("table-iv/isolated/big-in/200"),
+            c("table-iv/isolated/null")
+        )),
+        x(ratio(
+            c("table-iv/isolated/big-in-out/200"),
+            c("table-iv/isolated/null")
+        ))
+    );
+    let _ = writeln!(
+        md,
+        "Larger arguments: BigIn 4 KiB {} ns, 64 KiB {} ns; BigInOut 4 KiB {} ns, 64 KiB {} ns.\n",
+        f("table-iv/isolated/big-in/4096"),
+        f("table-iv/isolated/big-in/65536"),
+        f("table-iv/isolated/big-in-out/4096"),
+        f("table-iv/isolated/big-in-out/65536")
+    );
+    let _ = writeln!(md, "## LRPC Fig. 2: throughput vs calling threads\n");
+    let _ = writeln!(
+        md,
+        "Paper: 4 processors 3.7× one. Ours: 1 thread {} ns/call, 2 threads {} ns/call (aggregate), speed-up {}.\n",
+        f("threads/isolated/null/1-threads"),
+        f("threads/isolated/null/2-threads"),
+        x(ratio(
+            c("threads/isolated/null/1-threads"),
+            c("threads/isolated/null/2-threads")
+        ))
+    );
+    let _ = writeln!(md, "## Flick Fig. 10: `in` buffers, copy vs borrow\n");
+    let _ = writeln!(
+        md,
+        "| size | copy (ns) | borrow, trashable (ns) | borrow, preserved (ns) | copy/borrow |"
+    );
+    let _ = writeln!(md, "| --- | --- | --- | --- | --- |");
+    for size in [1024, 65536] {
+        let _ = writeln!(
+            md,
+            "| {size} | {} | {} | {} | {} |",
+            f(&format!("flick-fig10/copy/{size}")),
+            f(&format!("flick-fig10/borrow-trashable/{size}")),
+            f(&format!("flick-fig10/borrow-preserved/{size}")),
+            x(ratio(
+                c(&format!("flick-fig10/copy/{size}")),
+                c(&format!("flick-fig10/borrow-preserved/{size}"))
+            ))
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\n## Flick Fig. 11: a 1 KiB `out` buffer, who allocates\n"
+    );
+    let _ = writeln!(md, "| presentation | ns |\n| --- | --- |");
+    for name in [
+        "both-allocate",
+        "caller-buffer",
+        "server-in-place",
+        "caller-buffer+server-in-place",
+    ] {
+        let _ = writeln!(
+            md,
+            "| {name} | {} |",
+            f(&format!("flick-fig11/{name}/1024"))
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\n## Flick Fig. 12: null call over the trust matrix (client / server)\n"
+    );
+    let _ = writeln!(
+        md,
+        "| client \\ server | none | leaky | leaky+unprotected |\n| --- | --- | --- | --- |"
+    );
+    for ct in ["none", "leaky", "leaky+unprotected"] {
+        let row: Vec<String> = ["none", "leaky", "leaky+unprotected"]
+            .iter()
+            .map(|st| f(&format!("flick-fig12/null/{ct}/{st}")))
+            .collect();
+        let _ = writeln!(md, "| {ct} | {} |", row.join(" | "));
+    }
+    let _ = writeln!(md, "\n## Ratios (targets from the project's issues)\n");
+    let _ = writeln!(md, "| ratio | ours | target |\n| --- | --- | --- |");
+    let targets = [
+        ("isolated_null_over_host_to_wasm", "≤ 1.5"),
+        ("direct_null_over_intra_call", "≤ 1.5"),
+        ("message_passing_null_over_isolated_null", "≥ 100"),
+        ("grpc_uds_null_over_isolated_null", "≥ 1000"),
+        ("component_host_null_over_isolated_null", "≥ 5"),
+        ("direct_null_over_component_fused_null", "≤ 1.0"),
+        ("component_fused_64k_over_borrow_64k", "≥ 3"),
+        ("threads2_over_threads1", "≥ 1.8"),
+        ("bigin_over_null", "≤ 1.3"),
+        ("biginout_over_null", "≤ 1.5"),
+    ];
+    for ((name, v), (_, target)) in ratios.iter().zip(targets) {
+        let ours = v.map_or("not measured: peer not built yet".to_string(), |v| {
+            format!("{v:.2}")
+        });
+        let _ = writeln!(md, "| {name} | {ours} | {target} |");
+    }
+    std::fs::write(root.join("REPORT.md"), md).expect("REPORT.md");
+    println!("wrote {}", root.join("REPORT.md").display());
+}
