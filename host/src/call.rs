@@ -191,7 +191,12 @@ fn call(mut caller: Caller<'_, DomainData>, raw: i64, proc: i32, astack: i32) ->
     };
     let client_key = data.key();
     let now = data.ticks.load(Ordering::Relaxed);
-    let status = transfer(&mut caller, client_key, &p, proc as u32, now);
+    let mut status = transfer(&mut caller, client_key, &p, proc as u32, now);
+    if status == Status::Ok && !p.binding.get().is_live() {
+        // Unbound or revoked while the call was in flight: its A-stack left both memories,
+        // so whatever the server wrote did not reach the client.
+        status = p.binding.get().dead_status();
+    }
     let data = caller.data_mut();
     release(data, raw, proc, p.extent, p.index);
     if data.core.terminated.load(Ordering::Acquire) {

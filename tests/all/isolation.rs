@@ -143,3 +143,103 @@ fn forged_stale_foreign_handles_bad_procedures_and_astacks_are_refused_distinctl
     assert_eq!(seen.len(), 5, "five distinct refusals: {seen:?}");
     assert!(!h.is_terminated(), "refusals are statuses, not traps");
 }
+
+#[test]
+fn every_kernel_import_survives_arbitrary_arguments() {
+    let _guard = crate::shared();
+    let (kernel, server, client) = bench_pair();
+    let fp = kernel.interface("lrpc:bench/bench").unwrap().fingerprint as i64;
+    let h = kernel.domain("hostile", lrpc::artifacts::HOSTILE).unwrap();
+    let handle: i64 = h.call("bind_raw", (fp,)).unwrap();
+    assert!(handle > 0);
+    let a0: i32 = h.call("astack", (0,)).unwrap();
+    let scratch: i32 = h.call("scratch", ()).unwrap();
+    let pages: i32 = h.call("mem_pages", ()).unwrap();
+    let mem = i64::from(pages) * 65536;
+    // A deterministic stream of values mixing plausible and absurd ones.
+    let mut x = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let pick32 = |r: u64| -> i32 {
+        match r % 8 {
+            0 => 0,
+            1 => -1,
+            2 => i32::MAX,
+            3 => scratch + (r >> 8) as i32 % 64,
+            4 => a0 + (r >> 8) as i32 % 64,
+            5 => (mem - 8) as i32,
+            6 => (r >> 32) as i32 % 70_000,
+            _ => (r >> 16) as i32,
+        }
+    };
+    let pick64 = |r: u64| -> i64 {
+        match r % 4 {
+            0 => handle,
+            1 => handle + ((r >> 8) % 5) as i64 - 2,
+            2 => -1,
+            _ => (r >> 3) as i64,
+        }
+    };
+    let valid = |s: i32| lrpc::Status::try_from(s).is_ok();
+    for _ in 0..4000 {
+        let r = next();
+        let s: i32 = match r % 6 {
+            0 => h
+                .call(
+                    "call_raw",
+                    (pick64(next()), pick32(next()) % 6, pick32(next())),
+                )
+                .unwrap(),
+            1 => h
+                .call(
+                    "oob_raw",
+                    (
+                        pick64(next()),
+                        pick32(next()) % 6,
+                        pick32(next()),
+                        pick32(next()) % 3,
+                        pick32(next()),
+                        pick32(next()),
+                    ),
+                )
+                .unwrap(),
+            2 => h
+                .call(
+                    "more_raw",
+                    (pick64(next()), pick32(next()) % 6, pick32(next())),
+                )
+                .unwrap(),
+            3 => h
+                .call("reply_raw", (pick32(next()), pick32(next())))
+                .unwrap(),
+            4 => h
+                .call(
+                    "bind_any",
+                    (
+                        pick32(next()),
+                        pick32(next()) % 600,
+                        fp,
+                        pick32(next()),
+                        pick32(next()),
+                    ),
+                )
+                .unwrap(),
+            _ => h.call("unbind_raw", (pick64(next()),)).unwrap(),
+        };
+        assert!(valid(s), "a kernel import answered {s}, not a status");
+    }
+    assert!(!h.is_terminated(), "refusals never trap the caller");
+    assert!(!server.is_terminated(), "the server is untouched");
+    // Everyone still works.
+    assert_eq!(client.call::<(i32, i32), i64>("add", (2, 3)).unwrap(), 5);
+    assert_eq!(
+        client
+            .call::<(i32, i32), i32>("big_in_out", (3000, 2))
+            .unwrap(),
+        0
+    );
+}

@@ -88,3 +88,23 @@ fn deep_recursion_between_two_domains_grows_the_astacks() {
     // And the grown binding keeps working for shallow calls.
     assert_eq!(drive(&n[0], &[2], 1), i64::from(expected(&[2], 1)));
 }
+
+#[test]
+fn unbinding_a_binding_while_a_call_on_it_is_in_flight_is_safe() {
+    let _guard = crate::shared();
+    let (_k, n) = nodes(2);
+    // node-1 calls node-2, which calls back into node-1 with the route [0]: node-1 then
+    // unbinds its binding to node-2 — the one its outer call is still travelling on.
+    let r: i64 = n[0]
+        .call(
+            "drive",
+            (i64::from_le_bytes([2, 1, 0, 0, 0, 0, 0, 0]), 3, 4),
+        )
+        .unwrap();
+    // The inner calls complete; the outer one learns that its binding went away under it.
+    assert_eq!(r, -(lrpc::Status::StaleBinding as i64));
+    assert!(!n[0].is_terminated() && !n[1].is_terminated());
+    // The outer call finished on the revoked binding; node-1 binds afresh and goes on.
+    assert!(n[0].client_bindings().is_empty(), "the binding is gone");
+    assert_eq!(drive(&n[0], &[2], 1), i64::from(expected(&[2], 1)));
+}

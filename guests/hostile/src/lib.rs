@@ -107,3 +107,49 @@ pub extern "C" fn scan(pattern: i64) -> i32 {
     }
     n
 }
+
+/// A raw `bind` with every argument chosen by the caller.
+#[unsafe(no_mangle)]
+pub extern "C" fn bind_any(
+    name_ptr: i32,
+    name_len: i32,
+    fingerprint: i64,
+    desc_ptr: i32,
+    desc_cap: i32,
+) -> i32 {
+    sys::bind(name_ptr, name_len, fingerprint, desc_ptr, desc_cap)
+}
+
+/// A raw `astacks_more`.
+#[unsafe(no_mangle)]
+pub extern "C" fn more_raw(handle: i64, proc: i32, extent_ptr: i32) -> i32 {
+    sys::astacks_more(handle, proc, extent_ptr)
+}
+
+/// A raw `oob`.
+#[unsafe(no_mangle)]
+pub extern "C" fn oob_raw(
+    handle: i64,
+    proc: i32,
+    astack: i32,
+    dir: i32,
+    min_len: i32,
+    seg_ptr: i32,
+) -> i32 {
+    sys::oob(handle, proc, astack, dir, min_len, seg_ptr)
+}
+
+/// A raw `reply_oob` (outside any call).
+#[unsafe(no_mangle)]
+pub extern "C" fn reply_raw(min_len: i32, seg_ptr: i32) -> i32 {
+    sys::reply_oob(min_len, seg_ptr)
+}
+
+/// A scratch area of this domain's memory for the kernel to write into.
+#[unsafe(no_mangle)]
+pub extern "C" fn scratch() -> i32 {
+    thread_local! {
+        static AREA: RefCell<Vec<u8>> = RefCell::new(vec![0; 4096]);
+    }
+    AREA.with(|a| a.borrow_mut().as_mut_ptr() as i32)
+}

@@ -38,6 +38,17 @@ struct Node;
 impl node::Server for Node {
     fn hop(&self, route: &[u8], value: u32) -> Result<u32, u32> {
         let id = ID.with(|i| i.get());
+        if route == [0] {
+            // Drop (unbind) every cached peer binding of this node, including one that an
+            // outer call of this node may still be travelling on, then answer.
+            let peers = PEERS.with(|p| std::mem::take(&mut *p.borrow_mut()));
+            for c in peers.values() {
+                // Straight to the kernel: the outer call holds its own reference to the
+                // client, so only a raw unbind revokes the binding under it.
+                let _ = lrpc_sdk::sys::unbind(c.binding().handle() as i64);
+            }
+            return Ok(value.wrapping_mul(31).wrapping_add(id));
+        }
         if route.is_empty() {
             return Ok(value.wrapping_mul(31).wrapping_add(id));
         }
