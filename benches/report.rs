@@ -160,6 +160,34 @@ fn main() {
             per_call(loop_fn(&client, "null"), 500_000),
         );
     }
+    // The direct-linked path: a client with full trust calls a copy of the server in its own
+    // store.
+    {
+        let (_k, client) = with_presentations(
+            bench,
+            server,
+            Some(text("client", "leaky+unprotected", "")),
+            None,
+            Serving::Migrate,
+        );
+        cases.insert(
+            "table-iv/direct/null".into(),
+            per_call(loop_fn(&client, "null"), 2_000_000),
+        );
+        let mut add = {
+            let f = client.func::<(i32,), i64>("add_loop").expect("add_loop");
+            move |n| f.call((n,)).expect("add_loop").min(0)
+        };
+        cases.insert("table-iv/direct/add".into(), per_call(&mut add, 2_000_000));
+        cases.insert(
+            "table-iv/direct/big-in/200".into(),
+            per_call(sized_fn(&client, "big_in", 200), 500_000),
+        );
+        cases.insert(
+            "table-iv/direct/big-in-out/200".into(),
+            per_call(sized_fn32(&client, "big_in_out_loop", 200), 200_000),
+        );
+    }
     // Peer: thread-per-domain message passing.
     {
         let (_k, client) = with_presentations(bench, server, None, None, Serving::OwnThread);
@@ -311,7 +339,13 @@ fn main() {
                 c("table-iv/floor/host-to-wasm"),
             ),
         ),
-        ("direct_null_over_intra_call", None),
+        (
+            "direct_null_over_intra_call",
+            ratio(
+                c("table-iv/direct/null"),
+                c("table-iv/floor/intra-instance"),
+            ),
+        ),
         (
             "message_passing_null_over_isolated_null",
             ratio(
@@ -384,46 +418,27 @@ fn main() {
     let _ = writeln!(md, "## LRPC Table IV\n");
     let _ = writeln!(
         md,
-        "| test | paper LRPC (µs) | paper Taos (µs) | paper Taos/LRPC | ours isolated (ns) | ours message passing (ns) | ours MP/isolated |"
+        "| test | paper LRPC (µs) | paper Taos (µs) | paper Taos/LRPC | ours isolated (ns) | ours direct (ns) | ours message passing (ns) | ours MP/isolated |"
     );
-    let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- | --- |");
-    for (test, lrpc, taos, ours, mp) in [
-        (
-            "Null",
-            157.0,
-            464.0,
-            "table-iv/isolated/null",
-            "table-iv/message-passing/null",
-        ),
-        (
-            "Add",
-            164.0,
-            480.0,
-            "table-iv/isolated/add",
-            "table-iv/message-passing/add",
-        ),
-        (
-            "BigIn",
-            192.0,
-            539.0,
-            "table-iv/isolated/big-in/200",
-            "table-iv/message-passing/big-in/200",
-        ),
-        (
-            "BigInOut",
-            227.0,
-            636.0,
-            "table-iv/isolated/big-in-out/200",
-            "table-iv/message-passing/big-in-out/200",
-        ),
-    ] {
+    let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- | --- | --- |");
+    let rows = [
+        ("Null", 157.0, 464.0, "null"),
+        ("Add", 164.0, 480.0, "add"),
+        ("BigIn", 192.0, 539.0, "big-in/200"),
+        ("BigInOut", 227.0, 636.0, "big-in-out/200"),
+    ];
+    for (test, lrpc, taos, case) in rows {
+        let ours = format!("table-iv/isolated/{case}");
+        let direct = format!("table-iv/direct/{case}");
+        let mp = format!("table-iv/message-passing/{case}");
         let _ = writeln!(
             md,
-            "| {test} | {lrpc} | {taos} | {:.2}× | {} | {} | {} |",
+            "| {test} | {lrpc} | {taos} | {:.2}× | {} | {} | {} | {} |",
             taos / lrpc,
-            f(ours),
-            f(mp),
-            x(ratio(c(mp), c(ours)))
+            f(&ours),
+            f(&direct),
+            f(&mp),
+            x(ratio(c(&mp), c(&ours)))
         );
     }
     let _ = writeln!(

@@ -72,6 +72,35 @@ fn table_iv(c: &mut Criterion) {
             },
         );
     }
+    // The direct-linked path (client trust leaky+unprotected).
+    let direct_client = {
+        let kernel = lrpc::Kernel::new().unwrap();
+        let server = kernel.domain("s", lrpc::artifacts::BENCH_SERVER).unwrap();
+        kernel.export(&server, "lrpc:bench/bench").unwrap();
+        let trusting = kernel
+            .presentation(
+                "trusting",
+                "interface = \"lrpc:bench/bench\"\nside = \"client\"\ntrust = \"leaky+unprotected\"\n",
+            )
+            .unwrap();
+        let c = kernel
+            .domain_with(
+                "c",
+                lrpc::artifacts::BENCH_CLIENT,
+                lrpc::DomainOptions {
+                    presentations: vec![trusting],
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(c.call::<(), i32>("bind", ()).unwrap(), 0);
+        (kernel, server, c)
+    };
+    let direct_null = direct_client.2.func::<(i32,), i32>("null").unwrap();
+    g.bench_function("direct/null", |b| {
+        b.iter_custom(|iters| guest_loop(|n| direct_null.call((n,)).unwrap(), iters))
+    });
+
     // Peer: thread-per-domain message passing (the server on its own OS thread; each call a
     // request message with a copy of the A-stack and a reply with a copy back).
     let (_mk, _ms, mp_client) = lrpc_benches::setup_with(1, lrpc::Serving::OwnThread);

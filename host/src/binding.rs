@@ -11,7 +11,7 @@
 //!   flight and the domains' books. It owns the memfd segments and knows where each is mapped,
 //!   so it can be revoked from any thread (termination) without the client's store.
 
-use crate::astack::{PAGE, Segment, page_round};
+use crate::astack::{MemoryRange, PAGE, Segment, page_round};
 use crate::clerk::ExportEntry;
 use crate::domain::{DomainData, DomainShared, lock};
 use crate::error::Error;
@@ -153,6 +153,8 @@ pub(crate) struct Binding {
     pub deadline: Duration,
     pub deadline_ticks: u64,
     mappings: Mutex<Mappings>,
+    /// Where the A-stacks are mapped into a direct-linked server copy (in the client's store).
+    direct: Mutex<Option<(MemoryRange, usize, usize)>>,
 }
 
 /// What the embedder can see of a binding.
@@ -208,6 +210,7 @@ impl Binding {
             deadline,
             deadline_ticks: u64::try_from(ticks).unwrap_or(u64::MAX),
             mappings: Mutex::new(Mappings::default()),
+            direct: Mutex::new(None),
         }
     }
 
@@ -323,6 +326,12 @@ impl Binding {
                 Err(e)
             }
         }
+    }
+
+    /// Records where the A-stacks are mapped into a direct-linked server copy, to unmap them
+    /// on revocation.
+    pub(crate) fn adopt_direct(&self, range: MemoryRange, offset: usize, len: usize) {
+        *lock(&self.direct) = Some((range, offset, len));
     }
 
     /// Records an A-stack segment as owned by this binding (or unmaps it at once if the
@@ -456,6 +465,10 @@ impl Binding {
             }
         }
         drop(all);
+        // The direct copy lives in the client's store: unmap only while the client lives.
+        if let (Some(_), Some((range, off, len))) = (client_ref, lock(&self.direct).take()) {
+            let _ = range.unmap(off, len);
+        }
         if let Some(c) = client_ref {
             let mut book = lock(&c.core.book);
             book.client.retain(|b| b.handle != self.handle);

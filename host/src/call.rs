@@ -489,7 +489,8 @@ fn bind_inner(
     let combination =
         lrpc_presentation::combine(&export.plan, &client_presentation, &export.presentation)
             .map_err(|_| Status::InterfaceMismatch)?;
-    let flags = if combination.clear_residue {
+    let direct = combination.transport == lrpc_presentation::Transport::Direct;
+    let mut flags = if combination.clear_residue {
         desc::FLAG_CLEAR_RESIDUE
     } else {
         0
@@ -523,6 +524,21 @@ fn bind_inner(
     let (segment, at) = binding
         .place(total, (key, caller.as_context_mut()))
         .map_err(|e| status_of(&e))?;
+    // The direct-linked path: a copy of the server in this client's store (see `direct`).
+    // A client that can not be linked (no exported, growable function table) falls back to
+    // the isolated path.
+    let linked = if direct {
+        match crate::direct::link(caller, &kernel.linker, &export, &segment) {
+            Ok(d) => {
+                flags |= desc::FLAG_DIRECT;
+                binding.adopt_direct(d.range, d.offset, segment.len());
+                Some(d)
+            }
+            Err(_) => None,
+        }
+    } else {
+        None
+    };
     let replicas = at.server.len();
     let mut procs = Vec::with_capacity(nprocs);
     let mut bytes = Vec::with_capacity(desc_len);
@@ -543,6 +559,20 @@ fn bind_inner(
             }],
         });
         for v in [client_base, size, count, 0] {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    for (i, off) in offs.iter().enumerate() {
+        let rec = match &linked {
+            Some(d) => [
+                d.entries[i],
+                (d.offset + off) as u32,
+                binding.borrow[i] as u32,
+                0,
+            ],
+            None => [0; 4],
+        };
+        for v in rec {
             bytes.extend_from_slice(&v.to_le_bytes());
         }
     }

@@ -51,6 +51,8 @@ pub struct DomainData {
     pub(crate) kernel: Weak<KernelInner>,
     /// Bindings this replica holds as client, indexed by handle slot.
     pub(crate) bindings: Vec<ClientSlot>,
+    /// Direct-linked copies of servers living in this replica's store, by export name.
+    pub(crate) coresident: std::collections::HashMap<String, crate::direct::Coresident>,
     /// Bindings unbound while a call on them was still in flight (see `linkage::Pinned`).
     pub(crate) retired: Vec<crate::binding::ClientBinding>,
     /// Ticks of the kernel's default deadline, for calls the embedder makes.
@@ -117,6 +119,8 @@ pub(crate) struct WindowAlloc {
 pub(crate) struct DomainShared {
     pub core: Arc<DomainCore>,
     pub replicas: Box<[Replica]>,
+    /// The compiled module (direct-linked clients instantiate their own copy of it).
+    pub module: Module,
 }
 
 impl Drop for DomainShared {
@@ -266,6 +270,7 @@ pub(crate) fn instantiate(
         replica,
         kernel: Arc::downgrade(kernel),
         bindings: Vec::new(),
+        coresident: Default::default(),
         retired: Vec::new(),
         default_deadline_ticks: kernel.ticks_for(kernel.config.deadline),
         deadline_tick: kernel.deadline_tick(kernel.config.deadline),

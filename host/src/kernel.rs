@@ -283,6 +283,7 @@ impl Kernel {
         let shared = Arc::new(DomainShared {
             core,
             replicas: replicas.into_boxed_slice(),
+            module,
         });
         lock(&self.inner.domains).slots[usize::from(id)] = Some(Arc::downgrade(&shared));
         Ok(Domain {

@@ -18,6 +18,7 @@ mod astack;
 mod binding;
 mod call;
 mod clerk;
+mod direct;
 mod domain;
 mod error;
 mod kernel;

@@ -305,3 +305,76 @@ fn results_are_copied_only_where_a_side_allocates_its_own_buffer() {
         }
     }
 }
+
+#[test]
+fn a_fully_trusting_client_calls_a_copy_of_the_server_directly() {
+    let _guard = shared();
+    let (_k, server, client) = bench_pair_with(Some("bench-client-trusting"), None);
+    let info = client.client_bindings()[0].clone();
+    assert_eq!(info.combination.transport, Transport::Direct);
+    let before = counts(&server);
+    assert_eq!(client.call::<(i32,), i32>("null", (1000,)).unwrap(), 0);
+    assert_eq!(client.call::<(i32, i32), i64>("add", (40, 2)).unwrap(), 42);
+    let r: i64 = client.call("big_in", (200, 10)).unwrap();
+    assert_eq!(r >> 8, 200);
+    assert_eq!(
+        client
+            .call::<(i32, i32), i32>("big_in_out", (1000, 10))
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        counts(&server),
+        before,
+        "the exported server domain never ran: the calls went to the client's own copy"
+    );
+    // Arguments too large for an A-stack take the isolated path, to the exported server.
+    assert_eq!(
+        client
+            .call::<(i32, i32), i32>("big_in_out", (5000, 1))
+            .unwrap(),
+        0
+    );
+    assert!(delta(before, counts(&server)).0 > 0);
+}
+
+#[test]
+fn under_full_trust_a_server_trap_takes_the_client_down() {
+    let _guard = shared();
+    let kernel = Kernel::new().unwrap();
+    let server = kernel
+        .domain("faulty", lrpc::artifacts::FAULTY_SERVER)
+        .unwrap();
+    kernel.export(&server, "lrpc:test/faulty").unwrap();
+    let trusting = kernel
+        .presentation(
+            "trusting.toml",
+            "interface = \"lrpc:test/faulty\"\nside = \"client\"\ntrust = \"leaky+unprotected\"\n",
+        )
+        .unwrap();
+    let client = kernel
+        .domain_with(
+            "c",
+            lrpc::artifacts::FAULTY_CLIENT,
+            lrpc::DomainOptions {
+                presentations: vec![trusting],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(client.call::<(), i32>("bind", ()).unwrap(), 0);
+    assert_eq!(client.call::<(i32,), i64>("echo", (1,)).unwrap(), 2);
+    let err = client.call::<(), i32>("crash", ()).unwrap_err();
+    assert!(
+        matches!(err, lrpc::Error::Fault(lrpc::Fault::Trapped { .. })),
+        "{err}"
+    );
+    assert!(
+        client.is_terminated(),
+        "the trap unwound through the client"
+    );
+    assert!(
+        !server.is_terminated(),
+        "the exported server never ran the call"
+    );
+}

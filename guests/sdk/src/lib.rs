@@ -72,6 +72,19 @@ fn check(code: i32) -> Result<(), CallError> {
 struct ProcStacks {
     free: RefCell<Vec<u32>>,
     size: u32,
+    /// The direct-linked entry, when the binding has one.
+    direct: Option<Direct>,
+}
+
+/// A direct-linked procedure: its entry in this domain's function table and where its first
+/// extent of A-stacks lies in the server copy.
+#[derive(Clone, Copy)]
+pub(crate) struct Direct {
+    pub index: u32,
+    pub client_base: u32,
+    pub server_base: u32,
+    pub span: u32,
+    pub borrow: u32,
 }
 
 /// A live binding held by this domain as client. Unbinds when dropped.
@@ -101,7 +114,10 @@ impl Binding {
             |at: usize| u32::from_le_bytes([desc[at], desc[at + 1], desc[at + 2], desc[at + 3]]);
         let handle = u64::from_le_bytes(desc[0..8].try_into().expect("8 bytes"));
         let n = le32(8) as usize;
-        let clear_residue = le32(12) & lrpc_abi::desc::FLAG_CLEAR_RESIDUE != 0;
+        let flags = le32(12);
+        let clear_residue = flags & lrpc_abi::desc::FLAG_CLEAR_RESIDUE != 0;
+        let direct = flags & lrpc_abi::desc::FLAG_DIRECT != 0;
+        let direct_at = lrpc_abi::desc::HEADER_LEN + lrpc_abi::desc::EXTENT_LEN * n;
         if n != nprocs {
             return Err(CallError::Kernel(Status::InterfaceMismatch));
         }
@@ -109,9 +125,17 @@ impl Binding {
             .map(|i| {
                 let at = lrpc_abi::desc::HEADER_LEN + i * lrpc_abi::desc::EXTENT_LEN;
                 let (base, size, count) = (le32(at), le32(at + 4), le32(at + 8));
+                let d = direct_at + i * lrpc_abi::desc::DIRECT_LEN;
                 ProcStacks {
                     free: RefCell::new(extent(base, size, count)),
                     size,
+                    direct: direct.then(|| Direct {
+                        index: le32(d),
+                        client_base: base,
+                        server_base: le32(d + 4),
+                        span: size.saturating_mul(count),
+                        borrow: le32(d + 8),
+                    }),
                 }
             })
             .collect();
@@ -149,6 +173,15 @@ impl Binding {
             .ok_or(CallError::Kernel(Status::ResourceExhausted))?;
         p.free.borrow_mut().extend(more);
         Ok((first, p.size))
+    }
+
+    /// The direct-linked entry for this A-stack, if the binding is direct-linked and the
+    /// A-stack is one the server copy can see (the first extent).
+    #[inline]
+    pub(crate) fn direct(&self, proc: u32, astack: u32) -> Option<(Direct, u32)> {
+        let d = self.procs.get(proc as usize)?.direct?;
+        let off = astack.checked_sub(d.client_base)?;
+        (off < d.span).then_some((d, d.server_base + off))
     }
 
     /// Returns an A-stack to its free list.

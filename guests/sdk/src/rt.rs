@@ -353,6 +353,29 @@ fn write_header(at: usize, flags: u32, len: usize) {
     }
 }
 
+/// Transfers a call: straight into the server copy's entry on a direct-linked binding
+/// (`inline`: the arguments are all on the A-stack), through the kernel otherwise.
+#[inline]
+fn dispatch(b: &Binding, proc: u32, astack: u32, cap: usize, inline: bool) -> i32 {
+    if inline && let Some((d, server_astack)) = b.direct(proc, astack) {
+        #[cfg(target_arch = "wasm32")]
+        {
+            // SAFETY: on wasm32 a function pointer is an index into this module's function
+            // table, where the kernel placed the server copy's entry for `proc` (of exactly
+            // this type) when it bound; the engine checks the type on the indirect call too.
+            let entry: extern "C" fn(i32, i32, i32, i32, i32) -> i32 =
+                unsafe { core::mem::transmute::<usize, _>(d.index as usize) };
+            return match entry(server_astack as i32, cap as i32, 0, 0, d.borrow as i32) {
+                lrpc_abi::ENTRY_OK => 0,
+                _ => Status::ServerRejected as i32,
+            };
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = (d, server_astack);
+    }
+    sys::call(b.handle as i64, proc as i32, astack as i32)
+}
+
 /// Asks the kernel for an out-of-band segment of this A-stack; returns `(address, cap)`.
 fn oob(
     b: &Binding,
@@ -469,7 +492,7 @@ fn invoke_on<R>(
         if !w.is_empty() {
             count(|c| c.in_copies += 1);
         }
-        check(sys::call(b.handle as i64, proc as i32, astack as i32))?;
+        check(dispatch(b, proc, astack, cap, true))?;
         if out_bound > 0 {
             count(|c| c.out_copies += 1);
         }
@@ -497,7 +520,7 @@ fn invoke_on<R>(
     }
     write_header(base, flags, size);
     count(|c| c.in_copies += 1);
-    check(sys::call(b.handle as i64, proc as i32, astack as i32))?;
+    check(dispatch(b, proc, astack, cap, flags == 0))?;
     count(|c| c.out_copies += 1);
     // The reply's header and length come from the server: untrusted.
     let rflags = read_u32(base);

@@ -79,10 +79,18 @@ pub const ENTRY_REJECTED: i32 = 1;
 /// ```text
 /// 0   u64 handle
 /// 8   u32 number of procedures
-/// 12  u32 flags (FLAG_CLEAR_RESIDUE)
+/// 12  u32 flags (FLAG_CLEAR_RESIDUE, FLAG_DIRECT)
 /// 16  extent[nprocs]: for procedure i, its first extent of A-stacks
+///     direct[nprocs]: with FLAG_DIRECT, for procedure i: u32 function-table index of the
+///     server's entry in this domain, u32 server address of the first extent's first
+///     A-stack, u32 borrow mask, u32 reserved
 /// ```
 pub mod desc {
+    /// Binding flag: the binding is direct-linked (the client fully trusts the server): the
+    /// client calls the entry through its own function table, without entering the kernel.
+    pub const FLAG_DIRECT: u32 = 2;
+    /// Bytes of one direct record.
+    pub const DIRECT_LEN: usize = 16;
     /// Binding flag: the client clears its A-stack (and out-of-band segments) after every
     /// call, because it does not trust the server with what is left there.
     pub const FLAG_CLEAR_RESIDUE: u32 = 1;
@@ -93,7 +101,7 @@ pub mod desc {
     pub const EXTENT_LEN: usize = 16;
     /// Total descriptor length for `nprocs` procedures.
     pub const fn len(nprocs: usize) -> usize {
-        HEADER_LEN + EXTENT_LEN * nprocs
+        HEADER_LEN + (EXTENT_LEN + DIRECT_LEN) * nprocs
     }
 }
 

@@ -1,0 +1,111 @@
+//! The direct-linked path (Flick's full trust, `leaky+unprotected` on the client side).
+//!
+//! A client that fully trusts a server may call it without entering the kernel. Calls within
+//! one `Store` can go straight from wasm to wasm, so the kernel instantiates a copy of the
+//! server's module inside the client's own store (once per export, reused by later bindings),
+//! maps the binding's A-stacks into that copy's memory as well, and places the copy's entry
+//! stubs in the client's function table; the client stub then calls an entry with an
+//! indirect call. Two consequences, both documented for users:
+//!
+//! * the copy is a replica of the server, with its own memory: like `replicas`, the direct
+//!   path suits servers that keep no state between calls;
+//! * a trap in the copy unwinds the client too (it runs in the client's store), and the
+//!   kernel then terminates the client domain.
+//!
+//! Arguments and results that do not fit on an A-stack take the isolated path.
+
+use crate::astack::{MemoryRange, Segment};
+use crate::clerk::ExportEntry;
+use crate::domain::{DomainData, WASM_PAGE};
+use lrpc_abi::Status;
+use wasmtime::{AsContextMut, Caller, Instance, Memory, Ref};
+
+/// A server copy living in a client's store.
+#[derive(Clone)]
+pub(crate) struct Coresident {
+    memory: Memory,
+    base: usize,
+    /// Function-table index of each procedure's entry in the client's table.
+    pub entries: Vec<u32>,
+}
+
+/// Where a direct binding's A-stacks sit in the server copy.
+pub(crate) struct DirectPlacement {
+    /// The copy's entries in the client's function table.
+    pub entries: Vec<u32>,
+    /// Offset of the A-stack segment in the copy's memory.
+    pub offset: usize,
+    /// The copy's memory, up to the end of the segment.
+    pub range: MemoryRange,
+}
+
+/// Instantiates (or reuses) the server copy in the caller's store and maps `segment` into it.
+pub(crate) fn link(
+    caller: &mut Caller<'_, DomainData>,
+    linker: &wasmtime::Linker<DomainData>,
+    export: &ExportEntry,
+    segment: &Segment,
+) -> Result<DirectPlacement, Status> {
+    let co = match caller.data().coresident.get(&export.name) {
+        Some(co) => co.clone(),
+        None => {
+            let co = instantiate(caller, linker, export)?;
+            caller
+                .data_mut()
+                .coresident
+                .insert(export.name.clone(), co.clone());
+            co
+        }
+    };
+    let pages = segment.len().div_ceil(WASM_PAGE);
+    let old = co
+        .memory
+        .grow(caller.as_context_mut(), pages as u64)
+        .map_err(|_| Status::ResourceExhausted)?;
+    let offset = usize::try_from(old)
+        .ok()
+        .and_then(|p| p.checked_mul(WASM_PAGE))
+        .ok_or(Status::ResourceExhausted)?;
+    let range = MemoryRange::new(co.base as *mut u8, offset + pages * WASM_PAGE);
+    range
+        .map(offset, segment)
+        .map_err(|_| Status::ResourceExhausted)?;
+    Ok(DirectPlacement {
+        entries: co.entries,
+        offset,
+        range,
+    })
+}
+
+fn instantiate(
+    caller: &mut Caller<'_, DomainData>,
+    linker: &wasmtime::Linker<DomainData>,
+    export: &ExportEntry,
+) -> Result<Coresident, Status> {
+    let table = caller
+        .get_export("__indirect_function_table")
+        .and_then(|e| e.into_table())
+        .ok_or(Status::InterfaceMismatch)?;
+    let instance: Instance = linker
+        .instantiate(caller.as_context_mut(), &export.server.module)
+        .map_err(|_| Status::ResourceExhausted)?;
+    let memory = instance
+        .get_memory(caller.as_context_mut(), "memory")
+        .ok_or(Status::InterfaceMismatch)?;
+    let base = memory.data_ptr(&*caller) as usize;
+    let mut entries = Vec::with_capacity(export.plan.procs.len());
+    for p in &export.plan.procs {
+        let f = instance
+            .get_func(caller.as_context_mut(), &p.entry)
+            .ok_or(Status::InterfaceMismatch)?;
+        let at = table
+            .grow(caller.as_context_mut(), 1, Ref::Func(Some(f)))
+            .map_err(|_| Status::ResourceExhausted)?;
+        entries.push(u32::try_from(at).map_err(|_| Status::ResourceExhausted)?);
+    }
+    Ok(Coresident {
+        memory,
+        base,
+        entries,
+    })
+}
