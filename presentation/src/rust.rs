@@ -134,6 +134,68 @@ impl Gen<'_> {
         }
     }
 
+    /// Whether parameter `k` of procedure `i` is marshaled by the programmer (`special`).
+    fn special(p: Option<&SidePresentation>, i: usize, k: usize) -> bool {
+        p.and_then(|p| p.functions.get(&i))
+            .is_some_and(|f| f.special.contains(&k))
+    }
+
+    /// Statements that step the reader `__r` over one encoded `t`, checking only framing.
+    fn skip(&self, t: &Ty) -> String {
+        match t {
+            Ty::Prim(p) => format!("__r.take({})?;", p.size()),
+            Ty::String => "__r.list_u8()?;".into(),
+            Ty::List(e) if **e == Ty::Prim(Prim::U8) => "__r.list_u8()?;".into(),
+            Ty::List(e) => format!(
+                "{{ let __n = __r.count({})?; for _ in 0..__n {{ {} }} }}",
+                self.plan.min_size(e),
+                self.skip(e)
+            ),
+            Ty::Tuple(ts) => ts
+                .iter()
+                .map(|t| self.skip(t))
+                .collect::<Vec<_>>()
+                .join(" "),
+            Ty::Option(t) => format!(
+                "match __r.u8()? {{ 0 => {{}} 1 => {{ {} }} _ => return Err(DecodeError) }}",
+                self.skip(t)
+            ),
+            Ty::Result(ok, err) => {
+                let side = |t: &Option<Box<Ty>>| t.as_ref().map_or(String::new(), |t| self.skip(t));
+                format!(
+                    "match __r.u8()? {{ 0 => {{ {} }} 1 => {{ {} }} _ => return Err(DecodeError) }}",
+                    side(ok),
+                    side(err)
+                )
+            }
+            Ty::Named(i) => match &self.def(*i).kind {
+                DefKind::Record(fs) => fs
+                    .iter()
+                    .map(|(_, t)| self.skip(t))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                DefKind::Enum(cs) => format!("__r.discriminant({})?;", cs.len()),
+                DefKind::Flags(fs) => format!("__r.take({})?;", crate::plan::flags_size(fs.len())),
+                DefKind::Variant(cs) => {
+                    let arms: String = cs
+                        .iter()
+                        .enumerate()
+                        .map(|(k, (_, t))| {
+                            format!(
+                                "{k} => {{ {} }} ",
+                                t.as_ref().map_or(String::new(), |t| self.skip(t))
+                            )
+                        })
+                        .collect();
+                    format!(
+                        "match __r.discriminant({})? {{ {arms}_ => return Err(DecodeError) }}",
+                        cs.len()
+                    )
+                }
+            },
+        }
+    }
+
     /// The `out` annotation of procedure `i` in a presentation.
     fn out_mode(p: Option<&SidePresentation>, i: usize) -> Option<OutMode> {
         p.and_then(|p| p.functions.get(&i)).and_then(|f| f.out)
@@ -675,10 +737,18 @@ impl Gen<'_> {
             "        pub fn unbind(self) -> Result<(), CallError> {{ ::lrpc_sdk::unbind(self.binding) }}"
         );
         for (id, p) in plan.procs.iter().enumerate() {
+            let special = |k: usize| Self::special(self.client, id, k);
             let mut params: Vec<String> = p
                 .params
                 .iter()
-                .map(|(n, t)| format!("{}: {}", snake(n), self.client_param(t)))
+                .enumerate()
+                .map(|(k, (n, t))| {
+                    if special(k) {
+                        format!("{}: &impl ::lrpc_sdk::rt::Marshal", snake(n))
+                    } else {
+                        format!("{}: {}", snake(n), self.client_param(t))
+                    }
+                })
                 .collect();
             let into = Self::out_mode(self.client, id) == Some(OutMode::CallerAllocates);
             if into {
@@ -699,7 +769,14 @@ impl Gen<'_> {
                 let parts: Vec<String> = p
                     .params
                     .iter()
-                    .map(|(n, t)| self.size(t, &refexpr(n, t)))
+                    .enumerate()
+                    .map(|(k, (n, t))| {
+                        if special(k) {
+                            format!("{}.size()", snake(n))
+                        } else {
+                            self.size(t, &refexpr(n, t))
+                        }
+                    })
                     .collect();
                 format!(
                     "0 {}",
@@ -709,7 +786,14 @@ impl Gen<'_> {
             let enc: String = p
                 .params
                 .iter()
-                .map(|(n, t)| self.enc(t, &refexpr(n, t)))
+                .enumerate()
+                .map(|(k, (n, t))| {
+                    if special(k) {
+                        format!("{}.encode(__w);", snake(n))
+                    } else {
+                        self.enc(t, &refexpr(n, t))
+                    }
+                })
                 .collect::<Vec<_>>()
                 .join(" ");
             let dec = match &p.result {
@@ -753,7 +837,14 @@ impl Gen<'_> {
             let mut params: Vec<String> = p
                 .params
                 .iter()
-                .map(|(n, t)| format!("{}: {}", snake(n), self.server_param(t)))
+                .enumerate()
+                .map(|(k, (n, t))| {
+                    if Self::special(self.server, id, k) {
+                        format!("{}: ::lrpc_sdk::rt::Raw<'_>", snake(n))
+                    } else {
+                        format!("{}: {}", snake(n), self.server_param(t))
+                    }
+                })
                 .collect();
             let ret = match (Self::out_mode(self.server, id), &p.result) {
                 (Some(OutMode::CallerAllocates), Some(_)) => {
@@ -802,7 +893,17 @@ impl Gen<'_> {
                 p.bounded,
                 p.in_bound.unwrap_or(0)
             );
-            for (n, t) in &p.params {
+            for (k, (n, t)) in p.params.iter().enumerate() {
+                if Self::special(self.server, id, k) {
+                    // The programmer's own routine decodes it from its encoded bytes.
+                    let _ = writeln!(
+                        o,
+                        "            let {} = ::lrpc_sdk::rt::Raw::new(__r.raw(|__r| {{ {} Ok(()) }})?);",
+                        snake(n),
+                        self.skip(t)
+                    );
+                    continue;
+                }
                 let borrow = matches!(self.server_param(t).as_str(), "&str" | "&[u8]");
                 let _ = writeln!(o, "            let {} = {};", snake(n), self.dec(t, borrow));
             }

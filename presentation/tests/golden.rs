@@ -76,6 +76,9 @@ fn presentation_driven_stubs_match_the_golden_files() {
     assert!(
         code.contains("fn big_in_out(&self, data: &[u8], out: &mut ::lrpc_sdk::rt::OutBuf<'_>);")
     );
+    // `special` parameters: the client passes its own marshaler, the server gets raw bytes.
+    assert!(code.contains("pub fn big_in(&self, data: &impl ::lrpc_sdk::rt::Marshal)"));
+    assert!(code.contains("fn big_in(&self, data: ::lrpc_sdk::rt::Raw<'_>) -> u32;"));
     let code = lrpc_presentation::generate_rust_with(&plan, None, cases[1].2.as_ref());
     assert!(code.contains("fn big_in_out(&self, data: &[u8]) -> &[u8];"));
 }

@@ -378,3 +378,45 @@ fn under_full_trust_a_server_trap_takes_the_client_down() {
         "the exported server never ran the call"
     );
 }
+
+#[test]
+fn special_parameters_are_marshaled_by_the_programmers_own_routines() {
+    let _guard = shared();
+    // Client marshals big-in's argument itself (bench-client-into), server unmarshals it
+    // itself (bench-server-inplace); each also works against the other side's ordinary stubs.
+    let cases = [
+        (
+            lrpc::artifacts::BENCH_CLIENT_INTO,
+            lrpc::artifacts::BENCH_SERVER_INPLACE,
+            "big_in_special",
+        ),
+        (
+            lrpc::artifacts::BENCH_CLIENT_INTO,
+            lrpc::artifacts::BENCH_SERVER,
+            "big_in_special",
+        ),
+        (
+            lrpc::artifacts::BENCH_CLIENT,
+            lrpc::artifacts::BENCH_SERVER_INPLACE,
+            "big_in",
+        ),
+    ];
+    for (client_wasm, server_wasm, export) in cases {
+        let kernel = Kernel::new().unwrap();
+        let server = kernel.domain("s", server_wasm).unwrap();
+        kernel.export(&server, "lrpc:bench/bench").unwrap();
+        let client = kernel.domain("c", client_wasm).unwrap();
+        assert_eq!(client.call::<(), i32>("bind", ()).unwrap(), 0);
+        for len in [0usize, 1, 200, 1487, 1488, 5000] {
+            let p = crate::pattern(len);
+            let ends = match p.as_slice() {
+                [] => 0,
+                [only] => *only,
+                [first, .., last] => first ^ last,
+            };
+            let want = ((len as i64) << 8) | i64::from(ends);
+            let r: i64 = client.call(export, (len as i32, 3)).unwrap();
+            assert_eq!(r, want, "{export}, {len} bytes");
+        }
+    }
+}

@@ -45,3 +45,38 @@ pub extern "C" fn big_in_out_loop(len: i32, iters: i32) -> i32 {
         0
     })
 }
+
+/// A byte pattern marshaled straight onto the A-stack, never held in memory (`special`).
+struct Pattern(usize);
+
+impl lrpc_sdk::rt::Marshal for Pattern {
+    fn size(&self) -> usize {
+        4 + self.0
+    }
+
+    fn encode(&self, w: &mut lrpc_sdk::rt::Writer) {
+        w.len_prefix(self.0);
+        for i in 0..self.0 {
+            w.u8((i * 7 + 3) as u8);
+        }
+    }
+}
+
+/// `iters` big-in calls whose argument this client marshals itself; returns the answer.
+#[unsafe(no_mangle)]
+pub extern "C" fn big_in_special(len: i32, iters: i32) -> i64 {
+    CLIENT.with(|c| {
+        let c = c.borrow();
+        let Some(c) = c.as_ref() else {
+            return -(lrpc_sdk::Status::StaleBinding as i64);
+        };
+        let mut answer = 0;
+        for _ in 0..iters.max(1) {
+            match c.big_in(&Pattern(len.max(0) as usize)) {
+                Ok(a) => answer = i64::from(a),
+                Err(e) => return -i64::from(e.code()),
+            }
+        }
+        answer
+    })
+}

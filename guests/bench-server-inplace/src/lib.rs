@@ -13,7 +13,11 @@ impl bench::Server for Bench {
         a.wrapping_add(b)
     }
 
-    fn big_in(&self, data: &[u8]) -> u32 {
+    fn big_in(&self, data: lrpc_sdk::rt::Raw<'_>) -> u32 {
+        // `special`: this handler unmarshals its argument itself.
+        let Ok(data) = data.reader().list_u8() else {
+            return u32::MAX;
+        };
         let ends = match data {
             [] => 0,
             [first, .., last] => first ^ last,

@@ -208,6 +208,16 @@ impl<'a> Reader<'a> {
         if d < cases { Ok(d) } else { Err(DecodeError) }
     }
 
+    /// Runs `skip` (which steps over one encoded value) and returns the bytes it stepped over.
+    pub fn raw(
+        &mut self,
+        skip: impl FnOnce(&mut Reader<'a>) -> Result<(), DecodeError>,
+    ) -> Result<&'a [u8], DecodeError> {
+        let start = self.pos;
+        skip(self)?;
+        self.buf.get(start..self.pos).ok_or(DecodeError)
+    }
+
     /// Fails unless every byte was consumed.
     #[inline]
     pub fn finish(&self) -> Result<(), DecodeError> {
@@ -216,6 +226,36 @@ impl<'a> Reader<'a> {
         } else {
             Err(DecodeError)
         }
+    }
+}
+
+/// A parameter the client marshals with its own routine (`special` in its presentation):
+/// `encode` must write exactly `size` bytes of the parameter's standard encoding (see the
+/// module docs), since the server's stubs may be ordinary ones.
+pub trait Marshal {
+    /// Encoded size in bytes.
+    fn size(&self) -> usize;
+    /// Writes the encoding.
+    fn encode(&self, w: &mut Writer);
+}
+
+/// A parameter the server unmarshals with its own routine (`special` in its presentation):
+/// its encoded bytes, framing already checked (lengths, tags), contents not yet validated.
+#[derive(Clone, Copy, Debug)]
+pub struct Raw<'a>(&'a [u8]);
+
+impl<'a> Raw<'a> {
+    /// Wraps encoded bytes.
+    pub fn new(bytes: &'a [u8]) -> Raw<'a> {
+        Raw(bytes)
+    }
+    /// The encoded bytes.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.0
+    }
+    /// A reader over the encoded bytes.
+    pub fn reader(&self) -> Reader<'a> {
+        Reader::new(self.0)
     }
 }
 
