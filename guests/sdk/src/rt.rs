@@ -755,11 +755,11 @@ pub fn serve(
         has_result,
     };
     let r = if bounded {
-        // SAFETY: the kernel passed this A-stack and its capacity; only the arguments' bound
-        // (at most `cap`) is copied.
         if in_bound > 0 {
             count(|c| c.in_copies += 1);
         }
+        // SAFETY: the kernel passed this A-stack and its capacity; only the arguments' bound
+        // (at most `cap`) is copied.
         unsafe {
             with_copy(base as *const u8, in_bound.min(cap), |buf| {
                 handler(&mut Reader::new(buf), &mut reply)
