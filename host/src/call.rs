@@ -27,6 +27,11 @@ type HostResult<T> = wasmtime::Result<T>;
 /// Longest interface name `bind` reads from a guest.
 const MAX_NAME: usize = 512;
 
+/// What an import returns for the outcome of its work.
+fn answer(r: Result<(), Status>) -> HostResult<i32> {
+    Ok(r.err().unwrap_or(Status::Ok) as i32)
+}
+
 /// Registers the kernel imports.
 pub(crate) fn define(linker: &mut Linker<DomainData>) -> wasmtime::Result<()> {
     let m = lrpc_abi::IMPORT_MODULE;
@@ -429,17 +434,14 @@ fn bind(
     desc_ptr: i32,
     desc_cap: i32,
 ) -> HostResult<i32> {
-    Ok(match bind_inner(
+    answer(bind_inner(
         &mut caller,
         name_ptr,
         name_len,
         fingerprint as u64,
         desc_ptr,
         desc_cap,
-    ) {
-        Ok(()) => Status::Ok,
-        Err(s) => s,
-    } as i32)
+    ))
 }
 
 fn bind_inner(
@@ -648,12 +650,12 @@ fn astacks_more(
     proc: i32,
     extent_ptr: i32,
 ) -> HostResult<i32> {
-    Ok(
-        match astacks_more_inner(&mut caller, raw as u64, proc, extent_ptr) {
-            Ok(()) => Status::Ok,
-            Err(s) => s,
-        } as i32,
-    )
+    answer(astacks_more_inner(
+        &mut caller,
+        raw as u64,
+        proc,
+        extent_ptr,
+    ))
 }
 
 fn astacks_more_inner(
@@ -721,6 +723,24 @@ fn oob_capacity(min: usize, max: usize) -> Result<usize, Status> {
     page_round(cap.min(page_round(max).unwrap_or(max))).ok_or(Status::ResourceExhausted)
 }
 
+/// Makes a new out-of-band segment of at least `min` bytes for `okey`, replacing (and
+/// unmapping) the one it had; `own` is the store of the replica asking.
+fn new_oob(
+    binding: &Binding,
+    okey: crate::binding::OobKey,
+    min: usize,
+    kernel: &KernelInner,
+    own: (ReplicaKey, wasmtime::StoreContextMut<'_, DomainData>),
+) -> Result<(usize, crate::binding::Placement), Status> {
+    let cap = oob_capacity(min, kernel.config.max_oob)?;
+    let (segment, at) = binding.place_lazily(cap, own).map_err(|e| status_of(&e))?;
+    let placed = at.clone();
+    binding
+        .replace_oob(okey, segment, at)
+        .map_err(|e| status_of(&e))?;
+    Ok((cap, placed))
+}
+
 /// `lrpc.oob(handle, proc, astack, dir, min_len, seg_ptr) -> status`.
 fn oob(
     mut caller: Caller<'_, DomainData>,
@@ -731,12 +751,15 @@ fn oob(
     min_len: i32,
     seg_ptr: i32,
 ) -> HostResult<i32> {
-    Ok(
-        match oob_inner(&mut caller, raw as u64, proc, astack, dir, min_len, seg_ptr) {
-            Ok(()) => Status::Ok,
-            Err(s) => s,
-        } as i32,
-    )
+    answer(oob_inner(
+        &mut caller,
+        raw as u64,
+        proc,
+        astack,
+        dir,
+        min_len,
+        seg_ptr,
+    ))
 }
 
 fn oob_inner(
@@ -772,15 +795,7 @@ fn oob_inner(
                 // A request for 0 bytes only reports an existing segment.
                 return Err(Status::BadReply);
             }
-            let cap = oob_capacity(min, kernel.config.max_oob)?;
-            let (segment, at) = binding
-                .place_lazily(cap, (key, caller.as_context_mut()))
-                .map_err(|e| status_of(&e))?;
-            let placed = at.clone();
-            binding
-                .replace_oob(okey, segment, at)
-                .map_err(|e| status_of(&e))?;
-            (cap, placed)
+            new_oob(&binding, okey, min, &kernel, (key, caller.as_context_mut()))?
         }
     };
     let mut at = at;
@@ -809,10 +824,7 @@ fn oob_inner(
 
 /// `lrpc.reply_oob(min_len, seg_ptr) -> status`, called by a server inside a call.
 fn reply_oob(mut caller: Caller<'_, DomainData>, min_len: i32, seg_ptr: i32) -> HostResult<i32> {
-    Ok(match reply_oob_inner(&mut caller, min_len, seg_ptr) {
-        Ok(()) => Status::Ok,
-        Err(s) => s,
-    } as i32)
+    answer(reply_oob_inner(&mut caller, min_len, seg_ptr))
 }
 
 fn reply_oob_inner(
@@ -832,17 +844,7 @@ fn reply_oob_inner(
     let okey = (proc, index, lrpc_abi::OOB_OUT);
     let (cap, at) = match binding.oob(okey) {
         Some((cap, at)) if cap >= min => (cap, at),
-        _ => {
-            let cap = oob_capacity(min, kernel.config.max_oob)?;
-            let (segment, at) = binding
-                .place_lazily(cap, (me, caller.as_context_mut()))
-                .map_err(|e| status_of(&e))?;
-            let placed = at.clone();
-            binding
-                .replace_oob(okey, segment, at)
-                .map_err(|e| status_of(&e))?;
-            (cap, placed)
-        }
+        _ => new_oob(binding, okey, min, &kernel, (me, caller.as_context_mut()))?,
     };
     let mut here = at.server[usize::from(me.replica)];
     if here == crate::binding::UNMAPPED {
