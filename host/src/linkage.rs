@@ -79,19 +79,15 @@ pub(crate) fn with_record<R>(
     f: impl FnOnce() -> R,
 ) -> R {
     let caller_ctx: *mut Caller<'_, DomainData> = caller;
-    let prev = TOP.with(|t| t.get());
-    let record = Record {
-        caller: caller_key,
-        caller_ctx: caller_ctx.cast(),
+    push(
+        caller_key,
+        caller_ctx.cast(),
         server,
         binding,
         proc,
         astack,
-        prev,
-    };
-    TOP.with(|t| t.set(&record));
-    let _pop = PopOnDrop(prev);
-    f()
+        f,
+    )
 }
 
 /// Runs `f` with a record of a call this thread serves on behalf of a client running on
@@ -105,10 +101,36 @@ pub(crate) fn with_served<R>(
     astack: u32,
     f: impl FnOnce() -> R,
 ) -> R {
+    push(
+        caller,
+        std::ptr::null_mut(),
+        server,
+        binding,
+        proc,
+        astack,
+        f,
+    )
+}
+
+/// Links a record into the thread's stack for the duration of `f`.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "a linkage record has this many parts"
+)]
+#[inline]
+fn push<R>(
+    caller: ReplicaKey,
+    caller_ctx: *mut Caller<'static, DomainData>,
+    server: ReplicaKey,
+    binding: Pinned,
+    proc: u32,
+    astack: u32,
+    f: impl FnOnce() -> R,
+) -> R {
     let prev = TOP.with(|t| t.get());
     let record = Record {
         caller,
-        caller_ctx: std::ptr::null_mut(),
+        caller_ctx,
         server,
         binding,
         proc,
