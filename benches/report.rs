@@ -216,6 +216,23 @@ fn main() {
             per_call(sized_fn32(&client, "big_in_out_loop", 200), 5_000),
         );
     }
+    // Peer: an out-of-process plugin over gRPC on a Unix socket.
+    {
+        let mut peer = lrpc_benches::GrpcPeer::start(env!("CARGO_BIN_EXE_lrpc-grpc-peer").as_ref());
+        assert_eq!(peer.add(10), 0, "the gRPC peer answers correctly");
+        cases.insert(
+            "table-iv/grpc-uds/null".into(),
+            per_call(|n| peer.null(n), 500),
+        );
+        cases.insert(
+            "table-iv/grpc-uds/add".into(),
+            per_call(|n| peer.add(n), 500),
+        );
+        cases.insert(
+            "table-iv/grpc-uds/big-in-out/200".into(),
+            per_call(|n| peer.big_in_out(200, n), 500),
+        );
+    }
     // Flick Fig. 10: 1 KiB and 64 KiB `in` buffers, copy vs borrow.
     for (name, trashable, preserved) in [
         ("copy", false, false),
@@ -353,7 +370,10 @@ fn main() {
                 c("table-iv/isolated/null"),
             ),
         ),
-        ("grpc_uds_null_over_isolated_null", None),
+        (
+            "grpc_uds_null_over_isolated_null",
+            ratio(c("table-iv/grpc-uds/null"), c("table-iv/isolated/null")),
+        ),
         ("component_host_null_over_isolated_null", None),
         ("direct_null_over_component_fused_null", None),
         ("component_fused_64k_over_borrow_64k", None),
@@ -441,6 +461,18 @@ fn main() {
             x(ratio(c(&mp), c(&ours)))
         );
     }
+    let _ = writeln!(
+        md,
+        "\nThe out-of-process gRPC plugin over a Unix socket: Null {} ns, Add {} ns, BigInOut \
+         200 B {} ns ({} the isolated Null).",
+        f("table-iv/grpc-uds/null"),
+        f("table-iv/grpc-uds/add"),
+        f("table-iv/grpc-uds/big-in-out/200"),
+        x(ratio(
+            c("table-iv/grpc-uds/null"),
+            c("table-iv/isolated/null")
+        ))
+    );
     let _ = writeln!(
         md,
         "\nFloors: wasmtime host→wasm typed call {} ns, intra-instance call {} ns. Null with a \

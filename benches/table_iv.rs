@@ -101,6 +101,13 @@ fn table_iv(c: &mut Criterion) {
         b.iter_custom(|iters| guest_loop(|n| direct_null.call((n,)).unwrap(), iters))
     });
 
+    // Peer: an out-of-process plugin over gRPC on a Unix socket.
+    let mut grpc = lrpc_benches::GrpcPeer::start(env!("CARGO_BIN_EXE_lrpc-grpc-peer").as_ref());
+    assert_eq!(grpc.add(10), 0);
+    g.bench_function("grpc-uds/null", |b| {
+        b.iter_custom(|iters| guest_loop(|n| grpc.null(n) as i32, iters))
+    });
+
     // Peer: thread-per-domain message passing (the server on its own OS thread; each call a
     // request message with a copy of the A-stack and a reply with a copy back).
     let (_mk, _ms, mp_client) = lrpc_benches::setup_with(1, lrpc::Serving::OwnThread);
@@ -149,7 +156,7 @@ fn table_iv(c: &mut Criterion) {
 }
 
 /// Runs `f(n)` (which makes `n` calls inside the guest) for `iters` calls in all.
-fn guest_loop(f: impl Fn(i32) -> i32, iters: u64) -> Duration {
+fn guest_loop(mut f: impl FnMut(i32) -> i32, iters: u64) -> Duration {
     let mut left = iters;
     let start = Instant::now();
     while left > 0 {
