@@ -4,52 +4,25 @@
 //! 3 × 3 trust matrix).
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use lrpc::{DomainOptions, ExportOptions, Kernel};
+use lrpc::Serving;
 use std::time::{Duration, Instant};
 
-fn example(name: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../presentation/examples")
-        .join(format!("{name}.toml"))
-}
-
-fn pair(kernel: &Kernel, client: &str, server: Option<&str>) -> lrpc::Domain {
-    let s = kernel
-        .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
-        .unwrap();
-    let presentation = server.map(|n| kernel.load_presentation(&example(n)).unwrap());
-    kernel
-        .export_as(
-            &s,
-            "lrpc:bench/bench",
-            "lrpc:bench/bench",
-            ExportOptions {
-                presentation,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-    let c = kernel
-        .domain_with(
-            "bench-client",
-            lrpc::artifacts::BENCH_CLIENT,
-            DomainOptions {
-                presentations: vec![kernel.presentation("client", client).unwrap()],
-                ..Default::default()
-            },
-        )
-        .unwrap();
-    assert_eq!(c.call::<(), i32>("bind", ()).unwrap(), 0);
-    c
-}
-
 fn client_text(trust: &str, trashable: bool) -> String {
-    let mut t =
-        format!("interface = \"lrpc:bench/bench\"\nside = \"client\"\ntrust = \"{trust}\"\n");
-    if trashable {
-        t.push_str("[function.big-in]\nin.data = \"trashable\"\n");
-    }
-    t
+    let extra = if trashable {
+        "[function.big-in]\nin.data = \"trashable\"\n"
+    } else {
+        ""
+    };
+    lrpc_benches::presentation_text("client", trust, extra)
+}
+
+fn server_text(trust: &str, preserved: bool) -> String {
+    let extra = if preserved {
+        "[function.big-in]\nin.data = \"preserved\"\n"
+    } else {
+        ""
+    };
+    lrpc_benches::presentation_text("server", trust, extra)
 }
 
 fn guest_loop(f: impl Fn(i32) -> i64, iters: u64) -> Duration {
@@ -70,11 +43,12 @@ fn fig10(c: &mut Criterion) {
     for size in [1024usize, 65536] {
         g.throughput(Throughput::Bytes(size as u64));
         for (trashable, preserved) in [(false, false), (true, false), (false, true), (true, true)] {
-            let kernel = Kernel::new().unwrap();
-            let client = pair(
-                &kernel,
-                &client_text("leaky", trashable),
-                preserved.then_some("bench-server-preserved"),
+            let (_kernel, client) = lrpc_benches::pair(
+                lrpc::artifacts::BENCH_CLIENT,
+                lrpc::artifacts::BENCH_SERVER,
+                Some(client_text("leaky", trashable)),
+                Some(server_text("leaky", preserved)),
+                Serving::Migrate,
             );
             let f = client.func::<(i32, i32), i64>("big_in").unwrap();
             assert_eq!(f.call((size as i32, 1)).unwrap() >> 8, size as i64);
@@ -99,38 +73,13 @@ fn fig12(c: &mut Criterion) {
     let levels = ["none", "leaky", "leaky+unprotected"];
     for ct in levels {
         for st in levels {
-            let kernel = Kernel::new().unwrap();
-            let server_text =
-                format!("interface = \"lrpc:bench/bench\"\nside = \"server\"\ntrust = \"{st}\"\n");
-            let s = kernel
-                .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
-                .unwrap();
-            kernel
-                .export_as(
-                    &s,
-                    "lrpc:bench/bench",
-                    "lrpc:bench/bench",
-                    ExportOptions {
-                        presentation: Some(kernel.presentation("server", &server_text).unwrap()),
-                        ..Default::default()
-                    },
-                )
-                .unwrap();
-            let client = kernel
-                .domain_with(
-                    "bench-client",
-                    lrpc::artifacts::BENCH_CLIENT,
-                    DomainOptions {
-                        presentations: vec![
-                            kernel
-                                .presentation("client", &client_text(ct, false))
-                                .unwrap(),
-                        ],
-                        ..Default::default()
-                    },
-                )
-                .unwrap();
-            assert_eq!(client.call::<(), i32>("bind", ()).unwrap(), 0);
+            let (_kernel, client) = lrpc_benches::pair(
+                lrpc::artifacts::BENCH_CLIENT,
+                lrpc::artifacts::BENCH_SERVER,
+                Some(client_text(ct, false)),
+                Some(server_text(st, false)),
+                Serving::Migrate,
+            );
             let f = client.func::<(i32,), i32>("null").unwrap();
             g.bench_function(format!("null/client {ct}/server {st}"), |b| {
                 b.iter_custom(|iters| guest_loop(|n| i64::from(f.call((n,)).unwrap()), iters))
@@ -169,24 +118,13 @@ fn fig11(c: &mut Criterion) {
         ),
     ];
     for (name, client_wasm, server_wasm) in cases {
-        let kernel = Kernel::new().unwrap();
-        let server = kernel.domain("bench-server", server_wasm).unwrap();
-        kernel.export(&server, "lrpc:bench/bench").unwrap();
-        let client = kernel
-            .domain_with(
-                "bench-client",
-                client_wasm,
-                DomainOptions {
-                    presentations: vec![
-                        kernel
-                            .presentation("client", &client_text("leaky", false))
-                            .unwrap(),
-                    ],
-                    ..Default::default()
-                },
-            )
-            .unwrap();
-        assert_eq!(client.call::<(), i32>("bind", ()).unwrap(), 0);
+        let (_kernel, client) = lrpc_benches::pair(
+            client_wasm,
+            server_wasm,
+            Some(client_text("leaky", false)),
+            None,
+            Serving::Migrate,
+        );
         let f = client.func::<(i32, i32), i32>("big_in_out_loop").unwrap();
         assert_eq!(
             f.call((size as i32, 1)).unwrap(),

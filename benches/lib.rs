@@ -178,3 +178,60 @@ impl Drop for GrpcPeer {
         let _ = std::fs::remove_file(&self.path);
     }
 }
+
+/// A kernel with `server_wasm` exported as `lrpc:bench/bench` (server presentation text
+/// `server`, serving mode `serving`) and a bound client from `client_wasm` (client
+/// presentation text `client`). Returns the kernel and the client.
+pub fn pair(
+    client_wasm: &[u8],
+    server_wasm: &[u8],
+    client: Option<String>,
+    server: Option<String>,
+    serving: lrpc::Serving,
+) -> (Kernel, Domain) {
+    let kernel = Kernel::new().expect("kernel");
+    let s = kernel.domain("bench-server", server_wasm).expect("server");
+    let sp = server.map(|t| {
+        kernel
+            .presentation("server", &t)
+            .expect("server presentation")
+    });
+    kernel
+        .export_as(
+            &s,
+            "lrpc:bench/bench",
+            "lrpc:bench/bench",
+            lrpc::ExportOptions {
+                presentation: sp,
+                serving,
+                ..Default::default()
+            },
+        )
+        .expect("export");
+    let presentations = client
+        .map(|t| {
+            vec![
+                kernel
+                    .presentation("client", &t)
+                    .expect("client presentation"),
+            ]
+        })
+        .unwrap_or_default();
+    let c = kernel
+        .domain_with(
+            "bench-client",
+            client_wasm,
+            DomainOptions {
+                presentations,
+                ..Default::default()
+            },
+        )
+        .expect("client");
+    assert_eq!(c.call::<(), i32>("bind", ()).expect("bind"), 0);
+    (kernel, c)
+}
+
+/// The text of a presentation of `lrpc:bench/bench` for `side` with `trust`, plus `extra`.
+pub fn presentation_text(side: &str, trust: &str, extra: &str) -> String {
+    format!("interface = \"lrpc:bench/bench\"\nside = \"{side}\"\ntrust = \"{trust}\"\n{extra}")
+}

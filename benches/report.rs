@@ -6,7 +6,7 @@
 //! seven rounds of many calls made inside the client guest (one host→guest entry per round).
 //! Every peer's results are checked once before it is timed.
 
-use lrpc::{Domain, DomainOptions, ExportOptions, Kernel, Serving};
+use lrpc::{Domain, Serving};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -46,59 +46,6 @@ fn sized_fn32(d: &Domain, name: &str, size: i32) -> impl FnMut(i32) -> i64 {
     move |n| i64::from(f.call((size, n)).expect(name))
 }
 
-fn with_presentations(
-    client_wasm: &[u8],
-    server_wasm: &[u8],
-    client: Option<String>,
-    server: Option<String>,
-    serving: Serving,
-) -> (Kernel, Domain) {
-    let kernel = Kernel::new().expect("kernel");
-    let s = kernel.domain("bench-server", server_wasm).expect("server");
-    let sp = server.map(|t| {
-        kernel
-            .presentation("server", &t)
-            .expect("server presentation")
-    });
-    kernel
-        .export_as(
-            &s,
-            "lrpc:bench/bench",
-            "lrpc:bench/bench",
-            ExportOptions {
-                presentation: sp,
-                serving,
-                ..Default::default()
-            },
-        )
-        .expect("export");
-    let presentations = client
-        .map(|t| {
-            vec![
-                kernel
-                    .presentation("client", &t)
-                    .expect("client presentation"),
-            ]
-        })
-        .unwrap_or_default();
-    let c = kernel
-        .domain_with(
-            "bench-client",
-            client_wasm,
-            DomainOptions {
-                presentations,
-                ..Default::default()
-            },
-        )
-        .expect("client");
-    assert_eq!(c.call::<(), i32>("bind", ()).expect("bind"), 0);
-    (kernel, c)
-}
-
-fn text(side: &str, trust: &str, extra: &str) -> String {
-    format!("interface = \"lrpc:bench/bench\"\nside = \"{side}\"\ntrust = \"{trust}\"\n{extra}")
-}
-
 fn main() {
     let mut cases: BTreeMap<String, f64> = BTreeMap::new();
     let t0 = Instant::now();
@@ -107,7 +54,7 @@ fn main() {
 
     // LRPC Table IV, isolated path (default presentations), and floors.
     {
-        let (kernel, client) = with_presentations(bench, server, None, None, Serving::Migrate);
+        let (kernel, client) = lrpc_benches::pair(bench, server, None, None, Serving::Migrate);
         let (mut store, floor) = lrpc_benches::raw_floor(&kernel);
         cases.insert(
             "table-iv/floor/host-to-wasm".into(),
@@ -148,10 +95,10 @@ fn main() {
     }
     // The same with a client that does not clear residue (trust leaky).
     {
-        let (_k, client) = with_presentations(
+        let (_k, client) = lrpc_benches::pair(
             bench,
             server,
-            Some(text("client", "leaky", "")),
+            Some(lrpc_benches::presentation_text("client", "leaky", "")),
             None,
             Serving::Migrate,
         );
@@ -163,10 +110,14 @@ fn main() {
     // The direct-linked path: a client with full trust calls a copy of the server in its own
     // store.
     {
-        let (_k, client) = with_presentations(
+        let (_k, client) = lrpc_benches::pair(
             bench,
             server,
-            Some(text("client", "leaky+unprotected", "")),
+            Some(lrpc_benches::presentation_text(
+                "client",
+                "leaky+unprotected",
+                "",
+            )),
             None,
             Serving::Migrate,
         );
@@ -190,7 +141,7 @@ fn main() {
     }
     // Peer: thread-per-domain message passing.
     {
-        let (_k, client) = with_presentations(bench, server, None, None, Serving::OwnThread);
+        let (_k, client) = lrpc_benches::pair(bench, server, None, None, Serving::OwnThread);
         assert_eq!(
             client.call::<(i32, i32), i64>("add", (40, 2)).expect("add"),
             42
@@ -239,7 +190,7 @@ fn main() {
         ("borrow-trashable", true, false),
         ("borrow-preserved", false, true),
     ] {
-        let c = text(
+        let c = lrpc_benches::presentation_text(
             "client",
             "leaky",
             if trashable {
@@ -248,7 +199,7 @@ fn main() {
                 ""
             },
         );
-        let s = text(
+        let s = lrpc_benches::presentation_text(
             "server",
             "none",
             if preserved {
@@ -257,7 +208,7 @@ fn main() {
                 ""
             },
         );
-        let (_k, client) = with_presentations(bench, server, Some(c), Some(s), Serving::Migrate);
+        let (_k, client) = lrpc_benches::pair(bench, server, Some(c), Some(s), Serving::Migrate);
         for size in [1024, 65536] {
             let n = if size > 4096 { 20_000 } else { 200_000 };
             cases.insert(
@@ -281,10 +232,10 @@ fn main() {
             lrpc::artifacts::BENCH_SERVER_INPLACE,
         ),
     ] {
-        let (_k, client) = with_presentations(
+        let (_k, client) = lrpc_benches::pair(
             cw,
             sw,
-            Some(text("client", "leaky", "")),
+            Some(lrpc_benches::presentation_text("client", "leaky", "")),
             None,
             Serving::Migrate,
         );
@@ -296,11 +247,11 @@ fn main() {
     // Flick Fig. 12: the null call over the trust matrix.
     for ct in ["none", "leaky", "leaky+unprotected"] {
         for st in ["none", "leaky", "leaky+unprotected"] {
-            let (_k, client) = with_presentations(
+            let (_k, client) = lrpc_benches::pair(
                 bench,
                 server,
-                Some(text("client", ct, "")),
-                Some(text("server", st, "")),
+                Some(lrpc_benches::presentation_text("client", ct, "")),
+                Some(lrpc_benches::presentation_text("server", st, "")),
                 Serving::Migrate,
             );
             cases.insert(
