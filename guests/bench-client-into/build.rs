@@ -2,6 +2,7 @@
 use std::path::Path;
 
 fn main() {
+    lrpc_presentation::build::wasm_link_args();
     let out =
         std::path::PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo")).join("stubs.rs");
     let presentation = Path::new("../../presentation/examples/bench-client-into.toml");

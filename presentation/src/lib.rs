@@ -105,6 +105,17 @@ pub mod build {
         })
     }
 
+    /// Linker arguments every guest needs, printed for cargo when the build script builds
+    /// for wasm32 (elsewhere it prints nothing): the module's function table is exported and
+    /// growable, because on a direct-linked binding the kernel appends the server copy's
+    /// entries to it and the client stub calls them through it. Call it from `build.rs`.
+    pub fn wasm_link_args() {
+        if std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("wasm32") {
+            println!("cargo::rustc-link-arg=--export-table");
+            println!("cargo::rustc-link-arg=--growable-table");
+        }
+    }
+
     /// Loads every `.wit` file in `wit_dir`, generates stubs for `interfaces` and writes them
     /// to `out_file` (include it at the crate root with `include!`). Prints the
     /// `cargo:rerun-if-changed` lines for the WIT files.

@@ -1,6 +1,18 @@
 //! Middle stage: an interface under a presentation becomes a plan — the types the stubs use,
 //! and per procedure the facts the kernel's procedure descriptor list needs.
 //!
+//! **Encoding** (what the plan's bounds measure; the same in both directions): packed little
+//! endian, no padding. `bool` is one byte, 0 or 1 (anything else is refused); integers take
+//! their width; `f32`/`f64` 4/8 bytes; `char` a `u32` that must be a Unicode scalar value;
+//! `string` a `u32` byte length then UTF-8 (validated); `list<T>` a `u32` element count then
+//! the elements (`list<u8>` is a raw byte copy); records and tuples their fields in order;
+//! an enum its discriminant — `u8` up to 256 cases, `u16` up to 65536, else `u32` — which
+//! must be below the case count; a variant the same discriminant then the case's payload;
+//! `option` a `u8` (0 none, 1 some) then the payload; `result` a `u8` (0 ok, 1 err) then the
+//! payload; flags a `u8` up to 8 flags, a `u16` up to 16, else `u32` words, least significant
+//! first (unknown bits are refused). Parameters are encoded one after another; the result is
+//! the function's single result type.
+//!
 //! **Fingerprint.** Client stubs embed it and the kernel compares it with the server's at bind
 //! time. It is `lrpc_abi::fnv1a64` of a canonical text of the interface:
 //! `interface <name>;` then, per function in declaration order,
@@ -210,16 +222,18 @@ pub fn discriminant_size(cases: usize) -> usize {
     }
 }
 
-/// Bytes of a flags value with `n` flags (at most 64).
+/// Most flags a flags type may have (four 32-bit words).
+pub const MAX_FLAGS: usize = 128;
+
+/// Bytes of a flags value with `n` flags (at most [`MAX_FLAGS`]): one byte up to 8, two up
+/// to 16, else as many 32-bit words as needed.
 pub fn flags_size(n: usize) -> usize {
     if n <= 8 {
         1
     } else if n <= 16 {
         2
-    } else if n <= 32 {
-        4
     } else {
-        8
+        4 * n.div_ceil(32)
     }
 }
 
@@ -301,8 +315,11 @@ impl Types<'_> {
                 e.cases.iter().map(|c| c.name.clone()).collect(),
             )),
             TypeDefKind::Flags(f) => {
-                if f.flags.len() > 64 {
-                    return Err(self.unsupported(place, "a flags type with more than 64 flags"));
+                if f.flags.len() > MAX_FLAGS {
+                    return Err(self.unsupported(
+                        place,
+                        &format!("a flags type with more than {MAX_FLAGS} flags"),
+                    ));
                 }
                 named(DefKind::Flags(
                     f.flags.iter().map(|c| c.name.clone()).collect(),

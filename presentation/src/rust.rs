@@ -535,16 +535,29 @@ impl Gen<'_> {
             }
             DefKind::Flags(fs) => {
                 let size = crate::plan::flags_size(fs.len());
-                let (repr, wr, rd) = match size {
-                    1 => ("u8", "u8", "u8"),
-                    2 => ("u16", "u16", "u16"),
-                    4 => ("u32", "u32", "u32"),
-                    _ => ("u64", "u64", "u64"),
+                // Up to 64 flags in the integer of the encoding's width; more in a `u128`
+                // of which the encoding holds the low `size` bytes (its 32-bit words).
+                let (repr, enc, dec) = match size {
+                    1 | 2 | 4 | 8 => {
+                        let t = format!("u{}", size * 8);
+                        (
+                            t.clone(),
+                            format!("__w.{t}(__v.bits)"),
+                            format!("__r.{t}()?"),
+                        )
+                    }
+                    _ => (
+                        "u128".to_string(),
+                        format!("__w.bytes(&__v.bits.to_le_bytes()[..{size}])"),
+                        format!(
+                            "{{ let mut __b = [0u8; 16]; __b[..{size}].copy_from_slice(__r.take({size})?); u128::from_le_bytes(__b) }}"
+                        ),
+                    ),
                 };
-                let all: u64 = if fs.len() == 64 {
-                    u64::MAX
+                let all: u128 = if fs.len() >= 128 {
+                    u128::MAX
                 } else {
-                    (1u64 << fs.len()) - 1
+                    (1u128 << fs.len()) - 1
                 };
                 let _ = writeln!(o, "    /// WIT flags `{}`.", d.name);
                 let _ = writeln!(
@@ -569,7 +582,7 @@ impl Gen<'_> {
                 let _ = writeln!(o, "        /// Every flag set.");
                 let _ = writeln!(
                     o,
-                    "        pub const fn all() -> {name} {{ {name} {{ bits: {all:#x} as {repr} }} }}"
+                    "        pub const fn all() -> {name} {{ {name} {{ bits: {all:#x}_{repr} }} }}"
                 );
                 let _ = writeln!(o, "        /// The raw bits.");
                 let _ = writeln!(
@@ -579,7 +592,7 @@ impl Gen<'_> {
                 let _ = writeln!(o, "        /// From raw bits, refusing unknown ones.");
                 let _ = writeln!(
                     o,
-                    "        pub const fn from_bits(bits: {repr}) -> Option<{name}> {{ if bits & !({all:#x} as {repr}) == 0 {{ Some({name} {{ bits }}) }} else {{ None }} }}"
+                    "        pub const fn from_bits(bits: {repr}) -> Option<{name}> {{ if bits & !({all:#x}_{repr}) == 0 {{ Some({name} {{ bits }}) }} else {{ None }} }}"
                 );
                 let _ = writeln!(o, "        /// Whether every flag of `other` is set.");
                 let _ = writeln!(
@@ -593,12 +606,12 @@ impl Gen<'_> {
                 );
                 let _ = writeln!(
                     o,
-                    "    fn __enc_{fname}(__w: &mut Writer, __v: &{name}) {{ __w.{wr}(__v.bits) }}"
+                    "    fn __enc_{fname}(__w: &mut Writer, __v: &{name}) {{ {enc} }}"
                 );
                 let _ = writeln!(o, "    fn __size_{fname}(_: &{name}) -> usize {{ {size} }}");
                 let _ = writeln!(
                     o,
-                    "    fn __dec_{fname}(__r: &mut Reader<'_>) -> Result<{name}, DecodeError> {{ {name}::from_bits(__r.{rd}()?).ok_or(DecodeError) }}"
+                    "    fn __dec_{fname}(__r: &mut Reader<'_>) -> Result<{name}, DecodeError> {{ {name}::from_bits({dec}).ok_or(DecodeError) }}"
                 );
             }
             DefKind::Variant(cs) => {

@@ -111,3 +111,184 @@ fn syntax_errors_and_unknown_names_are_reported() {
         "lists known interfaces: {e}"
     );
 }
+
+/// The plan of a one-interface source, or its error.
+fn plan_of(body: &str) -> Result<lrpc_presentation::InterfacePlan, Error> {
+    source(body).interface("t:t/i")
+}
+
+#[test]
+fn every_type_has_its_encoded_bound() {
+    let names = |prefix: &str, n: usize| {
+        (0..n)
+            .map(|i| format!("{prefix}{i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let plan = plan_of(&format!(
+        "enum few {{ a, b }}
+         enum many {{ {} }}
+         flags f3 {{ a, b, c }}
+         flags f9 {{ {} }}
+         flags f17 {{ {} }}
+         flags f40 {{ {} }}
+         flags f70 {{ {} }}
+         variant v {{ none, small(u8), big(tuple<u64, u32>) }}
+         record r {{ a: bool, b: s16, c: option<u32> }}
+         scalars: func(a: bool, b: u8, c: s8, d: u16, e: s16, f: u32, g: s32, h: u64, i: s64, j: f32, k: f64, l: char);
+         named: func(a: few, b: many, c: f3, d: f9, e: f17, f: f40, g: f70) -> v;
+         wrapped: func(a: r, b: result, c: result<u16>, d: result<_, u64>, e: result<u8, u32>) -> option<tuple<r, v>>;
+         unbounded-in: func(a: list<u32>) -> u8;
+         unbounded-out: func() -> option<string>;
+         huge: func(a: tuple<u64, u64, u64, u64, u64, u64, u64, u64, u64, u64>);",
+        names("c", 300),
+        names("x", 9),
+        names("x", 17),
+        names("x", 40),
+        names("x", 70),
+    ))
+    .unwrap();
+    let p = |n: &str| plan.procs.iter().find(|p| p.name == n).unwrap();
+    // 1+1+1+2+2+4+4+8+8+4+8+4
+    assert_eq!(p("scalars").in_bound, Some(47));
+    assert_eq!(p("scalars").out_bound, Some(0));
+    assert_eq!(p("scalars").astack_size, 48);
+    // enums: 1 and 2 bytes; flags: 1, 2, 4, 8 and 12 bytes; variant: 1 + 12.
+    assert_eq!(p("named").in_bound, Some(1 + 2 + 1 + 2 + 4 + 8 + 12));
+    assert_eq!(p("named").out_bound, Some(13));
+    assert_eq!(p("named").astack_size, 32);
+    // r = 1 + 2 + 5; results: 1, 3, 9, 5; option<tuple<r, v>> = 1 + 8 + 13.
+    assert_eq!(p("wrapped").in_bound, Some(8 + 1 + 3 + 9 + 5));
+    assert_eq!(p("wrapped").out_bound, Some(22));
+    assert_eq!(p("wrapped").astack_size, 32);
+    for n in ["unbounded-in", "unbounded-out"] {
+        assert!(!p(n).bounded, "{n}");
+        assert_eq!(p(n).astack_size, lrpc_abi::DEFAULT_VARIABLE_ASTACK_SIZE);
+    }
+    assert_eq!(p("unbounded-in").out_bound, Some(1));
+    assert_eq!(p("unbounded-out").in_bound, Some(0));
+    // Bounded procedures never take the variable default, however large.
+    assert_eq!(p("huge").astack_size, 80);
+    assert!(
+        plan.procs
+            .iter()
+            .all(|p| p.astack_count == lrpc_abi::DEFAULT_ASTACK_COUNT)
+    );
+    let ids: Vec<&str> = plan.procs.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "scalars",
+            "named",
+            "wrapped",
+            "unbounded-in",
+            "unbounded-out",
+            "huge"
+        ],
+        "procedures are numbered in declaration order"
+    );
+}
+
+#[test]
+fn the_fingerprint_sees_every_structural_change() {
+    let fp = |body: &str| plan_of(body).unwrap().fingerprint;
+    let base = "enum e { a, b }
+        flags f { x, y }
+        variant v { p(u8), q }
+        f1: func(a: e, b: f, c: v, d: option<u8>, e: tuple<u8, u16>) -> result<u8, string>;";
+    let want = fp(base);
+    // Type names and comments do not matter, structure does.
+    assert_eq!(
+        fp("enum renamed { a, b }
+            flags f { x, y }
+            /// docs
+            variant v { p(u8), q }
+            f1: func(a: renamed, b: f, c: v, d: option<u8>, e: tuple<u8, u16>) -> result<u8, string>;"),
+        want
+    );
+    for (what, from, to) in [
+        ("enum case", "enum e { a, b }", "enum e { a, c }"),
+        ("enum order", "enum e { a, b }", "enum e { b, a }"),
+        ("flag name", "flags f { x, y }", "flags f { x, z }"),
+        ("variant payload", "p(u8)", "p(u16)"),
+        ("variant case", "q }", "q, r }"),
+        ("option payload", "option<u8>", "option<s8>"),
+        ("tuple order", "tuple<u8, u16>", "tuple<u16, u8>"),
+        ("result ok", "result<u8, string>", "result<_, string>"),
+        ("result err", "result<u8, string>", "result<u8, list<u8>>"),
+        ("param order", "a: e, b: f", "b: f, a: e"),
+    ] {
+        let changed = base.replacen(from, to, 1);
+        assert_ne!(changed, base, "{what}: the edit applies");
+        assert_ne!(fp(&changed), want, "{what}");
+    }
+    // The interface name is part of it too.
+    let other = Wit::load_sources(&[(
+        "t.wit",
+        &format!("package t:t;\ninterface j {{\n{base}\n}}"),
+    )])
+    .unwrap()
+    .interface("t:t/j")
+    .unwrap();
+    assert_ne!(other.fingerprint, want);
+    assert!(other.canonical.starts_with("interface t:t/j;"));
+}
+
+#[test]
+fn every_unsupported_type_is_refused_with_its_place() {
+    for (body, place, what) in [
+        ("f: func(x: future<u8>);", "parameter `x`", "future"),
+        ("f: func(x: stream);", "parameter `x`", "stream"),
+        ("f: func() -> error-context;", "result", "error-context"),
+        (
+            "resource r;\nf: func(x: borrow<r>);",
+            "parameter `x`",
+            "resource",
+        ),
+        (
+            "resource r;\nrecord w { inner: r }\nf: func(a: u8, b: list<w>);",
+            "parameter `b`",
+            "resource",
+        ),
+        (
+            "resource r { m: func(); }",
+            "function `[method]r.m`",
+            "freestanding",
+        ),
+    ] {
+        let w = Wit::load_sources(&[(
+            "t.wit",
+            &format!("package t:t;\ninterface i {{\n{body}\n}}"),
+        )])
+        .unwrap_or_else(|e| panic!("{body}: {e}"));
+        let msg = w.interface("t:t/i").unwrap_err().to_string();
+        assert!(msg.contains("interface `t:t/i`"), "{body}: {msg}");
+        assert!(msg.contains(place), "{body}: {msg}");
+        assert!(msg.contains(what), "{body}: {msg}");
+    }
+    let e = plan_of(&format!(
+        "flags f {{ {} }}\ng: func(x: f);",
+        (0..129)
+            .map(|i| format!("x{i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("128 flags") && e.contains("function `g`"), "{e}");
+}
+
+#[test]
+fn interfaces_are_listed_by_full_name() {
+    let mut names = wit().interface_names();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "lrpc:bench/bench",
+            "lrpc:kv/store",
+            "lrpc:test/faulty",
+            "lrpc:test/node"
+        ]
+    );
+}

@@ -12,7 +12,7 @@ thread_local! {
 fn with<R>(f: impl FnOnce(&faulty::Client) -> Result<R, CallError>) -> Result<R, CallError> {
     CLIENT.with(|c| match c.borrow().as_ref() {
         Some(client) => f(client),
-        None => Err(CallError::Kernel(lrpc_sdk::Status::StaleBinding)),
+        None => Err(CallError::StaleBinding),
     })
 }
 

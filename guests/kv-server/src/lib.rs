@@ -75,7 +75,11 @@ impl store::Server for Kv {
     }
 
     fn measure(&self, c: char, delta: i64, scale: f64) -> (char, i64, f64) {
-        let next = char::from_u32(u32::from(c) + 1).unwrap_or(c);
+        // The next Unicode scalar value (stepping over the surrogates), or `c` at the end.
+        let next = match c {
+            '\u{d7ff}' => '\u{e000}',
+            c => char::from_u32(u32::from(c) + 1).unwrap_or(c),
+        };
         (next, delta.wrapping_mul(2), scale * 0.5)
     }
 }

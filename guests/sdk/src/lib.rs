@@ -17,20 +17,83 @@ pub mod sys;
 use core::cell::RefCell;
 pub use lrpc_abi::Status;
 
-/// Why a call (or bind) failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallError {
-    /// A status the kernel returned.
-    Kernel(Status),
-    /// A status code this SDK does not know.
-    Unknown(i32),
+macro_rules! call_errors {
+    ($( $(#[$doc:meta])* $name:ident, )*) => {
+        /// Why a call (or a bind) failed: one variant per status the kernel can return other
+        /// than `Ok` ([`Status`]), and [`CallError::Unknown`] for a code this SDK does not know.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum CallError {
+            $( $(#[$doc])* $name, )*
+            /// A status code this SDK does not know.
+            Unknown(i32),
+        }
+
+        impl CallError {
+            /// The error for a kernel status; `None` for `Status::Ok`.
+            pub fn from_status(status: Status) -> Option<CallError> {
+                // Exhaustive: a status added to the ABI must be added here too.
+                match status {
+                    Status::Ok => None,
+                    $( Status::$name => Some(CallError::$name), )*
+                }
+            }
+
+            /// The kernel status this error stands for (`None` for an unknown code).
+            pub fn status(self) -> Option<Status> {
+                match self {
+                    $( CallError::$name => Some(Status::$name), )*
+                    CallError::Unknown(_) => None,
+                }
+            }
+        }
+    };
+}
+
+call_errors! {
+    /// The server trapped during the call; it has been terminated.
+    ServerTrapped,
+    /// The server ran past the binding's deadline; it has been terminated.
+    DeadlineExceeded,
+    /// The server domain is terminated; the binding is revoked.
+    ServerTerminated,
+    /// The binding was unbound or revoked.
+    StaleBinding,
+    /// The handle was never issued by the kernel.
+    ForgedBinding,
+    /// The handle belongs to another domain.
+    ForeignBinding,
+    /// No such procedure in the binding's interface.
+    BadProcedure,
+    /// Not an A-stack of this binding and procedure.
+    BadAStack,
+    /// The A-stack is in use by another call.
+    AStackBusy,
+    /// The server rejected the request as malformed.
+    ServerRejected,
+    /// The server stayed busy past the binding's deadline.
+    ServerBusy,
+    /// No domain exports an interface under that name.
+    UnknownInterface,
+    /// The client's and the server's interfaces differ.
+    InterfaceMismatch,
+    /// A pointer or length outside this domain's memory.
+    BadPointer,
+    /// The kernel (or this stub) ran out of memory, mappings or A-stack room.
+    ResourceExhausted,
+    /// No call is in flight.
+    NoCall,
+    /// The server's reply was malformed or did not fit.
+    BadReply,
+    /// A domain can not bind to an interface it exports itself.
+    SelfBinding,
 }
 
 impl CallError {
-    /// Decodes a nonzero status code.
+    /// Decodes a nonzero status code (`Status::try_from`; unknown codes are kept as they
+    /// are). Code 0 is success, not an error: it decodes as `Unknown(0)`.
     pub fn from_code(code: i32) -> CallError {
         match Status::try_from(code) {
-            Ok(s) => CallError::Kernel(s),
+            Ok(s) => CallError::from_status(s).unwrap_or(CallError::Unknown(code)),
             Err(c) => CallError::Unknown(c),
         }
     }
@@ -38,22 +101,29 @@ impl CallError {
     /// The numeric status code.
     pub fn code(self) -> i32 {
         match self {
-            CallError::Kernel(s) => s as i32,
             CallError::Unknown(c) => c,
+            known => known.status().map_or(0, |s| s as i32),
         }
     }
 
-    /// The call reached the server and failed there (LRPC's call-failed).
+    /// The call reached the server and failed there (LRPC's call-failed exception): the
+    /// server trapped, ran past its deadline or was terminated.
     pub fn is_call_failed(self) -> bool {
-        matches!(self, CallError::Kernel(s) if s.is_call_failed())
+        self.status().is_some_and(Status::is_call_failed)
+    }
+}
+
+impl From<CallError> for i32 {
+    fn from(e: CallError) -> i32 {
+        e.code()
     }
 }
 
 impl core::fmt::Display for CallError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            CallError::Kernel(s) => write!(f, "{s}"),
-            CallError::Unknown(c) => write!(f, "unknown status {c}"),
+        match self.status() {
+            Some(s) => write!(f, "{s}"),
+            None => write!(f, "unknown status {}", self.code()),
         }
     }
 }
@@ -101,8 +171,7 @@ impl Binding {
     /// `fingerprint` and which has `nprocs` procedures.
     pub fn bind(name: &str, fingerprint: u64, nprocs: usize) -> Result<Binding, CallError> {
         let mut desc = vec![0u8; lrpc_abi::desc::len(nprocs)];
-        let name_len =
-            i32::try_from(name.len()).map_err(|_| CallError::Kernel(Status::UnknownInterface))?;
+        let name_len = i32::try_from(name.len()).map_err(|_| CallError::UnknownInterface)?;
         check(sys::bind(
             name.as_ptr() as i32,
             name_len,
@@ -117,10 +186,13 @@ impl Binding {
         let flags = le32(12);
         let clear_residue = flags & lrpc_abi::desc::FLAG_CLEAR_RESIDUE != 0;
         let direct = flags & lrpc_abi::desc::FLAG_DIRECT != 0;
-        let direct_at = lrpc_abi::desc::HEADER_LEN + lrpc_abi::desc::EXTENT_LEN * n;
         if n != nprocs {
-            return Err(CallError::Kernel(Status::InterfaceMismatch));
+            // The kernel's interface has another shape than this stub's: give the binding
+            // back rather than leak it.
+            let _ = sys::unbind(handle as i64);
+            return Err(CallError::InterfaceMismatch);
         }
+        let direct_at = lrpc_abi::desc::HEADER_LEN + lrpc_abi::desc::EXTENT_LEN * n;
         let procs = (0..n)
             .map(|i| {
                 let at = lrpc_abi::desc::HEADER_LEN + i * lrpc_abi::desc::EXTENT_LEN;
@@ -156,7 +228,7 @@ impl Binding {
         let p = self
             .procs
             .get(proc as usize)
-            .ok_or(CallError::Kernel(Status::BadProcedure))?;
+            .ok_or(CallError::BadProcedure)?;
         if let Some(a) = p.free.borrow_mut().pop() {
             return Ok((a, p.size));
         }
@@ -168,9 +240,7 @@ impl Binding {
         ))?;
         let le32 = |at: usize| u32::from_le_bytes([rec[at], rec[at + 1], rec[at + 2], rec[at + 3]]);
         let mut more = extent(le32(0), le32(4), le32(8));
-        let first = more
-            .pop()
-            .ok_or(CallError::Kernel(Status::ResourceExhausted))?;
+        let first = more.pop().ok_or(CallError::ResourceExhausted)?;
         p.free.borrow_mut().extend(more);
         Ok((first, p.size))
     }
@@ -234,4 +304,41 @@ pub extern "C" fn lrpc_out_copies() -> i64 {
 #[unsafe(no_mangle)]
 pub extern "C" fn lrpc_clears() -> i64 {
     rt::counts().clears as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_refusal_has_its_own_error_and_codes_round_trip() {
+        for &s in Status::ALL {
+            match CallError::from_status(s) {
+                None => assert_eq!(s, Status::Ok),
+                Some(e) => {
+                    assert_eq!(e.status(), Some(s));
+                    assert_eq!(e.code(), s as i32);
+                    assert_eq!(CallError::from_code(s as i32), e);
+                    assert_eq!(e.is_call_failed(), s.is_call_failed());
+                    assert_eq!(e.to_string(), s.describe());
+                }
+            }
+        }
+        assert_eq!(CallError::from_code(7), CallError::BadProcedure);
+        assert_eq!(CallError::from_code(-3), CallError::Unknown(-3));
+        assert_eq!(CallError::Unknown(4242).code(), 4242);
+        assert_eq!(CallError::Unknown(4242).status(), None);
+        assert!(CallError::ServerTrapped.is_call_failed());
+        assert!(!CallError::StaleBinding.is_call_failed());
+        assert!(!CallError::Unknown(1).is_call_failed());
+    }
+
+    #[test]
+    fn without_a_kernel_binding_fails_cleanly() {
+        // Natively the imports answer `NoCall`.
+        assert_eq!(
+            Binding::bind("lrpc:bench/bench", 1, 4).err(),
+            Some(CallError::NoCall)
+        );
+    }
 }

@@ -5,7 +5,7 @@
 //! Unbounded procedures carry an 8-byte header (flags, length) before an inline payload, or
 //! put the payload in the out-of-band segment of that direction.
 
-use crate::{Binding, CallError, Status, sys};
+use crate::{Binding, CallError, sys};
 use core::cell::RefCell;
 use lrpc_abi::header;
 
@@ -407,11 +407,12 @@ fn dispatch(b: &Binding, proc: u32, astack: u32, cap: usize, inline: bool) -> i3
                 unsafe { core::mem::transmute::<usize, _>(d.index as usize) };
             return match entry(server_astack as i32, cap as i32, 0, 0, d.borrow as i32) {
                 lrpc_abi::ENTRY_OK => 0,
-                _ => Status::ServerRejected as i32,
+                _ => CallError::ServerRejected.code(),
             };
         }
+        // No function table to call through natively (the SDK only unit-tests there).
         #[cfg(not(target_arch = "wasm32"))]
-        let _ = (d, server_astack);
+        let _ = (d.index, d.borrow, server_astack, cap);
     }
     sys::call(b.handle as i64, proc as i32, astack as i32)
 }
@@ -425,7 +426,7 @@ fn oob(
     min: usize,
 ) -> Result<(usize, usize), CallError> {
     let mut seg = [0u32; 2];
-    let min = i32::try_from(min).map_err(|_| CallError::Kernel(Status::ResourceExhausted))?;
+    let min = i32::try_from(min).map_err(|_| CallError::ResourceExhausted)?;
     check(sys::oob(
         b.handle as i64,
         proc as i32,
@@ -519,7 +520,7 @@ fn invoke_on<R>(
     enc: impl FnOnce(&mut Writer),
     dec: impl FnOnce(&mut Reader<'_>) -> Result<R, DecodeError>,
 ) -> Result<R, CallError> {
-    let bad_reply = |_| CallError::Kernel(Status::BadReply);
+    let bad_reply = |_| CallError::BadReply;
     let base = astack as usize;
     if bounded {
         // SAFETY: the kernel gave this domain the A-stack `[base, base + cap)`.
@@ -527,7 +528,7 @@ fn invoke_on<R>(
         used.astack = cap;
         enc(&mut w);
         if !w.fits() {
-            return Err(CallError::Kernel(Status::ResourceExhausted));
+            return Err(CallError::ResourceExhausted);
         }
         if !w.is_empty() {
             count(|c| c.in_copies += 1);
@@ -556,7 +557,7 @@ fn invoke_on<R>(
     let mut w = unsafe { Writer::new(dst as *mut u8, room) };
     enc(&mut w);
     if !w.fits() || w.len() != size {
-        return Err(CallError::Kernel(Status::ResourceExhausted));
+        return Err(CallError::ResourceExhausted);
     }
     write_header(base, flags, size);
     count(|c| c.in_copies += 1);
@@ -572,7 +573,7 @@ fn invoke_on<R>(
     };
     if len > limit {
         used.astack = cap;
-        return Err(CallError::Kernel(Status::BadReply));
+        return Err(CallError::BadReply);
     }
     if rflags & header::OOB != 0 {
         used.oob_out = Some((src, len));

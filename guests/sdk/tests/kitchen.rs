@@ -1,0 +1,112 @@
+//! The stubs the stub compiler generates for a WIT that uses every supported type
+//! (`presentation/tests/wit/kitchen.wit`, golden file in `presentation/tests/golden/`) compile
+//! against this SDK without warnings, client and server halves, and their types behave.
+
+include!("../../../presentation/tests/golden/lrpc_kitchen_sink.rs.txt");
+
+use sink::{Color, Everything, Huge, Point, Shape, Small, Wide};
+
+#[derive(Default)]
+struct Sink;
+
+impl sink::Server for Sink {
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the WIT function has twelve parameters"
+    )]
+    fn scalars(
+        &self,
+        a: bool,
+        _b: u8,
+        c: i8,
+        _d: u16,
+        e: i16,
+        _f: u32,
+        g: i32,
+        _h: u64,
+        i: i64,
+        j: f32,
+        k: f64,
+        l: char,
+    ) -> (bool, i8, i16, i32, i64, f32, f64, char) {
+        (a, c, e, g, i, j, k, l)
+    }
+
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the WIT function has seven parameters"
+    )]
+    fn bounded(
+        &self,
+        _p: Point,
+        c: Color,
+        _s: Small,
+        _w: Wide,
+        _h: Huge,
+        _o: Option<u16>,
+        r: Result<u8, i8>,
+    ) -> Result<(), Color> {
+        r.map(|_| ()).map_err(|_| c)
+    }
+
+    fn shapes(&self, s: Shape, ps: Vec<Point>, names: Vec<String>, _: Vec<Vec<u8>>) -> Vec<Shape> {
+        vec![s, Shape::Poly(ps), Shape::Named(names.concat())]
+    }
+
+    fn results(
+        &self,
+        _: Result<(), ()>,
+        b: Result<u32, ()>,
+        c: Result<(), String>,
+    ) -> Option<Result<String, Shape>> {
+        b.ok()
+            .map(|_| c.map(|()| String::new()).map_err(Shape::Named))
+    }
+
+    fn round_trip(&self, e: Everything) -> Everything {
+        e
+    }
+
+    fn r#loop(&self, r#type: u32, r#move: u32, self_: u32) -> (u32,) {
+        (r#type ^ r#move ^ self_,)
+    }
+
+    fn nothing(&self) {}
+}
+
+sink::export!(Sink);
+
+#[test]
+fn flags_of_every_width_keep_to_their_flags() {
+    assert_eq!(Small::all().bits(), 0b111);
+    assert_eq!(Small::from_bits(0b1000), None, "an unknown bit is refused");
+    assert!((Small::A | Small::C).contains(Small::C));
+    assert!(!(Small::A | Small::C).contains(Small::B));
+
+    assert_eq!(Wide::W39.bits(), 1 << 39);
+    assert_eq!(Wide::all().bits(), (1 << 40) - 1);
+    assert_eq!(Wide::from_bits(1 << 40), None);
+
+    assert_eq!(Huge::H69.bits(), 1 << 69);
+    assert_eq!(Huge::all().bits(), (1 << 70) - 1);
+    assert_eq!(Huge::from_bits(1 << 70), None);
+    assert_eq!(Huge::from_bits(1 << 69), Some(Huge::H69));
+    assert_eq!(Huge::empty().bits(), 0);
+}
+
+#[test]
+fn the_interface_constants_number_procedures_in_declaration_order() {
+    assert_eq!(sink::INTERFACE, "lrpc:kitchen/sink");
+    assert_eq!(sink::PROCS, 7);
+    assert_eq!(sink::PROC_SCALARS, 0);
+    assert_eq!(sink::PROC_LOOP, 5);
+    assert_eq!(sink::PROC_NOTHING, 6);
+}
+
+#[test]
+fn without_a_kernel_clients_fail_with_a_typed_error() {
+    assert_eq!(
+        sink::Client::bind().err(),
+        Some(lrpc_sdk::CallError::NoCall)
+    );
+}
