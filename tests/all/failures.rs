@@ -9,17 +9,16 @@ fn faulty(deadline: Option<Duration>) -> (Kernel, Domain, Domain) {
     let server = kernel
         .domain("faulty", lrpc::artifacts::FAULTY_SERVER)
         .unwrap();
-    kernel
-        .export_as(
-            &server,
-            "lrpc:test/faulty",
-            "lrpc:test/faulty",
-            ExportOptions {
-                deadline,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    crate::export_with(
+        &kernel,
+        &server,
+        "lrpc:test/faulty",
+        ExportOptions {
+            deadline,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let client = kernel
         .domain("faulty-client", lrpc::artifacts::FAULTY_CLIENT)
         .unwrap();

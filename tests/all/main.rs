@@ -25,6 +25,16 @@ pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
     PROCESS.write().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Exports `interface` from `server` under the interface's own name with `options`.
+pub fn export_with(
+    kernel: &Kernel,
+    server: &Domain,
+    interface: &str,
+    options: lrpc::ExportOptions,
+) -> Result<(), lrpc::Error> {
+    kernel.export_as(server, interface, interface, options)
+}
+
 /// A kernel with the bench server exported and a bound bench client, both with the default
 /// presentation.
 pub fn bench_pair() -> (Kernel, Domain, Domain) {
@@ -49,17 +59,16 @@ pub fn bench_pair_with(client: Option<&str>, server: Option<&str>) -> (Kernel, D
             .load_presentation(&example(n))
             .expect("server presentation")
     });
-    kernel
-        .export_as(
-            &server_domain,
-            "lrpc:bench/bench",
-            "lrpc:bench/bench",
-            lrpc::ExportOptions {
-                presentation,
-                ..Default::default()
-            },
-        )
-        .expect("export");
+    crate::export_with(
+        &kernel,
+        &server_domain,
+        "lrpc:bench/bench",
+        lrpc::ExportOptions {
+            presentation,
+            ..Default::default()
+        },
+    )
+    .expect("export");
     let presentations = client
         .map(|n| {
             vec![

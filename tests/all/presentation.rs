@@ -104,17 +104,16 @@ fn the_trust_matrix_decides_clearing_and_transport() {
             let sp = kernel
                 .presentation("server.toml", &text("server", st))
                 .unwrap();
-            kernel
-                .export_as(
-                    &server,
-                    "lrpc:bench/bench",
-                    "lrpc:bench/bench",
-                    lrpc::ExportOptions {
-                        presentation: Some(sp),
-                        ..Default::default()
-                    },
-                )
-                .unwrap();
+            crate::export_with(
+                &kernel,
+                &server,
+                "lrpc:bench/bench",
+                lrpc::ExportOptions {
+                    presentation: Some(sp),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
             let cp = kernel
                 .presentation("client.toml", &text("client", ct))
                 .unwrap();

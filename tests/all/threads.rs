@@ -100,17 +100,16 @@ fn a_server_on_its_own_thread_answers_by_message() {
     let server = kernel
         .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
         .unwrap();
-    kernel
-        .export_as(
-            &server,
-            "lrpc:bench/bench",
-            "lrpc:bench/bench",
-            lrpc::ExportOptions {
-                serving: lrpc::Serving::OwnThread,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    crate::export_with(
+        &kernel,
+        &server,
+        "lrpc:bench/bench",
+        lrpc::ExportOptions {
+            serving: lrpc::Serving::OwnThread,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let c = client(&kernel, "c1");
     assert_eq!(c.call::<(i32, i32), i64>("add", (40, 2)).unwrap(), 42);
     assert_eq!(c.call::<(i32,), i32>("null", (100,)).unwrap(), 0);
@@ -131,17 +130,16 @@ fn a_server_thread_that_traps_fails_the_call() {
     let server = kernel
         .domain("faulty", lrpc::artifacts::FAULTY_SERVER)
         .unwrap();
-    kernel
-        .export_as(
-            &server,
-            "lrpc:test/faulty",
-            "lrpc:test/faulty",
-            lrpc::ExportOptions {
-                serving: lrpc::Serving::OwnThread,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    crate::export_with(
+        &kernel,
+        &server,
+        "lrpc:test/faulty",
+        lrpc::ExportOptions {
+            serving: lrpc::Serving::OwnThread,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let c = kernel
         .domain("faulty-client", lrpc::artifacts::FAULTY_CLIENT)
         .unwrap();
