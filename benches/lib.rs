@@ -15,6 +15,8 @@
 
 use lrpc::{Domain, DomainOptions, Kernel};
 
+pub mod components;
+
 /// The gRPC peer's protocol (`proto/bench.proto`).
 #[allow(missing_docs, clippy::all, reason = "generated code")]
 pub mod pb {

@@ -7,6 +7,9 @@
 //! Every peer's results are checked once before it is timed.
 
 use lrpc::{Domain, Serving};
+use lrpc_benches::components::ComponentPeer;
+
+mod plots;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -184,6 +187,75 @@ fn main() {
             per_call(|n| peer.big_in_out(200, n), 500),
         );
     }
+    // Peers: wasmtime components, composed with fused adapters and linked through the host
+    // in two Stores (checked by `tests/components.rs` and again here before timing).
+    {
+        let kernel = lrpc::Kernel::new().expect("kernel");
+        let fused = lrpc_benches::components::Fused::new(kernel.engine()).expect("fused");
+        let host = lrpc_benches::components::HostLinked::new(kernel.engine()).expect("host");
+        let peers: [(&str, Box<dyn ComponentPeer>, i32); 2] = [
+            ("component-fused", Box::new(fused), 4),
+            ("component-host", Box::new(host), 1),
+        ];
+        for (name, mut peer, speed) in peers {
+            assert_eq!(peer.add(100), 0, "{name} answers add correctly");
+            assert_eq!(
+                peer.big_in_out(200, 2),
+                0,
+                "{name} answers big-in-out correctly"
+            );
+            cases.insert(
+                format!("table-iv/{name}/null"),
+                per_call(|n| peer.null(n), 500_000 * speed),
+            );
+            cases.insert(
+                format!("table-iv/{name}/add"),
+                per_call(|n| peer.add(n), 500_000 * speed),
+            );
+            for size in [200, 4096, 65536] {
+                let n = if size > 4096 { 20_000 } else { 200_000 };
+                cases.insert(
+                    format!("table-iv/{name}/big-in/{size}"),
+                    per_call(|k| peer.big_in(size, k).min(0), n),
+                );
+                cases.insert(
+                    format!("table-iv/{name}/big-in-out/{size}"),
+                    per_call(|k| peer.big_in_out(size, k), n / 4),
+                );
+            }
+            if name == "component-fused" {
+                cases.insert(
+                    "table-iv/floor/intra-component".into(),
+                    per_call(|n| peer.intra(n), 5_000_000),
+                );
+            }
+        }
+    }
+    // The direct-linked path with a borrowed 64 KiB `in` buffer (the peer of the fused
+    // composition, which copies it).
+    {
+        let (_k, client) = lrpc_benches::pair(
+            bench,
+            server,
+            Some(lrpc_benches::presentation_text(
+                "client",
+                "leaky+unprotected",
+                "[function.big-in]\nin.data = \"trashable\"\n",
+            )),
+            Some(lrpc_benches::presentation_text(
+                "server",
+                "none",
+                "[function.big-in]\nin.data = \"preserved\"\n",
+            )),
+            Serving::Migrate,
+        );
+        for size in [200, 4096, 65536] {
+            cases.insert(
+                format!("table-iv/direct-borrow/big-in/{size}"),
+                per_call(sized_fn(&client, "big_in", size), 20_000),
+            );
+        }
+    }
     // Flick Fig. 10: 1 KiB and 64 KiB `in` buffers, copy vs borrow.
     for (name, trashable, preserved) in [
         ("copy", false, false),
@@ -325,9 +397,27 @@ fn main() {
             "grpc_uds_null_over_isolated_null",
             ratio(c("table-iv/grpc-uds/null"), c("table-iv/isolated/null")),
         ),
-        ("component_host_null_over_isolated_null", None),
-        ("direct_null_over_component_fused_null", None),
-        ("component_fused_64k_over_borrow_64k", None),
+        (
+            "component_host_null_over_isolated_null",
+            ratio(
+                c("table-iv/component-host/null"),
+                c("table-iv/isolated/null"),
+            ),
+        ),
+        (
+            "direct_null_over_component_fused_null",
+            ratio(
+                c("table-iv/direct/null"),
+                c("table-iv/component-fused/null"),
+            ),
+        ),
+        (
+            "component_fused_64k_over_borrow_64k",
+            ratio(
+                c("table-iv/component-fused/big-in/65536"),
+                c("table-iv/direct-borrow/big-in/65536"),
+            ),
+        ),
         (
             "threads2_over_threads1",
             ratio(
@@ -389,9 +479,12 @@ fn main() {
     let _ = writeln!(md, "## LRPC Table IV\n");
     let _ = writeln!(
         md,
-        "| test | paper LRPC (µs) | paper Taos (µs) | paper Taos/LRPC | ours isolated (ns) | ours direct (ns) | ours message passing (ns) | ours MP/isolated |"
+        "| test | paper LRPC (µs) | paper Taos (µs) | paper Taos/LRPC | ours isolated (ns) | components, host-linked (ns) | ours direct (ns) | components, fused (ns) | message passing (ns) | gRPC-UDS (ns) | MP/isolated | host-linked/isolated |"
     );
-    let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- | --- | --- |");
+    let _ = writeln!(
+        md,
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    );
     let rows = [
         ("Null", 157.0, 464.0, "null"),
         ("Add", 164.0, 480.0, "add"),
@@ -402,14 +495,21 @@ fn main() {
         let ours = format!("table-iv/isolated/{case}");
         let direct = format!("table-iv/direct/{case}");
         let mp = format!("table-iv/message-passing/{case}");
+        let host = format!("table-iv/component-host/{case}");
+        let fused = format!("table-iv/component-fused/{case}");
+        let grpc = format!("table-iv/grpc-uds/{case}");
         let _ = writeln!(
             md,
-            "| {test} | {lrpc} | {taos} | {:.2}× | {} | {} | {} | {} |",
+            "| {test} | {lrpc} | {taos} | {:.2}× | {} | {} | {} | {} | {} | {} | {} | {} |",
             taos / lrpc,
             f(&ours),
+            f(&host),
             f(&direct),
+            f(&fused),
             f(&mp),
-            x(ratio(c(&mp), c(&ours)))
+            f(&grpc),
+            x(ratio(c(&mp), c(&ours))),
+            x(ratio(c(&host), c(&ours)))
         );
     }
     let _ = writeln!(
@@ -448,6 +548,44 @@ fn main() {
         f("table-iv/isolated/big-in/65536"),
         f("table-iv/isolated/big-in-out/4096"),
         f("table-iv/isolated/big-in-out/65536")
+    );
+    let _ = writeln!(
+        md,
+        "![Table IV, every peer](table-iv.png)\n\n\
+         Peers: *isolated* and *direct* are this project (separate Stores; the direct-linked \
+         path puts a copy of the server in the client's Store for a client with trust \
+         `leaky+unprotected`); *components, host-linked* are the same client and server as \
+         wasmtime components in two Stores, linked by host functions (the same isolation as the \
+         isolated path); *components, fused* is one composed component in which wasmtime's \
+         fused adapters copy arguments between the two memories (no isolation between them, \
+         like the direct path); *message passing* runs the server on its own thread; *gRPC-UDS* \
+         is a separate process (tonic over a Unix socket).\n"
+    );
+    let _ = writeln!(md, "## `in` buffers against wasmtime components\n");
+    let _ = writeln!(
+        md,
+        "| size (B) | isolated, copy (ns) | components, host-linked (ns) | direct, borrow (ns) | components, fused (ns) | fused / direct borrow |"
+    );
+    let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- |");
+    for size in [200, 4096, 65536] {
+        let borrow = format!("table-iv/direct-borrow/big-in/{size}");
+        let fused = format!("table-iv/component-fused/big-in/{size}");
+        let _ = writeln!(
+            md,
+            "| {size} | {} | {} | {} | {} | {} |",
+            f(&format!("table-iv/isolated/big-in/{size}")),
+            f(&format!("table-iv/component-host/big-in/{size}")),
+            f(&borrow),
+            f(&fused),
+            x(ratio(c(&fused), c(&borrow)))
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\n![BigIn by size](big-in-sizes.png)\n\nFloors inside one component: a local call \
+         {} ns (the same loop in a core module: {} ns).\n",
+        f("table-iv/floor/intra-component"),
+        f("table-iv/floor/intra-instance")
     );
     let _ = writeln!(md, "## LRPC Fig. 2: throughput vs calling threads\n");
     let _ = writeln!(
@@ -511,8 +649,9 @@ fn main() {
             .collect();
         let _ = writeln!(md, "| {ct} | {} |", row.join(" | "));
     }
+    let _ = writeln!(md, "\n![Fig. 12](flick-fig12.png)");
     let _ = writeln!(md, "\n## Ratios (targets from the project's issues)\n");
-    let _ = writeln!(md, "| ratio | ours | target |\n| --- | --- | --- |");
+    let _ = writeln!(md, "| ratio | ours | target | |\n| --- | --- | --- | --- |");
     let targets = [
         ("isolated_null_over_host_to_wasm", "≤ 1.5"),
         ("direct_null_over_intra_call", "≤ 1.5"),
@@ -526,11 +665,101 @@ fn main() {
         ("biginout_over_null", "≤ 1.5"),
     ];
     for ((name, v), (_, target)) in ratios.iter().zip(targets) {
-        let ours = v.map_or("not measured: peer not built yet".to_string(), |v| {
-            format!("{v:.2}")
+        let ours = v.map_or("not measured".to_string(), |v| format!("{v:.2}"));
+        let met = v.map_or("—", |v| {
+            let (op, bound) = target.split_at(target.find(' ').unwrap_or(0));
+            let bound: f64 = bound.trim().parse().unwrap_or(f64::NAN);
+            match op {
+                "≤" if v <= bound => "met",
+                "≥" if v >= bound => "met",
+                _ => "**missed**",
+            }
         });
-        let _ = writeln!(md, "| {name} | {ours} | {target} |");
+        let _ = writeln!(md, "| {name} | {ours} | {target} | {met} |");
     }
     std::fs::write(root.join("REPORT.md"), md).expect("REPORT.md");
+    draw(&root, &c).expect("drawing the plots");
     println!("wrote {}", root.join("REPORT.md").display());
+}
+
+/// The report's PNG plots, from the measured cases `c`.
+fn draw(
+    root: &std::path::Path,
+    c: &dyn Fn(&str) -> Option<f64>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    plots::init();
+    let procs = [
+        ("Null", "null"),
+        ("Add", "add"),
+        ("BigIn 200 B", "big-in/200"),
+        ("BigInOut 200 B", "big-in-out/200"),
+    ];
+    let peers = [
+        ("lrpc isolated", "isolated"),
+        ("components, host-linked", "component-host"),
+        ("lrpc direct", "direct"),
+        ("components, fused", "component-fused"),
+        ("message passing", "message-passing"),
+        ("gRPC over a Unix socket", "grpc-uds"),
+    ];
+    let series: Vec<plots::Series> = peers
+        .iter()
+        .map(|(name, peer)| plots::Series {
+            name,
+            values: procs
+                .iter()
+                .map(|(_, case)| c(&format!("table-iv/{peer}/{case}")))
+                .collect(),
+        })
+        .collect();
+    let groups: Vec<&str> = procs.iter().map(|(g, _)| *g).collect();
+    plots::bars(
+        &root.join("table-iv.png"),
+        "LRPC Table IV: every peer",
+        &groups,
+        &series,
+    )?;
+    let sizes = [200.0, 4096.0, 65536.0];
+    let lines = [
+        ("lrpc isolated, copy", "isolated"),
+        ("components, host-linked", "component-host"),
+        ("lrpc direct, borrow", "direct-borrow"),
+        ("components, fused", "component-fused"),
+    ];
+    let series: Vec<plots::Series> = lines
+        .iter()
+        .map(|(name, peer)| plots::Series {
+            name,
+            values: sizes
+                .iter()
+                .map(|s| c(&format!("table-iv/{peer}/big-in/{s}")))
+                .collect(),
+        })
+        .collect();
+    plots::lines(
+        &root.join("big-in-sizes.png"),
+        "BigIn: one byte array in, by size",
+        &sizes,
+        &series,
+    )?;
+    let trust = ["none", "leaky", "leaky+unprotected"];
+    let series: Vec<plots::Series> = trust
+        .iter()
+        .map(|st| plots::Series {
+            name: st,
+            values: trust
+                .iter()
+                .map(|ct| c(&format!("flick-fig12/null/{ct}/{st}")))
+                .collect(),
+        })
+        .collect();
+    let groups: Vec<String> = trust.iter().map(|t| format!("client {t}")).collect();
+    let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+    plots::bars(
+        &root.join("flick-fig12.png"),
+        "Flick Fig. 12: Null by client trust (bars: server trust)",
+        &groups,
+        &series,
+    )?;
+    Ok(())
 }

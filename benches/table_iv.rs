@@ -1,6 +1,7 @@
 //! LRPC Table IV on the isolated path, beside its floors.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use lrpc_benches::components::ComponentPeer;
 use std::time::{Duration, Instant};
 
 fn table_iv(c: &mut Criterion) {
@@ -100,6 +101,70 @@ fn table_iv(c: &mut Criterion) {
     g.bench_function("direct/null", |b| {
         b.iter_custom(|iters| guest_loop(|n| direct_null.call((n,)).unwrap(), iters))
     });
+
+    // Peers: wasmtime components, composed with fused adapters (one Store, no isolation
+    // beyond separate memories) and linked through host functions (two Stores).
+    let fused = lrpc_benches::components::Fused::new(kernel.engine()).unwrap();
+    let host = lrpc_benches::components::HostLinked::new(kernel.engine()).unwrap();
+    let peers: [(&str, Box<dyn ComponentPeer>); 2] = [
+        ("component-fused", Box::new(fused)),
+        ("component-host", Box::new(host)),
+    ];
+    for (name, mut peer) in peers {
+        assert_eq!(peer.add(100), 0, "{name}: add");
+        assert_eq!(peer.big_in_out(200, 2), 0, "{name}: big-in-out");
+        let peer = std::cell::RefCell::new(peer);
+        g.throughput(Throughput::Elements(1));
+        g.bench_function(format!("{name}/null"), |b| {
+            b.iter_custom(|iters| guest_loop(|n| peer.borrow_mut().null(n) as i32, iters))
+        });
+        g.bench_function(format!("{name}/add"), |b| {
+            b.iter_custom(|iters| guest_loop(|n| peer.borrow_mut().add(n) as i32, iters))
+        });
+        for size in [200usize, 4096, 65536] {
+            g.throughput(Throughput::Bytes(size as u64));
+            g.bench_with_input(
+                BenchmarkId::new(format!("{name}/big-in"), size),
+                &size,
+                |b, &s| {
+                    b.iter_custom(|iters| {
+                        guest_loop(
+                            |n| peer.borrow_mut().big_in(s as i32, n).min(0) as i32,
+                            iters,
+                        )
+                    })
+                },
+            );
+        }
+    }
+    // The direct-linked path borrowing its 64 KiB `in` buffer: the peer of the fused
+    // composition, which copies it.
+    let (_bk, borrow_client) = lrpc_benches::pair(
+        lrpc::artifacts::BENCH_CLIENT,
+        lrpc::artifacts::BENCH_SERVER,
+        Some(lrpc_benches::presentation_text(
+            "client",
+            "leaky+unprotected",
+            "[function.big-in]\nin.data = \"trashable\"\n",
+        )),
+        Some(lrpc_benches::presentation_text(
+            "server",
+            "none",
+            "[function.big-in]\nin.data = \"preserved\"\n",
+        )),
+        lrpc::Serving::Migrate,
+    );
+    let borrow_big_in = borrow_client.func::<(i32, i32), i64>("big_in").unwrap();
+    g.throughput(Throughput::Bytes(65536));
+    g.bench_function("direct-borrow/big-in/65536", |b| {
+        b.iter_custom(|iters| {
+            guest_loop(
+                |n| borrow_big_in.call((65536, n)).unwrap().min(0) as i32,
+                iters,
+            )
+        })
+    });
+    g.throughput(Throughput::Elements(1));
 
     // Peer: an out-of-process plugin over gRPC on a Unix socket.
     let mut grpc = lrpc_benches::GrpcPeer::start(env!("CARGO_BIN_EXE_lrpc-grpc-peer").as_ref());

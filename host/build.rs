@@ -18,6 +18,9 @@ const GUESTS: &[&str] = &[
     "node",
     "hostile",
 ];
+/// Core modules of the component-model peers; not embedded by the host, but published to
+/// dependents (the benches) through `DEP_LRPC_GUESTS_DIR`.
+const COMPONENT_CORES: &[&str] = &["component_server", "component_client"];
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
@@ -76,12 +79,13 @@ fn main() {
         );
     }
     let built = target_dir.join(TARGET).join("release");
-    for g in GUESTS {
+    for g in GUESTS.iter().chain(COMPONENT_CORES) {
         let from = built.join(format!("{g}.wasm"));
         let to = out.join(format!("{g}.wasm"));
         std::fs::copy(&from, &to)
             .unwrap_or_else(|e| panic!("guest module {} missing: {e}", from.display()));
     }
+    println!("cargo::metadata=dir={}", out.display());
 }
 
 /// The nested cargo must not inherit the outer build's flags, wrappers or target settings.

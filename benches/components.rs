@@ -1,0 +1,212 @@
+//! The wasmtime component-model peers: the bench server and client of `guests/component-*`
+//! as components (built and composed by this package's build script).
+//!
+//! * [`Fused`]: one composed component; the client instance imports `lrpc:bench/bench` from
+//!   the server instance, so wasmtime compiles fused adapters between the two (no host code on
+//!   the call path, and no isolation between them beyond separate linear memories inside one
+//!   Store).
+//! * [`HostLinked`]: server and client instantiated in two `Store`s, the client's import
+//!   implemented by host functions that call the server's exports: the same isolation as the
+//!   kernel's isolated path (separate Stores), linked the way an embedder would without this
+//!   project.
+//!
+//! Both run the client's call loops (`lrpc:peers/runner`), like the kernel's bench client.
+
+use wasmtime::component::{Component, Instance, Linker, TypedFunc};
+use wasmtime::{Engine, Store};
+
+/// The composed component (client and server with fused adapters).
+pub const COMPOSED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/component_composed.wasm"));
+/// The server component.
+pub const SERVER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/component_server.wasm"));
+/// The client component (imports `lrpc:bench/bench`).
+pub const CLIENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/component_client.wasm"));
+
+const BENCH: &str = "lrpc:bench/bench";
+const RUNNER: &str = "lrpc:peers/runner";
+
+/// The client's call loops, typed.
+struct Runner {
+    null: TypedFunc<(i32,), (i32,)>,
+    add: TypedFunc<(i32,), (i32,)>,
+    big_in: TypedFunc<(i32, i32), (i64,)>,
+    big_in_out: TypedFunc<(i32, i32), (i32,)>,
+    intra: TypedFunc<(i32,), (i32,)>,
+}
+
+impl Runner {
+    fn new<T>(store: &mut Store<T>, instance: &Instance) -> wasmtime::Result<Runner> {
+        let runner = instance
+            .get_export_index(&mut *store, None, RUNNER)
+            .ok_or_else(|| wasmtime::format_err!("the client exports no {RUNNER}"))?;
+        let mut index = |name: &str| {
+            instance
+                .get_export_index(&mut *store, Some(&runner), name)
+                .ok_or_else(|| wasmtime::format_err!("{RUNNER} has no {name}"))
+        };
+        let (null, add, big_in, big_in_out, intra) = (
+            index("null-loop")?,
+            index("add-loop")?,
+            index("big-in-loop")?,
+            index("big-in-out-loop")?,
+            index("intra-loop")?,
+        );
+        Ok(Runner {
+            null: instance.get_typed_func(&mut *store, null)?,
+            add: instance.get_typed_func(&mut *store, add)?,
+            big_in: instance.get_typed_func(&mut *store, big_in)?,
+            big_in_out: instance.get_typed_func(&mut *store, big_in_out)?,
+            intra: instance.get_typed_func(&mut *store, intra)?,
+        })
+    }
+}
+
+/// A peer that runs the client's loops; every method returns a negative value on failure,
+/// like the kernel's bench client.
+pub trait ComponentPeer {
+    /// `n` null calls; 0 on success.
+    fn null(&mut self, n: i32) -> i64;
+    /// `n` checked add calls; 0 on success (1000 on a wrong sum).
+    fn add(&mut self, n: i32) -> i64;
+    /// `n` big-in calls of `size` bytes; the server's last answer.
+    fn big_in(&mut self, size: i32, n: i32) -> i64;
+    /// `n` big-in-out calls of `size` bytes, the first checked; 0 on success.
+    fn big_in_out(&mut self, size: i32, n: i32) -> i64;
+    /// `n` local calls inside the client component: the intra-instance floor.
+    fn intra(&mut self, n: i32) -> i64;
+}
+
+macro_rules! runner_calls {
+    () => {
+        fn null(&mut self, n: i32) -> i64 {
+            self.runner
+                .null
+                .call(&mut self.store, (n,))
+                .map_or(-1, |r| i64::from(r.0))
+        }
+        fn add(&mut self, n: i32) -> i64 {
+            self.runner
+                .add
+                .call(&mut self.store, (n,))
+                .map_or(-1, |r| i64::from(r.0))
+        }
+        fn big_in(&mut self, size: i32, n: i32) -> i64 {
+            self.runner
+                .big_in
+                .call(&mut self.store, (size, n))
+                .map_or(-1, |r| r.0)
+        }
+        fn big_in_out(&mut self, size: i32, n: i32) -> i64 {
+            self.runner
+                .big_in_out
+                .call(&mut self.store, (size, n))
+                .map_or(-1, |r| i64::from(r.0))
+        }
+        fn intra(&mut self, n: i32) -> i64 {
+            self.runner
+                .intra
+                .call(&mut self.store, (n,))
+                .map_or(-1, |r| i64::from(r.0))
+        }
+    };
+}
+
+/// Client and server composed into one component (fused adapters).
+pub struct Fused {
+    store: Store<()>,
+    runner: Runner,
+}
+
+impl Fused {
+    /// Instantiates the composed component on `engine`.
+    pub fn new(engine: &Engine) -> wasmtime::Result<Fused> {
+        let component = Component::new(engine, COMPOSED)?;
+        let mut store = Store::new(engine, ());
+        // Engines with epoch interruption (the kernel's) need a deadline; never reached here.
+        store.set_epoch_deadline(u64::MAX / 2);
+        let instance = Linker::new(engine).instantiate(&mut store, &component)?;
+        let runner = Runner::new(&mut store, &instance)?;
+        Ok(Fused { store, runner })
+    }
+}
+
+impl ComponentPeer for Fused {
+    runner_calls!();
+}
+
+/// The server's exports, typed, in the server's own Store.
+struct ServerSide {
+    store: Store<()>,
+    null: TypedFunc<(), ()>,
+    add: TypedFunc<(u32, u32), (u32,)>,
+    big_in: TypedFunc<(Vec<u8>,), (u32,)>,
+    big_in_out: TypedFunc<(Vec<u8>,), (Vec<u8>,)>,
+}
+
+/// Server and client components in two Stores, the client's import implemented by host
+/// functions that call into the server's Store.
+pub struct HostLinked {
+    store: Store<ServerSide>,
+    runner: Runner,
+}
+
+impl HostLinked {
+    /// Instantiates both components on `engine` and links them through the host.
+    pub fn new(engine: &Engine) -> wasmtime::Result<HostLinked> {
+        let server_component = Component::new(engine, SERVER)?;
+        let mut server = Store::new(engine, ());
+        server.set_epoch_deadline(u64::MAX / 2);
+        let instance = Linker::new(engine).instantiate(&mut server, &server_component)?;
+        let bench = instance
+            .get_export_index(&mut server, None, BENCH)
+            .ok_or_else(|| wasmtime::format_err!("the server exports no {BENCH}"))?;
+        let mut index = |name: &str| {
+            instance
+                .get_export_index(&mut server, Some(&bench), name)
+                .ok_or_else(|| wasmtime::format_err!("{BENCH} has no {name}"))
+        };
+        let (null, add, big_in, big_in_out) = (
+            index("null")?,
+            index("add")?,
+            index("big-in")?,
+            index("big-in-out")?,
+        );
+        let side = ServerSide {
+            null: instance.get_typed_func(&mut server, null)?,
+            add: instance.get_typed_func(&mut server, add)?,
+            big_in: instance.get_typed_func(&mut server, big_in)?,
+            big_in_out: instance.get_typed_func(&mut server, big_in_out)?,
+            store: server,
+        };
+
+        let mut linker = Linker::<ServerSide>::new(engine);
+        let mut i = linker.instance(BENCH)?;
+        i.func_wrap("null", |mut cx, ()| {
+            let s = cx.data_mut();
+            s.null.call(&mut s.store, ())
+        })?;
+        i.func_wrap("add", |mut cx, (a, b): (u32, u32)| {
+            let s = cx.data_mut();
+            s.add.call(&mut s.store, (a, b))
+        })?;
+        i.func_wrap("big-in", |mut cx, (data,): (Vec<u8>,)| {
+            let s = cx.data_mut();
+            s.big_in.call(&mut s.store, (data,))
+        })?;
+        i.func_wrap("big-in-out", |mut cx, (data,): (Vec<u8>,)| {
+            let s = cx.data_mut();
+            s.big_in_out.call(&mut s.store, (data,))
+        })?;
+
+        let client_component = Component::new(engine, CLIENT)?;
+        let mut store = Store::new(engine, side);
+        store.set_epoch_deadline(u64::MAX / 2);
+        let instance = linker.instantiate(&mut store, &client_component)?;
+        let runner = Runner::new(&mut store, &instance)?;
+        Ok(HostLinked { store, runner })
+    }
+}
+
+impl ComponentPeer for HostLinked {
+    runner_calls!();
+}
