@@ -570,7 +570,7 @@ fn bind_inner(
                 d.entries[i],
                 (d.offset + off) as u32,
                 binding.borrow[i] as u32,
-                0,
+                d.fast[i],
             ],
             None => [0; 4],
         };

@@ -27,12 +27,16 @@ pub(crate) struct Coresident {
     base: usize,
     /// Function-table index of each procedure's entry in the client's table.
     pub entries: Vec<u32>,
+    /// Function-table index + 1 of each procedure's register entry (0: none).
+    pub fast: Vec<u32>,
 }
 
 /// Where a direct binding's A-stacks sit in the server copy.
 pub(crate) struct DirectPlacement {
     /// The copy's entries in the client's function table.
     pub entries: Vec<u32>,
+    /// The copy's register entries in the client's function table, index + 1 (0: none).
+    pub fast: Vec<u32>,
     /// Offset of the A-stack segment in the copy's memory.
     pub offset: usize,
     /// The copy's memory, up to the end of the segment.
@@ -72,6 +76,7 @@ pub(crate) fn link(
         .map_err(|_| Status::ResourceExhausted)?;
     Ok(DirectPlacement {
         entries: co.entries,
+        fast: co.fast,
         offset,
         range,
     })
@@ -103,9 +108,96 @@ fn instantiate(
             .map_err(|_| Status::ResourceExhausted)?;
         entries.push(u32::try_from(at).map_err(|_| Status::ResourceExhausted)?);
     }
+    let mut fast = Vec::with_capacity(export.plan.procs.len());
+    for p in &export.plan.procs {
+        // A register entry is offered only when the server exports one of exactly the type
+        // the plan derives from the WIT; otherwise the client takes the A-stack path.
+        let f = p.fast.as_ref().and_then(|want| {
+            let f = instance.get_func(caller.as_context_mut(), &want.entry)?;
+            fast_type_matches(&f.ty(&*caller), want).then_some(f)
+        });
+        let index = match f {
+            Some(f) => {
+                let at = table
+                    .grow(caller.as_context_mut(), 1, Ref::Func(Some(f)))
+                    .map_err(|_| Status::ResourceExhausted)?;
+                u32::try_from(at)
+                    .ok()
+                    .and_then(|i| i.checked_add(1))
+                    .ok_or(Status::ResourceExhausted)?
+            }
+            None => 0,
+        };
+        fast.push(index);
+    }
     Ok(Coresident {
         memory,
         base,
         entries,
+        fast,
     })
+}
+
+/// Whether `ty` is the core type of the register entry `want`.
+fn fast_type_matches(ty: &wasmtime::FuncType, want: &lrpc_presentation::Fast) -> bool {
+    use lrpc_presentation::Word;
+    let word = |v: wasmtime::ValType, w: &Word| {
+        matches!(
+            (v, w),
+            (wasmtime::ValType::I32, Word::I32)
+                | (wasmtime::ValType::I64, Word::I64)
+                | (wasmtime::ValType::F32, Word::F32)
+                | (wasmtime::ValType::F64, Word::F64)
+        )
+    };
+    ty.params().len() == want.params.len()
+        && ty.params().zip(&want.params).all(|(v, w)| word(v, w))
+        && ty.results().len() == usize::from(want.result.is_some())
+        && ty
+            .results()
+            .zip(want.result.iter())
+            .all(|(v, w)| word(v, w))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fast_type_matches;
+    use lrpc_presentation::{Fast, Word};
+    use wasmtime::{Engine, FuncType, ValType};
+
+    fn fast(params: Vec<Word>, result: Option<Word>) -> Fast {
+        Fast {
+            entry: "lrpc-fast:x:y/z#f".into(),
+            params,
+            result,
+        }
+    }
+
+    #[test]
+    fn a_register_entry_is_used_only_with_exactly_the_planned_type() {
+        let engine = Engine::default();
+        let add = FuncType::new(&engine, [ValType::I32, ValType::I32], [ValType::I32]);
+        assert!(fast_type_matches(
+            &add,
+            &fast(vec![Word::I32, Word::I32], Some(Word::I32))
+        ));
+        // A parameter too many or too few, another result, or a missing result: refused.
+        for want in [
+            fast(vec![Word::I32], Some(Word::I32)),
+            fast(vec![Word::I32, Word::I32, Word::I32], Some(Word::I32)),
+            fast(vec![Word::I32, Word::I32], Some(Word::I64)),
+            fast(vec![Word::I32, Word::I32], None),
+            fast(vec![Word::I32, Word::F32], Some(Word::I32)),
+        ] {
+            assert!(!fast_type_matches(&add, &want), "{want:?}");
+        }
+        let null = FuncType::new(&engine, [], []);
+        assert!(fast_type_matches(&null, &fast(vec![], None)));
+        assert!(!fast_type_matches(&null, &fast(vec![], Some(Word::I32))));
+        let wide = FuncType::new(&engine, [ValType::I64, ValType::F64], [ValType::F32]);
+        assert!(fast_type_matches(
+            &wide,
+            &fast(vec![Word::I64, Word::F64], Some(Word::F32))
+        ));
+    }
 }

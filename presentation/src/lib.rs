@@ -21,7 +21,7 @@ pub use annot::{
     Transport, Trust, combine,
 };
 pub use front::Wit;
-pub use plan::{Def, DefKind, InterfacePlan, Prim, ProcPlan, Ty};
+pub use plan::{Def, DefKind, Fast, InterfacePlan, Prim, ProcPlan, Ty, Word};
 pub use rust::{generate_rust, generate_rust_with};
 
 /// Errors of the stub compiler. Messages name the file or interface and the reason.

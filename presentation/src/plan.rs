@@ -146,6 +146,90 @@ pub struct ProcPlan {
     pub astack_size: u32,
     /// A-stacks allocated at bind time.
     pub astack_count: u32,
+    /// The register entry, when every parameter and the result are scalars.
+    pub fast: Option<Fast>,
+}
+
+/// A core value type of a register entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Word {
+    /// `i32`: `bool`, 8-, 16- and 32-bit integers.
+    I32,
+    /// `i64`: 64-bit integers.
+    I64,
+    /// `f32`.
+    F32,
+    /// `f64`.
+    F64,
+}
+
+impl Word {
+    /// The core type of `p` in a register entry; `None` for `char` (a code point must be
+    /// validated, which the A-stack path does).
+    pub fn of(p: Prim) -> Option<Word> {
+        Some(match p {
+            Prim::Bool | Prim::U8 | Prim::S8 | Prim::U16 | Prim::S16 | Prim::U32 | Prim::S32 => {
+                Word::I32
+            }
+            Prim::U64 | Prim::S64 => Word::I64,
+            Prim::F32 => Word::F32,
+            Prim::F64 => Word::F64,
+            Prim::Char => return None,
+        })
+    }
+
+    /// The Rust type of the word.
+    pub fn rust(self) -> &'static str {
+        match self {
+            Word::I32 => "i32",
+            Word::I64 => "i64",
+            Word::F32 => "f32",
+            Word::F64 => "f64",
+        }
+    }
+}
+
+/// A procedure's register entry (see `lrpc_abi::fast_entry_name`): parameters and result as
+/// core values, for direct-linked bindings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fast {
+    /// Export name in the server module.
+    pub entry: String,
+    /// Core types of the parameters, in order.
+    pub params: Vec<Word>,
+    /// Core type of the result, if any.
+    pub result: Option<Word>,
+}
+
+impl Fast {
+    /// The register entry of a procedure with these parameters and result, if they are all
+    /// scalars.
+    pub fn of(
+        interface: &str,
+        function: &str,
+        params: &[(String, Ty)],
+        result: Option<&Ty>,
+    ) -> Option<Fast> {
+        let word = |t: &Ty| match t {
+            Ty::Prim(p) => Word::of(*p),
+            _ => None,
+        };
+        let params = params
+            .iter()
+            .map(|(_, t)| word(t))
+            .collect::<Option<Vec<_>>>()?;
+        let result = match result {
+            Some(t) => Some(word(t)?),
+            None => None,
+        };
+        let mut entry = String::new();
+        lrpc_abi::fast_entry_name(interface, function, &mut entry).expect("writing to a String");
+        Some(Fast {
+            entry,
+            params,
+            result,
+        })
+    }
 }
 
 /// An interface ready for stub generation and binding.
@@ -394,6 +478,7 @@ pub(crate) fn plan_interface(
             .transpose()?;
         let mut entry = String::new();
         lrpc_abi::entry_name(name, fname, &mut entry).expect("writing to a String");
+        let fast = Fast::of(name, fname, &params, result.as_ref());
         procs.push(ProcPlan {
             name: fname.clone(),
             entry,
@@ -404,6 +489,7 @@ pub(crate) fn plan_interface(
             bounded: false,
             astack_size: 0,
             astack_count: DEFAULT_ASTACK_COUNT,
+            fast,
         });
     }
     let mut plan = InterfacePlan {

@@ -8,7 +8,7 @@
 //! type. Encoding code is generated per type, so `list<u8>` and `string` are single copies.
 
 use crate::annot::{OutMode, SidePresentation};
-use crate::plan::{Def, DefKind, InterfacePlan, Prim, Ty};
+use crate::plan::{Def, DefKind, InterfacePlan, Prim, ProcPlan, Ty};
 use std::fmt::Write as _;
 
 const KEYWORDS: &[&str] = &[
@@ -108,6 +108,34 @@ impl Gen<'_> {
             Prim::F64 => "f64",
             Prim::Char => "char",
         }
+    }
+
+    /// `v`, of scalar type `t`, as the core value of a register entry.
+    fn to_word(t: &Ty, v: &str) -> String {
+        match t {
+            Ty::Prim(Prim::S32 | Prim::S64 | Prim::F32 | Prim::F64) => v.to_string(),
+            Ty::Prim(Prim::U64) => format!("{v} as i64"),
+            _ => format!("{v} as i32"),
+        }
+    }
+
+    /// `v`, a register entry's core value, as scalar type `t`.
+    fn from_word(t: &Ty, v: &str) -> String {
+        match t {
+            Ty::Prim(Prim::S32 | Prim::S64 | Prim::F32 | Prim::F64) => v.to_string(),
+            Ty::Prim(Prim::Bool) => format!("{v} != 0"),
+            Ty::Prim(p) => format!("{v} as {}", Self::prim_rust(*p)),
+            _ => unreachable!("register entries carry scalars only"),
+        }
+    }
+
+    /// The register entry's function type, e.g. `extern "C" fn(i32, i32) -> i32`.
+    fn fast_fn_type(f: &crate::plan::Fast) -> String {
+        let params: Vec<&str> = f.params.iter().map(|w| w.rust()).collect();
+        let ret = f
+            .result
+            .map_or(String::new(), |w| format!(" -> {}", w.rust()));
+        format!("extern \"C\" fn({}){ret}", params.join(", "))
     }
 
     /// The owned Rust type.
@@ -825,6 +853,28 @@ impl Gen<'_> {
                 snake(&p.name),
                 params.join(", ")
             );
+            if let Some(f) = p
+                .fast
+                .as_ref()
+                .filter(|_| !into && (0..p.params.len()).all(|k| !special(k)))
+            {
+                // Direct-linked: call the server copy's register entry, no A-stack.
+                let args: Vec<String> = p
+                    .params
+                    .iter()
+                    .map(|(n, t)| Self::to_word(t, &snake(n)))
+                    .collect();
+                let call = format!("__f({})", args.join(", "));
+                let ret = match &p.result {
+                    Some(t) => Self::from_word(t, &format!("({call})")),
+                    None => call,
+                };
+                let _ = writeln!(
+                    o,
+                    "            if let Some(__f) = self.binding.fast({id}) {{\n                // SAFETY: the kernel put the server copy's register entry for this procedure at\n                // this index of the function table, after checking that its type is this one.\n                let __f = unsafe {{ ::lrpc_sdk::rt::table_fn::<{}>(__f) }};\n                return Ok({ret});\n            }}",
+                    Self::fast_fn_type(f)
+                );
+            }
             let _ = writeln!(
                 o,
                 "            ::lrpc_sdk::rt::invoke(&self.binding, {id}, {}, {size}, {}, |__w: &mut Writer| {{ {enc} }}, |__r: &mut Reader<'_>| Ok({dec}))",
@@ -835,6 +885,17 @@ impl Gen<'_> {
         }
         let _ = writeln!(o, "    }}");
         self.out.push_str(o);
+    }
+
+    /// The register entry the server exports for procedure `id`: none when this side's
+    /// presentation handles a parameter or the result specially.
+    fn server_fast<'p>(&self, id: usize, p: &'p ProcPlan) -> Option<&'p crate::plan::Fast> {
+        let plain = (0..p.params.len()).all(|k| !Self::special(self.server, id, k))
+            && matches!(
+                Self::out_mode(self.server, id),
+                None | Some(OutMode::CalleeAllocates)
+            );
+        p.fast.as_ref().filter(|_| plain)
     }
 
     fn server(&mut self, module: &str) {
@@ -976,6 +1037,38 @@ impl Gen<'_> {
             }
             let _ = writeln!(o, "        }})\n    }}");
         }
+        for (id, p) in plan.procs.iter().enumerate() {
+            let Some(f) = self.server_fast(id, p) else {
+                continue;
+            };
+            let name = snake(&p.name).trim_start_matches("r#").to_string();
+            let params: Vec<String> = f
+                .params
+                .iter()
+                .enumerate()
+                .map(|(k, w)| format!("__p{k}: {}", w.rust()))
+                .collect();
+            let args: Vec<String> = p
+                .params
+                .iter()
+                .enumerate()
+                .map(|(k, (_, t))| Self::from_word(t, &format!("__p{k}")))
+                .collect();
+            let call = format!("__s.{}({})", snake(&p.name), args.join(", "));
+            let (ret, body) = match (&p.result, f.result) {
+                (Some(t), Some(w)) => (
+                    format!(" -> {}", w.rust()),
+                    Self::to_word(t, &format!("({call})")),
+                ),
+                _ => (String::new(), call),
+            };
+            let _ = writeln!(o, "    #[doc(hidden)]");
+            let _ = writeln!(
+                o,
+                "    pub fn __fast_{name}<S: Server>(__s: &S, {}){ret} {{ {body} }}",
+                params.join(", ")
+            );
+        }
         let mac = format!("__lrpc_export_{}", module.trim_start_matches("r#"));
         let _ = writeln!(o, "    #[doc(hidden)]");
         let _ = writeln!(o, "    macro_rules! {mac} {{");
@@ -990,6 +1083,29 @@ impl Gen<'_> {
             let _ = writeln!(
                 o,
                 "            extern \"C\" fn __entry_{f}(a: i32, c: i32, o: i32, oc: i32, b: i32) -> i32 {{ __SERVER.with(|s| crate::{module}::__serve_{f}(s, a, c, o, oc, b)) }}"
+            );
+        }
+        for (id, p) in plan.procs.iter().enumerate() {
+            let Some(fast) = self.server_fast(id, p) else {
+                continue;
+            };
+            let f = snake(&p.name).trim_start_matches("r#").to_string();
+            let params: Vec<String> = fast
+                .params
+                .iter()
+                .enumerate()
+                .map(|(k, w)| format!("p{k}: {}", w.rust()))
+                .collect();
+            let args: Vec<String> = (0..fast.params.len()).map(|k| format!("p{k}")).collect();
+            let ret = fast
+                .result
+                .map_or(String::new(), |w| format!(" -> {}", w.rust()));
+            let _ = writeln!(o, "            #[unsafe(export_name = {:?})]", fast.entry);
+            let _ = writeln!(
+                o,
+                "            extern \"C\" fn __fast_{f}({}){ret} {{ __SERVER.with(|s| crate::{module}::__fast_{f}(s, {})) }}",
+                params.join(", "),
+                args.join(", ")
             );
         }
         let _ = writeln!(o, "        }}; }};");

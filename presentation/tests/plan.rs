@@ -292,3 +292,45 @@ fn interfaces_are_listed_by_full_name() {
         ]
     );
 }
+
+#[test]
+fn register_entries_exist_for_scalar_procedures_only() {
+    use lrpc_presentation::Word;
+    let plan = plan_of(
+        "flags f { a }\n\
+         ints: func(a: bool, b: u8, c: s16, d: u32, e: s32) -> u64;\n\
+         floats: func(a: f32, b: f64, c: s64);\n\
+         nothing: func();\n\
+         with-char: func(c: char);\n\
+         char-out: func() -> char;\n\
+         with-list: func(l: list<u8>) -> u32;\n\
+         with-flags: func(f: f) -> u32;\n\
+         with-tuple: func() -> tuple<u32>;",
+    )
+    .unwrap();
+    let fast = |n: &str| {
+        plan.procs
+            .iter()
+            .find(|p| p.name == n)
+            .unwrap()
+            .fast
+            .clone()
+            .map(|f| (f.entry, f.params, f.result))
+    };
+    assert_eq!(
+        fast("ints"),
+        Some((
+            "lrpc-fast:t:t/i#ints".to_string(),
+            vec![Word::I32; 5],
+            Some(Word::I64)
+        ))
+    );
+    assert_eq!(
+        fast("floats").map(|f| (f.1, f.2)),
+        Some((vec![Word::F32, Word::F64, Word::I64], None))
+    );
+    assert_eq!(fast("nothing").map(|f| (f.1, f.2)), Some((vec![], None)));
+    for n in ["with-char", "char-out", "with-list", "with-flags", "with-tuple"] {
+        assert_eq!(fast(n), None, "{n} must take the A-stack path");
+    }
+}

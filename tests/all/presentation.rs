@@ -139,6 +139,26 @@ fn the_trust_matrix_decides_clearing_and_transport() {
             assert_eq!(client.call::<(i32,), i32>("null", (5,)).unwrap(), 0);
             let clears = delta(before, counts(&client)).2;
             assert_eq!(clears, if ct == "none" { 5 } else { 0 }, "{ct}/{st}");
+            // Scalars-only procedures go through the server copy's register entry on the
+            // direct transport: no A-stack, so no copies; the sums are still checked.
+            let before = counts(&client);
+            assert_eq!(client.call::<(i32,), i64>("add_loop", (5,)).unwrap(), 0);
+            let (ins, outs, _) = delta(before, counts(&client));
+            let direct = ct == "leaky+unprotected";
+            assert_eq!(
+                (ins, outs),
+                if direct { (0, 0) } else { (5, 5) },
+                "{ct}/{st}"
+            );
+            // A byte list still travels on the A-stack, on either transport.
+            let before = counts(&client);
+            assert_eq!(
+                client
+                    .call::<(i32, i32), i32>("big_in_out", (64, 3))
+                    .unwrap(),
+                0
+            );
+            assert_eq!(delta(before, counts(&client)).0, 3, "{ct}/{st}");
         }
     }
 }

@@ -144,6 +144,8 @@ struct ProcStacks {
     size: u32,
     /// The direct-linked entry, when the binding has one.
     direct: Option<Direct>,
+    /// Function-table index + 1 of the server copy's register entry (0: none).
+    fast: u32,
 }
 
 /// A direct-linked procedure: its entry in this domain's function table and where its first
@@ -201,6 +203,7 @@ impl Binding {
                 ProcStacks {
                     free: RefCell::new(extent(base, size, count)),
                     size,
+                    fast: if direct { le32(d + 12) } else { 0 },
                     direct: direct.then(|| Direct {
                         index: le32(d),
                         client_base: base,
@@ -252,6 +255,19 @@ impl Binding {
         let d = self.procs.get(proc as usize)?.direct?;
         let off = astack.checked_sub(d.client_base)?;
         (off < d.span).then_some((d, d.server_base + off))
+    }
+
+    /// The function-table index of the server copy's register entry for `proc`, on a
+    /// direct-linked binding whose server has one (a procedure of scalars only). Generated
+    /// client stubs call it instead of transferring an A-stack.
+    #[inline]
+    pub fn fast(&self, proc: u32) -> Option<u32> {
+        if cfg!(target_arch = "wasm32") {
+            self.procs.get(proc as usize)?.fast.checked_sub(1)
+        } else {
+            // No function table to call through natively (the SDK only unit-tests there).
+            None
+        }
     }
 
     /// Returns an A-stack to its free list.

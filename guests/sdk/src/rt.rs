@@ -417,6 +417,25 @@ fn dispatch(b: &Binding, proc: u32, astack: u32, cap: usize, inline: bool) -> i3
     sys::call(b.handle as i64, proc as i32, astack as i32)
 }
 
+/// The function at `index` of this module's function table, as the function-pointer type `F`.
+///
+/// # Safety
+/// `F` must be an `extern "C" fn` type, and the table's element at `index` must be a function
+/// of exactly that type (the engine checks the type again on the indirect call, trapping on a
+/// mismatch).
+#[inline]
+pub unsafe fn table_fn<F: Copy>(index: u32) -> F {
+    assert_eq!(
+        core::mem::size_of::<F>(),
+        core::mem::size_of::<usize>(),
+        "a function pointer"
+    );
+    // SAFETY: `F` is a function-pointer type of the size of `usize` (checked above); on
+    // wasm32 a function pointer is the index of the function in the module's table, and the
+    // caller vouches for the function's type at `index`.
+    unsafe { core::mem::transmute_copy::<usize, F>(&(index as usize)) }
+}
+
 /// Asks the kernel for an out-of-band segment of this A-stack; returns `(address, cap)`.
 fn oob(
     b: &Binding,

@@ -69,6 +69,26 @@ pub fn entry_name(
     write!(out, "{ENTRY_PREFIX}{interface}#{function}")
 }
 
+/// Prefix of the export name of a server's register entry; see [`fast_entry_name`].
+pub const FAST_PREFIX: &str = "lrpc-fast:";
+
+/// Writes the export name of the register entry for `function` of `interface` (for example
+/// `lrpc-fast:lrpc:bench/bench#add`) through `out`.
+///
+/// Procedures whose parameters and result are all scalars (integers, floats, `bool`; not
+/// `char`) have, besides their entry stub, a register entry that takes the parameters as
+/// core values and returns the result as one: `u8`…`u32`, `s8`…`s32` and `bool` as `i32`
+/// (`bool` as 0 or 1), `u64`/`s64` as `i64`, `f32`/`f64` as themselves. It is used only on
+/// direct-linked bindings, where the kernel places it in the client's function table after
+/// checking its type; no A-stack is involved.
+pub fn fast_entry_name(
+    interface: &str,
+    function: &str,
+    out: &mut impl core::fmt::Write,
+) -> core::fmt::Result {
+    write!(out, "{FAST_PREFIX}{interface}#{function}")
+}
+
 /// Entry return value: results are on the A-stack.
 pub const ENTRY_OK: i32 = 0;
 /// Entry return value: the server refused the request as malformed (bad length, UTF-8, tag).
@@ -83,7 +103,8 @@ pub const ENTRY_REJECTED: i32 = 1;
 /// 16  extent[nprocs]: for procedure i, its first extent of A-stacks
 ///     direct[nprocs]: with FLAG_DIRECT, for procedure i: u32 function-table index of the
 ///     server's entry in this domain, u32 server address of the first extent's first
-///     A-stack, u32 borrow mask, u32 reserved
+///     A-stack, u32 borrow mask, u32 function-table index + 1 of the server's register
+///     entry (see `fast_entry_name`; 0: the procedure has none)
 /// ```
 pub mod desc {
     /// Binding flag: the binding is direct-linked (the client fully trusts the server): the
