@@ -289,7 +289,14 @@ fn transfer(
         crate::domain::thread_slot() % n
     };
     let picked = (0..n)
-        .map(|k| (start + k) % n)
+        // `start < n` and `k < n`: one subtraction instead of a division on the call path.
+        .map(|k| {
+            if start + k >= n {
+                start + k - n
+            } else {
+                start + k
+            }
+        })
         .find_map(|i| server.replicas[i].store.try_lock().map(|g| (i, g)));
     let outcome = match picked {
         Some((i, mut store)) => linkage::with_record(

@@ -846,41 +846,50 @@ impl Gen<'_> {
                 Some(t) => self.dec(t, false),
                 None => "()".into(),
             };
-            let _ = writeln!(o, "        /// Calls `{}`.", p.name);
-            let _ = writeln!(
-                o,
-                "        pub fn {}(&self, {}) -> Result<{ret}, CallError> {{",
-                snake(&p.name),
-                params.join(", ")
-            );
-            if let Some(f) = p
-                .fast
-                .as_ref()
-                .filter(|_| !into && (0..p.params.len()).all(|k| !special(k)))
-            {
-                // Direct-linked: call the server copy's register entry, no A-stack.
-                let args: Vec<String> = p
-                    .params
-                    .iter()
-                    .map(|(n, t)| Self::to_word(t, &snake(n)))
-                    .collect();
-                let call = format!("__f({})", args.join(", "));
-                let ret = match &p.result {
-                    Some(t) => Self::from_word(t, &format!("({call})")),
-                    None => call,
-                };
-                let _ = writeln!(
-                    o,
-                    "            if let Some(__f) = self.binding.fast({id}) {{\n                // SAFETY: the kernel put the server copy's register entry for this procedure at\n                // this index of the function table, after checking that its type is this one.\n                let __f = unsafe {{ ::lrpc_sdk::rt::table_fn::<{}>(__f) }};\n                return Ok({ret});\n            }}",
-                    Self::fast_fn_type(f)
-                );
-            }
-            let _ = writeln!(
-                o,
+            let signature = format!("(&self, {}) -> Result<{ret}, CallError>", params.join(", "));
+            let name = snake(&p.name);
+            let invoke = format!(
                 "            ::lrpc_sdk::rt::invoke(&self.binding, {id}, {}, {size}, {}, |__w: &mut Writer| {{ {enc} }}, |__r: &mut Reader<'_>| Ok({dec}))",
                 p.bounded,
                 p.out_bound.unwrap_or(0)
             );
+            let _ = writeln!(o, "        /// Calls `{}`.", p.name);
+            let fast = p
+                .fast
+                .as_ref()
+                .filter(|_| !into && (0..p.params.len()).all(|k| !special(k)));
+            let Some(f) = fast else {
+                let _ = writeln!(o, "        pub fn {name}{signature} {{");
+                let _ = writeln!(o, "{invoke}");
+                let _ = writeln!(o, "        }}");
+                continue;
+            };
+            // Direct-linked: call the server copy's register entry, no A-stack. The check is
+            // inlined into the caller; the A-stack path stays out of line.
+            let args: Vec<String> = p
+                .params
+                .iter()
+                .map(|(n, t)| Self::to_word(t, &snake(n)))
+                .collect();
+            let call = format!("__f({})", args.join(", "));
+            let fast_ret = match &p.result {
+                Some(t) => Self::from_word(t, &format!("({call})")),
+                None => call,
+            };
+            let slow = format!("__{}", name.trim_start_matches("r#"));
+            let names: Vec<String> = p.params.iter().map(|(n, _)| snake(n)).collect();
+            let _ = writeln!(o, "        #[inline]");
+            let _ = writeln!(o, "        pub fn {name}{signature} {{");
+            let _ = writeln!(
+                o,
+                "            if let Some(__f) = self.binding.fast({id}) {{\n                // SAFETY: the kernel put the server copy's register entry for this procedure at\n                // this index of the function table, after checking that its type is this one.\n                let __f = unsafe {{ ::lrpc_sdk::rt::table_fn::<{}>(__f) }};\n                return Ok({fast_ret});\n            }}",
+                Self::fast_fn_type(f)
+            );
+            let _ = writeln!(o, "            self.{slow}({})", names.join(", "));
+            let _ = writeln!(o, "        }}");
+            let _ = writeln!(o, "        #[inline(never)]");
+            let _ = writeln!(o, "        fn {slow}{signature} {{");
+            let _ = writeln!(o, "{invoke}");
             let _ = writeln!(o, "        }}");
         }
         let _ = writeln!(o, "    }}");

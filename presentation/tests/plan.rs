@@ -330,7 +330,13 @@ fn register_entries_exist_for_scalar_procedures_only() {
         Some((vec![Word::F32, Word::F64, Word::I64], None))
     );
     assert_eq!(fast("nothing").map(|f| (f.1, f.2)), Some((vec![], None)));
-    for n in ["with-char", "char-out", "with-list", "with-flags", "with-tuple"] {
+    for n in [
+        "with-char",
+        "char-out",
+        "with-list",
+        "with-flags",
+        "with-tuple",
+    ] {
         assert_eq!(fast(n), None, "{n} must take the A-stack path");
     }
 }
