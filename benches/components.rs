@@ -12,6 +12,7 @@
 //!
 //! Both run the client's call loops (`lrpc:peers/runner`), like the kernel's bench client.
 
+use crate::Peer;
 use wasmtime::component::{Component, Instance, Linker, TypedFunc};
 use wasmtime::{Engine, Store};
 
@@ -61,21 +62,6 @@ impl Runner {
     }
 }
 
-/// A peer that runs the client's loops; every method returns a negative value on failure,
-/// like the kernel's bench client.
-pub trait ComponentPeer {
-    /// `n` null calls; 0 on success.
-    fn null(&mut self, n: i32) -> i64;
-    /// `n` checked add calls; 0 on success (1000 on a wrong sum).
-    fn add(&mut self, n: i32) -> i64;
-    /// `n` big-in calls of `size` bytes; the server's last answer.
-    fn big_in(&mut self, size: i32, n: i32) -> i64;
-    /// `n` big-in-out calls of `size` bytes, the first checked; 0 on success.
-    fn big_in_out(&mut self, size: i32, n: i32) -> i64;
-    /// `n` local calls inside the client component: the intra-instance floor.
-    fn intra(&mut self, n: i32) -> i64;
-}
-
 macro_rules! runner_calls {
     () => {
         fn null(&mut self, n: i32) -> i64 {
@@ -102,12 +88,6 @@ macro_rules! runner_calls {
                 .call(&mut self.store, (size, n))
                 .map_or(-1, |r| i64::from(r.0))
         }
-        fn intra(&mut self, n: i32) -> i64 {
-            self.runner
-                .intra
-                .call(&mut self.store, (n,))
-                .map_or(-1, |r| i64::from(r.0))
-        }
     };
 }
 
@@ -130,12 +110,23 @@ impl Fused {
     }
 }
 
-impl ComponentPeer for Fused {
+impl Fused {
+    /// `n` local calls inside the client component: the intra-instance floor of a component.
+    pub fn intra(&mut self, n: i32) -> i64 {
+        self.runner
+            .intra
+            .call(&mut self.store, (n,))
+            .map_or(-1, |r| i64::from(r.0))
+    }
+}
+
+impl Peer for Fused {
     runner_calls!();
 }
 
-/// The server's exports, typed, in the server's own Store.
-struct ServerSide {
+/// The server component alone, instantiated in its own Store, with its exports typed: the
+/// server half of [`HostLinked`], and what the out-of-process gRPC peer hosts.
+pub struct ComponentServer {
     store: Store<()>,
     null: TypedFunc<(), ()>,
     add: TypedFunc<(u32, u32), (u32,)>,
@@ -143,26 +134,19 @@ struct ServerSide {
     big_in_out: TypedFunc<(Vec<u8>,), (Vec<u8>,)>,
 }
 
-/// Server and client components in two Stores, the client's import implemented by host
-/// functions that call into the server's Store.
-pub struct HostLinked {
-    store: Store<ServerSide>,
-    runner: Runner,
-}
-
-impl HostLinked {
-    /// Instantiates both components on `engine` and links them through the host.
-    pub fn new(engine: &Engine) -> wasmtime::Result<HostLinked> {
-        let server_component = Component::new(engine, SERVER)?;
-        let mut server = Store::new(engine, ());
-        server.set_epoch_deadline(u64::MAX / 2);
-        let instance = Linker::new(engine).instantiate(&mut server, &server_component)?;
+impl ComponentServer {
+    /// Instantiates the server component on `engine`.
+    pub fn new(engine: &Engine) -> wasmtime::Result<ComponentServer> {
+        let component = Component::new(engine, SERVER)?;
+        let mut store = Store::new(engine, ());
+        store.set_epoch_deadline(u64::MAX / 2);
+        let instance = Linker::new(engine).instantiate(&mut store, &component)?;
         let bench = instance
-            .get_export_index(&mut server, None, BENCH)
+            .get_export_index(&mut store, None, BENCH)
             .ok_or_else(|| wasmtime::format_err!("the server exports no {BENCH}"))?;
         let mut index = |name: &str| {
             instance
-                .get_export_index(&mut server, Some(&bench), name)
+                .get_export_index(&mut store, Some(&bench), name)
                 .ok_or_else(|| wasmtime::format_err!("{BENCH} has no {name}"))
         };
         let (null, add, big_in, big_in_out) = (
@@ -171,35 +155,62 @@ impl HostLinked {
             index("big-in")?,
             index("big-in-out")?,
         );
-        let side = ServerSide {
-            null: instance.get_typed_func(&mut server, null)?,
-            add: instance.get_typed_func(&mut server, add)?,
-            big_in: instance.get_typed_func(&mut server, big_in)?,
-            big_in_out: instance.get_typed_func(&mut server, big_in_out)?,
-            store: server,
-        };
+        Ok(ComponentServer {
+            null: instance.get_typed_func(&mut store, null)?,
+            add: instance.get_typed_func(&mut store, add)?,
+            big_in: instance.get_typed_func(&mut store, big_in)?,
+            big_in_out: instance.get_typed_func(&mut store, big_in_out)?,
+            store,
+        })
+    }
 
-        let mut linker = Linker::<ServerSide>::new(engine);
+    /// Calls `null`.
+    pub fn null(&mut self) -> wasmtime::Result<()> {
+        self.null.call(&mut self.store, ())
+    }
+
+    /// Calls `add`.
+    pub fn add(&mut self, a: u32, b: u32) -> wasmtime::Result<u32> {
+        Ok(self.add.call(&mut self.store, (a, b))?.0)
+    }
+
+    /// Calls `big-in`.
+    pub fn big_in(&mut self, data: Vec<u8>) -> wasmtime::Result<u32> {
+        Ok(self.big_in.call(&mut self.store, (data,))?.0)
+    }
+
+    /// Calls `big-in-out`.
+    pub fn big_in_out(&mut self, data: Vec<u8>) -> wasmtime::Result<Vec<u8>> {
+        Ok(self.big_in_out.call(&mut self.store, (data,))?.0)
+    }
+}
+
+/// Server and client components in two Stores, the client's import implemented by host
+/// functions that call into the server's Store.
+pub struct HostLinked {
+    store: Store<ComponentServer>,
+    runner: Runner,
+}
+
+impl HostLinked {
+    /// Instantiates both components on `engine` and links them through the host.
+    pub fn new(engine: &Engine) -> wasmtime::Result<HostLinked> {
+        let server = ComponentServer::new(engine)?;
+        let mut linker = Linker::<ComponentServer>::new(engine);
         let mut i = linker.instance(BENCH)?;
-        i.func_wrap("null", |mut cx, ()| {
-            let s = cx.data_mut();
-            s.null.call(&mut s.store, ())
-        })?;
+        i.func_wrap("null", |mut cx, ()| cx.data_mut().null())?;
         i.func_wrap("add", |mut cx, (a, b): (u32, u32)| {
-            let s = cx.data_mut();
-            s.add.call(&mut s.store, (a, b))
+            Ok((cx.data_mut().add(a, b)?,))
         })?;
         i.func_wrap("big-in", |mut cx, (data,): (Vec<u8>,)| {
-            let s = cx.data_mut();
-            s.big_in.call(&mut s.store, (data,))
+            Ok((cx.data_mut().big_in(data)?,))
         })?;
         i.func_wrap("big-in-out", |mut cx, (data,): (Vec<u8>,)| {
-            let s = cx.data_mut();
-            s.big_in_out.call(&mut s.store, (data,))
+            Ok((cx.data_mut().big_in_out(data)?,))
         })?;
 
         let client_component = Component::new(engine, CLIENT)?;
-        let mut store = Store::new(engine, side);
+        let mut store = Store::new(engine, server);
         store.set_epoch_deadline(u64::MAX / 2);
         let instance = linker.instantiate(&mut store, &client_component)?;
         let runner = Runner::new(&mut store, &instance)?;
@@ -207,6 +218,6 @@ impl HostLinked {
     }
 }
 
-impl ComponentPeer for HostLinked {
+impl Peer for HostLinked {
     runner_calls!();
 }

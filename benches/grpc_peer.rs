@@ -1,58 +1,59 @@
 //! The out-of-process plugin peer: a separate process serving LRPC's Table IV procedures over
 //! gRPC on a Unix socket (`lrpc-grpc-peer <socket path>`). Each request is answered by the
-//! bench server guest, hosted in this process by its own lrpc kernel (through a bench client
-//! guest bound to it); the calling process pays for the socket, HTTP/2 and protobuf.
+//! bench server guest (its component build, `guests/component-server`, in this process's own
+//! wasmtime Store) on the bytes received; the calling process pays for the socket, HTTP/2 and
+//! protobuf.
 
-use lrpc::DomainFunc;
+use lrpc_benches::components::ComponentServer;
 use lrpc_benches::pb::bench_server::{Bench, BenchServer};
 use lrpc_benches::pb::{AddRequest, Blob, Empty, Word};
+use std::sync::Mutex;
 use tonic::{Request, Response, Status};
 
 struct Peer {
+    server: Mutex<ComponentServer>,
     _kernel: lrpc::Kernel,
-    null: DomainFunc<(i32,), i32>,
-    add: DomainFunc<(i32, i32), i64>,
-    big_in: DomainFunc<(i32, i32), i64>,
-    big_in_out: DomainFunc<(i32, i32), i32>,
 }
 
-fn failed(what: &str) -> Status {
-    Status::internal(format!("{what} failed in the server guest"))
+fn failed(what: &str, e: impl std::fmt::Display) -> Status {
+    Status::internal(format!("{what} failed in the server guest: {e}"))
+}
+
+impl Peer {
+    fn server(&self) -> std::sync::MutexGuard<'_, ComponentServer> {
+        self.server.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 #[tonic::async_trait]
 impl Bench for Peer {
     async fn null(&self, _: Request<Empty>) -> Result<Response<Empty>, Status> {
-        match self.null.call((1,)) {
-            Ok(0) => Ok(Response::new(Empty {})),
-            _ => Err(failed("null")),
-        }
+        self.server()
+            .null()
+            .map(|()| Response::new(Empty {}))
+            .map_err(|e| failed("null", e))
     }
 
     async fn add(&self, r: Request<AddRequest>) -> Result<Response<Word>, Status> {
         let r = r.into_inner();
-        match self.add.call((r.a as i32, r.b as i32)) {
-            Ok(v) if v >= 0 => Ok(Response::new(Word { value: v as u32 })),
-            _ => Err(failed("add")),
-        }
+        self.server()
+            .add(r.a, r.b)
+            .map(|value| Response::new(Word { value }))
+            .map_err(|e| failed("add", e))
     }
 
     async fn big_in(&self, r: Request<Blob>) -> Result<Response<Word>, Status> {
-        let len = r.into_inner().data.len() as i32;
-        match self.big_in.call((len, 1)) {
-            Ok(v) if v >= 0 => Ok(Response::new(Word { value: v as u32 })),
-            _ => Err(failed("big-in")),
-        }
+        self.server()
+            .big_in(r.into_inner().data)
+            .map(|value| Response::new(Word { value }))
+            .map_err(|e| failed("big-in", e))
     }
 
     async fn big_in_out(&self, r: Request<Blob>) -> Result<Response<Blob>, Status> {
-        let data = r.into_inner().data;
-        match self.big_in_out.call((data.len() as i32, 1)) {
-            Ok(0) => Ok(Response::new(Blob {
-                data: data.iter().rev().map(|b| b ^ 0x5a).collect(),
-            })),
-            _ => Err(failed("big-in-out")),
-        }
+        self.server()
+            .big_in_out(r.into_inner().data)
+            .map(|data| Response::new(Blob { data }))
+            .map_err(|e| failed("big-in-out", e))
     }
 }
 
@@ -62,12 +63,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .nth(1)
         .ok_or("usage: lrpc-grpc-peer <socket path>")?;
     let _ = std::fs::remove_file(&path);
-    let (kernel, _server, client) = lrpc_benches::setup(1);
+    // The kernel's engine configuration, so the guest runs as it does in the other peers.
+    let kernel = lrpc::Kernel::new()?;
+    let server = ComponentServer::new(kernel.engine()).map_err(|e| e.to_string())?;
     let peer = Peer {
-        null: client.func("null")?,
-        add: client.func("add")?,
-        big_in: client.func("big_in")?,
-        big_in_out: client.func("big_in_out")?,
+        server: Mutex::new(server),
         _kernel: kernel,
     };
     let listener = tokio::net::UnixListener::bind(&path)?;

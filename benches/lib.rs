@@ -156,6 +156,22 @@ impl GrpcPeer {
         })
     }
 
+    /// `n` big-in calls of `len` pattern bytes; the last answer, or -1.
+    pub fn big_in(&mut self, len: usize, n: i32) -> i64 {
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+        let c = &mut self.client;
+        self.rt.block_on(async {
+            let mut last = -1;
+            for _ in 0..n.max(1) {
+                match c.big_in(pb::Blob { data: data.clone() }).await {
+                    Ok(r) => last = i64::from(r.get_ref().value),
+                    Err(_) => return -1,
+                }
+            }
+            last
+        })
+    }
+
     /// `n` big-in-out calls of `len` bytes, the first reply checked; 0, or -1.
     pub fn big_in_out(&mut self, len: usize, n: i32) -> i64 {
         let data: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
@@ -236,4 +252,136 @@ pub fn pair(
 /// The text of a presentation of `lrpc:bench/bench` for `side` with `trust`, plus `extra`.
 pub fn presentation_text(side: &str, trust: &str, extra: &str) -> String {
     format!("interface = \"lrpc:bench/bench\"\nside = \"{side}\"\ntrust = \"{trust}\"\n{extra}")
+}
+
+/// The argument sizes of the `in` buffers every peer is measured with (LRPC's 200 B, plus
+/// 4 KiB and 64 KiB).
+pub const SIZES: [i32; 3] = [200, 4096, 65536];
+
+/// One peer's Table IV call loops. Each method makes `n` calls (at least one) and returns a
+/// negative value when a call fails.
+pub trait Peer {
+    /// `n` null calls; 0 on success.
+    fn null(&mut self, n: i32) -> i64;
+    /// `n` add calls, each sum checked; 0 on success (1000 on a wrong sum).
+    fn add(&mut self, n: i32) -> i64;
+    /// `n` big-in calls with `size` pattern bytes; the server's last answer.
+    fn big_in(&mut self, size: i32, n: i32) -> i64;
+    /// `n` big-in-out calls with `size` pattern bytes, the first reply checked; 0 on success.
+    fn big_in_out(&mut self, size: i32, n: i32) -> i64;
+}
+
+/// What the bench server answers to big-in with `size` pattern bytes (`(i * 7 + 3) as u8`).
+pub fn big_in_answer(size: i32) -> i64 {
+    let size = size.max(0) as usize;
+    let ends = match size {
+        0 => 0,
+        1 => 3,
+        _ => 3u8 ^ (((size - 1) * 7 + 3) as u8),
+    };
+    (((size as u32) << 8) | u32::from(ends)) as i64
+}
+
+/// Checks, outside any timed loop, that `peer` answers every procedure correctly.
+pub fn check(peer: &mut dyn Peer, name: &str) {
+    assert_eq!(peer.null(10), 0, "{name}: null");
+    assert_eq!(peer.add(100), 0, "{name}: add, sums checked call by call");
+    for size in [0, 1, 200, 4096] {
+        assert_eq!(
+            peer.big_in(size, 2),
+            big_in_answer(size),
+            "{name}: big-in of {size} bytes"
+        );
+        assert_eq!(
+            peer.big_in_out(size, 2),
+            0,
+            "{name}: big-in-out of {size} bytes"
+        );
+    }
+}
+
+/// A bound bench client domain (and what keeps it alive) as a [`Peer`]: the isolated path,
+/// the direct-linked path or message passing, as its kernel and presentations say.
+pub struct Lrpc {
+    null: lrpc::DomainFunc<(i32,), i32>,
+    add: lrpc::DomainFunc<(i32,), i64>,
+    big_in: lrpc::DomainFunc<(i32, i32), i64>,
+    big_in_out: lrpc::DomainFunc<(i32, i32), i32>,
+    _kernel: Kernel,
+}
+
+impl Lrpc {
+    /// Wraps `client` (a bound `bench-client` of `kernel`).
+    pub fn new(kernel: Kernel, client: &Domain) -> Lrpc {
+        Lrpc {
+            null: client.func("null").expect("null"),
+            add: client.func("add_loop").expect("add_loop"),
+            big_in: client.func("big_in").expect("big_in"),
+            big_in_out: client.func("big_in_out_loop").expect("big_in_out_loop"),
+            _kernel: kernel,
+        }
+    }
+}
+
+impl Peer for Lrpc {
+    fn null(&mut self, n: i32) -> i64 {
+        self.null.call((n,)).map_or(-1, i64::from)
+    }
+    fn add(&mut self, n: i32) -> i64 {
+        self.add.call((n,)).unwrap_or(-1)
+    }
+    fn big_in(&mut self, size: i32, n: i32) -> i64 {
+        self.big_in.call((size, n)).unwrap_or(-1)
+    }
+    fn big_in_out(&mut self, size: i32, n: i32) -> i64 {
+        self.big_in_out.call((size, n)).map_or(-1, i64::from)
+    }
+}
+
+impl Peer for GrpcPeer {
+    fn null(&mut self, n: i32) -> i64 {
+        GrpcPeer::null(self, n)
+    }
+    fn add(&mut self, n: i32) -> i64 {
+        GrpcPeer::add(self, n)
+    }
+    fn big_in(&mut self, size: i32, n: i32) -> i64 {
+        GrpcPeer::big_in(self, size as usize, n)
+    }
+    fn big_in_out(&mut self, size: i32, n: i32) -> i64 {
+        GrpcPeer::big_in_out(self, size as usize, n)
+    }
+}
+
+/// Every Table IV peer, by the name its cases carry (`table-iv/<name>/...`), with a scale
+/// for how many calls a timing round makes (relative to the isolated path).
+pub fn peers(grpc_exe: &std::path::Path) -> Vec<(&'static str, Box<dyn Peer>, f64)> {
+    let bench = lrpc::artifacts::BENCH_CLIENT;
+    let server = lrpc::artifacts::BENCH_SERVER;
+    let lrpc_peer = |client: Option<String>, serving| {
+        let (kernel, c) = pair(bench, server, client, None, serving);
+        Box::new(Lrpc::new(kernel, &c)) as Box<dyn Peer>
+    };
+    let engine_owner = Kernel::new().expect("kernel");
+    let fused = components::Fused::new(engine_owner.engine()).expect("the fused composition");
+    let host = components::HostLinked::new(engine_owner.engine()).expect("host-linked components");
+    vec![
+        ("isolated", lrpc_peer(None, lrpc::Serving::Migrate), 1.0),
+        (
+            "direct",
+            lrpc_peer(
+                Some(presentation_text("client", "leaky+unprotected", "")),
+                lrpc::Serving::Migrate,
+            ),
+            4.0,
+        ),
+        ("component-host", Box::new(host), 0.5),
+        ("component-fused", Box::new(fused), 4.0),
+        (
+            "message-passing",
+            lrpc_peer(None, lrpc::Serving::OwnThread),
+            0.01,
+        ),
+        ("grpc-uds", Box::new(GrpcPeer::start(grpc_exe)), 0.001),
+    ]
 }

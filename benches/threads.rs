@@ -1,5 +1,6 @@
 //! Throughput of null calls from one and from two threads (LRPC Fig. 2): each thread has
-//! its own client domain; the server has one replica per thread.
+//! its own client domain. On the isolated path the server has one replica per thread; with
+//! thread-per-domain message passing every request goes to the server's one thread.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::sync::{Arc, Barrier};
@@ -9,8 +10,25 @@ fn threads(c: &mut Criterion) {
     let mut g = c.benchmark_group("threads");
     g.warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3));
-    for n in [1usize, 2] {
-        let (kernel, _server, first) = lrpc_benches::setup(n);
+    for (mode, serving) in [
+        ("isolated", lrpc::Serving::Migrate),
+        ("message-passing", lrpc::Serving::OwnThread),
+    ] {
+        for n in [1usize, 2] {
+            bench_threads(&mut g, mode, serving, n);
+        }
+    }
+    g.finish();
+}
+
+fn bench_threads(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    mode: &str,
+    serving: lrpc::Serving,
+    n: usize,
+) {
+    {
+        let (kernel, _server, first) = lrpc_benches::setup_with(n, serving);
         let mut clients = vec![first];
         for i in 1..n {
             clients.push(lrpc_benches::new_client(&kernel, &format!("client-{i}")));
@@ -20,7 +38,7 @@ fn threads(c: &mut Criterion) {
             .map(|c| Arc::new(c.func::<(i32,), i32>("null").unwrap()))
             .collect();
         g.throughput(Throughput::Elements(n as u64));
-        g.bench_function(format!("isolated/null/{n}-threads"), |b| {
+        g.bench_function(format!("{mode}/null/{n}-threads"), |b| {
             b.iter_custom(|iters| {
                 // Every thread makes `iters` calls; time until all are done.
                 let barrier = Arc::new(Barrier::new(n + 1));
@@ -49,7 +67,6 @@ fn threads(c: &mut Criterion) {
             })
         });
     }
-    g.finish();
 }
 
 criterion_group!(benches, threads);

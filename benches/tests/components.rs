@@ -1,33 +1,17 @@
 //! The wasmtime component-model peers really do the work: the composed component (fused
 //! adapters) and the two host-linked Stores give the bench server's results.
 
-use lrpc_benches::components::{ComponentPeer, Fused, HostLinked};
-
-fn check(peer: &mut dyn ComponentPeer, what: &str) {
-    assert_eq!(peer.null(10), 0, "{what}: null");
-    assert_eq!(peer.add(100), 0, "{what}: sums checked call by call");
-    assert_eq!(peer.intra(10), 0, "{what}: intra");
-    for len in [0usize, 1, 200, 4096, 65536] {
-        let ends = match len {
-            0 => 0,
-            1 => 3,
-            _ => 3u8 ^ (((len - 1) * 7 + 3) as u8),
-        };
-        let want = ((len as i64) << 8) | i64::from(ends);
-        assert_eq!(
-            peer.big_in(len as i32, 2),
-            want & 0xffff_ffff,
-            "{what}: big-in of {len} bytes"
-        );
-        assert_eq!(peer.big_in_out(len as i32, 2), 0, "{what}: {len} bytes");
-    }
-}
+use lrpc_benches::components::{ComponentServer, Fused, HostLinked};
+use lrpc_benches::{Peer, big_in_answer, check};
 
 #[test]
 fn the_fused_composition_answers_every_procedure_correctly() {
     let kernel = lrpc::Kernel::new().unwrap();
     let mut peer = Fused::new(kernel.engine()).expect("the composed component instantiates");
     check(&mut peer, "fused");
+    assert_eq!(peer.big_in(65536, 1), big_in_answer(65536));
+    assert_eq!(peer.big_in_out(65536, 1), 0);
+    assert_eq!(peer.intra(10), 0);
 }
 
 #[test]
@@ -35,6 +19,25 @@ fn the_host_linked_components_answer_every_procedure_correctly() {
     let kernel = lrpc::Kernel::new().unwrap();
     let mut peer = HostLinked::new(kernel.engine()).expect("both components instantiate");
     check(&mut peer, "host-linked");
+    assert_eq!(peer.big_in(65536, 1), big_in_answer(65536));
+}
+
+#[test]
+fn the_server_component_computes_on_the_bytes_it_is_given() {
+    let kernel = lrpc::Kernel::new().unwrap();
+    let mut server = ComponentServer::new(kernel.engine()).unwrap();
+    server.null().unwrap();
+    assert_eq!(server.add(40, 2).unwrap(), 42);
+    assert_eq!(server.add(u32::MAX, 2).unwrap(), 1, "wrapping");
+    assert_eq!(
+        server.big_in(vec![9, 1, 2, 12]).unwrap(),
+        (4 << 8) | (9 ^ 12)
+    );
+    assert_eq!(server.big_in(vec![]).unwrap(), 0);
+    assert_eq!(
+        server.big_in_out(vec![1, 2, 3]).unwrap(),
+        [3 ^ 0x5a, 2 ^ 0x5a, 1 ^ 0x5a]
+    );
 }
 
 #[test]

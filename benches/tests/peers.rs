@@ -1,0 +1,34 @@
+//! Every Table IV peer the benchmarks time answers every procedure correctly, with the
+//! buffer sizes the benchmarks use.
+
+#[test]
+fn every_peer_answers_every_procedure_correctly() {
+    let peers = lrpc_benches::peers(env!("CARGO_BIN_EXE_lrpc-grpc-peer").as_ref());
+    let names: Vec<&str> = peers.iter().map(|(n, _, _)| *n).collect();
+    assert_eq!(
+        names,
+        [
+            "isolated",
+            "direct",
+            "component-host",
+            "component-fused",
+            "message-passing",
+            "grpc-uds"
+        ]
+    );
+    for (name, mut peer, _) in peers {
+        lrpc_benches::check(&mut *peer, name);
+        for size in lrpc_benches::SIZES {
+            assert_eq!(
+                peer.big_in(size, 1),
+                lrpc_benches::big_in_answer(size),
+                "{name}: big-in of {size} bytes"
+            );
+            assert_eq!(
+                peer.big_in_out(size, 1),
+                0,
+                "{name}: big-in-out of {size} bytes"
+            );
+        }
+    }
+}
