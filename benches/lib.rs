@@ -80,6 +80,134 @@ pub fn raw_floor(kernel: &Kernel) -> (wasmtime::Store<()>, wasmtime::TypedFunc<(
     (store, f)
 }
 
+/// The bare mechanism under an isolated call, without the kernel: a wasm loop whose import is
+/// a host function that calls an entry-shaped export (five `i32`s in, one out) of an instance
+/// in another `Store`, on the kernel's engine. What the kernel and the stubs add to a call is
+/// the isolated path's time minus this one.
+pub struct CrossStore {
+    store: wasmtime::Store<CrossData>,
+    run: wasmtime::TypedFunc<i32, i32>,
+}
+
+struct CrossData {
+    server: wasmtime::Store<()>,
+    entry: wasmtime::TypedFunc<(i32, i32, i32, i32, i32), i32>,
+}
+
+impl CrossStore {
+    /// Builds both instances on `kernel`'s engine.
+    pub fn new(kernel: &Kernel) -> CrossStore {
+        use wasmtime::{Caller, Instance, Linker, Module, Store};
+        let engine = kernel.engine();
+        let server = Module::new(
+            engine,
+            r#"(module (memory 1)
+                 (func (export "entry") (param i32 i32 i32 i32 i32) (result i32) i32.const 0))"#,
+        )
+        .expect("server module");
+        let mut s = Store::new(engine, ());
+        s.set_epoch_deadline(u64::MAX / 2);
+        let instance = Instance::new(&mut s, &server, &[]).expect("server instance");
+        let entry = instance
+            .get_typed_func(&mut s, "entry")
+            .expect("entry export");
+        let client = Module::new(
+            engine,
+            r#"(module
+                 (import "lrpc" "call" (func $call (param i64 i32 i32) (result i32)))
+                 (func (export "run") (param $n i32) (result i32)
+                   (block $done
+                     (loop $next
+                       (br_if $done (i32.eqz (local.get $n)))
+                       (if (call $call (i64.const 1) (i32.const 0) (i32.const 64))
+                         (then (return (i32.const 1))))
+                       (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+                       (br $next)))
+                   (i32.const 0)))"#,
+        )
+        .expect("client module");
+        let mut linker = Linker::<CrossData>::new(engine);
+        linker
+            .func_wrap(
+                "lrpc",
+                "call",
+                |mut caller: Caller<'_, CrossData>, _h: i64, _p: i32, a: i32| -> i32 {
+                    let d = caller.data_mut();
+                    d.entry.call(&mut d.server, (a, 8, 0, 0, 0)).unwrap_or(-1)
+                },
+            )
+            .expect("host function");
+        let mut store = Store::new(engine, CrossData { server: s, entry });
+        store.set_epoch_deadline(u64::MAX / 2);
+        let instance = linker
+            .instantiate(&mut store, &client)
+            .expect("client instance");
+        let run = instance
+            .get_typed_func(&mut store, "run")
+            .expect("run export");
+        CrossStore { store, run }
+    }
+
+    /// `n` crossings; 0, or a negative value if one failed.
+    pub fn run(&mut self, n: i32) -> i64 {
+        match self.run.call(&mut self.store, n) {
+            Ok(0) => 0,
+            _ => -1,
+        }
+    }
+}
+
+/// The kernel's isolated path without the client stub: the `hostile` guest (which speaks
+/// the raw ABI) bound to the bench server, calling `lrpc.call` on one A-stack in a loop.
+pub struct RawCall {
+    f: lrpc::DomainFunc<(i64, i32, i32, i32), i32>,
+    handle: i64,
+    astack: i32,
+    _kernel: Kernel,
+}
+
+impl RawCall {
+    /// A kernel with the bench server exported and the raw client bound to it.
+    pub fn new() -> RawCall {
+        let kernel = Kernel::new().expect("kernel");
+        let server = kernel
+            .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
+            .expect("server");
+        kernel.export(&server, "lrpc:bench/bench").expect("export");
+        let raw = kernel
+            .domain("raw-client", lrpc::artifacts::HOSTILE)
+            .expect("raw client");
+        let fp = kernel
+            .interface("lrpc:bench/bench")
+            .expect("interface")
+            .fingerprint as i64;
+        let handle: i64 = raw.call("bind_raw", (fp,)).expect("bind_raw");
+        assert!(handle > 0, "bind failed with status {}", -handle);
+        let astack: i32 = raw.call("astack", (0,)).expect("astack");
+        RawCall {
+            f: raw.func("call_loop").expect("call_loop"),
+            handle,
+            astack,
+            _kernel: kernel,
+        }
+    }
+
+    /// `n` null calls; 0, or a negative value if one failed.
+    pub fn run(&mut self, n: i32) -> i64 {
+        match self.f.call((self.handle, 0, self.astack, n)) {
+            Ok(0) => 0,
+            Ok(s) => -i64::from(s),
+            Err(_) => -1,
+        }
+    }
+}
+
+impl Default for RawCall {
+    fn default() -> RawCall {
+        RawCall::new()
+    }
+}
+
 /// The out-of-process gRPC peer (`lrpc-grpc-peer`) running on a Unix socket, and a client
 /// connected to it. Dropping it stops the process.
 pub struct GrpcPeer {

@@ -74,6 +74,16 @@ fn main() {
             "table-iv/floor/intra-instance".into(),
             per_call(loop_fn(&client, "intra_null"), 5_000_000),
         );
+        let mut cross = lrpc_benches::CrossStore::new(&kernel);
+        cases.insert(
+            "table-iv/floor/cross-store".into(),
+            per_call(|n| cross.run(n), 1_000_000),
+        );
+        let mut raw = lrpc_benches::RawCall::new();
+        cases.insert(
+            "table-iv/floor/kernel-raw-call".into(),
+            per_call(|n| raw.run(n), 500_000),
+        );
         let mut fused =
             lrpc_benches::components::Fused::new(kernel.engine()).expect("the composition");
         cases.insert(
@@ -441,6 +451,17 @@ fn main() {
             c("table-iv/isolated/big-in-out/200"),
             c("table-iv/isolated/null")
         ))
+    );
+    let _ = writeln!(
+        md,
+        "Where an isolated null call's time goes: the bare mechanism — a wasm loop whose \
+         import is a host function calling an entry-shaped export in another `Store`, no \
+         kernel — costs {} ns; the kernel's path without the client stub (raw `lrpc.call` \
+         from a guest speaking the ABI, the server's entry stub included) {} ns; with the \
+         generated client stub (A-stack queue, residue clearing for trust `none`) {} ns.\n",
+        f("table-iv/floor/cross-store"),
+        f("table-iv/floor/kernel-raw-call"),
+        f("table-iv/isolated/null")
     );
     let _ = writeln!(md, "### Every peer, every buffer size (ns per call)\n");
     let peers = [

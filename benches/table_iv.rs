@@ -26,6 +26,15 @@ fn table_iv(c: &mut Criterion) {
     g.bench_function("floor/host-to-domain", |b| {
         b.iter(|| api_floor.call(()).unwrap())
     });
+    // The bare cross-Store mechanism (no kernel), and the kernel without the client stub.
+    let mut cross = lrpc_benches::CrossStore::new(&kernel);
+    g.bench_function("floor/cross-store", |b| {
+        b.iter_custom(|iters| guest_loop(|n| cross.run(n), iters))
+    });
+    let mut raw = lrpc_benches::RawCall::new();
+    g.bench_function("floor/kernel-raw-call", |b| {
+        b.iter_custom(|iters| guest_loop(|n| raw.run(n), iters))
+    });
     let intra = client.func::<(i32,), i32>("intra_null").unwrap();
     g.bench_function("floor/intra-instance", |b| {
         b.iter_custom(|iters| guest_loop(|n| i64::from(intra.call((n,)).unwrap()), iters))

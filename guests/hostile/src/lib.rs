@@ -57,6 +57,19 @@ pub extern "C" fn call_raw(handle: i64, proc: i32, astack: i32) -> i32 {
     sys::call(handle, proc, astack)
 }
 
+/// `n` raw calls on one A-stack (the kernel's path without any stub on the client side);
+/// the first status that is not 0, or 0.
+#[unsafe(no_mangle)]
+pub extern "C" fn call_loop(handle: i64, proc: i32, astack: i32, n: i32) -> i32 {
+    for _ in 0..n {
+        let s = sys::call(handle, proc, astack);
+        if s != 0 {
+            return s;
+        }
+    }
+    0
+}
+
 /// A raw unbind.
 #[unsafe(no_mangle)]
 pub extern "C" fn unbind_raw(handle: i64) -> i32 {
