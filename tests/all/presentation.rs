@@ -439,3 +439,33 @@ fn special_parameters_are_marshaled_by_the_programmers_own_routines() {
         }
     }
 }
+
+#[test]
+fn trust_none_clears_fixed_size_arguments_and_results_too() {
+    let _guard = shared();
+    for (client, cleared) in [(None, true), (Some("bench-client-leaky"), false)] {
+        let (_k, server, client) = bench_pair_with(client, None);
+        let sum: i64 = client
+            .call("add", (0x0101_0101_i32, 0x3c3c_3c3c_i32))
+            .unwrap();
+        assert_eq!(sum, 0x3d3d_3d3d);
+        // Everything of this binding the server can see.
+        let info = &client.client_bindings()[0];
+        let seen: Vec<u8> = info
+            .windows
+            .iter()
+            .flat_map(|(_, s_offs, len)| server.read_memory(s_offs[0], *len).unwrap())
+            .collect();
+        let has = |pat: [u8; 4]| seen.windows(4).any(|w| w == pat);
+        // The result overwrites the first argument in place; the second stays unless cleared.
+        assert_eq!(
+            has([0x3c; 4]),
+            !cleared,
+            "the second argument, cleared: {cleared}"
+        );
+        assert_eq!(has([0x3d; 4]), !cleared, "the result, cleared: {cleared}");
+        if cleared {
+            assert!(seen.iter().all(|&b| b == 0), "nothing at all is left");
+        }
+    }
+}

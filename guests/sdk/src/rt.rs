@@ -544,8 +544,9 @@ fn invoke_on<R>(
     if bounded {
         // SAFETY: the kernel gave this domain the A-stack `[base, base + cap)`.
         let mut w = unsafe { Writer::new(base as *mut u8, cap) };
-        used.astack = cap;
         enc(&mut w);
+        // What may hold residue afterwards: the arguments written and the results' bound.
+        used.astack = w.len().max(out_bound).min(cap);
         if !w.fits() {
             return Err(CallError::ResourceExhausted);
         }
