@@ -522,7 +522,11 @@ fn main() {
     }
     let _ = writeln!(
         md,
-        "\n![BigIn by size](big-in-sizes.png)\n\nFloors inside one component: a local call \
+        "\nThe fused adapters wasmtime 48 compiles copy a `list<u8>` from one memory to the \
+         other one element at a time (a loop of loads and stores in the adapter), so the fused \
+         composition falls behind as buffers grow; the host-linked components copy with the \
+         host's `memcpy` (twice: lifting into a `Vec`, lowering into the server).\n\
+         \n![BigIn by size](big-in-sizes.png)\n\nFloors inside one component: a local call \
          {} ns (the same loop in a core module: {} ns).\n",
         f("table-iv/floor/intra-component"),
         f("table-iv/floor/intra-instance")
