@@ -1,7 +1,7 @@
 //! The out-of-process plugin peer: a separate process serving LRPC's Table IV procedures over
 //! gRPC on a Unix socket (`lrpc-grpc-peer <socket path>`). Each request is answered by the
-//! bench server guest (its component build, `guests/component-server`, in this process's own
-//! wasmtime Store) on the bytes received; the calling process pays for the socket, HTTP/2 and
+//! bench server guest (its component build, `guests/component-server`, in a wasmtime Store of
+//! this process) on the bytes received; the calling process pays for the socket, HTTP/2 and
 //! protobuf.
 
 use lrpc_benches::components::ComponentServer;
@@ -12,7 +12,6 @@ use tonic::{Request, Response, Status};
 
 struct Peer {
     server: Mutex<ComponentServer>,
-    _kernel: lrpc::Kernel,
 }
 
 fn failed(what: &str, e: impl std::fmt::Display) -> Status {
@@ -63,12 +62,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .nth(1)
         .ok_or("usage: lrpc-grpc-peer <socket path>")?;
     let _ = std::fs::remove_file(&path);
-    // The kernel's engine configuration, so the guest runs as it does in the other peers.
-    let kernel = lrpc::Kernel::new()?;
-    let server = ComponentServer::new(kernel.engine()).map_err(|e| e.to_string())?;
+    // A wasmtime host that bounds guest time the usual way: epoch interruption, with a
+    // thread advancing the epoch every millisecond (as the kernel does).
+    let mut config = wasmtime::Config::new();
+    config.epoch_interruption(true);
+    let engine = wasmtime::Engine::new(&config).map_err(|e| e.to_string())?;
+    let ticker = engine.clone();
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            ticker.increment_epoch();
+        }
+    });
+    let server = ComponentServer::new(&engine).map_err(|e| e.to_string())?;
     let peer = Peer {
         server: Mutex::new(server),
-        _kernel: kernel,
     };
     let listener = tokio::net::UnixListener::bind(&path)?;
     tonic::transport::Server::builder()

@@ -481,18 +481,45 @@ impl Peer for GrpcPeer {
     }
 }
 
-/// Every Table IV peer, by the name its cases carry (`table-iv/<name>/...`), with a scale
-/// for how many calls a timing round makes (relative to the isolated path).
-pub fn peers(grpc_exe: &std::path::Path) -> Vec<(&'static str, Box<dyn Peer>, f64)> {
-    let bench = lrpc::artifacts::BENCH_CLIENT;
-    let server = lrpc::artifacts::BENCH_SERVER;
-    let lrpc_peer = |client: Option<String>, serving| {
-        let (kernel, c) = pair(bench, server, client, None, serving);
-        Box::new(Lrpc::new(kernel, &c)) as Box<dyn Peer>
-    };
-    let engine_owner = Kernel::new().expect("kernel");
-    let fused = components::Fused::new(engine_owner.engine()).expect("the fused composition");
-    let host = components::HostLinked::new(engine_owner.engine()).expect("host-linked components");
+/// Builds one peer (see [`peers`]).
+pub type MakePeer = Box<dyn Fn() -> Box<dyn Peer>>;
+
+/// Every Table IV peer, by the name its cases carry (`table-iv/<name>/...`), with a builder
+/// (so that only the peer being measured is alive: idle peers' threads would disturb it) and
+/// a scale for how many calls a timing round makes (relative to the isolated path).
+pub fn peers(grpc_exe: &std::path::Path) -> Vec<(&'static str, MakePeer, f64)> {
+    fn lrpc_peer(client: Option<String>, serving: lrpc::Serving) -> MakePeer {
+        Box::new(move || {
+            let (kernel, c) = pair(
+                lrpc::artifacts::BENCH_CLIENT,
+                lrpc::artifacts::BENCH_SERVER,
+                client.clone(),
+                None,
+                serving,
+            );
+            Box::new(Lrpc::new(kernel, &c))
+        })
+    }
+    /// A component peer, with the kernel whose engine configuration it runs on.
+    struct OnKernel<P> {
+        peer: P,
+        _kernel: Kernel,
+    }
+    impl<P: Peer> Peer for OnKernel<P> {
+        fn null(&mut self, n: i32) -> i64 {
+            self.peer.null(n)
+        }
+        fn add(&mut self, n: i32) -> i64 {
+            self.peer.add(n)
+        }
+        fn big_in(&mut self, size: i32, n: i32) -> i64 {
+            self.peer.big_in(size, n)
+        }
+        fn big_in_out(&mut self, size: i32, n: i32) -> i64 {
+            self.peer.big_in_out(size, n)
+        }
+    }
+    let grpc_exe = grpc_exe.to_path_buf();
     vec![
         ("isolated", lrpc_peer(None, lrpc::Serving::Migrate), 1.0),
         (
@@ -503,13 +530,40 @@ pub fn peers(grpc_exe: &std::path::Path) -> Vec<(&'static str, Box<dyn Peer>, f6
             ),
             4.0,
         ),
-        ("component-host", Box::new(host), 0.5),
-        ("component-fused", Box::new(fused), 4.0),
+        (
+            "component-host",
+            Box::new(|| {
+                let kernel = Kernel::new().expect("kernel");
+                let peer =
+                    components::HostLinked::new(kernel.engine()).expect("host-linked components");
+                Box::new(OnKernel {
+                    peer,
+                    _kernel: kernel,
+                })
+            }),
+            0.5,
+        ),
+        (
+            "component-fused",
+            Box::new(|| {
+                let kernel = Kernel::new().expect("kernel");
+                let peer = components::Fused::new(kernel.engine()).expect("the fused composition");
+                Box::new(OnKernel {
+                    peer,
+                    _kernel: kernel,
+                })
+            }),
+            4.0,
+        ),
         (
             "message-passing",
             lrpc_peer(None, lrpc::Serving::OwnThread),
             0.01,
         ),
-        ("grpc-uds", Box::new(GrpcPeer::start(grpc_exe)), 0.001),
+        (
+            "grpc-uds",
+            Box::new(move || Box::new(GrpcPeer::start(&grpc_exe))),
+            0.001,
+        ),
     ]
 }

@@ -15,33 +15,36 @@ fn table_iv(c: &mut Criterion) {
 
     // Floors: wasmtime's own host→wasm typed call into an empty export, on a plain Store of
     // the kernel's engine (same configuration, epoch checks included); the same through the
-    // kernel's embedding API; and an indirect call inside one instance.
-    let (kernel, server, client) = lrpc_benches::setup(1);
-    let (mut store, floor) = lrpc_benches::raw_floor(&kernel);
-    g.throughput(Throughput::Elements(1));
-    g.bench_function("floor/host-to-wasm", |b| {
-        b.iter(|| floor.call(&mut store, ()).unwrap())
-    });
-    let api_floor = server.func::<(), ()>("floor_null").unwrap();
-    g.bench_function("floor/host-to-domain", |b| {
-        b.iter(|| api_floor.call(()).unwrap())
-    });
-    // The bare cross-Store mechanism (no kernel), and the kernel without the client stub.
-    let mut cross = lrpc_benches::CrossStore::new(&kernel);
-    g.bench_function("floor/cross-store", |b| {
-        b.iter_custom(|iters| guest_loop(|n| cross.run(n), iters))
-    });
-    let mut raw = lrpc_benches::RawCall::new();
-    g.bench_function("floor/kernel-raw-call", |b| {
-        b.iter_custom(|iters| guest_loop(|n| raw.run(n), iters))
-    });
-    let intra = client.func::<(i32,), i32>("intra_null").unwrap();
-    g.bench_function("floor/intra-instance", |b| {
-        b.iter_custom(|iters| guest_loop(|n| i64::from(intra.call((n,)).unwrap()), iters))
-    });
+    // kernel's embedding API; and an indirect call inside one instance. Each group of cases
+    // lives in its own block, so that only what is being measured has threads alive.
+    {
+        let (kernel, server, client) = lrpc_benches::setup(1);
+        let (mut store, floor) = lrpc_benches::raw_floor(&kernel);
+        g.throughput(Throughput::Elements(1));
+        g.bench_function("floor/host-to-wasm", |b| {
+            b.iter(|| floor.call(&mut store, ()).unwrap())
+        });
+        let api_floor = server.func::<(), ()>("floor_null").unwrap();
+        g.bench_function("floor/host-to-domain", |b| {
+            b.iter(|| api_floor.call(()).unwrap())
+        });
+        // The bare cross-Store mechanism (no kernel), and the kernel without the client stub.
+        let mut cross = lrpc_benches::CrossStore::new(&kernel);
+        g.bench_function("floor/cross-store", |b| {
+            b.iter_custom(|iters| guest_loop(|n| cross.run(n), iters))
+        });
+        let mut raw = lrpc_benches::RawCall::new();
+        g.bench_function("floor/kernel-raw-call", |b| {
+            b.iter_custom(|iters| guest_loop(|n| raw.run(n), iters))
+        });
+        let intra = client.func::<(i32,), i32>("intra_null").unwrap();
+        g.bench_function("floor/intra-instance", |b| {
+            b.iter_custom(|iters| guest_loop(|n| i64::from(intra.call((n,)).unwrap()), iters))
+        });
+    }
 
-    for (name, peer, _) in lrpc_benches::peers(env!("CARGO_BIN_EXE_lrpc-grpc-peer").as_ref()) {
-        let peer = std::cell::RefCell::new(peer);
+    for (name, make, _) in lrpc_benches::peers(env!("CARGO_BIN_EXE_lrpc-grpc-peer").as_ref()) {
+        let peer = std::cell::RefCell::new(make());
         lrpc_benches::check(&mut **peer.borrow_mut(), name);
         g.throughput(Throughput::Elements(1));
         g.bench_function(format!("{name}/null"), |b| {

@@ -16,7 +16,8 @@ fn every_peer_answers_every_procedure_correctly() {
             "grpc-uds"
         ]
     );
-    for (name, mut peer, _) in peers {
+    for (name, make, _) in peers {
+        let mut peer = make();
         lrpc_benches::check(&mut *peer, name);
         for size in lrpc_benches::SIZES {
             assert_eq!(
