@@ -377,6 +377,26 @@ pub fn pair(
     (kernel, c)
 }
 
+/// A bound bench client on the direct-linked path that lends its `in` buffer to big-in (client
+/// `trashable`, server `preserved`): the peer of the fused composition, which copies it.
+pub fn direct_borrow_pair() -> (Kernel, Domain) {
+    pair(
+        lrpc::artifacts::BENCH_CLIENT,
+        lrpc::artifacts::BENCH_SERVER,
+        Some(presentation_text(
+            "client",
+            "leaky+unprotected",
+            "[function.big-in]\nin.data = \"trashable\"\n",
+        )),
+        Some(presentation_text(
+            "server",
+            "none",
+            "[function.big-in]\nin.data = \"preserved\"\n",
+        )),
+        lrpc::Serving::Migrate,
+    )
+}
+
 /// The text of a presentation of `lrpc:bench/bench` for `side` with `trust`, plus `extra`.
 pub fn presentation_text(side: &str, trust: &str, extra: &str) -> String {
     format!("interface = \"lrpc:bench/bench\"\nside = \"{side}\"\ntrust = \"{trust}\"\n{extra}")

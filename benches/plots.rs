@@ -97,15 +97,7 @@ pub fn bars(path: &Path, title: &str, groups: &[&str], series: &[Series]) -> Dra
             .label(s.name)
             .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 15))
-        .draw()?;
-    root.present()?;
-    Ok(())
+    finish(&mut chart, &root)
 }
 
 /// Lines over a logarithmic x axis of byte sizes and a logarithmic ns axis.
@@ -148,6 +140,18 @@ pub fn lines(path: &Path, title: &str, sizes: &[f64], series: &[Series]) -> Draw
                 .map(|p| Circle::new(p, 5, color.filled())),
         )?;
     }
+    finish(&mut chart, &root)
+}
+
+/// Draws the legend (upper left) and writes the image.
+fn finish<'a, X, Y>(
+    chart: &mut ChartContext<'a, BitMapBackend<'a>, Cartesian2d<X, Y>>,
+    root: &DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>,
+) -> DrawResult
+where
+    X: Ranged,
+    Y: Ranged,
+{
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)

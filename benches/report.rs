@@ -134,21 +134,7 @@ fn main() {
     // The direct-linked path borrowing its `in` buffer (the peer of the fused composition,
     // which copies it).
     {
-        let (_k, client) = lrpc_benches::pair(
-            bench,
-            server,
-            Some(lrpc_benches::presentation_text(
-                "client",
-                "leaky+unprotected",
-                "[function.big-in]\nin.data = \"trashable\"\n",
-            )),
-            Some(lrpc_benches::presentation_text(
-                "server",
-                "none",
-                "[function.big-in]\nin.data = \"preserved\"\n",
-            )),
-            Serving::Migrate,
-        );
+        let (_k, client) = lrpc_benches::direct_borrow_pair();
         for size in lrpc_benches::SIZES {
             let mut f = sized_fn(&client, "big_in", size);
             assert_eq!(
@@ -771,10 +757,10 @@ fn why(ratio: &str) -> &'static str {
              indirect call inside one instance."
         }
         "grpc_uds_null_over_isolated_null" => {
-            "tonic over a Unix socket answers a null call in 17–33 µs here (it moves between \
-             the two as the scheduler places the two processes on the 2 cores); 1000× would \
-             need an isolated call of 17–33 ns, about the cost of the two Store crossings it is \
-             made of (`floor/cross-store`) plus nothing else. The direct-linked path is \
+            "tonic over a Unix socket answers a null call in tens of microseconds here (the \
+             time moves by up to 2× between runs, as the scheduler places the two processes on \
+             the 2 cores); 1000× would need an isolated call costing about what the bare \
+             cross-Store crossing alone does (`floor/cross-store`). The direct-linked path is \
              several thousand times faster."
         }
         "component_host_null_over_isolated_null" => {

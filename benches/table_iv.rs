@@ -76,21 +76,7 @@ fn table_iv(c: &mut Criterion) {
 
     // The direct-linked path borrowing its `in` buffer: the peer of the fused composition,
     // which copies it.
-    let (_bk, borrow_client) = lrpc_benches::pair(
-        lrpc::artifacts::BENCH_CLIENT,
-        lrpc::artifacts::BENCH_SERVER,
-        Some(lrpc_benches::presentation_text(
-            "client",
-            "leaky+unprotected",
-            "[function.big-in]\nin.data = \"trashable\"\n",
-        )),
-        Some(lrpc_benches::presentation_text(
-            "server",
-            "none",
-            "[function.big-in]\nin.data = \"preserved\"\n",
-        )),
-        lrpc::Serving::Migrate,
-    );
+    let (_bk, borrow_client) = lrpc_benches::direct_borrow_pair();
     let borrow_big_in = borrow_client.func::<(i32, i32), i64>("big_in").unwrap();
     for size in lrpc_benches::SIZES {
         assert_eq!(
