@@ -1046,17 +1046,22 @@ impl Gen<'_> {
             }
             let _ = writeln!(o, "        }})\n    }}");
         }
+        // Register entries: a function of the module, and its export (inside the macro).
+        let mut fast_exports = String::new();
         for (id, p) in plan.procs.iter().enumerate() {
             let Some(f) = self.server_fast(id, p) else {
                 continue;
             };
             let name = snake(&p.name).trim_start_matches("r#").to_string();
-            let params: Vec<String> = f
-                .params
-                .iter()
-                .enumerate()
-                .map(|(k, w)| format!("__p{k}: {}", w.rust()))
-                .collect();
+            let words: Vec<&str> = f.params.iter().map(|w| w.rust()).collect();
+            let params = |prefix: &str| -> String {
+                words
+                    .iter()
+                    .enumerate()
+                    .map(|(k, w)| format!("{prefix}{k}: {w}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
             let args: Vec<String> = p
                 .params
                 .iter()
@@ -1064,18 +1069,30 @@ impl Gen<'_> {
                 .map(|(k, (_, t))| Self::from_word(t, &format!("__p{k}")))
                 .collect();
             let call = format!("__s.{}({})", snake(&p.name), args.join(", "));
-            let (ret, body) = match (&p.result, f.result) {
-                (Some(t), Some(w)) => (
-                    format!(" -> {}", w.rust()),
-                    Self::to_word(t, &format!("({call})")),
-                ),
-                _ => (String::new(), call),
+            let ret = f
+                .result
+                .map_or(String::new(), |w| format!(" -> {}", w.rust()));
+            let body = match &p.result {
+                Some(t) => Self::to_word(t, &format!("({call})")),
+                None => call,
             };
             let _ = writeln!(o, "    #[doc(hidden)]");
             let _ = writeln!(
                 o,
                 "    pub fn __fast_{name}<S: Server>(__s: &S, {}){ret} {{ {body} }}",
-                params.join(", ")
+                params("__p")
+            );
+            let pass: Vec<String> = (0..words.len()).map(|k| format!("p{k}")).collect();
+            let _ = writeln!(
+                fast_exports,
+                "            #[unsafe(export_name = {:?})]",
+                f.entry
+            );
+            let _ = writeln!(
+                fast_exports,
+                "            extern \"C\" fn __fast_{name}({}){ret} {{ __SERVER.with(|s| crate::{module}::__fast_{name}(s, {})) }}",
+                params("p"),
+                pass.join(", ")
             );
         }
         let mac = format!("__lrpc_export_{}", module.trim_start_matches("r#"));
@@ -1094,29 +1111,7 @@ impl Gen<'_> {
                 "            extern \"C\" fn __entry_{f}(a: i32, c: i32, o: i32, oc: i32, b: i32) -> i32 {{ __SERVER.with(|s| crate::{module}::__serve_{f}(s, a, c, o, oc, b)) }}"
             );
         }
-        for (id, p) in plan.procs.iter().enumerate() {
-            let Some(fast) = self.server_fast(id, p) else {
-                continue;
-            };
-            let f = snake(&p.name).trim_start_matches("r#").to_string();
-            let params: Vec<String> = fast
-                .params
-                .iter()
-                .enumerate()
-                .map(|(k, w)| format!("p{k}: {}", w.rust()))
-                .collect();
-            let args: Vec<String> = (0..fast.params.len()).map(|k| format!("p{k}")).collect();
-            let ret = fast
-                .result
-                .map_or(String::new(), |w| format!(" -> {}", w.rust()));
-            let _ = writeln!(o, "            #[unsafe(export_name = {:?})]", fast.entry);
-            let _ = writeln!(
-                o,
-                "            extern \"C\" fn __fast_{f}({}){ret} {{ __SERVER.with(|s| crate::{module}::__fast_{f}(s, {})) }}",
-                params.join(", "),
-                args.join(", ")
-            );
-        }
+        o.push_str(&fast_exports);
         let _ = writeln!(o, "        }}; }};");
         let _ = writeln!(o, "    }}");
         let _ = writeln!(
