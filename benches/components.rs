@@ -13,7 +13,7 @@
 //! Both run the client's call loops (`lrpc:peers/runner`), like the kernel's bench client.
 
 use crate::Peer;
-use wasmtime::component::{Component, Instance, Linker, TypedFunc};
+use wasmtime::component::{Component, ComponentExportIndex, Instance, Linker, TypedFunc};
 use wasmtime::{Engine, Store};
 
 /// The composed component (client and server with fused adapters).
@@ -26,6 +26,29 @@ pub const CLIENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/component_cl
 const BENCH: &str = "lrpc:bench/bench";
 const RUNNER: &str = "lrpc:peers/runner";
 
+/// The export indices of the functions `names` of the exported interface `interface`.
+fn functions<T, const N: usize>(
+    store: &mut Store<T>,
+    instance: &Instance,
+    interface: &str,
+    names: [&str; N],
+) -> wasmtime::Result<[ComponentExportIndex; N]> {
+    let parent = instance
+        .get_export_index(&mut *store, None, interface)
+        .ok_or_else(|| wasmtime::format_err!("the component exports no {interface}"))?;
+    let mut out = Vec::with_capacity(N);
+    for name in names {
+        out.push(
+            instance
+                .get_export_index(&mut *store, Some(&parent), name)
+                .ok_or_else(|| wasmtime::format_err!("{interface} has no {name}"))?,
+        );
+    }
+    Ok(out
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("one index per name")))
+}
+
 /// The client's call loops, typed.
 struct Runner {
     null: TypedFunc<(i32,), (i32,)>,
@@ -37,21 +60,18 @@ struct Runner {
 
 impl Runner {
     fn new<T>(store: &mut Store<T>, instance: &Instance) -> wasmtime::Result<Runner> {
-        let runner = instance
-            .get_export_index(&mut *store, None, RUNNER)
-            .ok_or_else(|| wasmtime::format_err!("the client exports no {RUNNER}"))?;
-        let mut index = |name: &str| {
-            instance
-                .get_export_index(&mut *store, Some(&runner), name)
-                .ok_or_else(|| wasmtime::format_err!("{RUNNER} has no {name}"))
-        };
-        let (null, add, big_in, big_in_out, intra) = (
-            index("null-loop")?,
-            index("add-loop")?,
-            index("big-in-loop")?,
-            index("big-in-out-loop")?,
-            index("intra-loop")?,
-        );
+        let [null, add, big_in, big_in_out, intra] = functions(
+            store,
+            instance,
+            RUNNER,
+            [
+                "null-loop",
+                "add-loop",
+                "big-in-loop",
+                "big-in-out-loop",
+                "intra-loop",
+            ],
+        )?;
         Ok(Runner {
             null: instance.get_typed_func(&mut *store, null)?,
             add: instance.get_typed_func(&mut *store, add)?,
@@ -141,20 +161,12 @@ impl ComponentServer {
         let mut store = Store::new(engine, ());
         store.set_epoch_deadline(u64::MAX / 2);
         let instance = Linker::new(engine).instantiate(&mut store, &component)?;
-        let bench = instance
-            .get_export_index(&mut store, None, BENCH)
-            .ok_or_else(|| wasmtime::format_err!("the server exports no {BENCH}"))?;
-        let mut index = |name: &str| {
-            instance
-                .get_export_index(&mut store, Some(&bench), name)
-                .ok_or_else(|| wasmtime::format_err!("{BENCH} has no {name}"))
-        };
-        let (null, add, big_in, big_in_out) = (
-            index("null")?,
-            index("add")?,
-            index("big-in")?,
-            index("big-in-out")?,
-        );
+        let [null, add, big_in, big_in_out] = functions(
+            &mut store,
+            &instance,
+            BENCH,
+            ["null", "add", "big-in", "big-in-out"],
+        )?;
         Ok(ComponentServer {
             null: instance.get_typed_func(&mut store, null)?,
             add: instance.get_typed_func(&mut store, add)?,

@@ -256,65 +256,6 @@ impl GrpcPeer {
             client,
         }
     }
-
-    /// `n` null calls; 0, or -1 if one failed.
-    pub fn null(&mut self, n: i32) -> i64 {
-        let c = &mut self.client;
-        self.rt.block_on(async {
-            for _ in 0..n {
-                if c.null(pb::Empty {}).await.is_err() {
-                    return -1;
-                }
-            }
-            0
-        })
-    }
-
-    /// `n` add calls, each checked; 0, or -1 on a failure or a wrong sum.
-    pub fn add(&mut self, n: i32) -> i64 {
-        let c = &mut self.client;
-        self.rt.block_on(async {
-            for i in 0..n as u32 {
-                match c.add(pb::AddRequest { a: i, b: 7 }).await {
-                    Ok(r) if r.get_ref().value == i.wrapping_add(7) => {}
-                    _ => return -1,
-                }
-            }
-            0
-        })
-    }
-
-    /// `n` big-in calls of `len` pattern bytes; the last answer, or -1.
-    pub fn big_in(&mut self, len: usize, n: i32) -> i64 {
-        let data: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
-        let c = &mut self.client;
-        self.rt.block_on(async {
-            let mut last = -1;
-            for _ in 0..n.max(1) {
-                match c.big_in(pb::Blob { data: data.clone() }).await {
-                    Ok(r) => last = i64::from(r.get_ref().value),
-                    Err(_) => return -1,
-                }
-            }
-            last
-        })
-    }
-
-    /// `n` big-in-out calls of `len` bytes, the first reply checked; 0, or -1.
-    pub fn big_in_out(&mut self, len: usize, n: i32) -> i64 {
-        let data: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
-        let want: Vec<u8> = data.iter().rev().map(|b| b ^ 0x5a).collect();
-        let c = &mut self.client;
-        self.rt.block_on(async {
-            for i in 0..n {
-                match c.big_in_out(pb::Blob { data: data.clone() }).await {
-                    Ok(r) if i > 0 || r.get_ref().data == want => {}
-                    _ => return -1,
-                }
-            }
-            0
-        })
-    }
 }
 
 impl Drop for GrpcPeer {
@@ -419,15 +360,23 @@ pub trait Peer {
     fn big_in_out(&mut self, size: i32, n: i32) -> i64;
 }
 
-/// What the bench server answers to big-in with `size` pattern bytes (`(i * 7 + 3) as u8`).
+/// The bytes every peer's big-in and big-in-out calls carry: `size` bytes of `(i * 7 + 3)`, as
+/// the bench client guests make them.
+pub fn pattern(size: i32) -> Vec<u8> {
+    (0..size.max(0) as usize)
+        .map(|i| (i * 7 + 3) as u8)
+        .collect()
+}
+
+/// What the bench server answers to big-in with `size` pattern bytes.
 pub fn big_in_answer(size: i32) -> i64 {
-    let size = size.max(0) as usize;
-    let ends = match size {
-        0 => 0,
-        1 => 3,
-        _ => 3u8 ^ (((size - 1) * 7 + 3) as u8),
+    let data = pattern(size);
+    let ends = match data.as_slice() {
+        [] => 0,
+        [only] => *only,
+        [first, .., last] => first ^ last,
     };
-    (((size as u32) << 8) | u32::from(ends)) as i64
+    i64::from(((data.len() as u32) << 8) | u32::from(ends))
 }
 
 /// Checks, outside any timed loop, that `peer` answers every procedure correctly.
@@ -445,6 +394,68 @@ pub fn check(peer: &mut dyn Peer, name: &str) {
             0,
             "{name}: big-in-out of {size} bytes"
         );
+    }
+}
+
+/// The out-of-process plugin over gRPC, as a [`Peer`]: each call a request on the socket.
+impl Peer for GrpcPeer {
+    /// `n` null calls; 0, or -1 if one failed.
+    fn null(&mut self, n: i32) -> i64 {
+        let c = &mut self.client;
+        self.rt.block_on(async {
+            for _ in 0..n {
+                if c.null(pb::Empty {}).await.is_err() {
+                    return -1;
+                }
+            }
+            0
+        })
+    }
+
+    /// `n` add calls, each checked; 0, or -1 on a failure or a wrong sum.
+    fn add(&mut self, n: i32) -> i64 {
+        let c = &mut self.client;
+        self.rt.block_on(async {
+            for i in 0..n as u32 {
+                match c.add(pb::AddRequest { a: i, b: 7 }).await {
+                    Ok(r) if r.get_ref().value == i.wrapping_add(7) => {}
+                    _ => return -1,
+                }
+            }
+            0
+        })
+    }
+
+    /// `n` big-in calls of `size` pattern bytes; the last answer, or -1.
+    fn big_in(&mut self, size: i32, n: i32) -> i64 {
+        let data = pattern(size);
+        let c = &mut self.client;
+        self.rt.block_on(async {
+            let mut last = -1;
+            for _ in 0..n.max(1) {
+                match c.big_in(pb::Blob { data: data.clone() }).await {
+                    Ok(r) => last = i64::from(r.get_ref().value),
+                    Err(_) => return -1,
+                }
+            }
+            last
+        })
+    }
+
+    /// `n` big-in-out calls of `size` pattern bytes, the first reply checked; 0, or -1.
+    fn big_in_out(&mut self, size: i32, n: i32) -> i64 {
+        let data = pattern(size);
+        let want: Vec<u8> = data.iter().rev().map(|b| b ^ 0x5a).collect();
+        let c = &mut self.client;
+        self.rt.block_on(async {
+            for i in 0..n.max(1) {
+                match c.big_in_out(pb::Blob { data: data.clone() }).await {
+                    Ok(r) if i > 0 || r.get_ref().data == want => {}
+                    _ => return -1,
+                }
+            }
+            0
+        })
     }
 }
 
@@ -483,21 +494,6 @@ impl Peer for Lrpc {
     }
     fn big_in_out(&mut self, size: i32, n: i32) -> i64 {
         self.big_in_out.call((size, n)).map_or(-1, i64::from)
-    }
-}
-
-impl Peer for GrpcPeer {
-    fn null(&mut self, n: i32) -> i64 {
-        GrpcPeer::null(self, n)
-    }
-    fn add(&mut self, n: i32) -> i64 {
-        GrpcPeer::add(self, n)
-    }
-    fn big_in(&mut self, size: i32, n: i32) -> i64 {
-        GrpcPeer::big_in(self, size as usize, n)
-    }
-    fn big_in_out(&mut self, size: i32, n: i32) -> i64 {
-        GrpcPeer::big_in_out(self, size as usize, n)
     }
 }
 

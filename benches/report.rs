@@ -449,17 +449,9 @@ fn main() {
         f("table-iv/isolated/null")
     );
     let _ = writeln!(md, "### Every peer, every buffer size (ns per call)\n");
-    let peers = [
-        ("isolated", "isolated"),
-        ("components, host-linked", "component-host"),
-        ("direct", "direct"),
-        ("components, fused", "component-fused"),
-        ("message passing", "message-passing"),
-        ("gRPC-UDS", "grpc-uds"),
-    ];
-    let head: Vec<&str> = peers.iter().map(|(h, _)| *h).collect();
+    let head: Vec<&str> = PEERS.iter().map(|(h, _)| *h).collect();
     let _ = writeln!(md, "| case | {} |", head.join(" | "));
-    let _ = writeln!(md, "| --- |{}", " --- |".repeat(peers.len()));
+    let _ = writeln!(md, "| --- |{}", " --- |".repeat(PEERS.len()));
     let mut rows = vec!["null".to_string(), "add".to_string()];
     for proc in ["big-in", "big-in-out"] {
         for size in lrpc_benches::SIZES {
@@ -467,7 +459,7 @@ fn main() {
         }
     }
     for row in rows {
-        let cells: Vec<String> = peers
+        let cells: Vec<String> = PEERS
             .iter()
             .map(|(_, p)| f(&format!("table-iv/{p}/{row}")))
             .collect();
@@ -660,24 +652,8 @@ fn draw(
         ("BigIn 200 B", "big-in/200"),
         ("BigInOut 200 B", "big-in-out/200"),
     ];
-    let peers = [
-        ("lrpc isolated", "isolated"),
-        ("components, host-linked", "component-host"),
-        ("lrpc direct", "direct"),
-        ("components, fused", "component-fused"),
-        ("message passing", "message-passing"),
-        ("gRPC over a Unix socket", "grpc-uds"),
-    ];
-    let series: Vec<plots::Series> = peers
-        .iter()
-        .map(|(name, peer)| plots::Series {
-            name,
-            values: procs
-                .iter()
-                .map(|(_, case)| c(&format!("table-iv/{peer}/{case}")))
-                .collect(),
-        })
-        .collect();
+    let cases: Vec<&str> = procs.iter().map(|(_, case)| *case).collect();
+    let series = peer_series(&PEERS, &cases, c);
     let groups: Vec<&str> = procs.iter().map(|(g, _)| *g).collect();
     plots::bars(
         &root.join("table-iv.png"),
@@ -692,16 +668,9 @@ fn draw(
         ("lrpc direct, borrow", "direct-borrow"),
         ("components, fused", "component-fused"),
     ];
-    let series: Vec<plots::Series> = lines
-        .iter()
-        .map(|(name, peer)| plots::Series {
-            name,
-            values: sizes
-                .iter()
-                .map(|s| c(&format!("table-iv/{peer}/big-in/{s}")))
-                .collect(),
-        })
-        .collect();
+    let cases: Vec<String> = sizes.iter().map(|s| format!("big-in/{s}")).collect();
+    let cases: Vec<&str> = cases.iter().map(String::as_str).collect();
+    let series = peer_series(&lines, &cases, c);
     plots::lines(
         &root.join("big-in-sizes.png"),
         "BigIn: one byte array in, by size",
@@ -728,6 +697,34 @@ fn draw(
         &series,
     )?;
     Ok(())
+}
+
+/// The Table IV peers as the report names them, and the names their cases carry.
+const PEERS: [(&str, &str); 6] = [
+    ("lrpc isolated", "isolated"),
+    ("components, host-linked", "component-host"),
+    ("lrpc direct", "direct"),
+    ("components, fused", "component-fused"),
+    ("message passing", "message-passing"),
+    ("gRPC over a Unix socket", "grpc-uds"),
+];
+
+/// One plot series per `(label, peer)`: the measured `table-iv/<peer>/<case>` of each case.
+fn peer_series<'a>(
+    peers: &[(&'a str, &str)],
+    cases: &[&str],
+    c: &dyn Fn(&str) -> Option<f64>,
+) -> Vec<plots::Series<'a>> {
+    peers
+        .iter()
+        .map(|(name, peer)| plots::Series {
+            name,
+            values: cases
+                .iter()
+                .map(|case| c(&format!("table-iv/{peer}/{case}")))
+                .collect(),
+        })
+        .collect()
 }
 
 /// Whether `v` meets `target` ("≤ x" or "≥ x").

@@ -98,37 +98,32 @@ fn instantiate(
         .get_memory(caller.as_context_mut(), "memory")
         .ok_or(Status::InterfaceMismatch)?;
     let base = memory.data_ptr(&*caller) as usize;
+    // Grows the client's table by one element holding `f`; returns the element's index.
+    let place = |caller: &mut Caller<'_, DomainData>, f| -> Result<u32, Status> {
+        let at = table
+            .grow(caller.as_context_mut(), 1, Ref::Func(Some(f)))
+            .map_err(|_| Status::ResourceExhausted)?;
+        u32::try_from(at).map_err(|_| Status::ResourceExhausted)
+    };
     let mut entries = Vec::with_capacity(export.plan.procs.len());
+    let mut fast = Vec::with_capacity(export.plan.procs.len());
     for p in &export.plan.procs {
         let f = instance
             .get_func(caller.as_context_mut(), &p.entry)
             .ok_or(Status::InterfaceMismatch)?;
-        let at = table
-            .grow(caller.as_context_mut(), 1, Ref::Func(Some(f)))
-            .map_err(|_| Status::ResourceExhausted)?;
-        entries.push(u32::try_from(at).map_err(|_| Status::ResourceExhausted)?);
-    }
-    let mut fast = Vec::with_capacity(export.plan.procs.len());
-    for p in &export.plan.procs {
+        entries.push(place(caller, f)?);
         // A register entry is offered only when the server exports one of exactly the type
         // the plan derives from the WIT; otherwise the client takes the A-stack path.
-        let f = p.fast.as_ref().and_then(|want| {
+        let reg = p.fast.as_ref().and_then(|want| {
             let f = instance.get_func(caller.as_context_mut(), &want.entry)?;
             fast_type_matches(&f.ty(&*caller), want).then_some(f)
         });
-        let index = match f {
-            Some(f) => {
-                let at = table
-                    .grow(caller.as_context_mut(), 1, Ref::Func(Some(f)))
-                    .map_err(|_| Status::ResourceExhausted)?;
-                u32::try_from(at)
-                    .ok()
-                    .and_then(|i| i.checked_add(1))
-                    .ok_or(Status::ResourceExhausted)?
-            }
+        fast.push(match reg {
+            Some(f) => place(caller, f)?
+                .checked_add(1)
+                .ok_or(Status::ResourceExhausted)?,
             None => 0,
-        };
-        fast.push(index);
+        });
     }
     Ok(Coresident {
         memory,
