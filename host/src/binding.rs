@@ -16,6 +16,7 @@ use crate::clerk::ExportEntry;
 use crate::domain::{DomainData, DomainShared, lock};
 use crate::error::Error;
 use crate::linkage::ReplicaKey;
+use crate::quota::{Account, Charge};
 use lrpc_presentation::Combination;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -118,10 +119,38 @@ pub(crate) struct Placement {
     pub len: usize,
 }
 
-/// A mapped segment owned by a binding.
+/// A mapped segment owned by a binding. Its memory file stays open only while some server
+/// replica still waits for a lazy mapping ([`UNMAPPED`]); mapped pages need no open file.
 struct Mapped {
-    segment: Segment,
+    segment: Option<Segment>,
     at: Placement,
+}
+
+impl Mapped {
+    /// Keeps the memory file only while a replica still needs it mapped; returns the charge
+    /// to give back when the file was closed.
+    fn new(segment: Segment, at: Placement) -> (Mapped, Charge) {
+        let mut m = Mapped {
+            segment: Some(segment),
+            at,
+        };
+        let freed = m.close_if_mapped();
+        (m, freed)
+    }
+
+    fn close_if_mapped(&mut self) -> Charge {
+        if self.segment.is_some()
+            && !self.at.server.contains(&UNMAPPED)
+            && self.at.client != UNMAPPED
+        {
+            self.segment = None;
+            return Charge {
+                memfds: 1,
+                ..Charge::default()
+            };
+        }
+        Charge::default()
+    }
 }
 
 /// Which out-of-band segment: procedure, A-stack index, direction.
@@ -155,6 +184,9 @@ pub(crate) struct Binding {
     mappings: Mutex<Mappings>,
     /// Where the A-stacks are mapped into a direct-linked server copy (in the client's store).
     direct: Mutex<Option<(MemoryRange, usize, usize)>>,
+    /// The client domain's quota account, and what this binding has charged to it.
+    account: Arc<Account>,
+    charged: Mutex<Charge>,
 }
 
 /// What the embedder can see of a binding.
@@ -211,7 +243,37 @@ impl Binding {
             deadline_ticks: u64::try_from(ticks).unwrap_or(u64::MAX),
             mappings: Mutex::new(Mappings::default()),
             direct: Mutex::new(None),
+            account: client.core.account.clone(),
+            charged: Mutex::new(Charge::default()),
         }
+    }
+
+    /// Charges `c` to the client domain's quotas on this binding's behalf (returned when the
+    /// binding is revoked), or refuses with the quota it would exceed.
+    pub(crate) fn charge(&self, c: Charge) -> Result<(), Error> {
+        let mut charged = lock(&self.charged);
+        if !self.is_live() {
+            return Err(Error::Terminated(self.server.core.name.clone()));
+        }
+        self.account.charge(&c)?;
+        charged.add(&c);
+        Ok(())
+    }
+
+    /// Gives back part of what this binding charged.
+    pub(crate) fn refund(&self, c: Charge) {
+        let mut charged = lock(&self.charged);
+        let give = c.at_most(&charged);
+        charged.sub(&give);
+        self.account.refund(&give);
+    }
+
+    /// Runs `f` (a host-side copy into or out of this binding's windows) only while the
+    /// binding is live, and keeps it live until `f` returns: revocation unmaps and frees the
+    /// windows under the same lock, so a window can not change hands during the copy.
+    pub(crate) fn while_live<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
+        let _m = lock(&self.mappings);
+        self.is_live().then(f)
     }
 
     pub(crate) fn is_live(&self) -> bool {
@@ -275,7 +337,21 @@ impl Binding {
         wait: bool,
     ) -> Result<(Segment, Placement), Error> {
         let client = self.client.upgrade().ok_or(Error::KernelGone)?;
-        let segment = Segment::new(len).map_err(|e| Error::Resource(format!("memfd: {e}")))?;
+        // The memory file is open until the segment is mapped everywhere (see `Mapped`).
+        self.charge(Charge {
+            memfds: 1,
+            ..Charge::default()
+        })?;
+        let segment = match Segment::new(len) {
+            Ok(s) => s,
+            Err(e) => {
+                self.refund(Charge {
+                    memfds: 1,
+                    ..Charge::default()
+                });
+                return Err(Error::Memfd(e));
+            }
+        };
         let len = segment.len();
         let (own_key, mut own_ctx) = own;
         let mut done: Vec<(ReplicaKey, usize)> = Vec::new();
@@ -293,9 +369,12 @@ impl Binding {
                 }
             };
             let mapped = r.window_range().map(off, &segment);
-            if let Err(e) = mapped {
+            if let Err(source) = mapped {
                 r.free_window(off, len);
-                return Err(Error::Resource(format!("mapping a window: {e}")));
+                return Err(Error::Map {
+                    domain: domain.core.name.clone(),
+                    source,
+                });
             }
             done.push((r.key, off));
             Ok(off)
@@ -323,6 +402,10 @@ impl Binding {
                     };
                     unmap_free(d, key.replica, off, len);
                 }
+                self.refund(Charge {
+                    memfds: 1,
+                    ..Charge::default()
+                });
                 Err(e)
             }
         }
@@ -341,9 +424,16 @@ impl Binding {
         if !self.is_live() {
             drop(m);
             self.unmap(&at);
+            self.refund(Charge {
+                memfds: 1,
+                ..Charge::default()
+            });
             return Err(Error::Terminated(self.server.core.name.clone()));
         }
-        m.astacks.push(Mapped { segment, at });
+        let (mapped, closed) = Mapped::new(segment, at);
+        m.astacks.push(mapped);
+        drop(m);
+        self.refund(closed);
         Ok(())
     }
 
@@ -359,18 +449,26 @@ impl Binding {
         if !self.is_live() {
             return Err(Error::Terminated(self.server.core.name.clone()));
         }
-        let x = m.oob.get_mut(&key).ok_or(Error::Busy)?;
-        if x.at.server[replica] != UNMAPPED {
-            return Ok(x.at.server[replica]);
+        let x = m.oob.get_mut(&key).ok_or(Error::NoSegment)?;
+        let at = *x.at.server.get(replica).ok_or(Error::NoSegment)?;
+        if at != UNMAPPED {
+            return Ok(at);
         }
+        let segment = x.segment.as_ref().ok_or(Error::NoSegment)?;
         let r = &self.server.replicas[replica];
-        let len = x.segment.len();
+        let len = segment.len();
         let off = r.alloc_window(ctx, len)?;
-        if let Err(e) = r.window_range().map(off, &x.segment) {
+        if let Err(source) = r.window_range().map(off, segment) {
             r.free_window(off, len);
-            return Err(Error::Resource(format!("mapping a window: {e}")));
+            return Err(Error::Map {
+                domain: self.server.core.name.clone(),
+                source,
+            });
         }
         x.at.server[replica] = off;
+        let closed = x.close_if_mapped();
+        drop(m);
+        self.refund(closed);
         Ok(off)
     }
 
@@ -386,44 +484,61 @@ impl Binding {
         if !self.is_live() {
             return Err(Error::Terminated(self.server.core.name.clone()));
         }
-        let x = m.oob.get_mut(&key).ok_or(Error::Busy)?;
+        let x = m.oob.get_mut(&key).ok_or(Error::NoSegment)?;
         if x.at.client != UNMAPPED {
             return Ok(x.at.client);
         }
+        let segment = x.segment.as_ref().ok_or(Error::NoSegment)?;
         let r = &client.replicas[usize::from(self.client_key.replica)];
-        let len = x.segment.len();
+        let len = segment.len();
         let off = r.alloc_window(ctx, len)?;
-        if let Err(e) = r.window_range().map(off, &x.segment) {
+        if let Err(source) = r.window_range().map(off, segment) {
             r.free_window(off, len);
-            return Err(Error::Resource(format!("mapping a window: {e}")));
+            return Err(Error::Map {
+                domain: client.core.name.clone(),
+                source,
+            });
         }
         x.at.client = off;
+        let closed = x.close_if_mapped();
+        drop(m);
+        self.refund(closed);
         Ok(off)
     }
 
     /// Capacity and placement of an out-of-band segment, if it exists.
     pub(crate) fn oob(&self, key: OobKey) -> Option<(usize, Placement)> {
         let m = lock(&self.mappings);
-        m.oob.get(&key).map(|x| (x.segment.len(), x.at.clone()))
+        m.oob.get(&key).map(|x| (x.at.len, x.at.clone()))
     }
 
-    /// Installs a (larger) out-of-band segment, unmapping the one it replaces.
+    /// Installs a (larger) out-of-band segment, unmapping the one it replaces and giving
+    /// back what that one was charged (`charge`: what the new one was charged).
     pub(crate) fn replace_oob(
         &self,
         key: OobKey,
         segment: Segment,
         at: Placement,
+        charge: Charge,
     ) -> Result<(), Error> {
         let mut m = lock(&self.mappings);
         if !self.is_live() {
             drop(m);
             self.unmap(&at);
+            self.refund(charge);
+            self.refund(Charge {
+                memfds: 1,
+                ..Charge::default()
+            });
             return Err(Error::Terminated(self.server.core.name.clone()));
         }
-        let old = m.oob.insert(key, Mapped { segment, at });
+        let (mapped, closed) = Mapped::new(segment, at);
+        let old = m.oob.insert(key, mapped);
         drop(m);
+        self.refund(closed);
         if let Some(old) = old {
             self.unmap(&old.at);
+            self.refund(oob_charge(&old.at, old.segment.is_some()));
         }
         Ok(())
     }
@@ -444,27 +559,33 @@ impl Binding {
         {
             return;
         }
-        let all: Vec<Mapped> = {
+        let client = self.client.upgrade();
+        let client_ref: Option<&DomainShared> = client.as_deref().or(dropping);
+        {
+            // Unmapped under the lock that host-side copies hold (`while_live`): no copy is
+            // running in these windows, and none starts once the state is not live.
             let mut m = lock(&self.mappings);
             let mut all: Vec<Mapped> = std::mem::take(&mut m.astacks);
             all.extend(std::mem::take(&mut m.oob).into_values());
-            all
-        };
-        let client = self.client.upgrade();
-        let client_ref: Option<&DomainShared> = client.as_deref().or(dropping);
-        for x in &all {
-            if let Some(c) = client_ref
-                && x.at.client != UNMAPPED
-            {
-                unmap_free(c, self.client_key.replica, x.at.client, x.at.len);
-            }
-            for (i, &off) in x.at.server.iter().enumerate() {
-                if off != UNMAPPED {
-                    unmap_free(&self.server, i as u16, off, x.at.len);
+            for x in &all {
+                if let Some(c) = client_ref
+                    && x.at.client != UNMAPPED
+                {
+                    // The server side goes now; the client's may have to wait until the
+                    // client is not reading a reply off it.
+                    c.replicas[usize::from(self.client_key.replica)]
+                        .unmap_or_defer(x.at.client, x.at.len);
+                }
+                for (i, &off) in x.at.server.iter().enumerate() {
+                    if off != UNMAPPED {
+                        unmap_free(&self.server, i as u16, off, x.at.len);
+                    }
                 }
             }
         }
-        drop(all);
+        // Everything this binding charged to its client goes back.
+        let charged = std::mem::take(&mut *lock(&self.charged));
+        self.account.refund(&charged);
         // The direct copy lives in the client's store: unmap only while the client lives.
         if let (Some(_), Some((range, off, len))) = (client_ref, lock(&self.direct).take()) {
             let _ = range.unmap(off, len);
@@ -494,19 +615,9 @@ impl Binding {
 }
 
 /// Takes a window out of a replica's memory and returns its pages to the replica's window
-/// allocator. A failed unmap leaves the range allocated (never reused) rather than reusing
-/// pages that may still be shared.
+/// allocator (see [`Replica::unmap_free`](crate::domain::Replica::unmap_free)).
 fn unmap_free(domain: &DomainShared, replica: u16, off: usize, len: usize) {
-    let r = &domain.replicas[usize::from(replica)];
-    match r.window_range().unmap(off, len) {
-        Ok(()) => r.free_window(off, len),
-        Err(e) => tracing::error!(
-            domain = domain.core.name,
-            off,
-            len,
-            "unmapping a window failed: {e}"
-        ),
-    }
+    domain.replicas[usize::from(replica)].unmap_free(off, len);
 }
 
 /// Layout of a binding's first A-stack segment: per procedure, its offset in the segment,
@@ -522,4 +633,15 @@ pub(crate) fn layout(sizes: &[(u32, u32)]) -> Option<(Vec<usize>, usize)> {
         at = at.checked_add(bytes)?.checked_add(7)? & !7;
     }
     Some((offs, page_round(at.max(PAGE))?))
+}
+
+/// What an out-of-band segment placed at `at` is charged: its bytes, a mapping per place
+/// it may be mapped, and its memory file while `open`.
+pub(crate) fn oob_charge(at: &Placement, open: bool) -> Charge {
+    Charge {
+        oob_bytes: at.len as u64,
+        mappings: 1 + at.server.len() as u64,
+        memfds: u64::from(open),
+        ..Charge::default()
+    }
 }

@@ -16,6 +16,7 @@ use crate::domain::{DomainData, Interrupt, lock, wait_lock};
 use crate::error::{Error, Fault};
 use crate::kernel::KernelInner;
 use crate::linkage::{self, Pinned, ReplicaKey};
+use crate::quota::Charge;
 use lrpc_abi::{Status, desc, handle};
 use lrpc_presentation::{Side, SidePresentation};
 use std::sync::Arc;
@@ -204,6 +205,12 @@ fn call(mut caller: Caller<'_, DomainData>, raw: i64, proc: i32, astack: i32) ->
     }
     let data = caller.data_mut();
     release(data, raw, proc, p.extent, p.index);
+    if status != Status::Ok {
+        // A failed call's stub reads nothing off the A-stack: windows revoked while this
+        // client ran can go now (see `Replica::unmap_or_defer`).
+        flush_own(&caller);
+    }
+    let data = caller.data_mut();
     if data.core.terminated.load(Ordering::Acquire) {
         // The client itself was terminated while it waited: unwind it.
         return Err(wasmtime::Error::new(Interrupt::Terminated));
@@ -227,10 +234,10 @@ fn resolve_oob(
     if p.oob_cap == 0 || o != u32::MAX {
         return Ok(o as i32);
     }
-    b.map_into((proc, p.index, lrpc_abi::OOB_IN), i, ctx)
-        .ok()
-        .and_then(|off| i32::try_from(off).ok())
-        .ok_or(Status::ResourceExhausted)
+    let off = b
+        .map_into((proc, p.index, lrpc_abi::OOB_IN), i, ctx)
+        .map_err(|e| e.status())?;
+    i32::try_from(off).map_err(|_| Status::ResourceExhausted)
 }
 
 /// Runs the call in the server and maps its outcome to a status.
@@ -265,6 +272,8 @@ fn transfer(
         }
         return send_message(caller, b, mailbox, p, proc, deadline, args);
     }
+    // Why the `in` segment could not be mapped, when `run` answers `OOB_FAILED`.
+    let oob_refusal = std::cell::Cell::new(Status::ResourceExhausted);
     // Runs the entry in replica `i` through `ctx`, with this call's linkage record on the
     // thread's stack and the binding's deadline set on the server.
     let run =
@@ -272,7 +281,10 @@ fn transfer(
             let mut args = entry_args(i);
             match resolve_oob(b, p, proc, i, ctx.as_context_mut()) {
                 Ok(o) => args.2 = o,
-                Err(_) => return Ok(OOB_FAILED),
+                Err(s) => {
+                    oob_refusal.set(s);
+                    return Ok(OOB_FAILED);
+                }
             }
             let saved = std::mem::replace(&mut ctx.data_mut().deadline_tick, deadline);
             let r = b.export.entries[i][proc as usize].call(&mut ctx, args);
@@ -337,7 +349,7 @@ fn transfer(
     };
     match outcome {
         Ok(lrpc_abi::ENTRY_OK) => Status::Ok,
-        Ok(OOB_FAILED) => Status::ResourceExhausted,
+        Ok(OOB_FAILED) => oob_refusal.get(),
         Ok(_) => Status::ServerRejected,
         Err(e) => {
             let fault = Fault::classify(&e);
@@ -351,7 +363,7 @@ fn transfer(
 }
 
 /// The message-passing baseline: copy the A-stack into a message for the server's thread and
-/// wait for its copy back (see `mailbox`).
+/// wait for its copy back (see `mailbox`, which also explains why a request owns its binding).
 fn send_message(
     caller: &mut Caller<'_, DomainData>,
     b: &Binding,
@@ -361,36 +373,64 @@ fn send_message(
     deadline: u64,
     args: (i32, i32, i32, i32, i32),
 ) -> Status {
+    use crate::mailbox::{Outcome, Request};
     let Some(client) = b.client.upgrade() else {
         return Status::StaleBinding;
     };
+    // The binding's `Arc`, for the request to own (the call path's `Pinned` is valid only
+    // while this thread waits, and the request may outlive that wait).
+    let Some(binding) = lock(&client.core.book)
+        .client
+        .iter()
+        .find(|x| x.handle == b.handle)
+        .cloned()
+    else {
+        return b.dead_status();
+    };
     let range = client.replicas[usize::from(b.client_key.replica)].window_range();
     let mut request = vec![0u8; p.size as usize];
-    if range.read(p.client_astack as usize, &mut request).is_none() {
-        return Status::BadAStack;
+    if b.while_live(|| range.read(p.client_astack as usize, &mut request))
+        .flatten()
+        .is_none()
+    {
+        return b.dead_status();
     }
     let reply = mailbox.call(
-        (p.binding, b.client_key, p.index),
-        proc as usize,
-        args.0 as u32,
-        (args.1, args.2, args.3, args.4),
-        deadline,
-        request,
+        |reply, state| Request {
+            binding,
+            client: b.client_key,
+            index: p.index,
+            proc: proc as usize,
+            astack: args.0 as u32,
+            rest: (args.1, args.2, args.3, args.4),
+            deadline_tick: deadline,
+            wait: b.deadline,
+            payload: request,
+            state,
+            reply,
+        },
         b.deadline,
     );
-    let Some(reply) = reply else {
+    let Ok(reply) = reply else {
+        // The server thread did not answer within the deadline (its queue was long, or
+        // its store busy); the request will not run if it has not started.
         return Status::ServerBusy;
     };
     match reply.outcome {
-        Ok(code) => {
-            range.write(p.client_astack as usize, &reply.payload);
+        Outcome::Entry(code) => {
+            let written = b.while_live(|| range.write(p.client_astack as usize, &reply.payload));
+            if written.flatten().is_none() {
+                return b.dead_status();
+            }
             if code == lrpc_abi::ENTRY_OK {
                 Status::Ok
             } else {
                 Status::ServerRejected
             }
         }
-        Err(fault) => {
+        Outcome::Busy => Status::ServerBusy,
+        Outcome::Revoked => b.dead_status(),
+        Outcome::Fault(fault) => {
             if let Some(k) = caller.data().kernel.upgrade() {
                 crate::terminate::terminate_shared(&k, &b.server);
             }
@@ -416,6 +456,18 @@ fn write_guest(caller: &mut Caller<'_, DomainData>, ptr: i32, bytes: &[u8]) -> R
         .map_err(|_| Status::BadPointer)
 }
 
+/// Unmaps the calling replica's windows whose revocation waited for it to stop reading them
+/// (see `Replica::unmap_or_defer`): inside an import, its stubs are not reading an A-stack.
+fn flush_own(caller: &Caller<'_, DomainData>) {
+    let data = caller.data();
+    if let Some(k) = data.kernel.upgrade()
+        && let Some(d) = k.domain_by_id(data.core.id)
+        && let Some(r) = d.replicas.get(usize::from(data.replica))
+    {
+        r.flush_deferred();
+    }
+}
+
 fn kernel_of(caller: &Caller<'_, DomainData>) -> Result<Arc<KernelInner>, Status> {
     caller
         .data()
@@ -425,11 +477,7 @@ fn kernel_of(caller: &Caller<'_, DomainData>) -> Result<Arc<KernelInner>, Status
 }
 
 fn status_of(e: &Error) -> Status {
-    match e {
-        Error::Busy => Status::ServerBusy,
-        Error::Terminated(_) => Status::ServerTerminated,
-        _ => Status::ResourceExhausted,
-    }
+    e.status()
 }
 
 /// `lrpc.bind(name_ptr, name_len, fingerprint, desc_ptr, desc_cap) -> status`.
@@ -459,6 +507,7 @@ fn bind_inner(
     desc_ptr: i32,
     desc_cap: i32,
 ) -> Result<(), Status> {
+    flush_own(caller);
     let len = usize::try_from(name_len).map_err(|_| Status::BadPointer)?;
     if len > MAX_NAME {
         return Err(Status::UnknownInterface);
@@ -530,9 +579,26 @@ fn bind_inner(
         export.deadline,
         kernel.config.tick,
     ));
-    let (segment, at) = binding
-        .place(total, (key, caller.as_context_mut()))
+    // The client pays for the binding: the binding itself, an extent per procedure, the
+    // segment's bytes and a mapping per memory it enters (its own, each server replica's,
+    // and the server copy's on the direct path).
+    binding
+        .charge(Charge {
+            bindings: 1,
+            extents: nprocs as u64,
+            astack_bytes: total as u64,
+            mappings: 1 + export.server.replicas.len() as u64 + u64::from(direct),
+            ..Charge::default()
+        })
         .map_err(|e| status_of(&e))?;
+    let (segment, at) = match binding.place(total, (key, caller.as_context_mut())) {
+        Ok(placed) => placed,
+        Err(e) => {
+            // Nothing is mapped; revoking returns the charge.
+            binding.revoke_with(crate::binding::RevokeReason::Unbound, None);
+            return Err(status_of(&e));
+        }
+    };
     // The direct-linked path: a copy of the server in this client's store (see `direct`).
     // A client that can not be linked (no exported, growable function table) falls back to
     // the isolated path.
@@ -646,6 +712,10 @@ fn unbind(mut caller: Caller<'_, DomainData>, raw: i64) -> HostResult<i32> {
         // A call on it is still in flight further down this thread: keep it alive (see
         // `linkage::Pinned`) until that call releases its A-stack.
         data.retired.push(cb);
+    } else {
+        // Its windows waited for this replica (it is running: it called); in the kernel
+        // now, it reads none of them, unless a call on it is still in flight further down.
+        flush_own(&caller);
     }
     Ok(Status::Ok as i32)
 }
@@ -671,6 +741,7 @@ fn astacks_more_inner(
     proc: i32,
     extent_ptr: i32,
 ) -> Result<(), Status> {
+    flush_own(caller);
     write_guest(caller, extent_ptr, &[0; desc::EXTENT_LEN])?;
     let key = caller.data().key();
     let (binding, size, count, first) = {
@@ -680,7 +751,7 @@ fn astacks_more_inner(
             .and_then(|p| cb.procs.get(p))
             .ok_or(Status::BadProcedure)?;
         if ps.extents.len() >= crate::binding::MAX_EXTENTS {
-            return Err(Status::ResourceExhausted);
+            return Err(Status::QuotaAStacks);
         }
         let last = ps.extents.last().expect("every procedure has an extent");
         (
@@ -692,10 +763,21 @@ fn astacks_more_inner(
     };
     let bytes = (size as usize)
         .checked_mul(count as usize)
-        .ok_or(Status::ResourceExhausted)?;
-    let (segment, at) = binding
-        .place(bytes, (key, caller.as_context_mut()))
-        .map_err(|e| status_of(&e))?;
+        .ok_or(Status::QuotaAStacks)?;
+    let charge = Charge {
+        extents: 1,
+        astack_bytes: page_round(bytes).ok_or(Status::QuotaAStacks)? as u64,
+        mappings: 1 + binding.server.replicas.len() as u64,
+        ..Charge::default()
+    };
+    binding.charge(charge).map_err(|e| status_of(&e))?;
+    let (segment, at) = match binding.place(bytes, (key, caller.as_context_mut())) {
+        Ok(placed) => placed,
+        Err(e) => {
+            binding.refund(charge);
+            return Err(status_of(&e));
+        }
+    };
     let extent = Extent {
         client_base: at.client as u32,
         server_bases: at.server.iter().map(|&s| s as u32).collect(),
@@ -721,7 +803,7 @@ fn astacks_more_inner(
 /// Segment capacity for a request of `min` bytes: at least 64 KiB, powers of two.
 fn oob_capacity(min: usize, max: usize) -> Result<usize, Status> {
     if min > max {
-        return Err(Status::ResourceExhausted);
+        return Err(Status::QuotaOutOfBand);
     }
     let cap = min
         .max(64 * 1024)
@@ -740,10 +822,22 @@ fn new_oob(
     own: (ReplicaKey, wasmtime::StoreContextMut<'_, DomainData>),
 ) -> Result<(usize, crate::binding::Placement), Status> {
     let cap = oob_capacity(min, kernel.config.max_oob)?;
-    let (segment, at) = binding.place_lazily(cap, own).map_err(|e| status_of(&e))?;
+    let charge = Charge {
+        oob_bytes: cap as u64,
+        mappings: 1 + binding.server.replicas.len() as u64,
+        ..Charge::default()
+    };
+    binding.charge(charge).map_err(|e| status_of(&e))?;
+    let (segment, at) = match binding.place_lazily(cap, own) {
+        Ok(placed) => placed,
+        Err(e) => {
+            binding.refund(charge);
+            return Err(status_of(&e));
+        }
+    };
     let placed = at.clone();
     binding
-        .replace_oob(okey, segment, at)
+        .replace_oob(okey, segment, at, charge)
         .map_err(|e| status_of(&e))?;
     Ok((cap, placed))
 }
@@ -778,6 +872,7 @@ fn oob_inner(
     min_len: i32,
     seg_ptr: i32,
 ) -> Result<(), Status> {
+    flush_own(caller);
     write_guest(caller, seg_ptr, &[0; 8])?;
     if dir != lrpc_abi::OOB_IN && dir != lrpc_abi::OOB_OUT {
         return Err(Status::BadPointer);

@@ -105,7 +105,8 @@ impl Clerk {
                     .map_err(|e| Error::NotImplemented {
                         domain: server.core.name.clone(),
                         interface: plan.name.clone(),
-                        reason: format!("entry `{}`: {e}", p.entry),
+                        entry: p.entry.clone(),
+                        source: crate::error::boxed(e),
                     })?;
                 funcs.push(f);
             }
@@ -113,10 +114,9 @@ impl Clerk {
         }
         let mailbox = match serving {
             Serving::Migrate => None,
-            Serving::OwnThread => Some(
-                Mailbox::start(name, server, entries[0].to_vec())
-                    .map_err(|e| Error::Resource(format!("server thread: {e}")))?,
-            ),
+            Serving::OwnThread => {
+                Some(Mailbox::start(name, server, entries[0].to_vec()).map_err(Error::Thread)?)
+            }
         };
         let entry = Arc::new(ExportEntry {
             name: name.to_string(),

@@ -75,12 +75,16 @@ fn check(v: i64, what: &str) -> Result<(), Error> {
         let status = crate::Status::try_from(code)
             .map(|s| s.describe().to_string())
             .unwrap_or_else(|c| format!("unknown status {c}"));
-        return Err(Error::Resource(format!("{what} failed: {status}")));
+        return Err(Error::Guest {
+            what: what.to_string(),
+            reason: status,
+        });
     }
     if (what == "big_in_out" || what == "add_loop") && v != 0 {
-        return Err(Error::Resource(format!(
-            "{what}: the reply was wrong ({v})"
-        )));
+        return Err(Error::Guest {
+            what: what.to_string(),
+            reason: format!("the reply was wrong ({v})"),
+        });
     }
     Ok(())
 }

@@ -17,14 +17,14 @@ use crate::binding::{Binding, ClientSlot};
 use crate::error::{Error, Fault};
 use crate::kernel::KernelInner;
 use crate::linkage::{self, ReplicaKey};
-use crate::lock::{Guard, TryLock};
+use lrpc_lock::{Guard, TryLock};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 use wasmtime::{
-    AsContextMut, Instance, Memory, Module, Store, StoreContextMut, TypedFunc, UpdateDeadline,
-    WasmParams, WasmResults,
+    AsContextMut, Instance, Memory, Module, Store, StoreContextMut, StoreLimits,
+    StoreLimitsBuilder, TypedFunc, UpdateDeadline, WasmParams, WasmResults,
 };
 
 /// How long setup operations (export, export lookup) wait for a busy replica.
@@ -60,6 +60,8 @@ pub struct DomainData {
     /// Tick at which the code running now must stop (0: no deadline).
     pub(crate) deadline_tick: u64,
     pub(crate) ticks: Arc<AtomicU64>,
+    /// The store's resource limits (memory size, instances, tables: the domain's quotas).
+    pub(crate) limits: StoreLimits,
 }
 
 impl DomainData {
@@ -79,6 +81,8 @@ pub(crate) struct DomainCore {
     pub presentations: Vec<lrpc_presentation::SidePresentation>,
     pub terminated: AtomicBool,
     pub book: Mutex<Book>,
+    /// The domain's quotas and what its bindings hold.
+    pub account: Arc<crate::quota::Account>,
 }
 
 /// Bookkeeping touched at bind, unbind and termination time, never on the call path.
@@ -104,6 +108,9 @@ pub(crate) struct Replica {
     pub memory: Memory,
     base: usize,
     pub windows: Mutex<WindowAlloc>,
+    /// Windows revoked while this replica was running (see [`Replica::unmap_or_defer`]).
+    deferred: Mutex<Vec<(usize, usize)>>,
+    has_deferred: AtomicBool,
 }
 
 /// Host-grown pages of one replica's memory that hold windows, managed page by page.
@@ -170,14 +177,24 @@ impl Replica {
             return Ok(off);
         }
         let pages = len.div_ceil(WASM_PAGE);
+        let account = ctx.as_context_mut().data().core.account.clone();
+        let size = self.memory.data_size(&ctx) as u64;
+        account.check(
+            crate::error::Quota::Memory,
+            size.saturating_add((pages * WASM_PAGE) as u64),
+        )?;
+        let grow_error = |source: crate::error::BoxError| Error::Grow {
+            domain: account.domain.clone(),
+            source,
+        };
         let old = self
             .memory
             .grow(&mut ctx, pages as u64)
-            .map_err(|e| Error::Resource(format!("growing {}'s memory: {e}", self.key.domain)))?;
+            .map_err(|e| grow_error(crate::error::boxed(e)))?;
         let off = usize::try_from(old)
             .ok()
             .and_then(|p| p.checked_mul(WASM_PAGE))
-            .ok_or_else(|| Error::Resource("memory offset overflows".into()))?;
+            .ok_or_else(|| grow_error("the memory offset overflows".into()))?;
         let grown = pages * WASM_PAGE;
         if grown > len {
             w.free.push((off + len, grown - len));
@@ -200,6 +217,58 @@ impl Replica {
             }
         }
         w.free = merged;
+    }
+
+    /// Takes a window out of this memory and returns its pages to the window allocator. A
+    /// failed unmap leaves the range allocated (never reused) rather than reusing pages that
+    /// may still be shared.
+    pub(crate) fn unmap_free(&self, off: usize, len: usize) {
+        match self.window_range().unmap(off, len) {
+            Ok(()) => self.free_window(off, len),
+            Err(e) => tracing::error!(
+                domain = self.key.domain,
+                replica = self.key.replica,
+                off,
+                len,
+                "unmapping a window failed: {e}"
+            ),
+        }
+    }
+
+    /// Takes a **client's** window out of its memory when revoking a binding from any thread.
+    ///
+    /// A client may be running right now, between a call that returned `Ok` and its stub
+    /// reading the results off the A-stack; zeroing the window under it would hand it zeros
+    /// as a successful answer. So the window goes at once only when the client is not
+    /// running (its store is free); otherwise it stays in the client's memory — already gone
+    /// from the server's, so it is the client's private memory now — until the client next
+    /// enters the kernel or returns to the embedder ([`flush_deferred`](Self::flush_deferred)),
+    /// and its pages are not reused until then.
+    pub(crate) fn unmap_or_defer(&self, off: usize, len: usize) {
+        match self.store.try_lock() {
+            Some(_running_excluded) => self.unmap_free(off, len),
+            None => {
+                lock(&self.deferred).push((off, len));
+                self.has_deferred.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Unmaps the windows whose revocation waited for this replica to stop running. The
+    /// caller holds the replica's store (it is the replica's thread, in an import or just
+    /// back from a call into it).
+    pub(crate) fn flush_deferred(&self) {
+        if !self.has_deferred.load(Ordering::Acquire) {
+            return;
+        }
+        let windows = {
+            let mut d = lock(&self.deferred);
+            self.has_deferred.store(false, Ordering::Release);
+            std::mem::take(&mut *d)
+        };
+        for (off, len) in windows {
+            self.unmap_free(off, len);
+        }
     }
 
     /// The memory range covering every window of this replica.
@@ -275,8 +344,10 @@ pub(crate) fn instantiate(
         default_deadline_ticks: kernel.ticks_for(kernel.config.deadline),
         deadline_tick: kernel.deadline_tick(kernel.config.deadline),
         ticks: kernel.ticks.clone(),
+        limits: store_limits(&core.account.limits),
     };
     let mut store = Store::new(&kernel.engine, data);
+    store.limiter(|d| &mut d.limits);
     store.epoch_deadline_callback(|ctx| {
         let d = ctx.data();
         if d.core.terminated.load(Ordering::Relaxed) {
@@ -294,18 +365,18 @@ pub(crate) fn instantiate(
             .instantiate(&mut store, module)
             .map_err(|e| Error::Instantiate {
                 domain: core.name.clone(),
-                reason: e.to_string(),
+                source: crate::error::boxed(e),
             })?;
     let memory = instance
         .get_memory(&mut store, "memory")
         .ok_or_else(|| Error::Instantiate {
             domain: core.name.clone(),
-            reason: "the module exports no memory named `memory`".into(),
+            source: "the module exports no memory named `memory`".into(),
         })?;
     if memory.ty(&store).is_64() || memory.ty(&store).is_shared() {
         return Err(Error::Instantiate {
             domain: core.name.clone(),
-            reason: "the exported memory must be a 32-bit, unshared memory".into(),
+            source: "the exported memory must be a 32-bit, unshared memory".into(),
         });
     }
     let base = memory.data_ptr(&store) as usize;
@@ -320,7 +391,22 @@ pub(crate) fn instantiate(
         memory,
         base,
         windows: Mutex::new(WindowAlloc::default()),
+        deferred: Mutex::new(Vec::new()),
+        has_deferred: AtomicBool::new(false),
     })
+}
+
+/// The resource limiter of a domain's store: memories up to the memory quota, and as many
+/// instances, memories and tables as the instance quota allows (its own instance and the
+/// server copies of direct-linked bindings).
+fn store_limits(q: &crate::quota::Quotas) -> StoreLimits {
+    let instances = usize::try_from(q.instances).unwrap_or(usize::MAX);
+    StoreLimitsBuilder::new()
+        .memory_size(usize::try_from(q.memory).unwrap_or(usize::MAX))
+        .instances(instances)
+        .memories(instances)
+        .tables(instances)
+        .build()
 }
 
 /// A protection domain, as the embedder holds it. Cloning gives another handle to the same
@@ -384,7 +470,7 @@ impl Domain {
                 .map_err(|e| Error::NoSuchExport {
                     domain: self.name().to_string(),
                     export: name.to_string(),
-                    reason: e.to_string(),
+                    source: crate::error::boxed(e),
                 })?;
             funcs.push(f);
         }
@@ -472,6 +558,16 @@ impl Domain {
         lock_or_reenter_size(&self.shared.replicas[0]).ok_or(Error::Busy)
     }
 
+    /// What the domain's bindings hold now, counted against its quotas.
+    pub fn usage(&self) -> crate::quota::Usage {
+        self.shared.core.account.used().into()
+    }
+
+    /// The domain's quotas.
+    pub fn quotas(&self) -> crate::quota::Quotas {
+        self.shared.core.account.limits
+    }
+
     /// The bindings this domain holds as client.
     pub fn client_bindings(&self) -> Vec<crate::BindingInfo> {
         let book = lock(&self.shared.core.book);
@@ -517,6 +613,7 @@ impl<P: WasmParams, R: WasmResults> DomainFunc<P, R> {
             .saturating_add(data.default_deadline_ticks);
         let result = self.funcs[i].call(&mut *store, params);
         store.data_mut().deadline_tick = 0;
+        shared.replicas[i].flush_deferred();
         drop(store);
         result.map_err(|e| {
             let fault = Fault::classify(&e);

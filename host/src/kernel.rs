@@ -3,7 +3,8 @@
 
 use crate::clerk::{Clerk, ExportOptions};
 use crate::domain::{self, Domain, DomainCore, DomainShared, lock};
-use crate::error::Error;
+use crate::error::{Error, Quota, boxed};
+use crate::quota::{Account, Quotas};
 use lrpc_presentation::{InterfacePlan, Side, SidePresentation, Wit, plan::Presentation};
 use std::collections::HashMap;
 use std::path::Path;
@@ -22,6 +23,9 @@ pub struct KernelConfig {
     pub tick: Duration,
     /// Largest out-of-band segment one A-stack may get, in bytes.
     pub max_oob: usize,
+    /// The quotas of every domain that does not set its own
+    /// ([`DomainOptions::quotas`]).
+    pub quotas: Quotas,
 }
 
 impl Default for KernelConfig {
@@ -30,6 +34,7 @@ impl Default for KernelConfig {
             deadline: Duration::from_secs(10),
             tick: Duration::from_millis(1),
             max_oob: 64 << 20,
+            quotas: Quotas::default(),
         }
     }
 }
@@ -56,7 +61,35 @@ pub(crate) struct KernelInner {
 
 #[derive(Default)]
 struct DomainTable {
-    slots: Vec<Option<Weak<DomainShared>>>,
+    slots: Vec<Slot>,
+}
+
+/// One entry of the domain table. A slot is reserved while its domain is being created, so
+/// that two domains created at once on different threads never get the same id (their
+/// replicas' keys would collide, and bindings would be placed in the wrong memory).
+#[derive(Default)]
+enum Slot {
+    #[default]
+    Free,
+    Reserved,
+    Live(Weak<DomainShared>),
+}
+
+impl Slot {
+    fn is_free(&self) -> bool {
+        match self {
+            Slot::Free => true,
+            Slot::Reserved => false,
+            Slot::Live(w) => w.strong_count() == 0,
+        }
+    }
+
+    fn live(&self) -> Option<Arc<DomainShared>> {
+        match self {
+            Slot::Live(w) => w.upgrade(),
+            _ => None,
+        }
+    }
 }
 
 impl KernelInner {
@@ -79,7 +112,7 @@ impl KernelInner {
     /// A live domain by id.
     pub(crate) fn domain_by_id(&self, id: u16) -> Option<Arc<DomainShared>> {
         let t = lock(&self.domains);
-        t.slots.get(usize::from(id))?.as_ref()?.upgrade()
+        t.slots.get(usize::from(id))?.live()
     }
 
     fn plan(&self, interface: &str) -> Result<InterfacePlan, Error> {
@@ -106,6 +139,8 @@ pub struct DomainOptions {
     /// The domain's client-side presentations, one per interface it binds to (see
     /// [`Kernel::presentation`]); interfaces not listed use the default presentation.
     pub presentations: Vec<SidePresentation>,
+    /// The domain's quotas; `None`: the kernel's ([`KernelConfig::quotas`]).
+    pub quotas: Option<Quotas>,
 }
 
 impl Default for DomainOptions {
@@ -113,6 +148,7 @@ impl Default for DomainOptions {
         DomainOptions {
             replicas: 1,
             presentations: Vec::new(),
+            quotas: None,
         }
     }
 }
@@ -135,10 +171,9 @@ impl Kernel {
         c.epoch_interruption(true)
             .memory_reservation(1 << 32)
             .memory_may_move(false);
-        let engine = Engine::new(&c).map_err(|e| Error::Resource(format!("engine: {e}")))?;
+        let engine = Engine::new(&c).map_err(|e| Error::Engine(boxed(e)))?;
         let mut linker = Linker::new(&engine);
-        crate::call::define(&mut linker)
-            .map_err(|e| Error::Resource(format!("defining kernel imports: {e}")))?;
+        crate::call::define(&mut linker).map_err(|e| Error::Engine(boxed(e)))?;
         let wit = Wit::load_sources(EMBEDDED_WIT)?;
         let ticks = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
@@ -154,7 +189,7 @@ impl Kernel {
                         engine.increment_epoch();
                     }
                 })
-                .map_err(|e| Error::Resource(format!("epoch thread: {e}")))?
+                .map_err(Error::Thread)?
         };
         Ok(Kernel {
             inner: Arc::new(KernelInner {
@@ -210,7 +245,7 @@ impl Kernel {
         }
         let m = Module::new(&self.inner.engine, wasm).map_err(|e| Error::Compile {
             domain: name.to_string(),
-            reason: format!("{e:#}"),
+            source: boxed(e),
         })?;
         lock(&self.inner.modules).insert(key, m.clone());
         Ok(m)
@@ -231,25 +266,27 @@ impl Kernel {
         if options.replicas == 0 || options.replicas > usize::from(u16::MAX) {
             return Err(Error::Instantiate {
                 domain: name.to_string(),
-                reason: format!("{} replicas requested", options.replicas),
+                source: format!("{} replicas requested", options.replicas).into(),
             });
         }
+        let account = Arc::new(Account::new(
+            name,
+            options.quotas.unwrap_or(self.inner.config.quotas),
+        ));
+        account.check(Quota::Replicas, options.replicas as u64)?;
         let module = self.module(name, wasm)?;
         let id = {
             let mut t = lock(&self.inner.domains);
-            let free = t
-                .slots
-                .iter()
-                .position(|s| s.as_ref().is_none_or(|w| w.strong_count() == 0));
+            let free = t.slots.iter().position(Slot::is_free);
             let id = free.unwrap_or(t.slots.len());
             if id > usize::from(u16::MAX) {
-                return Err(Error::Resource("too many live domains".into()));
+                return Err(Error::TooManyDomains);
             }
             if id == t.slots.len() {
-                t.slots.push(None);
+                t.slots.push(Slot::Free);
             }
             // Reserve the slot until the domain is created.
-            t.slots[id] = Some(Weak::new());
+            t.slots[id] = Slot::Reserved;
             id as u16
         };
         if let Some(p) = options
@@ -257,7 +294,7 @@ impl Kernel {
             .iter()
             .find(|p| p.side != Side::Client)
         {
-            lock(&self.inner.domains).slots[usize::from(id)] = None;
+            lock(&self.inner.domains).slots[usize::from(id)] = Slot::Free;
             return Err(Error::Presentation(format!(
                 "{}: a domain's own presentations must be client presentations",
                 p.origin
@@ -269,13 +306,14 @@ impl Kernel {
             presentations: options.presentations.clone(),
             terminated: AtomicBool::new(false),
             book: Mutex::new(Default::default()),
+            account,
         });
         let mut replicas = Vec::with_capacity(options.replicas);
         for i in 0..options.replicas {
             match domain::instantiate(&self.inner, &core, &module, i as u16) {
                 Ok(r) => replicas.push(r),
                 Err(e) => {
-                    lock(&self.inner.domains).slots[usize::from(id)] = None;
+                    lock(&self.inner.domains).slots[usize::from(id)] = Slot::Free;
                     return Err(e);
                 }
             }
@@ -285,7 +323,7 @@ impl Kernel {
             replicas: replicas.into_boxed_slice(),
             module,
         });
-        lock(&self.inner.domains).slots[usize::from(id)] = Some(Arc::downgrade(&shared));
+        lock(&self.inner.domains).slots[usize::from(id)] = Slot::Live(Arc::downgrade(&shared));
         Ok(Domain {
             shared,
             kernel: Arc::downgrade(&self.inner),
@@ -362,8 +400,10 @@ impl Kernel {
 
     /// Reads and checks a presentation file.
     pub fn load_presentation(&self, path: &Path) -> Result<SidePresentation, Error> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::Presentation(format!("{}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path).map_err(|source| Error::PresentationFile {
+            path: path.display().to_string(),
+            source,
+        })?;
         self.presentation(&path.display().to_string(), &text)
     }
 
@@ -390,7 +430,7 @@ impl Drop for Kernel {
             let domains: Vec<Arc<DomainShared>> = lock(&self.inner.domains)
                 .slots
                 .iter()
-                .filter_map(|s| s.as_ref()?.upgrade())
+                .filter_map(Slot::live)
                 .collect();
             for d in &domains {
                 crate::terminate::terminate_shared(&self.inner, d);

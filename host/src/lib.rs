@@ -23,8 +23,8 @@ mod domain;
 mod error;
 mod kernel;
 mod linkage;
-mod lock;
 mod mailbox;
+mod quota;
 mod terminate;
 
 pub mod artifacts;
@@ -33,10 +33,11 @@ pub mod demo;
 pub use binding::BindingInfo;
 pub use clerk::{ExportOptions, Serving};
 pub use domain::{Domain, DomainData, DomainFunc};
-pub use error::{Error, Fault};
+pub use error::{BoxError, Error, Fault, Quota};
 pub use kernel::{DomainOptions, EMBEDDED_WIT, Kernel, KernelConfig};
 pub use lrpc_abi::Status;
 pub use lrpc_presentation::{
     Combination, InterfacePlan, ProcCombination, ProcPlan, Side, SidePresentation, Transport,
     Trust, Wit,
 };
+pub use quota::{Quotas, Usage};

@@ -9,6 +9,15 @@
 //!   `Store` lock, so a nested call back into it (A→B→A) or a nested bind that must grow its
 //!   memory can not lock it again. The suspended domain's host-function frame lent its
 //!   `Caller` to the record; the nested operation borrows it from there.
+//!
+//! **Why no loom model here** (the store lock has one, in `lrpc-lock`): nothing in this
+//! module is shared between threads. The stack is a thread-local list of records on that
+//! thread's own native stack, pushed and popped in LIFO order by frames of that thread, and
+//! a `Pinned` binding (not `Send`) never leaves it; there is no interleaving for a model
+//! checker to explore. What can go wrong is the nesting order, which the integration tests
+//! drive with real guests: chains A→B→C, call-backs A→B→A, unbinding and termination under
+//! a call in flight (`tests/all/nesting.rs`), a stale request on a server thread
+//! (`tests/all/stale.rs`), and the soak test's mix on two threads (`tests/soak`).
 #![allow(
     unsafe_code,
     reason = "re-entry borrows a suspended Caller through a raw pointer; argued below"
@@ -197,13 +206,10 @@ pub(crate) fn current() -> Option<(ReplicaKey, ReplicaKey, Pinned, u32, u32)> {
 #[derive(Clone, Copy)]
 pub(crate) struct Pinned(*const Binding);
 
-// SAFETY: a `Pinned` crosses to a server thread only inside a thread-per-domain request, while
-// the client's thread blocks in that call with the A-stack busy, so the binding stays alive
-// (see above); `Binding` is `Sync`, so using it from the server thread is sound.
-unsafe impl Send for Pinned {}
-
 impl Pinned {
-    /// Pins `b`. The caller has just marked one of `b`'s A-stacks busy.
+    /// Pins `b`. The caller has just marked one of `b`'s A-stacks busy, or (a server
+    /// thread serving a request) owns an `Arc` of `b` for as long as the `Pinned` is used.
+    /// A `Pinned` is not `Send`: it never leaves the thread that made it.
     pub(crate) fn new(b: &Arc<Binding>) -> Pinned {
         Pinned(Arc::as_ptr(b))
     }
@@ -211,11 +217,14 @@ impl Pinned {
     /// The binding.
     #[inline]
     pub(crate) fn get(&self) -> &Binding {
-        // SAFETY: a `Pinned` exists only between marking an A-stack of the binding busy and
-        // releasing it (the `call` import and the linkage record of that call, which is
-        // popped before the release). While the A-stack is busy, the client replica's slot or
-        // its retired list holds an `Arc` to the binding (see the type's documentation), so
-        // the pointee is alive; `Binding` is only ever accessed through shared references.
+        // SAFETY: a `Pinned` exists only while something holds an `Arc` of the binding:
+        // either between marking an A-stack of the binding busy and releasing it (the `call`
+        // import and the linkage record of that call, which is popped before the release;
+        // meanwhile the client replica's slot or its retired list holds the `Arc`, see the
+        // type's documentation), or inside a server thread's linkage record for a request
+        // that owns an `Arc` (`mailbox::run`). `Pinned` is not `Send`, so it is used only on
+        // the thread that made it, inside that span. `Binding` is only ever accessed through
+        // shared references.
         unsafe { &*self.0 }
     }
 }

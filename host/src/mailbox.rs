@@ -7,19 +7,39 @@
 //! entry stub, and sends a copy of the A-stack back. Out-of-band segments (arguments larger
 //! than an A-stack) stay shared; the messages carry the A-stack itself.
 
+use crate::binding::Binding;
 use crate::clerk::EntryFunc;
 use crate::domain::{DomainShared, wait_lock};
 use crate::error::Fault;
 use crate::linkage::{self, Pinned, ReplicaKey};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 /// One request to a server thread.
+///
+/// **A request may outlive its caller.** The client waits at most the binding's deadline;
+/// then it gives up, releases its A-stack and may unbind, while the request still sits in the
+/// queue or runs. So a request owns everything it touches: the binding (an `Arc`, not the
+/// call path's [`Pinned`], which is valid only while the client blocks), and copies of the
+/// A-stack's contents. Its window accesses are made under [`Binding::while_live`], so they
+/// never reach pages that revocation gave back (and a later binding reused), and a request
+/// its client abandoned before the server thread took it is dropped unrun.
+///
+/// Whether a request runs is decided once, by a compare-exchange on its [`state`]: the
+/// server thread takes it (`PENDING → TAKEN`) only after it holds the server's store, right
+/// before running it; a client that stops waiting abandons it (`PENDING → ABANDONED`). A
+/// client that loses that race waits for the reply, which the server's deadline bounds. So a
+/// client told `ServerBusy` knows its call did not run, and every call that ran is answered.
+///
+/// [`state`]: Request::state
 pub(crate) struct Request {
-    /// The call's binding, client and A-stack index, for the server thread's linkage record.
-    pub call: (Pinned, ReplicaKey, u32),
+    /// The call's binding.
+    pub binding: Arc<Binding>,
+    /// The client replica and the A-stack's index, for the server thread's linkage record.
+    pub client: ReplicaKey,
+    pub index: u32,
     /// Procedure index.
     pub proc: usize,
     /// Server address of the A-stack the request is copied into.
@@ -28,24 +48,54 @@ pub(crate) struct Request {
     pub rest: (i32, i32, i32, i32),
     /// Tick at which the server must stop.
     pub deadline_tick: u64,
+    /// How long the server thread waits for its store (the binding's deadline).
+    pub wait: Duration,
     /// A copy of the client's A-stack.
     pub payload: Vec<u8>,
+    /// `PENDING`, `TAKEN` by the server thread, or `ABANDONED` by the client.
+    pub state: Arc<AtomicU8>,
     /// Where the reply goes.
     pub reply: SyncSender<Reply>,
 }
 
+/// How a request ended in the server thread.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// The entry returned this value.
+    Entry(i32),
+    /// The server faulted.
+    Fault(Fault),
+    /// The server's store stayed locked (by calls on other threads) past the wait.
+    Busy,
+    /// The binding was revoked before the request could be copied in or out.
+    Revoked,
+}
+
 /// A server thread's answer.
 pub(crate) struct Reply {
-    /// The entry's return value, or the fault that stopped the server.
-    pub outcome: Result<i32, Fault>,
+    pub outcome: Outcome,
     /// A copy of the server's A-stack after the call.
     pub payload: Vec<u8>,
 }
+
+/// A request not yet taken or abandoned.
+const PENDING: u8 = 0;
+/// The server thread runs (or ran) the request.
+const TAKEN: u8 = 1;
+/// The client stopped waiting before the server thread took the request.
+const ABANDONED: u8 = 2;
+
+/// How long a client waits at least for a request the server thread has taken.
+const TAKEN_WAIT: Duration = Duration::from_secs(5);
 
 /// The sending end of a server thread's queue.
 pub(crate) struct Mailbox {
     tx: Mutex<Sender<Request>>,
 }
+
+/// The client stopped waiting before a reply came.
+#[derive(Debug)]
+pub(crate) struct GaveUp;
 
 impl Mailbox {
     /// Starts a server thread for replica 0 of `server`, calling `entries` (its entries).
@@ -62,28 +112,18 @@ impl Mailbox {
         Ok(Mailbox { tx: Mutex::new(tx) })
     }
 
-    /// Sends a request (see [`Request`] for the parts) and waits at most `wait` for the reply.
-    #[allow(clippy::too_many_arguments, reason = "the parts of one request")]
+    /// Sends a request built by `make` (given the reply channel and the state word) and
+    /// waits at most `wait` for the reply. A request the server thread has not taken by then
+    /// is abandoned and never runs; one it has taken is waited for (the server's deadline
+    /// bounds it; after `TAKEN_WAIT` more the client gives up anyway).
     pub(crate) fn call(
         &self,
-        call: (Pinned, ReplicaKey, u32),
-        proc: usize,
-        astack: u32,
-        rest: (i32, i32, i32, i32),
-        deadline_tick: u64,
-        payload: Vec<u8>,
+        make: impl FnOnce(SyncSender<Reply>, Arc<AtomicU8>) -> Request,
         wait: Duration,
-    ) -> Option<Reply> {
+    ) -> Result<Reply, GaveUp> {
         let (reply_tx, reply_rx) = sync_channel(1);
-        let req = Request {
-            call,
-            proc,
-            astack,
-            rest,
-            deadline_tick,
-            payload,
-            reply: reply_tx,
-        };
+        let state = Arc::new(AtomicU8::new(PENDING));
+        let req = make(reply_tx, state.clone());
         let sent = self
             .tx
             .lock()
@@ -91,9 +131,19 @@ impl Mailbox {
             .send(req)
             .is_ok();
         if !sent {
-            return None;
+            return Err(GaveUp);
         }
-        reply_rx.recv_timeout(wait).ok()
+        if let Ok(reply) = reply_rx.recv_timeout(wait) {
+            return Ok(reply);
+        }
+        match state.compare_exchange(PENDING, ABANDONED, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => Err(GaveUp),
+            // Taken: it is running under the server's deadline and its answer is on the way;
+            // the longer wait allows for the server thread being descheduled meanwhile.
+            Err(_) => reply_rx
+                .recv_timeout(wait.max(TAKEN_WAIT))
+                .map_err(|_| GaveUp),
+        }
     }
 }
 
@@ -111,49 +161,71 @@ fn serve(server: Weak<DomainShared>, entries: Vec<EntryFunc>, rx: Receiver<Reque
         let Some(server) = server.upgrade() else {
             return;
         };
-        let replica = &server.replicas[0];
-        let cap = req.rest.0 as usize;
-        let outcome = match wait_lock(&replica.store, Duration::from_secs(60)) {
-            None => Err(Fault::Terminated),
-            Some(mut store) => {
-                let range = replica.window_range();
-                let mut payload = vec![0u8; cap];
-                let copied_in = range.write(req.astack as usize, &req.payload);
-                let result = if copied_in.is_none() {
-                    Err(Fault::Terminated)
-                } else {
-                    store.data_mut().deadline_tick = req.deadline_tick;
-                    let (binding, client, index) = req.call;
-                    let args = (
-                        req.astack as i32,
-                        req.rest.0,
-                        req.rest.1,
-                        req.rest.2,
-                        req.rest.3,
-                    );
-                    let entry = &entries[req.proc];
-                    let r = linkage::with_served(
-                        client,
-                        replica.key,
-                        binding,
-                        req.proc as u32,
-                        index,
-                        || entry.call(&mut *store, args),
-                    );
-                    store.data_mut().deadline_tick = 0;
-                    r.map_err(|e| Fault::classify(&e))
-                };
-                range.read(req.astack as usize, &mut payload);
-                let _ = req.reply.send(Reply {
-                    outcome: result,
-                    payload,
-                });
-                continue;
-            }
-        };
-        let _ = req.reply.send(Reply {
-            outcome,
-            payload: Vec::new(),
-        });
+        if req.state.load(Ordering::Acquire) == ABANDONED {
+            continue;
+        }
+        let reply = run(&server, &entries, &req);
+        // The client may have given up meanwhile; then nobody receives this.
+        let _ = req.reply.send(reply);
     }
+}
+
+/// Runs one request in replica 0 of `server`.
+fn run(server: &DomainShared, entries: &[EntryFunc], req: &Request) -> Reply {
+    let replica = &server.replicas[0];
+    let answer = |outcome| Reply {
+        outcome,
+        payload: Vec::new(),
+    };
+    let Some(mut store) = wait_lock(&replica.store, req.wait) else {
+        return answer(Outcome::Busy);
+    };
+    // Taken under the store, right before it runs: the client may have stopped waiting
+    // while this thread waited for the store, and then the request must not run.
+    if req
+        .state
+        .compare_exchange(PENDING, TAKEN, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return answer(Outcome::Revoked);
+    }
+    let range = replica.window_range();
+    let copied_in = req
+        .binding
+        .while_live(|| range.write(req.astack as usize, &req.payload));
+    if copied_in.flatten().is_none() {
+        return answer(Outcome::Revoked);
+    }
+    store.data_mut().deadline_tick = req.deadline_tick;
+    let args = (
+        req.astack as i32,
+        req.rest.0,
+        req.rest.1,
+        req.rest.2,
+        req.rest.3,
+    );
+    let entry = &entries[req.proc];
+    // The request owns an `Arc` of the binding for as long as the linkage record exists, so
+    // the pinned view `reply_oob` reads stays valid.
+    let r = linkage::with_served(
+        req.client,
+        replica.key,
+        Pinned::new(&req.binding),
+        req.proc as u32,
+        req.index,
+        || entry.call(&mut *store, args),
+    );
+    store.data_mut().deadline_tick = 0;
+    let outcome = match r {
+        Ok(code) => Outcome::Entry(code),
+        Err(e) => return answer(Outcome::Fault(Fault::classify(&e))),
+    };
+    let mut payload = vec![0u8; req.rest.0.max(0) as usize];
+    let copied_out = req
+        .binding
+        .while_live(|| range.read(req.astack as usize, &mut payload));
+    if copied_out.flatten().is_none() {
+        return answer(Outcome::Revoked);
+    }
+    Reply { outcome, payload }
 }

@@ -144,3 +144,43 @@ fn a_client_that_traps_is_terminated_with_a_typed_fault() {
     }
     assert!(h.is_terminated());
 }
+
+#[test]
+fn a_server_terminated_just_after_answering_never_hands_the_client_zeros_as_success() {
+    let _guard = crate::shared();
+    // Found by the kernel-operations fuzzer: a call that returned `Ok` while another thread
+    // terminated its server had its client's A-stack zeroed before the stub read the reply.
+    for round in 0..20 {
+        let (kernel, server, client) = crate::bench_pair();
+        std::thread::scope(|s| {
+            let c = &client;
+            let caller = s.spawn(move || {
+                let mut answers = Vec::new();
+                loop {
+                    let r: i64 = c.call("add_loop", (500,)).unwrap();
+                    answers.push(r);
+                    if r != 0 {
+                        return answers;
+                    }
+                }
+            });
+            std::thread::sleep(std::time::Duration::from_micros(200 + 100 * round));
+            kernel.terminate(&server);
+            let answers = caller.join().unwrap();
+            let last = *answers.last().unwrap();
+            // Every round of 500 adds was right until the server went; then a call failed.
+            assert_ne!(
+                last, 1000,
+                "a wrong sum reported as success (round {round})"
+            );
+            let status = lrpc::Status::try_from(-last as i32).unwrap();
+            assert!(
+                matches!(
+                    status,
+                    lrpc::Status::ServerTerminated | lrpc::Status::StaleBinding
+                ),
+                "{status:?}"
+            );
+        });
+    }
+}

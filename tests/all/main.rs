@@ -6,6 +6,8 @@ mod isolation;
 mod lifecycle;
 mod nesting;
 mod presentation;
+mod quotas;
+mod stale;
 mod threads;
 
 use lrpc::{Domain, Kernel, Status};

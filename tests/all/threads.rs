@@ -152,3 +152,30 @@ fn a_server_thread_that_traps_fails_the_call() {
     assert!(server.is_terminated());
     assert!(!c.is_terminated());
 }
+
+#[test]
+fn domains_created_at_once_on_several_threads_get_distinct_ids() {
+    let _guard = crate::shared();
+    let kernel = Kernel::new().unwrap();
+    let domains: Vec<lrpc::Domain> = std::thread::scope(|s| {
+        let made: Vec<_> = (0..4)
+            .map(|t| {
+                let kernel = &kernel;
+                s.spawn(move || {
+                    (0..4)
+                        .map(|i| {
+                            kernel
+                                .domain(&format!("d-{t}-{i}"), lrpc::artifacts::HOSTILE)
+                                .unwrap()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        made.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    let mut ids: Vec<u16> = domains.iter().map(|d| d.id()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), domains.len(), "every domain its own id");
+}

@@ -28,6 +28,15 @@ pub extern "C" fn bind() -> i32 {
     }
 }
 
+/// Unbinds the binding made by `bind`; returns the status.
+#[unsafe(no_mangle)]
+pub extern "C" fn unbind() -> i32 {
+    match CLIENT.with(|slot| slot.borrow_mut().take()) {
+        Some(c) => c.unbind().err().map_or(0, |e| e.code()),
+        None => lrpc_sdk::Status::StaleBinding as i32,
+    }
+}
+
 /// echo(x): `x + 1` or `-(status)`.
 #[unsafe(no_mangle)]
 pub extern "C" fn echo(x: i32) -> i64 {

@@ -2,11 +2,23 @@
 
 include!(concat!(env!("OUT_DIR"), "/stubs.rs"));
 
+use core::sync::atomic::{AtomicU32, Ordering};
+
+/// How many `echo` calls this server has run.
+static ECHOES: AtomicU32 = AtomicU32::new(0);
+
+/// The number of `echo` calls served so far (for tests that check a call did not run).
+#[unsafe(no_mangle)]
+pub extern "C" fn echoes() -> i32 {
+    ECHOES.load(Ordering::Relaxed) as i32
+}
+
 #[derive(Default)]
 struct Faulty;
 
 impl faulty::Server for Faulty {
     fn echo(&self, x: u32) -> u32 {
+        ECHOES.fetch_add(1, Ordering::Relaxed);
         x.wrapping_add(1)
     }
 

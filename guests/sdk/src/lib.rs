@@ -86,6 +86,18 @@ call_errors! {
     BadReply,
     /// A domain can not bind to an interface it exports itself.
     SelfBinding,
+    /// This domain holds as many bindings as its quota allows.
+    QuotaBindings,
+    /// This domain's quota of A-stacks is used up.
+    QuotaAStacks,
+    /// This domain's quota of out-of-band bytes is used up.
+    QuotaOutOfBand,
+    /// This domain's quota of window mappings is used up.
+    QuotaMappings,
+    /// A memory would grow past this domain's memory quota.
+    QuotaMemory,
+    /// The out-of-band segment does not exist.
+    NoSegment,
 }
 
 impl CallError {

@@ -206,7 +206,8 @@ statuses! {
     InterfaceMismatch = 13,
     /// A guest-supplied pointer or length does not lie inside the guest's memory.
     BadPointer = 14,
-    /// The kernel could not allocate memory, mappings or A-stacks.
+    /// The host could not allocate memory, mappings or memory files (a host-wide shortage,
+    /// not a quota of the calling domain).
     ResourceExhausted = 15,
     /// The import was used outside a call (for example `reply_oob` with no call in flight).
     NoCall = 16,
@@ -214,9 +215,34 @@ statuses! {
     BadReply = 17,
     /// A domain may not bind to an interface it exports itself.
     SelfBinding = 18,
+    /// The calling domain holds as many bindings as its quota allows.
+    QuotaBindings = 19,
+    /// The calling domain's quota of A-stack extents or A-stack bytes is used up.
+    QuotaAStacks = 20,
+    /// The calling domain's quota of out-of-band bytes is used up.
+    QuotaOutOfBand = 21,
+    /// The calling domain's quota of window mappings or open memory files is used up.
+    QuotaMappings = 22,
+    /// A linear memory would grow past its domain's memory quota.
+    QuotaMemory = 23,
+    /// The out-of-band segment the call names does not exist (any more).
+    NoSegment = 24,
 }
 
 impl Status {
+    /// The refusal says the calling domain reached one of its quotas (see the kernel's
+    /// `Quotas`); other domains are unaffected.
+    pub fn is_quota(self) -> bool {
+        matches!(
+            self,
+            Status::QuotaBindings
+                | Status::QuotaAStacks
+                | Status::QuotaOutOfBand
+                | Status::QuotaMappings
+                | Status::QuotaMemory
+        )
+    }
+
     /// The call reached the server and failed there (LRPC's call-failed exception).
     pub fn is_call_failed(self) -> bool {
         matches!(
@@ -245,10 +271,16 @@ impl Status {
             Status::UnknownInterface => "no domain exports that interface",
             Status::InterfaceMismatch => "client and server interfaces differ",
             Status::BadPointer => "pointer or length outside the guest's memory",
-            Status::ResourceExhausted => "the kernel ran out of memory or mappings",
+            Status::ResourceExhausted => "the host ran out of memory or mappings",
             Status::NoCall => "no call is in flight",
             Status::BadReply => "the server's reply was malformed",
             Status::SelfBinding => "a domain can not bind to its own interface",
+            Status::QuotaBindings => "the domain's quota of bindings is used up",
+            Status::QuotaAStacks => "the domain's quota of A-stacks is used up",
+            Status::QuotaOutOfBand => "the domain's quota of out-of-band bytes is used up",
+            Status::QuotaMappings => "the domain's quota of window mappings is used up",
+            Status::QuotaMemory => "a linear memory would grow past the domain's memory quota",
+            Status::NoSegment => "the out-of-band segment does not exist",
         }
     }
 }

@@ -1,23 +1,58 @@
-//! The lock around each replica's `Store`.
+//! The lock around each replica's `Store` in the lrpc kernel.
 //!
 //! A `Store` is single threaded; the call path takes the server replica's lock on every call.
 //! `std::sync::Mutex` costs two atomic read-modify-writes per lock/unlock pair (its unlock
 //! swaps to learn whether to wake a waiter). Waiting for a `Store` is always bounded and
 //! polled here (see `domain::wait_lock`: a call cycle across threads must give up rather
 //! than deadlock), so nobody sleeps on the lock and unlocking is a plain release store.
-#![allow(
-    unsafe_code,
-    reason = "a lock owns its data through an UnsafeCell; argued below"
-)]
+//!
+//! The protocol (an acquiring compare-exchange to lock, a releasing store to unlock) is
+//! checked by a [loom](https://docs.rs/loom) model test: `tests/loom.rs`, run with
+//! `RUSTFLAGS="--cfg loom" cargo test -p lrpc-lock --release --target-dir target/loom`.
+//! Under `cfg(loom)` the atomics and the cell are loom's, which explores every interleaving
+//! and reports any access to the value that is not ordered after the previous holder's.
+#![warn(missing_docs)]
 
-use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
+
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicBool, Ordering};
+#[cfg(not(loom))]
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// The cell holding the locked value: `std`'s, or loom's tracked one under `cfg(loom)`.
+#[cfg(not(loom))]
+struct Cell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> Cell<T> {
+    fn new(v: T) -> Self {
+        Cell(std::cell::UnsafeCell::new(v))
+    }
+    fn ptr(&self) -> *mut T {
+        self.0.get()
+    }
+}
+
+#[cfg(loom)]
+struct Cell<T>(loom::cell::UnsafeCell<T>);
+
+#[cfg(loom)]
+impl<T> Cell<T> {
+    fn new(v: T) -> Self {
+        Cell(loom::cell::UnsafeCell::new(v))
+    }
+    /// Records an access with loom (which checks it is ordered after every earlier access
+    /// from other threads) and hands out the pointer.
+    fn ptr(&self) -> *mut T {
+        self.0.with_mut(|p| p)
+    }
+}
+
 /// A try-only lock.
-pub(crate) struct TryLock<T> {
+pub struct TryLock<T> {
     locked: AtomicBool,
-    value: UnsafeCell<T>,
+    value: Cell<T>,
 }
 
 // SAFETY: the value is only reachable through a `Guard`, and at most one `Guard` exists at a
@@ -27,16 +62,17 @@ pub(crate) struct TryLock<T> {
 unsafe impl<T: Send> Sync for TryLock<T> {}
 
 impl<T> TryLock<T> {
-    pub(crate) fn new(value: T) -> TryLock<T> {
+    /// An unlocked lock holding `value`.
+    pub fn new(value: T) -> TryLock<T> {
         TryLock {
             locked: AtomicBool::new(false),
-            value: UnsafeCell::new(value),
+            value: Cell::new(value),
         }
     }
 
     /// Takes the lock if it is free.
     #[inline]
-    pub(crate) fn try_lock(&self) -> Option<Guard<'_, T>> {
+    pub fn try_lock(&self) -> Option<Guard<'_, T>> {
         self.locked
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .ok()
@@ -45,7 +81,7 @@ impl<T> TryLock<T> {
 }
 
 /// Exclusive access to the locked value; unlocks when dropped.
-pub(crate) struct Guard<'a, T> {
+pub struct Guard<'a, T> {
     lock: &'a TryLock<T>,
 }
 
@@ -54,7 +90,7 @@ impl<T> Deref for Guard<'_, T> {
     #[inline]
     fn deref(&self) -> &T {
         // SAFETY: this guard is the only one (see the `Sync` impl), so no `&mut T` exists.
-        unsafe { &*self.lock.value.get() }
+        unsafe { &*self.lock.value.ptr() }
     }
 }
 
@@ -62,7 +98,7 @@ impl<T> DerefMut for Guard<'_, T> {
     #[inline]
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: this guard is the only one, and `&mut self` makes this borrow unique.
-        unsafe { &mut *self.lock.value.get() }
+        unsafe { &mut *self.lock.value.ptr() }
     }
 }
 
@@ -73,7 +109,7 @@ impl<T> Drop for Guard<'_, T> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::Arc;

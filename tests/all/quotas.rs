@@ -1,0 +1,279 @@
+//! Quotas: one domain can not starve the host or the other domains of fds, mappings,
+//! A-stacks, out-of-band space, memory or instances.
+
+use lrpc::{DomainOptions, Error, Kernel, Quota, Quotas, Status, Usage};
+
+/// The bench interface's fingerprint, as a raw client must claim it.
+fn bench_fingerprint(kernel: &Kernel) -> i64 {
+    kernel.interface("lrpc:bench/bench").unwrap().fingerprint as i64
+}
+
+fn hostile(kernel: &Kernel, quotas: Option<Quotas>) -> lrpc::Domain {
+    kernel
+        .domain_with(
+            "hostile",
+            lrpc::artifacts::HOSTILE,
+            DomainOptions {
+                quotas,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+}
+
+/// Binds raw until the kernel refuses; returns how many bindings were made and the refusal.
+fn bind_until_refused(h: &lrpc::Domain, fingerprint: i64, at_most: usize) -> (usize, Status) {
+    for made in 0..at_most {
+        let r: i64 = h.call("bind_raw", (fingerprint,)).unwrap();
+        if r < 0 {
+            return (made, Status::try_from(-r as i32).unwrap());
+        }
+    }
+    panic!("no refusal after {at_most} bindings");
+}
+
+#[test]
+fn a_binding_flood_is_refused_by_quota_without_touching_the_fd_table() {
+    let _guard = crate::exclusive();
+    let (kernel, _server, good) = crate::bench_pair();
+    let fds_before = crate::open_fds();
+    let h = hostile(&kernel, None);
+    let limit = h.quotas().bindings as usize;
+    let (made, refusal) = bind_until_refused(&h, bench_fingerprint(&kernel), limit + 10);
+    assert_eq!(made, limit, "the quota's worth of bindings");
+    assert_eq!(refusal, Status::QuotaBindings);
+    assert_eq!(h.usage().bindings, limit as u64);
+    // A mapped window needs no open file: the flood left the fd table as it was.
+    let fds_after = crate::open_fds();
+    assert!(
+        fds_after <= fds_before + 2,
+        "{limit} bindings held {} fds",
+        fds_after.saturating_sub(fds_before)
+    );
+    // Everyone else keeps binding and calling.
+    assert_eq!(good.call::<(i32, i32), i64>("add", (40, 2)).unwrap(), 42);
+    let other = kernel
+        .domain("bench-client-2", lrpc::artifacts::BENCH_CLIENT)
+        .unwrap();
+    assert_eq!(other.call::<(), i32>("bind", ()).unwrap(), 0);
+    assert_eq!(other.call::<(i32, i32), i64>("add", (1, 2)).unwrap(), 3);
+    assert!(other.call::<(i32, i32), i64>("big_in", (5000, 3)).unwrap() >= 0);
+    // Terminating the flooder gives everything back.
+    kernel.terminate(&h);
+    assert_eq!(h.usage(), Usage::default());
+}
+
+#[test]
+fn unbinding_returns_what_a_binding_charged() {
+    let _guard = crate::shared();
+    let (kernel, _server, client) = crate::bench_pair();
+    let bound = client.usage();
+    assert_eq!(bound.bindings, 1);
+    assert_eq!(bound.astack_extents, 4, "one extent per procedure");
+    assert_eq!(bound.mappings, 2, "the client's and the server's");
+    assert_eq!(bound.memfds, 0, "no file stays open for a mapped window");
+    assert!(bound.astack_bytes > 0);
+    // A big argument adds an out-of-band segment.
+    assert!(
+        client
+            .call::<(i32, i32), i64>("big_in", (200_000, 2))
+            .unwrap()
+            >= 0
+    );
+    let with_oob = client.usage();
+    assert!(with_oob.oob_bytes >= 200_000, "{with_oob:?}");
+    assert_eq!(with_oob.mappings, 4);
+    assert_eq!(client.call::<(), i32>("unbind", ()).unwrap(), 0);
+    assert_eq!(client.usage(), Usage::default());
+    // Bind and unbind many times: the account stays balanced.
+    assert_eq!(
+        client.call::<(i32,), i32>("bind_cycles", (300,)).unwrap(),
+        0
+    );
+    assert_eq!(client.usage(), Usage::default());
+    drop(kernel);
+}
+
+#[test]
+fn astack_growth_is_refused_by_the_extent_quota() {
+    let _guard = crate::shared();
+    let (kernel, _server, _client) = crate::bench_pair();
+    let h = hostile(
+        &kernel,
+        Some(Quotas {
+            astack_extents: 6,
+            ..Quotas::default()
+        }),
+    );
+    let handle: i64 = h.call("bind_raw", (bench_fingerprint(&kernel),)).unwrap();
+    assert!(handle > 0);
+    let scratch: i32 = h.call("scratch", ()).unwrap();
+    // 4 extents at bind time; two more fit, the third is refused.
+    let more = |proc: i32| h.call::<(i64, i32, i32), i32>("more_raw", (handle, proc, scratch));
+    assert_eq!(more(0).unwrap(), 0);
+    assert_eq!(more(1).unwrap(), 0);
+    assert_eq!(more(0).unwrap(), Status::QuotaAStacks as i32);
+    assert_eq!(h.usage().astack_extents, 6);
+    // The binding keeps working with what it has.
+    let astack: i32 = h.call("astack", (0,)).unwrap();
+    assert_eq!(
+        h.call::<(i64, i32, i32), i32>("call_raw", (handle, 0, astack))
+            .unwrap(),
+        0
+    );
+}
+
+#[test]
+fn out_of_band_space_is_refused_by_its_quota() {
+    let _guard = crate::shared();
+    let kernel = Kernel::new().unwrap();
+    let server = kernel
+        .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
+        .unwrap();
+    kernel.export(&server, "lrpc:bench/bench").unwrap();
+    let client = kernel
+        .domain_with(
+            "small-client",
+            lrpc::artifacts::BENCH_CLIENT,
+            DomainOptions {
+                quotas: Some(Quotas {
+                    oob_bytes: 256 << 10,
+                    ..Quotas::default()
+                }),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(client.call::<(), i32>("bind", ()).unwrap(), 0);
+    // 100 KB fits in one 128 KiB segment; 1 MB does not fit the quota.
+    assert!(
+        client
+            .call::<(i32, i32), i64>("big_in", (100_000, 2))
+            .unwrap()
+            >= 0
+    );
+    assert_eq!(
+        client
+            .call::<(i32, i32), i64>("big_in", (1_000_000, 1))
+            .unwrap(),
+        crate::neg(Status::QuotaOutOfBand)
+    );
+    // Refused, not failed: the server lives and small calls go on.
+    assert!(!server.is_terminated());
+    assert_eq!(client.call::<(i32, i32), i64>("add", (2, 3)).unwrap(), 5);
+}
+
+#[test]
+fn the_mapping_quota_bounds_bindings_by_their_windows() {
+    let _guard = crate::shared();
+    let (kernel, _server, _client) = crate::bench_pair();
+    // Each binding to a one-replica server maps two windows.
+    let h = hostile(
+        &kernel,
+        Some(Quotas {
+            mappings: 5,
+            ..Quotas::default()
+        }),
+    );
+    let (made, refusal) = bind_until_refused(&h, bench_fingerprint(&kernel), 10);
+    assert_eq!((made, refusal), (2, Status::QuotaMappings));
+}
+
+#[test]
+fn a_memory_quota_refuses_windows_that_would_pass_it() {
+    let _guard = crate::shared();
+    let (kernel, _server, _client) = crate::bench_pair();
+    // The guest's heap grows on its first allocation: let it make that once (a bind with a
+    // wrong fingerprint allocates what a bind does, and is refused), then measure.
+    let warm = |h: &lrpc::Domain| {
+        let r: i64 = h.call("bind_raw", (0i64,)).unwrap();
+        assert_eq!(r, crate::neg(Status::InterfaceMismatch));
+    };
+    let probe = hostile(&kernel, None);
+    warm(&probe);
+    let size = probe.memory_size().unwrap() as u64;
+    kernel.terminate(&probe);
+    // Room for the guest as it is, and not one wasm page more.
+    let h = hostile(
+        &kernel,
+        Some(Quotas {
+            memory: size,
+            ..Quotas::default()
+        }),
+    );
+    warm(&h);
+    let r: i64 = h.call("bind_raw", (bench_fingerprint(&kernel),)).unwrap();
+    assert_eq!(r, crate::neg(Status::QuotaMemory));
+    assert_eq!(h.usage(), Usage::default(), "a refused bind holds nothing");
+    // A memory quota below the module's own minimum refuses the domain itself.
+    let e = kernel
+        .domain_with(
+            "tiny",
+            lrpc::artifacts::HOSTILE,
+            DomainOptions {
+                quotas: Some(Quotas {
+                    memory: 65536,
+                    ..Quotas::default()
+                }),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert!(matches!(e, Error::Instantiate { .. }), "{e}");
+    assert!(std::error::Error::source(&e).is_some(), "keeps its cause");
+}
+
+#[test]
+fn replicas_beyond_the_quota_are_refused() {
+    let _guard = crate::shared();
+    let kernel = Kernel::new().unwrap();
+    let e = kernel
+        .domain_with(
+            "wide",
+            lrpc::artifacts::BENCH_SERVER,
+            DomainOptions {
+                replicas: 3,
+                quotas: Some(Quotas {
+                    replicas: 2,
+                    ..Quotas::default()
+                }),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::QuotaExceeded {
+                quota: Quota::Replicas,
+                limit: 2,
+                requested: 3,
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn errors_keep_their_causes() {
+    let _guard = crate::shared();
+    let kernel = Kernel::new().unwrap();
+    let e = kernel.domain("junk", b"\0asm\x01\0\0\0\x99").unwrap_err();
+    assert!(matches!(e, Error::Compile { .. }), "{e}");
+    assert!(std::error::Error::source(&e).is_some());
+    let d = kernel
+        .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
+        .unwrap();
+    let e = d.call::<(), ()>("no-such-export", ()).unwrap_err();
+    assert!(matches!(e, Error::NoSuchExport { .. }), "{e}");
+    assert!(std::error::Error::source(&e).is_some());
+    let e = kernel.export(&d, "lrpc:test/faulty").unwrap_err();
+    assert!(matches!(e, Error::NotImplemented { .. }), "{e}");
+    assert!(std::error::Error::source(&e).is_some());
+    let e = kernel
+        .load_presentation("/no/such/presentation.toml".as_ref())
+        .unwrap_err();
+    let source = std::error::Error::source(&e).expect("the io error");
+    assert!(source.downcast_ref::<std::io::Error>().is_some());
+}
