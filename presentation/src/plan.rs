@@ -29,19 +29,30 @@ use wit_parser::{InterfaceId, Resolve, Type, TypeDefKind, TypeId};
 
 /// Scalar types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(missing_docs, reason = "the WIT scalar types, named as in WIT")]
 pub enum Prim {
+    /// `bool`.
     Bool,
+    /// `u8`.
     U8,
+    /// `s8`.
     S8,
+    /// `u16`.
     U16,
+    /// `s16`.
     S16,
+    /// `u32`.
     U32,
+    /// `s32`.
     S32,
+    /// `u64`.
     U64,
+    /// `s64`.
     S64,
+    /// `f32`.
     F32,
+    /// `f64`.
     F64,
+    /// `char`: a Unicode scalar value.
     Char,
 }
 

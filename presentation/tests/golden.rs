@@ -13,9 +13,10 @@ fn check_dir(wit_dir: &Path) {
     assert!(!names.is_empty());
     for name in names {
         let code = generate_rust(&wit.interface(&name).unwrap());
-        let file = root
-            .join("tests/golden")
-            .join(format!("{}.rs.txt", name.replace([':', '/'], "_")));
+        let file = root.join("tests/golden").join(format!(
+            "{}.rs.txt",
+            name.replace([':', '/', '@', '.'], "_")
+        ));
         if bless {
             std::fs::create_dir_all(file.parent().unwrap()).unwrap();
             std::fs::write(&file, &code).unwrap();
