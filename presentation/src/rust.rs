@@ -279,99 +279,58 @@ impl Gen<'_> {
         } else {
             (1u128 << fs.len()) - 1
         };
-        let _ = writeln!(o, "    /// WIT flags `{wit_name}`.");
-        let _ = writeln!(
+        let consts: String = fs
+            .iter()
+            .enumerate()
+            .map(|(k, f)| {
+                format!(
+                    "        /// Flag `{f}`.\n        pub const {}: {name} = {name} {{ bits: 1 << {k} }};\n",
+                    shout(f)
+                )
+            })
+            .collect();
+        let _ = write!(
             o,
-            "    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]"
-        );
-        let _ = writeln!(o, "    pub struct {name} {{ bits: {repr} }}");
-        let _ = writeln!(o, "    impl {name} {{");
-        for (k, f) in fs.iter().enumerate() {
-            let _ = writeln!(o, "        /// Flag `{f}`.");
-            let _ = writeln!(
-                o,
-                "        pub const {}: {name} = {name} {{ bits: 1 << {k} }};",
-                shout(f)
-            );
-        }
-        let _ = writeln!(o, "        /// No flag set.");
-        let _ = writeln!(
-            o,
-            "        pub const fn empty() -> {name} {{ {name} {{ bits: 0 }} }}"
-        );
-        let _ = writeln!(o, "        /// Every flag set.");
-        let _ = writeln!(
-            o,
-            "        pub const fn all() -> {name} {{ {name} {{ bits: {all:#x}_{repr} }} }}"
-        );
-        let _ = writeln!(o, "        /// The raw bits.");
-        let _ = writeln!(
-            o,
-            "        pub const fn bits(self) -> {repr} {{ self.bits }}"
-        );
-        let _ = writeln!(o, "        /// From raw bits, refusing unknown ones.");
-        let _ = writeln!(
-            o,
-            "        pub const fn from_bits(bits: {repr}) -> Option<{name}> {{ if bits & !({all:#x}_{repr}) == 0 {{ Some({name} {{ bits }}) }} else {{ None }} }}"
-        );
-        let _ = writeln!(o, "        /// Whether every flag of `other` is set.");
-        let _ = writeln!(
-            o,
-            "        pub const fn contains(self, other: {name}) -> bool {{ self.bits & other.bits == other.bits }}"
-        );
-        let _ = writeln!(o, "    }}");
-        let _ = writeln!(
-            o,
-            "    impl ::core::ops::BitOr for {name} {{ type Output = {name}; fn bitor(self, o: {name}) -> {name} {{ {name} {{ bits: self.bits | o.bits }} }} }}"
+            "    /// WIT flags `{wit_name}`.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    pub struct {name} {{ bits: {repr} }}
+    impl {name} {{
+{consts}        /// No flag set.
+        pub const fn empty() -> {name} {{ {name} {{ bits: 0 }} }}
+        /// Every flag set.
+        pub const fn all() -> {name} {{ {name} {{ bits: {all:#x}_{repr} }} }}
+        /// The raw bits.
+        pub const fn bits(self) -> {repr} {{ self.bits }}
+        /// From raw bits, refusing unknown ones.
+        pub const fn from_bits(bits: {repr}) -> Option<{name}> {{ if bits & !({all:#x}_{repr}) == 0 {{ Some({name} {{ bits }}) }} else {{ None }} }}
+        /// Whether every flag of `other` is set.
+        pub const fn contains(self, other: {name}) -> bool {{ self.bits & other.bits == other.bits }}
+    }}
+    impl ::core::ops::BitOr for {name} {{ type Output = {name}; fn bitor(self, o: {name}) -> {name} {{ {name} {{ bits: self.bits | o.bits }} }} }}
+"
         );
     }
 
     fn client(&mut self) {
         let plan = self.plan;
         let o = &mut String::new();
-        let _ = writeln!(
+        let _ = write!(
             o,
-            "    /// A binding to `{}`, held by this domain as client.",
+            "    /// A binding to `{}`, held by this domain as client.
+    pub struct Client {{ binding: ::lrpc_sdk::Binding }}
+    impl Client {{
+        /// Binds to the interface exported under its own name.
+        pub fn bind() -> Result<Client, CallError> {{ Client::bind_named(INTERFACE) }}
+        /// Binds to the interface exported under `name`.
+        pub fn bind_named(name: &str) -> Result<Client, CallError> {{
+            Ok(Client {{ binding: ::lrpc_sdk::Binding::bind(name, FINGERPRINT, PROCS)? }})
+        }}
+        /// The underlying binding.
+        pub fn binding(&self) -> &::lrpc_sdk::Binding {{ &self.binding }}
+        /// Unbinds, reporting the kernel's answer (dropping also unbinds).
+        pub fn unbind(self) -> Result<(), CallError> {{ ::lrpc_sdk::unbind(self.binding) }}
+",
             plan.name
-        );
-        let _ = writeln!(
-            o,
-            "    pub struct Client {{ binding: ::lrpc_sdk::Binding }}"
-        );
-        let _ = writeln!(o, "    impl Client {{");
-        let _ = writeln!(
-            o,
-            "        /// Binds to the interface exported under its own name."
-        );
-        let _ = writeln!(
-            o,
-            "        pub fn bind() -> Result<Client, CallError> {{ Client::bind_named(INTERFACE) }}"
-        );
-        let _ = writeln!(
-            o,
-            "        /// Binds to the interface exported under `name`."
-        );
-        let _ = writeln!(
-            o,
-            "        pub fn bind_named(name: &str) -> Result<Client, CallError> {{"
-        );
-        let _ = writeln!(
-            o,
-            "            Ok(Client {{ binding: ::lrpc_sdk::Binding::bind(name, FINGERPRINT, PROCS)? }})"
-        );
-        let _ = writeln!(o, "        }}");
-        let _ = writeln!(o, "        /// The underlying binding.");
-        let _ = writeln!(
-            o,
-            "        pub fn binding(&self) -> &::lrpc_sdk::Binding {{ &self.binding }}"
-        );
-        let _ = writeln!(
-            o,
-            "        /// Unbinds, reporting the kernel's answer (dropping also unbinds)."
-        );
-        let _ = writeln!(
-            o,
-            "        pub fn unbind(self) -> Result<(), CallError> {{ ::lrpc_sdk::unbind(self.binding) }}"
         );
         for (id, p) in plan.procs.iter().enumerate() {
             let special = |k: usize| Self::special(self.client, id, k);
@@ -400,39 +359,28 @@ impl Gen<'_> {
                 let n = snake(n);
                 if self.by_ref(t) { n } else { format!("(&{n})") }
             };
-            let size = if p.bounded {
-                "0".to_string()
-            } else {
-                let parts: Vec<String> = p
-                    .params
-                    .iter()
-                    .enumerate()
-                    .map(|(k, (n, t))| {
-                        if special(k) {
-                            format!("{}.size()", snake(n))
-                        } else {
-                            self.codec(t, &refexpr(n, t)).size
-                        }
-                    })
-                    .collect();
-                format!(
-                    "0{}",
-                    parts.iter().map(|s| format!(" + {s}")).collect::<String>()
-                )
-            };
-            let enc: String = p
+            // Each parameter's size and encoding: its own marshaler's when `special`.
+            let (sizes, encs): (Vec<String>, Vec<String>) = p
                 .params
                 .iter()
                 .enumerate()
                 .map(|(k, (n, t))| {
                     if special(k) {
-                        format!("{}.encode(__w);", snake(n))
+                        let n = snake(n);
+                        (format!("{n}.size()"), format!("{n}.encode(__w);"))
                     } else {
-                        self.codec(t, &refexpr(n, t)).enc
+                        let c = self.codec(t, &refexpr(n, t));
+                        (c.size, c.enc)
                     }
                 })
-                .collect::<Vec<_>>()
-                .join(" ");
+                .unzip();
+            let size = if p.bounded {
+                "0".to_string()
+            } else {
+                let sum: String = sizes.iter().map(|s| format!(" + {s}")).collect();
+                format!("0{sum}")
+            };
+            let enc = encs.join(" ");
             let dec = match &p.result {
                 // The caller's buffer: validate, then copy into it.
                 Some(t) if into => format!(

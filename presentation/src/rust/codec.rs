@@ -89,21 +89,17 @@ impl Case {
     }
 }
 
-/// The writer method, the cast into its argument type, and the reader method of a scalar.
-fn prim_io(p: Prim) -> (&'static str, &'static str, &'static str) {
+/// The writer method of a scalar and the cast into its argument: signed integers are written
+/// as their unsigned counterparts. (Its reader method is named as in WIT: `__r.s8()`.)
+fn prim_writer(p: Prim) -> (String, String) {
+    let wit = p.wit();
     match p {
-        Prim::Bool => ("bool", "", "bool"),
-        Prim::Char => ("char", "", "char"),
-        Prim::U8 => ("u8", "", "u8"),
-        Prim::S8 => ("u8", " as u8", "s8"),
-        Prim::U16 => ("u16", "", "u16"),
-        Prim::S16 => ("u16", " as u16", "s16"),
-        Prim::U32 => ("u32", "", "u32"),
-        Prim::S32 => ("u32", " as u32", "s32"),
-        Prim::U64 => ("u64", "", "u64"),
-        Prim::S64 => ("u64", " as u64", "s64"),
-        Prim::F32 => ("f32", "", "f32"),
-        Prim::F64 => ("f64", "", "f64"),
+        Prim::S8 | Prim::S16 | Prim::S32 | Prim::S64 => {
+            let unsigned = wit.replacen('s', "u", 1);
+            let cast = format!(" as {unsigned}");
+            (unsigned, cast)
+        }
+        _ => (wit.into(), String::new()),
     }
 }
 
@@ -114,7 +110,7 @@ pub(crate) fn prim_rust(p: Prim) -> &'static str {
         Prim::S16 => "i16",
         Prim::S32 => "i32",
         Prim::S64 => "i64",
-        p => prim_io(p).2,
+        p => p.wit(),
     }
 }
 
@@ -125,6 +121,19 @@ pub(crate) fn flags_repr(n: usize) -> (String, usize) {
     match flags_size(n) {
         size @ (1 | 2 | 4 | 8) => (format!("u{}", size * 8), size),
         size => ("u128".into(), size),
+    }
+}
+
+/// The code of a byte sequence (`string`, `list<u8>`) for the value `e`: a length, then the
+/// bytes, written with writer method `write`; decoded as `view`, copied when owned.
+fn bytes(e: &str, ty: &str, write: &str, view: View) -> Codec {
+    Codec {
+        ty: ty.into(),
+        enc: format!("__w.{write}({e});"),
+        size: format!("(4 + {e}.len())"),
+        dec: format!("{}.to_owned()", view.dec),
+        view: Some(view),
+        skip: "__r.list_u8()?;".into(),
     }
 }
 
@@ -139,38 +148,34 @@ impl Gen<'_> {
     pub(crate) fn codec(&self, t: &Ty, e: &str) -> Codec {
         let mut c = match t {
             Ty::Prim(p) => {
-                let (w, cast, r) = prim_io(*p);
+                let (w, cast) = prim_writer(*p);
                 Codec {
                     ty: prim_rust(*p).into(),
                     enc: format!("__w.{w}(*{e}{cast});"),
                     size: p.size().to_string(),
-                    dec: format!("__r.{r}()?"),
+                    dec: format!("__r.{}()?", p.wit()),
                     view: None,
                     skip: format!("__r.take({})?;", p.size()),
                 }
             }
-            Ty::String => Codec {
-                ty: "String".into(),
-                enc: format!("__w.str({e});"),
-                size: format!("(4 + {e}.len())"),
-                dec: "__r.str()?.to_string()".into(),
-                view: Some(View {
+            Ty::String => bytes(
+                e,
+                "String",
+                "str",
+                View {
                     ty: "&str",
                     dec: "__r.str()?",
-                }),
-                skip: "__r.list_u8()?;".into(),
-            },
-            Ty::List(el) if **el == Ty::Prim(Prim::U8) => Codec {
-                ty: "Vec<u8>".into(),
-                enc: format!("__w.list_u8({e});"),
-                size: format!("(4 + {e}.len())"),
-                dec: "__r.list_u8()?.to_vec()".into(),
-                view: Some(View {
+                },
+            ),
+            Ty::List(el) if **el == Ty::Prim(Prim::U8) => bytes(
+                e,
+                "Vec<u8>",
+                "list_u8",
+                View {
                     ty: "&[u8]",
                     dec: "__r.list_u8()?",
-                }),
-                skip: "__r.list_u8()?;".into(),
-            },
+                },
+            ),
             Ty::List(el) => {
                 let x = self.codec(el, "__x");
                 let min = self.plan.min_size(el);
@@ -241,6 +246,26 @@ impl Gen<'_> {
         c
     }
 
+    /// The code of an enum or variant `name` for the value `__v`, from its cases (a name and
+    /// an optional payload), as [`Gen::def_codec`] gives it.
+    fn tagged_def<'t>(
+        &self,
+        name: &str,
+        cases: impl Iterator<Item = (&'t String, Option<&'t Ty>)>,
+    ) -> Codec {
+        let cases: Vec<Case> = cases
+            .map(|(c, t)| {
+                let payload = t.map(|t| self.codec(t, "__x"));
+                Case::named(format!("{name}::{}", camel(c)), payload)
+            })
+            .collect();
+        let c = tagged(name.into(), "__v", &cases);
+        Codec {
+            dec: format!("Ok({})", c.dec),
+            ..c
+        }
+    }
+
     /// Makes `c.size` a constant when every value of `t` encodes to the same size.
     fn fixed_size(&self, t: &Ty, c: &mut Codec) {
         if let Some(b) = self.plan.bound(t)
@@ -288,31 +313,8 @@ impl Gen<'_> {
                         .join(" "),
                 }
             }
-            DefKind::Enum(cs) => {
-                let cases: Vec<Case> = cs
-                    .iter()
-                    .map(|c| Case::named(format!("{name}::{}", camel(c)), None))
-                    .collect();
-                let c = tagged(name, "__v", &cases);
-                Codec {
-                    dec: format!("Ok({})", c.dec),
-                    ..c
-                }
-            }
-            DefKind::Variant(cs) => {
-                let cases: Vec<Case> = cs
-                    .iter()
-                    .map(|(c, t)| {
-                        let payload = t.as_ref().map(|t| self.codec(t, "__x"));
-                        Case::named(format!("{name}::{}", camel(c)), payload)
-                    })
-                    .collect();
-                let c = tagged(name, "__v", &cases);
-                Codec {
-                    dec: format!("Ok({})", c.dec),
-                    ..c
-                }
-            }
+            DefKind::Enum(cs) => self.tagged_def(&name, cs.iter().map(|c| (c, None))),
+            DefKind::Variant(cs) => self.tagged_def(&name, cs.iter().map(|(c, t)| (c, t.as_ref()))),
             DefKind::Flags(fs) => {
                 let (repr, size) = flags_repr(fs.len());
                 let (enc, bits) = if repr == "u128" {
