@@ -289,6 +289,22 @@ impl InterfacePlan {
         })
     }
 
+    /// Whether a `string` appears anywhere in `ty`.
+    pub fn has_string(&self, ty: &Ty) -> bool {
+        match ty {
+            Ty::Prim(_) => false,
+            Ty::String => true,
+            Ty::List(t) | Ty::Option(t) => self.has_string(t),
+            Ty::Tuple(ts) => ts.iter().any(|t| self.has_string(t)),
+            Ty::Result(ok, err) => [ok, err].into_iter().flatten().any(|t| self.has_string(t)),
+            Ty::Named(i) => match &self.defs[*i].kind {
+                DefKind::Record(fs) => fs.iter().any(|(_, t)| self.has_string(t)),
+                DefKind::Variant(cs) => cs.iter().flat_map(|(_, t)| t).any(|t| self.has_string(t)),
+                DefKind::Enum(_) | DefKind::Flags(_) => false,
+            },
+        }
+    }
+
     /// Smallest encoded size of `ty` (used to refuse impossible list lengths).
     pub fn min_size(&self, ty: &Ty) -> usize {
         match ty {

@@ -107,45 +107,10 @@ impl Gen<'_> {
         p.and_then(|p| p.functions.get(&i)).and_then(|f| f.out)
     }
 
-    /// Whether a string appears anywhere in `t`.
-    fn contains_string(&self, t: &Ty) -> bool {
-        match t {
-            Ty::Prim(_) => false,
-            Ty::String => true,
-            Ty::List(e) | Ty::Option(e) => self.contains_string(e),
-            Ty::Tuple(ts) => ts.iter().any(|t| self.contains_string(t)),
-            Ty::Result(a, b) => [a, b]
-                .into_iter()
-                .flatten()
-                .any(|t| self.contains_string(t)),
-            Ty::Named(i) => match &self.def(*i).kind {
-                DefKind::Record(fs) => fs.iter().any(|(_, t)| self.contains_string(t)),
-                DefKind::Variant(cs) => cs
-                    .iter()
-                    .flat_map(|(_, t)| t)
-                    .any(|t| self.contains_string(t)),
-                DefKind::Enum(_) | DefKind::Flags(_) => false,
-            },
-        }
-    }
-
-    /// Whether a parameter of this type is passed by reference.
-    fn by_ref(&self, t: &Ty) -> bool {
-        match t {
-            Ty::String | Ty::List(_) => true,
-            Ty::Named(i) => matches!(self.def(*i).kind, DefKind::Record(_) | DefKind::Variant(_)),
-            _ => false,
-        }
-    }
-
     /// The type of an `in` parameter as the client passes it.
     fn client_param(&self, t: &Ty) -> String {
-        match t {
-            Ty::String => "&str".into(),
-            Ty::List(e) => format!("&[{}]", self.owned(e)),
-            t if self.by_ref(t) => format!("&{}", self.owned(t)),
-            t => self.owned(t),
-        }
+        let c = self.codec(t, "");
+        c.param.unwrap_or(c.ty)
     }
 
     /// The type of an `in` parameter as the server receives it (borrowed from its private
@@ -357,7 +322,11 @@ impl Gen<'_> {
             };
             let refexpr = |n: &str, t: &Ty| {
                 let n = snake(n);
-                if self.by_ref(t) { n } else { format!("(&{n})") }
+                if self.codec(t, "").param.is_some() {
+                    n
+                } else {
+                    format!("(&{n})")
+                }
             };
             // Each parameter's size and encoding: its own marshaler's when `special`.
             let (sizes, encs): (Vec<String>, Vec<String>) = p
@@ -503,7 +472,7 @@ impl Gen<'_> {
             );
             // Parameters whose data a borrow spares a copy of: byte lists. A request holding a
             // string is never read in place (its UTF-8 is validated on a private copy).
-            let has_string = p.params.iter().any(|(_, t)| self.contains_string(t));
+            let has_string = p.params.iter().any(|(_, t)| self.plan.has_string(t));
             let in_mask: u32 = if has_string {
                 0
             } else {

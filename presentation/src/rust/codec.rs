@@ -15,6 +15,9 @@ use crate::plan::{DefKind, Prim, Ty, discriminant_size, flags_size};
 pub(crate) struct Codec {
     /// The owned Rust type.
     pub ty: String,
+    /// The type a client passes an `in` parameter as, when it passes it by reference
+    /// (`&str`, `&[T]`, `&Record`); `None` when by value, as [`Codec::ty`].
+    pub param: Option<String>,
     /// Statements encoding the value (an expression of type `&T`) with `__w`.
     pub enc: String,
     /// An expression of the value's encoded size.
@@ -129,6 +132,7 @@ pub(crate) fn flags_repr(n: usize) -> (String, usize) {
 fn bytes(e: &str, ty: &str, write: &str, view: View) -> Codec {
     Codec {
         ty: ty.into(),
+        param: Some(view.ty.into()),
         enc: format!("__w.{write}({e});"),
         size: format!("(4 + {e}.len())"),
         dec: format!("{}.to_owned()", view.dec),
@@ -151,6 +155,7 @@ impl Gen<'_> {
                 let (w, cast) = prim_writer(*p);
                 Codec {
                     ty: prim_rust(*p).into(),
+                    param: None,
                     enc: format!("__w.{w}(*{e}{cast});"),
                     size: p.size().to_string(),
                     dec: format!("__r.{}()?", p.wit()),
@@ -184,6 +189,7 @@ impl Gen<'_> {
                     _ => format!("(4 + {e}.iter().map(|__x| {}).sum::<usize>())", x.size),
                 };
                 Codec {
+                    param: Some(format!("&[{}]", x.ty)),
                     ty: format!("Vec<{}>", x.ty),
                     enc: format!(
                         "{{ __w.len_prefix({e}.len()); for __x in {e}.iter() {{ {} }} }}",
@@ -210,6 +216,7 @@ impl Gen<'_> {
                 let each = |f: fn(&Codec) -> &String| xs.iter().map(f).cloned().collect::<Vec<_>>();
                 Codec {
                     ty: tuple_of(&each(|x| &x.ty)),
+                    param: None,
                     enc: format!("{{ let __t = {e}; {} }}", each(|x| &x.enc).join(" ")),
                     size: format!("{{ let __t = {e}; {} }}", each(|x| &x.size).join(" + ")),
                     dec: tuple_of(&each(|x| &x.dec)),
@@ -231,9 +238,12 @@ impl Gen<'_> {
                 tagged(ty, e, &cases)
             }
             Ty::Named(i) => {
-                let f = def_fn(&self.def(*i).name);
+                let d = self.def(*i);
+                let (f, ty) = (def_fn(&d.name), camel(&d.name));
+                let by_ref = matches!(d.kind, DefKind::Record(_) | DefKind::Variant(_));
                 Codec {
-                    ty: camel(&self.def(*i).name),
+                    param: by_ref.then(|| format!("&{ty}")),
+                    ty,
                     enc: format!("__enc_{f}(__w, {e});"),
                     size: format!("__size_{f}({e})"),
                     dec: format!("__dec_{f}(__r)?"),
@@ -298,6 +308,7 @@ impl Gen<'_> {
                     .collect();
                 Codec {
                     ty: name.clone(),
+                    param: None,
                     enc: xs
                         .iter()
                         .map(|(_, x)| x.enc.as_str())
@@ -329,6 +340,7 @@ impl Gen<'_> {
                 };
                 Codec {
                     ty: name.clone(),
+                    param: None,
                     enc,
                     size: size.to_string(),
                     // Unknown bits are refused.
@@ -371,6 +383,7 @@ fn tagged(ty: String, e: &str, cases: &[Case]) -> Codec {
     let tag = format!("__r.u{width}()?");
     Codec {
         ty,
+        param: None,
         enc: format!("match {e} {{ {enc}}}"),
         size: format!("({} + match {e} {{ {size}}})", width / 8),
         dec: format!("match {tag} {{ {dec}_ => return Err(DecodeError) }}"),
