@@ -141,6 +141,11 @@ fn bytes(e: &str, ty: &str, write: &str, view: View) -> Codec {
     }
 }
 
+/// One piece of each of `xs`.
+fn each(xs: &[Codec], piece: fn(&Codec) -> &String) -> Vec<String> {
+    xs.iter().map(piece).cloned().collect()
+}
+
 /// `(parts)`, with the trailing comma a one-element tuple needs.
 fn tuple_of(parts: &[String]) -> String {
     let comma = if parts.len() == 1 { "," } else { "" };
@@ -213,15 +218,17 @@ impl Gen<'_> {
                     .enumerate()
                     .map(|(i, t)| self.codec(t, &format!("(&__t.{i})")))
                     .collect();
-                let each = |f: fn(&Codec) -> &String| xs.iter().map(f).cloned().collect::<Vec<_>>();
                 Codec {
-                    ty: tuple_of(&each(|x| &x.ty)),
+                    ty: tuple_of(&each(&xs, |x| &x.ty)),
                     param: None,
-                    enc: format!("{{ let __t = {e}; {} }}", each(|x| &x.enc).join(" ")),
-                    size: format!("{{ let __t = {e}; {} }}", each(|x| &x.size).join(" + ")),
-                    dec: tuple_of(&each(|x| &x.dec)),
+                    enc: format!("{{ let __t = {e}; {} }}", each(&xs, |x| &x.enc).join(" ")),
+                    size: format!(
+                        "{{ let __t = {e}; {} }}",
+                        each(&xs, |x| &x.size).join(" + ")
+                    ),
+                    dec: tuple_of(&each(&xs, |x| &x.dec)),
                     view: None,
-                    skip: each(|x| &x.skip).join(" "),
+                    skip: each(&xs, |x| &x.skip).join(" "),
                 }
             }
             Ty::Option(t) => {
@@ -293,35 +300,27 @@ impl Gen<'_> {
         let name = camel(&d.name);
         let mut c = match &d.kind {
             DefKind::Record(fs) => {
-                let xs: Vec<(String, Codec)> = fs
+                let names: Vec<String> = fs.iter().map(|(f, _)| super::names::snake(f)).collect();
+                let xs: Vec<Codec> = fs
                     .iter()
-                    .map(|(f, t)| {
-                        let f = super::names::snake(f);
-                        let x = self.codec(t, &format!("(&__v.{f})"));
-                        (f, x)
-                    })
+                    .zip(&names)
+                    .map(|((_, t), f)| self.codec(t, &format!("(&__v.{f})")))
                     .collect();
-                let sizes: String = xs.iter().map(|(_, x)| format!(" + {}", x.size)).collect();
-                let fields: String = xs
+                let fields: String = names
                     .iter()
-                    .map(|(f, x)| format!("{f}: {}, ", x.dec))
+                    .zip(each(&xs, |x| &x.dec))
+                    .map(|(f, dec)| format!("{f}: {dec}, "))
                     .collect();
                 Codec {
                     ty: name.clone(),
                     param: None,
-                    enc: xs
-                        .iter()
-                        .map(|(_, x)| x.enc.as_str())
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                    size: format!("0{sizes}"),
+                    enc: each(&xs, |x| &x.enc).join(" "),
+                    size: [vec!["0".into()], each(&xs, |x| &x.size)]
+                        .concat()
+                        .join(" + "),
                     dec: format!("Ok({name} {{ {fields}}})"),
                     view: None,
-                    skip: xs
-                        .iter()
-                        .map(|(_, x)| x.skip.as_str())
-                        .collect::<Vec<_>>()
-                        .join(" "),
+                    skip: each(&xs, |x| &x.skip).join(" "),
                 }
             }
             DefKind::Enum(cs) => self.tagged_def(&name, cs.iter().map(|c| (c, None))),
