@@ -1,11 +1,15 @@
 //! Back end: Rust client and server stubs for guests, written against `lrpc-sdk`.
 //!
 //! The generated file defines one module per interface (named after the interface's last
-//! path segment) and must be included at the crate root. Each module has the interface's
-//! types, a `Client` (one method per function, `Result<_, CallError>`), a `Server` trait with
-//! `&self` methods (servers are re-entrant: a handler may make calls that come back into its
-//! own domain), and an `export!` macro that exports the entry stubs for a `Server + Default`
-//! type. Encoding code is generated per type, so `list<u8>` and `string` are single copies.
+//! path segment, without the package version: see [`module_name`]) and must be included at
+//! the crate root. Each module has the interface's types, a `Client` (one method per
+//! function, `Result<_, CallError>`), a `Server` trait with `&self` methods (servers are
+//! re-entrant: a handler may make calls that come back into its own domain), and an `export!`
+//! macro that exports the entry stubs for a `Server + Default` type.
+//!
+//! What a value of each WIT type needs on the wire — encoding, size, decoding, skipping — is
+//! written in one place per type by the `codec` submodule; this module assembles it into
+//! stubs. Encoding code is generated per type, so `list<u8>` and `string` are single copies.
 
 use crate::annot::{OutMode, SidePresentation};
 use crate::plan::{Def, DefKind, InterfacePlan, Prim, ProcPlan, Ty};

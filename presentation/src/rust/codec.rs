@@ -1,5 +1,5 @@
 //! The wire code of every WIT type, one place per type: [`Codec`] holds everything the stubs
-//! need to carry a value of one type — its Rust type, how to encode it, measure it, decode it
+//! need to carry a value of one type — its Rust types, how to encode it, measure it, decode it
 //! and step over it — and [`Gen::codec`] writes all of it in one arm per type. Adding a type
 //! is adding an arm there (and one in [`Gen::def_codec`] for a named kind).
 //!
