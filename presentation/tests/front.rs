@@ -242,5 +242,14 @@ fn wasi_http_wit_loads_when_present() {
             "{names:?}"
         );
         assert!(names.iter().any(|n| n.starts_with("wasi:io/streams@")));
+        // Interfaces without resources plan and generate under their versioned names.
+        for prefix in ["wasi:random/random@", "wasi:clocks/wall-clock@"] {
+            let name = names.iter().find(|n| n.starts_with(prefix)).unwrap();
+            let plan = wit.interface(name).unwrap();
+            assert!(!plan.procs.is_empty());
+            let code = generate_rust(&plan);
+            let module = lrpc_presentation::rust::module_name(name);
+            assert!(code.contains(&format!("pub mod {module} {{")), "{code}");
+        }
     }
 }
