@@ -258,67 +258,95 @@ pub struct InterfacePlan {
     pub procs: Vec<ProcPlan>,
 }
 
-impl InterfacePlan {
-    /// Largest encoded size of `ty`, or `None` when unbounded.
-    pub fn bound(&self, ty: &Ty) -> Option<usize> {
-        Some(match ty {
-            Ty::Prim(p) => p.size(),
-            Ty::String | Ty::List(_) => return None,
-            Ty::Tuple(ts) => ts.iter().map(|t| self.bound(t)).sum::<Option<usize>>()?,
-            Ty::Option(t) => 1 + self.bound(t)?,
-            Ty::Result(ok, err) => {
-                let ok = ok.as_ref().map_or(Some(0), |t| self.bound(t))?;
-                let err = err.as_ref().map_or(Some(0), |t| self.bound(t))?;
-                1 + ok.max(err)
-            }
-            Ty::Named(i) => match &self.defs[*i].kind {
-                DefKind::Record(fs) => fs
-                    .iter()
-                    .map(|(_, t)| self.bound(t))
-                    .sum::<Option<usize>>()?,
-                DefKind::Enum(cs) => discriminant_size(cs.len()),
-                DefKind::Flags(fs) => flags_size(fs.len()),
-                DefKind::Variant(cs) => {
-                    let mut m = 0;
-                    for (_, t) in cs {
-                        m = m.max(t.as_ref().map_or(Some(0), |t| self.bound(t))?);
-                    }
-                    discriminant_size(cs.len()) + m
-                }
-            },
+/// What the stubs and the kernel need to know of a type's encoding, found in one walk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Facts {
+    /// Largest encoded size, `None` when unbounded.
+    bound: Option<usize>,
+    /// Smallest encoded size.
+    min: usize,
+    /// Whether a `string` appears anywhere in it.
+    has_string: bool,
+}
+
+impl Facts {
+    /// A type that always encodes to `size` bytes.
+    fn fixed(size: usize) -> Facts {
+        Facts {
+            bound: Some(size),
+            min: size,
+            has_string: false,
+        }
+    }
+
+    /// Fields one after another (a tuple, a record).
+    fn seq(fields: impl Iterator<Item = Facts>) -> Facts {
+        fields.fold(Facts::fixed(0), |a, f| Facts {
+            bound: a.bound.zip(f.bound).map(|(a, b)| a + b),
+            min: a.min + f.min,
+            has_string: a.has_string || f.has_string,
         })
     }
 
-    /// Whether a `string` appears anywhere in `ty`.
-    pub fn has_string(&self, ty: &Ty) -> bool {
+    /// A discriminant of `tag` bytes then one case's payload (an option, a result, an enum, a
+    /// variant); `None` for a case without payload.
+    fn tagged(tag: usize, cases: impl Iterator<Item = Option<Facts>>) -> Facts {
+        cases.fold(Facts::fixed(tag), |a, c| {
+            let c = c.unwrap_or(Facts::fixed(0));
+            Facts {
+                bound: a.bound.zip(c.bound).map(|(a, b)| a.max(tag + b)),
+                min: tag,
+                has_string: a.has_string || c.has_string,
+            }
+        })
+    }
+}
+
+impl InterfacePlan {
+    /// The encoding facts of `ty`: each type's in one place.
+    fn facts(&self, ty: &Ty) -> Facts {
+        let opt = |t: &Option<Box<Ty>>| t.as_ref().map(|t| self.facts(t));
         match ty {
-            Ty::Prim(_) => false,
-            Ty::String => true,
-            Ty::List(t) | Ty::Option(t) => self.has_string(t),
-            Ty::Tuple(ts) => ts.iter().any(|t| self.has_string(t)),
-            Ty::Result(ok, err) => [ok, err].into_iter().flatten().any(|t| self.has_string(t)),
+            Ty::Prim(p) => Facts::fixed(p.size()),
+            // A length, then the bytes or elements.
+            Ty::String => Facts {
+                bound: None,
+                min: 4,
+                has_string: true,
+            },
+            Ty::List(e) => Facts {
+                bound: None,
+                min: 4,
+                has_string: self.facts(e).has_string,
+            },
+            Ty::Tuple(ts) => Facts::seq(ts.iter().map(|t| self.facts(t))),
+            Ty::Option(t) => Facts::tagged(1, [None, Some(self.facts(t))].into_iter()),
+            Ty::Result(ok, err) => Facts::tagged(1, [opt(ok), opt(err)].into_iter()),
             Ty::Named(i) => match &self.defs[*i].kind {
-                DefKind::Record(fs) => fs.iter().any(|(_, t)| self.has_string(t)),
-                DefKind::Variant(cs) => cs.iter().flat_map(|(_, t)| t).any(|t| self.has_string(t)),
-                DefKind::Enum(_) | DefKind::Flags(_) => false,
+                DefKind::Record(fs) => Facts::seq(fs.iter().map(|(_, t)| self.facts(t))),
+                DefKind::Enum(cs) => Facts::fixed(discriminant_size(cs.len())),
+                DefKind::Flags(fs) => Facts::fixed(flags_size(fs.len())),
+                DefKind::Variant(cs) => Facts::tagged(
+                    discriminant_size(cs.len()),
+                    cs.iter().map(|(_, t)| t.as_ref().map(|t| self.facts(t))),
+                ),
             },
         }
+    }
+
+    /// Largest encoded size of `ty`, or `None` when unbounded.
+    pub fn bound(&self, ty: &Ty) -> Option<usize> {
+        self.facts(ty).bound
     }
 
     /// Smallest encoded size of `ty` (used to refuse impossible list lengths).
     pub fn min_size(&self, ty: &Ty) -> usize {
-        match ty {
-            Ty::Prim(p) => p.size(),
-            Ty::String | Ty::List(_) => 4,
-            Ty::Tuple(ts) => ts.iter().map(|t| self.min_size(t)).sum(),
-            Ty::Option(_) | Ty::Result(..) => 1,
-            Ty::Named(i) => match &self.defs[*i].kind {
-                DefKind::Record(fs) => fs.iter().map(|(_, t)| self.min_size(t)).sum(),
-                DefKind::Enum(cs) => discriminant_size(cs.len()),
-                DefKind::Variant(cs) => discriminant_size(cs.len()),
-                DefKind::Flags(fs) => flags_size(fs.len()),
-            },
-        }
+        self.facts(ty).min
+    }
+
+    /// Whether a `string` appears anywhere in `ty`.
+    pub fn has_string(&self, ty: &Ty) -> bool {
+        self.facts(ty).has_string
     }
 }
 
