@@ -1,8 +1,4 @@
-//! Linker arguments shared by every guest (see `lrpc_presentation::build::wasm_link_args`,
-//! which this guest, having no stubs, does not depend on): export a growable function table.
+//! This guest has no stubs; it needs only the linker arguments every guest needs.
 fn main() {
-    if std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("wasm32") {
-        println!("cargo::rustc-link-arg=--export-table");
-        println!("cargo::rustc-link-arg=--growable-table");
-    }
+    lrpc_presentation::build::wasm_link_args();
 }

@@ -29,19 +29,30 @@ use wit_parser::{InterfaceId, Resolve, Type, TypeDefKind, TypeId};
 
 /// Scalar types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(missing_docs, reason = "the WIT scalar types, named as in WIT")]
 pub enum Prim {
+    /// `bool`.
     Bool,
+    /// `u8`.
     U8,
+    /// `s8`.
     S8,
+    /// `u16`.
     U16,
+    /// `s16`.
     S16,
+    /// `u32`.
     U32,
+    /// `s32`.
     S32,
+    /// `u64`.
     U64,
+    /// `s64`.
     S64,
+    /// `f32`.
     F32,
+    /// `f64`.
     F64,
+    /// `char`: a Unicode scalar value.
     Char,
 }
 
@@ -247,51 +258,95 @@ pub struct InterfacePlan {
     pub procs: Vec<ProcPlan>,
 }
 
+/// What the stubs and the kernel need to know of a type's encoding, found in one walk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Facts {
+    /// Largest encoded size, `None` when unbounded.
+    bound: Option<usize>,
+    /// Smallest encoded size.
+    min: usize,
+    /// Whether a `string` appears anywhere in it.
+    has_string: bool,
+}
+
+impl Facts {
+    /// A type that always encodes to `size` bytes.
+    fn fixed(size: usize) -> Facts {
+        Facts {
+            bound: Some(size),
+            min: size,
+            has_string: false,
+        }
+    }
+
+    /// Fields one after another (a tuple, a record).
+    fn seq(fields: impl Iterator<Item = Facts>) -> Facts {
+        fields.fold(Facts::fixed(0), |a, f| Facts {
+            bound: a.bound.zip(f.bound).map(|(a, b)| a + b),
+            min: a.min + f.min,
+            has_string: a.has_string || f.has_string,
+        })
+    }
+
+    /// A discriminant of `tag` bytes then one case's payload (an option, a result, an enum, a
+    /// variant); `None` for a case without payload.
+    fn tagged(tag: usize, cases: impl Iterator<Item = Option<Facts>>) -> Facts {
+        cases.fold(Facts::fixed(tag), |a, c| {
+            let c = c.unwrap_or(Facts::fixed(0));
+            Facts {
+                bound: a.bound.zip(c.bound).map(|(a, b)| a.max(tag + b)),
+                min: tag,
+                has_string: a.has_string || c.has_string,
+            }
+        })
+    }
+}
+
 impl InterfacePlan {
+    /// The encoding facts of `ty`: each type's in one place.
+    fn facts(&self, ty: &Ty) -> Facts {
+        let opt = |t: &Option<Box<Ty>>| t.as_ref().map(|t| self.facts(t));
+        match ty {
+            Ty::Prim(p) => Facts::fixed(p.size()),
+            // A length, then the bytes or elements.
+            Ty::String => Facts {
+                bound: None,
+                min: 4,
+                has_string: true,
+            },
+            Ty::List(e) => Facts {
+                bound: None,
+                min: 4,
+                has_string: self.facts(e).has_string,
+            },
+            Ty::Tuple(ts) => Facts::seq(ts.iter().map(|t| self.facts(t))),
+            Ty::Option(t) => Facts::tagged(1, [None, Some(self.facts(t))].into_iter()),
+            Ty::Result(ok, err) => Facts::tagged(1, [opt(ok), opt(err)].into_iter()),
+            Ty::Named(i) => match &self.defs[*i].kind {
+                DefKind::Record(fs) => Facts::seq(fs.iter().map(|(_, t)| self.facts(t))),
+                DefKind::Enum(cs) => Facts::fixed(discriminant_size(cs.len())),
+                DefKind::Flags(fs) => Facts::fixed(flags_size(fs.len())),
+                DefKind::Variant(cs) => Facts::tagged(
+                    discriminant_size(cs.len()),
+                    cs.iter().map(|(_, t)| t.as_ref().map(|t| self.facts(t))),
+                ),
+            },
+        }
+    }
+
     /// Largest encoded size of `ty`, or `None` when unbounded.
     pub fn bound(&self, ty: &Ty) -> Option<usize> {
-        Some(match ty {
-            Ty::Prim(p) => p.size(),
-            Ty::String | Ty::List(_) => return None,
-            Ty::Tuple(ts) => ts.iter().map(|t| self.bound(t)).sum::<Option<usize>>()?,
-            Ty::Option(t) => 1 + self.bound(t)?,
-            Ty::Result(ok, err) => {
-                let ok = ok.as_ref().map_or(Some(0), |t| self.bound(t))?;
-                let err = err.as_ref().map_or(Some(0), |t| self.bound(t))?;
-                1 + ok.max(err)
-            }
-            Ty::Named(i) => match &self.defs[*i].kind {
-                DefKind::Record(fs) => fs
-                    .iter()
-                    .map(|(_, t)| self.bound(t))
-                    .sum::<Option<usize>>()?,
-                DefKind::Enum(cs) => discriminant_size(cs.len()),
-                DefKind::Flags(fs) => flags_size(fs.len()),
-                DefKind::Variant(cs) => {
-                    let mut m = 0;
-                    for (_, t) in cs {
-                        m = m.max(t.as_ref().map_or(Some(0), |t| self.bound(t))?);
-                    }
-                    discriminant_size(cs.len()) + m
-                }
-            },
-        })
+        self.facts(ty).bound
     }
 
     /// Smallest encoded size of `ty` (used to refuse impossible list lengths).
     pub fn min_size(&self, ty: &Ty) -> usize {
-        match ty {
-            Ty::Prim(p) => p.size(),
-            Ty::String | Ty::List(_) => 4,
-            Ty::Tuple(ts) => ts.iter().map(|t| self.min_size(t)).sum(),
-            Ty::Option(_) | Ty::Result(..) => 1,
-            Ty::Named(i) => match &self.defs[*i].kind {
-                DefKind::Record(fs) => fs.iter().map(|(_, t)| self.min_size(t)).sum(),
-                DefKind::Enum(cs) => discriminant_size(cs.len()),
-                DefKind::Variant(cs) => discriminant_size(cs.len()),
-                DefKind::Flags(fs) => flags_size(fs.len()),
-            },
-        }
+        self.facts(ty).min
+    }
+
+    /// Whether a `string` appears anywhere in `ty`.
+    pub fn has_string(&self, ty: &Ty) -> bool {
+        self.facts(ty).has_string
     }
 }
 

@@ -1,52 +1,26 @@
 //! Back end: Rust client and server stubs for guests, written against `lrpc-sdk`.
 //!
 //! The generated file defines one module per interface (named after the interface's last
-//! path segment) and must be included at the crate root. Each module has the interface's
-//! types, a `Client` (one method per function, `Result<_, CallError>`), a `Server` trait with
-//! `&self` methods (servers are re-entrant: a handler may make calls that come back into its
-//! own domain), and an `export!` macro that exports the entry stubs for a `Server + Default`
-//! type. Encoding code is generated per type, so `list<u8>` and `string` are single copies.
+//! path segment, without the package version: see [`module_name`]) and must be included at
+//! the crate root. Each module has the interface's types, a `Client` (one method per
+//! function, `Result<_, CallError>`), a `Server` trait with `&self` methods (servers are
+//! re-entrant: a handler may make calls that come back into its own domain), and an `export!`
+//! macro that exports the entry stubs for a `Server + Default` type.
+//!
+//! What a value of each WIT type needs on the wire — encoding, size, decoding, skipping — is
+//! written in one place per type by the `codec` submodule; this module assembles it into
+//! stubs. Encoding code is generated per type, so `list<u8>` and `string` are single copies.
 
 use crate::annot::{OutMode, SidePresentation};
 use crate::plan::{Def, DefKind, InterfacePlan, Prim, ProcPlan, Ty};
 use std::fmt::Write as _;
 
-const KEYWORDS: &[&str] = &[
-    "as", "break", "const", "continue", "else", "enum", "extern", "false", "fn", "for", "if",
-    "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "static",
-    "struct", "trait", "true", "type", "unsafe", "use", "where", "while", "async", "await", "dyn",
-    "abstract", "become", "box", "do", "final", "macro", "override", "priv", "typeof", "unsized",
-    "virtual", "yield", "try", "gen",
-];
+mod codec;
+mod names;
 
-/// `kebab-case` to `snake_case`, escaping keywords.
-fn snake(name: &str) -> String {
-    let s = name.replace('-', "_");
-    if matches!(s.as_str(), "self" | "super" | "crate" | "Self") {
-        format!("{s}_")
-    } else if KEYWORDS.contains(&s.as_str()) {
-        format!("r#{s}")
-    } else {
-        s
-    }
-}
-
-/// `kebab-case` to `CamelCase`.
-fn camel(name: &str) -> String {
-    name.split('-')
-        .map(|w| {
-            let mut c = w.chars();
-            match c.next() {
-                Some(f) => f.to_uppercase().chain(c).collect::<String>(),
-                None => String::new(),
-            }
-        })
-        .collect()
-}
-
-fn shout(name: &str) -> String {
-    name.replace('-', "_").to_uppercase()
-}
+use codec::{flags_repr, prim_rust};
+pub use names::module_name;
+use names::{camel, def_fn, shout, snake};
 
 struct Gen<'a> {
     plan: &'a InterfacePlan,
@@ -93,23 +67,6 @@ impl Gen<'_> {
         &self.plan.defs[i]
     }
 
-    fn prim_rust(p: Prim) -> &'static str {
-        match p {
-            Prim::Bool => "bool",
-            Prim::U8 => "u8",
-            Prim::S8 => "i8",
-            Prim::U16 => "u16",
-            Prim::S16 => "i16",
-            Prim::U32 => "u32",
-            Prim::S32 => "i32",
-            Prim::U64 => "u64",
-            Prim::S64 => "i64",
-            Prim::F32 => "f32",
-            Prim::F64 => "f64",
-            Prim::Char => "char",
-        }
-    }
-
     /// `v`, of scalar type `t`, as the core value of a register entry.
     fn to_word(t: &Ty, v: &str) -> String {
         match t {
@@ -124,7 +81,7 @@ impl Gen<'_> {
         match t {
             Ty::Prim(Prim::S32 | Prim::S64 | Prim::F32 | Prim::F64) => v.to_string(),
             Ty::Prim(Prim::Bool) => format!("{v} != 0"),
-            Ty::Prim(p) => format!("{v} as {}", Self::prim_rust(*p)),
+            Ty::Prim(p) => format!("{v} as {}", prim_rust(*p)),
             _ => unreachable!("register entries carry scalars only"),
         }
     }
@@ -140,26 +97,7 @@ impl Gen<'_> {
 
     /// The owned Rust type.
     fn owned(&self, t: &Ty) -> String {
-        match t {
-            Ty::Prim(p) => Self::prim_rust(*p).into(),
-            Ty::String => "String".into(),
-            Ty::List(t) => format!("Vec<{}>", self.owned(t)),
-            Ty::Tuple(ts) => {
-                let parts: Vec<String> = ts.iter().map(|t| self.owned(t)).collect();
-                format!(
-                    "({}{})",
-                    parts.join(", "),
-                    if ts.len() == 1 { "," } else { "" }
-                )
-            }
-            Ty::Option(t) => format!("Option<{}>", self.owned(t)),
-            Ty::Result(ok, err) => format!(
-                "Result<{}, {}>",
-                ok.as_ref().map_or("()".into(), |t| self.owned(t)),
-                err.as_ref().map_or("()".into(), |t| self.owned(t))
-            ),
-            Ty::Named(i) => camel(&self.def(*i).name),
-        }
+        self.codec(t, "").ty
     }
 
     /// Whether parameter `k` of procedure `i` is marshaled by the programmer (`special`).
@@ -168,283 +106,27 @@ impl Gen<'_> {
             .is_some_and(|f| f.special.contains(&k))
     }
 
-    /// Statements that step the reader `__r` over one encoded `t`, checking only framing.
-    fn skip(&self, t: &Ty) -> String {
-        match t {
-            Ty::Prim(p) => format!("__r.take({})?;", p.size()),
-            Ty::String => "__r.list_u8()?;".into(),
-            Ty::List(e) if **e == Ty::Prim(Prim::U8) => "__r.list_u8()?;".into(),
-            Ty::List(e) => format!(
-                "{{ let __n = __r.count({})?; for _ in 0..__n {{ {} }} }}",
-                self.plan.min_size(e),
-                self.skip(e)
-            ),
-            Ty::Tuple(ts) => ts
-                .iter()
-                .map(|t| self.skip(t))
-                .collect::<Vec<_>>()
-                .join(" "),
-            Ty::Option(t) => format!(
-                "match __r.u8()? {{ 0 => {{}} 1 => {{ {} }} _ => return Err(DecodeError) }}",
-                self.skip(t)
-            ),
-            Ty::Result(ok, err) => {
-                let side = |t: &Option<Box<Ty>>| t.as_ref().map_or(String::new(), |t| self.skip(t));
-                format!(
-                    "match __r.u8()? {{ 0 => {{ {} }} 1 => {{ {} }} _ => return Err(DecodeError) }}",
-                    side(ok),
-                    side(err)
-                )
-            }
-            Ty::Named(i) => match &self.def(*i).kind {
-                DefKind::Record(fs) => fs
-                    .iter()
-                    .map(|(_, t)| self.skip(t))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                DefKind::Enum(cs) => format!("__r.discriminant({})?;", cs.len()),
-                DefKind::Flags(fs) => format!("__r.take({})?;", crate::plan::flags_size(fs.len())),
-                DefKind::Variant(cs) => {
-                    let arms: String = cs
-                        .iter()
-                        .enumerate()
-                        .map(|(k, (_, t))| {
-                            format!(
-                                "{k} => {{ {} }} ",
-                                t.as_ref().map_or(String::new(), |t| self.skip(t))
-                            )
-                        })
-                        .collect();
-                    format!(
-                        "match __r.discriminant({})? {{ {arms}_ => return Err(DecodeError) }}",
-                        cs.len()
-                    )
-                }
-            },
-        }
-    }
-
     /// The `out` annotation of procedure `i` in a presentation.
     fn out_mode(p: Option<&SidePresentation>, i: usize) -> Option<OutMode> {
         p.and_then(|p| p.functions.get(&i)).and_then(|f| f.out)
     }
 
-    /// Whether a string appears anywhere in `t`.
-    fn contains_string(&self, t: &Ty) -> bool {
-        match t {
-            Ty::Prim(_) => false,
-            Ty::String => true,
-            Ty::List(e) | Ty::Option(e) => self.contains_string(e),
-            Ty::Tuple(ts) => ts.iter().any(|t| self.contains_string(t)),
-            Ty::Result(a, b) => [a, b]
-                .into_iter()
-                .flatten()
-                .any(|t| self.contains_string(t)),
-            Ty::Named(i) => match &self.def(*i).kind {
-                DefKind::Record(fs) => fs.iter().any(|(_, t)| self.contains_string(t)),
-                DefKind::Variant(cs) => cs
-                    .iter()
-                    .flat_map(|(_, t)| t)
-                    .any(|t| self.contains_string(t)),
-                DefKind::Enum(_) | DefKind::Flags(_) => false,
-            },
-        }
-    }
-
-    /// Whether a parameter of this type is passed by reference.
-    fn by_ref(&self, t: &Ty) -> bool {
-        match t {
-            Ty::String | Ty::List(_) => true,
-            Ty::Named(i) => matches!(self.def(*i).kind, DefKind::Record(_) | DefKind::Variant(_)),
-            _ => false,
-        }
-    }
-
     /// The type of an `in` parameter as the client passes it.
     fn client_param(&self, t: &Ty) -> String {
-        match t {
-            Ty::String => "&str".into(),
-            Ty::List(e) => format!("&[{}]", self.owned(e)),
-            t if self.by_ref(t) => format!("&{}", self.owned(t)),
-            t => self.owned(t),
-        }
+        let c = self.codec(t, "");
+        c.param.unwrap_or(c.ty)
     }
 
     /// The type of an `in` parameter as the server receives it (borrowed from its private
     /// copy of the request for strings and byte lists).
     fn server_param(&self, t: &Ty) -> String {
-        match t {
-            Ty::String => "&str".into(),
-            Ty::List(e) if **e == Ty::Prim(Prim::U8) => "&[u8]".into(),
-            t => self.owned(t),
-        }
-    }
-
-    /// Statements encoding `e` (an expression of type `&T`) with writer `__w`.
-    fn enc(&self, t: &Ty, e: &str) -> String {
-        match t {
-            Ty::Prim(p) => match p {
-                Prim::Bool => format!("__w.bool(*{e});"),
-                Prim::Char => format!("__w.char(*{e});"),
-                Prim::U8 => format!("__w.u8(*{e});"),
-                Prim::S8 => format!("__w.u8(*{e} as u8);"),
-                Prim::U16 => format!("__w.u16(*{e});"),
-                Prim::S16 => format!("__w.u16(*{e} as u16);"),
-                Prim::U32 => format!("__w.u32(*{e});"),
-                Prim::S32 => format!("__w.u32(*{e} as u32);"),
-                Prim::U64 => format!("__w.u64(*{e});"),
-                Prim::S64 => format!("__w.u64(*{e} as u64);"),
-                Prim::F32 => format!("__w.f32(*{e});"),
-                Prim::F64 => format!("__w.f64(*{e});"),
-            },
-            Ty::String => format!("__w.str({e});"),
-            Ty::List(el) if **el == Ty::Prim(Prim::U8) => format!("__w.list_u8({e});"),
-            Ty::List(el) => format!(
-                "{{ __w.len_prefix({e}.len()); for __x in {e}.iter() {{ {} }} }}",
-                self.enc(el, "__x")
-            ),
-            Ty::Tuple(ts) => {
-                let mut s = format!("{{ let __t = {e}; ");
-                for (i, t) in ts.iter().enumerate() {
-                    s.push_str(&self.enc(t, &format!("(&__t.{i})")));
-                    s.push(' ');
-                }
-                s.push('}');
-                s
-            }
-            Ty::Option(t) => format!(
-                "match {e} {{ None => __w.u8(0), Some(__x) => {{ __w.u8(1); {} }} }}",
-                self.enc(t, "__x")
-            ),
-            Ty::Result(ok, err) => {
-                let side = |t: &Option<Box<Ty>>, tag: u8| match t {
-                    Some(t) => format!("{{ __w.u8({tag}); {} }}", self.enc(t, "__x")),
-                    None => format!("__w.u8({tag})"),
-                };
-                format!(
-                    "match {e} {{ Ok({}) => {}, Err({}) => {} }}",
-                    if ok.is_some() { "__x" } else { "_" },
-                    side(ok, 0),
-                    if err.is_some() { "__x" } else { "_" },
-                    side(err, 1)
-                )
-            }
-            Ty::Named(i) => format!(
-                "__enc_{}(__w, {e});",
-                snake(&self.def(*i).name).trim_start_matches("r#")
-            ),
-        }
-    }
-
-    /// An expression of the encoded size of `e` (of type `&T`).
-    fn size(&self, t: &Ty, e: &str) -> String {
-        if let Some(b) = self.plan.bound(t)
-            && b == self.plan.min_size(t)
-        {
-            return b.to_string();
-        }
-        match t {
-            Ty::List(el) => match self.plan.bound(el) {
-                Some(b) if b == self.plan.min_size(el) => format!("(4 + {e}.len() * {b})"),
-                _ => format!(
-                    "(4 + {e}.iter().map(|__x| {}).sum::<usize>())",
-                    self.size(el, "__x")
-                ),
-            },
-            Ty::Tuple(ts) => {
-                let parts: Vec<String> = ts
-                    .iter()
-                    .enumerate()
-                    .map(|(i, t)| self.size(t, &format!("(&{e}.{i})")))
-                    .collect();
-                format!("({})", parts.join(" + "))
-            }
-            Ty::Option(t) => format!(
-                "(match {e} {{ None => 1, Some(__x) => 1 + {} }})",
-                self.size(t, "__x")
-            ),
-            Ty::Result(ok, err) => {
-                let side = |t: &Option<Box<Ty>>| match t {
-                    Some(t) => format!("1 + {}", self.size(t, "__x")),
-                    None => "1".into(),
-                };
-                format!(
-                    "(match {e} {{ Ok({}) => {}, Err({}) => {} }})",
-                    if ok.is_some() { "__x" } else { "_" },
-                    side(ok),
-                    if err.is_some() { "__x" } else { "_" },
-                    side(err)
-                )
-            }
-            Ty::Named(i) => format!(
-                "__size_{}({e})",
-                snake(&self.def(*i).name).trim_start_matches("r#")
-            ),
-            Ty::Prim(p) => p.size().to_string(),
-            Ty::String => format!("(4 + {e}.len())"),
-        }
-    }
-
-    /// An expression decoding a `T` from reader `__r` (inside a function returning
-    /// `Result<_, DecodeError>`). `borrow`: strings and byte lists as borrowed slices.
-    fn dec(&self, t: &Ty, borrow: bool) -> String {
-        match t {
-            Ty::Prim(p) => match p {
-                Prim::Bool => "__r.bool()?".into(),
-                Prim::Char => "__r.char()?".into(),
-                Prim::U8 => "__r.u8()?".into(),
-                Prim::S8 => "__r.s8()?".into(),
-                Prim::U16 => "__r.u16()?".into(),
-                Prim::S16 => "__r.s16()?".into(),
-                Prim::U32 => "__r.u32()?".into(),
-                Prim::S32 => "__r.s32()?".into(),
-                Prim::U64 => "__r.u64()?".into(),
-                Prim::S64 => "__r.s64()?".into(),
-                Prim::F32 => "__r.f32()?".into(),
-                Prim::F64 => "__r.f64()?".into(),
-            },
-            Ty::String if borrow => "__r.str()?".into(),
-            Ty::String => "__r.str()?.to_string()".into(),
-            Ty::List(el) if **el == Ty::Prim(Prim::U8) && borrow => "__r.list_u8()?".into(),
-            Ty::List(el) if **el == Ty::Prim(Prim::U8) => "__r.list_u8()?.to_vec()".into(),
-            Ty::List(el) => format!(
-                "{{ let __n = __r.count({})?; let mut __v = Vec::with_capacity(__n); for _ in 0..__n {{ __v.push({}); }} __v }}",
-                self.plan.min_size(el),
-                self.dec(el, false)
-            ),
-            Ty::Tuple(ts) => {
-                let parts: Vec<String> = ts.iter().map(|t| self.dec(t, false)).collect();
-                format!(
-                    "({}{})",
-                    parts.join(", "),
-                    if ts.len() == 1 { "," } else { "" }
-                )
-            }
-            Ty::Option(t) => format!(
-                "match __r.u8()? {{ 0 => None, 1 => Some({}), _ => return Err(::lrpc_sdk::rt::DecodeError) }}",
-                self.dec(t, false)
-            ),
-            Ty::Result(ok, err) => {
-                let side = |t: &Option<Box<Ty>>| match t {
-                    Some(t) => self.dec(t, false),
-                    None => "()".into(),
-                };
-                format!(
-                    "match __r.u8()? {{ 0 => Ok({}), 1 => Err({}), _ => return Err(::lrpc_sdk::rt::DecodeError) }}",
-                    side(ok),
-                    side(err)
-                )
-            }
-            Ty::Named(i) => format!(
-                "__dec_{}(__r)?",
-                snake(&self.def(*i).name).trim_start_matches("r#")
-            ),
-        }
+        let c = self.codec(t, "");
+        c.view.map_or(c.ty, |v| v.ty.into())
     }
 
     fn module(&mut self) {
         let plan = self.plan;
-        let module = snake(plan.name.rsplit('/').next().unwrap_or(&plan.name));
+        let module = module_name(&plan.name);
         let _ = writeln!(
             self.out,
             "/// Stubs for `{}`, generated from WIT by `lrpc-presentation`.",
@@ -489,10 +171,10 @@ impl Gen<'_> {
         self.out.push_str("}\n");
     }
 
+    /// The Rust type of named type `i` and its four wire functions.
     fn typedef(&mut self, i: usize) {
-        let d = self.def(i).clone();
+        let d = self.def(i);
         let name = camel(&d.name);
-        let fname = snake(&d.name).trim_start_matches("r#").to_string();
         let o = &mut String::new();
         match &d.kind {
             DefKind::Record(fs) => {
@@ -503,36 +185,8 @@ impl Gen<'_> {
                     let _ = writeln!(o, "        pub {}: {},", snake(f), self.owned(t));
                 }
                 let _ = writeln!(o, "    }}");
-                let _ = writeln!(o, "    fn __enc_{fname}(__w: &mut Writer, __v: &{name}) {{");
-                for (f, t) in fs {
-                    let _ = writeln!(
-                        o,
-                        "        {}",
-                        self.enc(t, &format!("(&__v.{})", snake(f)))
-                    );
-                }
-                let _ = writeln!(o, "    }}");
-                let sizes: Vec<String> = fs
-                    .iter()
-                    .map(|(f, t)| self.size(t, &format!("(&__v.{})", snake(f))))
-                    .collect();
-                let _ = writeln!(
-                    o,
-                    "    fn __size_{fname}(__v: &{name}) -> usize {{ 0 {} }}",
-                    sizes.iter().map(|s| format!("+ {s}")).collect::<String>()
-                );
-                let _ = writeln!(
-                    o,
-                    "    fn __dec_{fname}(__r: &mut Reader<'_>) -> Result<{name}, DecodeError> {{"
-                );
-                let _ = writeln!(o, "        Ok({name} {{");
-                for (f, t) in fs {
-                    let _ = writeln!(o, "            {}: {},", snake(f), self.dec(t, false));
-                }
-                let _ = writeln!(o, "        }})\n    }}");
             }
             DefKind::Enum(cs) => {
-                let n = cs.len();
                 let _ = writeln!(o, "    /// WIT enum `{}`.", d.name);
                 let _ = writeln!(o, "    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]");
                 let _ = writeln!(o, "    pub enum {name} {{");
@@ -540,110 +194,8 @@ impl Gen<'_> {
                     let _ = writeln!(o, "        {},", camel(c));
                 }
                 let _ = writeln!(o, "    }}");
-                let _ = writeln!(
-                    o,
-                    "    fn __enc_{fname}(__w: &mut Writer, __v: &{name}) {{ ::lrpc_sdk::rt::write_discriminant(__w, {n}, *__v as usize) }}"
-                );
-                let _ = writeln!(
-                    o,
-                    "    fn __size_{fname}(_: &{name}) -> usize {{ ::lrpc_sdk::rt::discriminant_size({n}) }}"
-                );
-                let _ = writeln!(
-                    o,
-                    "    fn __dec_{fname}(__r: &mut Reader<'_>) -> Result<{name}, DecodeError> {{"
-                );
-                let _ = writeln!(o, "        Ok(match __r.discriminant({n})? {{");
-                for (k, c) in cs.iter().enumerate() {
-                    let _ = writeln!(o, "            {k} => {name}::{},", camel(c));
-                }
-                let _ = writeln!(
-                    o,
-                    "            _ => return Err(DecodeError),\n        }})\n    }}"
-                );
-            }
-            DefKind::Flags(fs) => {
-                let size = crate::plan::flags_size(fs.len());
-                // Up to 64 flags in the integer of the encoding's width; more in a `u128`
-                // of which the encoding holds the low `size` bytes (its 32-bit words).
-                let (repr, enc, dec) = match size {
-                    1 | 2 | 4 | 8 => {
-                        let t = format!("u{}", size * 8);
-                        (
-                            t.clone(),
-                            format!("__w.{t}(__v.bits)"),
-                            format!("__r.{t}()?"),
-                        )
-                    }
-                    _ => (
-                        "u128".to_string(),
-                        format!("__w.bytes(&__v.bits.to_le_bytes()[..{size}])"),
-                        format!(
-                            "{{ let mut __b = [0u8; 16]; __b[..{size}].copy_from_slice(__r.take({size})?); u128::from_le_bytes(__b) }}"
-                        ),
-                    ),
-                };
-                let all: u128 = if fs.len() >= 128 {
-                    u128::MAX
-                } else {
-                    (1u128 << fs.len()) - 1
-                };
-                let _ = writeln!(o, "    /// WIT flags `{}`.", d.name);
-                let _ = writeln!(
-                    o,
-                    "    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]"
-                );
-                let _ = writeln!(o, "    pub struct {name} {{ bits: {repr} }}");
-                let _ = writeln!(o, "    impl {name} {{");
-                for (k, f) in fs.iter().enumerate() {
-                    let _ = writeln!(o, "        /// Flag `{f}`.");
-                    let _ = writeln!(
-                        o,
-                        "        pub const {}: {name} = {name} {{ bits: 1 << {k} }};",
-                        shout(f)
-                    );
-                }
-                let _ = writeln!(o, "        /// No flag set.");
-                let _ = writeln!(
-                    o,
-                    "        pub const fn empty() -> {name} {{ {name} {{ bits: 0 }} }}"
-                );
-                let _ = writeln!(o, "        /// Every flag set.");
-                let _ = writeln!(
-                    o,
-                    "        pub const fn all() -> {name} {{ {name} {{ bits: {all:#x}_{repr} }} }}"
-                );
-                let _ = writeln!(o, "        /// The raw bits.");
-                let _ = writeln!(
-                    o,
-                    "        pub const fn bits(self) -> {repr} {{ self.bits }}"
-                );
-                let _ = writeln!(o, "        /// From raw bits, refusing unknown ones.");
-                let _ = writeln!(
-                    o,
-                    "        pub const fn from_bits(bits: {repr}) -> Option<{name}> {{ if bits & !({all:#x}_{repr}) == 0 {{ Some({name} {{ bits }}) }} else {{ None }} }}"
-                );
-                let _ = writeln!(o, "        /// Whether every flag of `other` is set.");
-                let _ = writeln!(
-                    o,
-                    "        pub const fn contains(self, other: {name}) -> bool {{ self.bits & other.bits == other.bits }}"
-                );
-                let _ = writeln!(o, "    }}");
-                let _ = writeln!(
-                    o,
-                    "    impl ::core::ops::BitOr for {name} {{ type Output = {name}; fn bitor(self, o: {name}) -> {name} {{ {name} {{ bits: self.bits | o.bits }} }} }}"
-                );
-                let _ = writeln!(
-                    o,
-                    "    fn __enc_{fname}(__w: &mut Writer, __v: &{name}) {{ {enc} }}"
-                );
-                let _ = writeln!(o, "    fn __size_{fname}(_: &{name}) -> usize {{ {size} }}");
-                let _ = writeln!(
-                    o,
-                    "    fn __dec_{fname}(__r: &mut Reader<'_>) -> Result<{name}, DecodeError> {{ {name}::from_bits({dec}).ok_or(DecodeError) }}"
-                );
             }
             DefKind::Variant(cs) => {
-                let n = cs.len();
                 let _ = writeln!(o, "    /// WIT variant `{}`.", d.name);
                 let _ = writeln!(o, "    #[derive(Clone, Debug, PartialEq)]");
                 let _ = writeln!(o, "    pub enum {name} {{");
@@ -658,124 +210,96 @@ impl Gen<'_> {
                     }
                 }
                 let _ = writeln!(o, "    }}");
-                let _ = writeln!(o, "    fn __enc_{fname}(__w: &mut Writer, __v: &{name}) {{");
-                let _ = writeln!(o, "        match __v {{");
-                for (k, (c, t)) in cs.iter().enumerate() {
-                    match t {
-                        Some(t) => {
-                            let _ = writeln!(
-                                o,
-                                "            {name}::{}(__x) => {{ ::lrpc_sdk::rt::write_discriminant(__w, {n}, {k}); {} }}",
-                                camel(c),
-                                self.enc(t, "__x")
-                            );
-                        }
-                        None => {
-                            let _ = writeln!(
-                                o,
-                                "            {name}::{} => ::lrpc_sdk::rt::write_discriminant(__w, {n}, {k}),",
-                                camel(c)
-                            );
-                        }
-                    }
-                }
-                let _ = writeln!(o, "        }}\n    }}");
-                let _ = writeln!(o, "    fn __size_{fname}(__v: &{name}) -> usize {{");
-                let _ = writeln!(
-                    o,
-                    "        ::lrpc_sdk::rt::discriminant_size({n}) + match __v {{"
-                );
-                for (c, t) in cs {
-                    match t {
-                        Some(t) => {
-                            let _ = writeln!(
-                                o,
-                                "            {name}::{}(__x) => {},",
-                                camel(c),
-                                self.size(t, "__x")
-                            );
-                        }
-                        None => {
-                            let _ = writeln!(o, "            {name}::{} => 0,", camel(c));
-                        }
-                    }
-                }
-                let _ = writeln!(o, "        }}\n    }}");
-                let _ = writeln!(
-                    o,
-                    "    fn __dec_{fname}(__r: &mut Reader<'_>) -> Result<{name}, DecodeError> {{"
-                );
-                let _ = writeln!(o, "        Ok(match __r.discriminant({n})? {{");
-                for (k, (c, t)) in cs.iter().enumerate() {
-                    match t {
-                        Some(t) => {
-                            let _ = writeln!(
-                                o,
-                                "            {k} => {name}::{}({}),",
-                                camel(c),
-                                self.dec(t, false)
-                            );
-                        }
-                        None => {
-                            let _ = writeln!(o, "            {k} => {name}::{},", camel(c));
-                        }
-                    }
-                }
-                let _ = writeln!(
-                    o,
-                    "            _ => return Err(DecodeError),\n        }})\n    }}"
-                );
             }
+            DefKind::Flags(fs) => self.flags_type(o, &d.name, fs),
         }
+        let c = self.def_codec(i);
+        let f = def_fn(&d.name);
+        let _ = writeln!(
+            o,
+            "    fn __enc_{f}(__w: &mut Writer, __v: &{name}) {{ {} }}",
+            c.enc
+        );
+        let _ = writeln!(
+            o,
+            "    fn __size_{f}(__v: &{name}) -> usize {{ {} }}",
+            c.size
+        );
+        let _ = writeln!(
+            o,
+            "    fn __dec_{f}(__r: &mut Reader<'_>) -> Result<{name}, DecodeError> {{ {} }}",
+            c.dec
+        );
+        let _ = writeln!(
+            o,
+            "    fn __skip_{f}(__r: &mut Reader<'_>) -> Result<(), DecodeError> {{ {} Ok(()) }}",
+            c.skip
+        );
         self.out.push_str(o);
+    }
+
+    /// The Rust type of flags type `wit_name`: a struct over the integer of [`flags_repr`]
+    /// with constants per flag and the set operations.
+    fn flags_type(&self, o: &mut String, wit_name: &str, fs: &[String]) {
+        let name = camel(wit_name);
+        let (repr, _) = flags_repr(fs.len());
+        let all: u128 = if fs.len() >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << fs.len()) - 1
+        };
+        let consts: String = fs
+            .iter()
+            .enumerate()
+            .map(|(k, f)| {
+                format!(
+                    "        /// Flag `{f}`.\n        pub const {}: {name} = {name} {{ bits: 1 << {k} }};\n",
+                    shout(f)
+                )
+            })
+            .collect();
+        let _ = write!(
+            o,
+            "    /// WIT flags `{wit_name}`.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    pub struct {name} {{ bits: {repr} }}
+    impl {name} {{
+{consts}        /// No flag set.
+        pub const fn empty() -> {name} {{ {name} {{ bits: 0 }} }}
+        /// Every flag set.
+        pub const fn all() -> {name} {{ {name} {{ bits: {all:#x}_{repr} }} }}
+        /// The raw bits.
+        pub const fn bits(self) -> {repr} {{ self.bits }}
+        /// From raw bits, refusing unknown ones.
+        pub const fn from_bits(bits: {repr}) -> Option<{name}> {{ if bits & !({all:#x}_{repr}) == 0 {{ Some({name} {{ bits }}) }} else {{ None }} }}
+        /// Whether every flag of `other` is set.
+        pub const fn contains(self, other: {name}) -> bool {{ self.bits & other.bits == other.bits }}
+    }}
+    impl ::core::ops::BitOr for {name} {{ type Output = {name}; fn bitor(self, o: {name}) -> {name} {{ {name} {{ bits: self.bits | o.bits }} }} }}
+"
+        );
     }
 
     fn client(&mut self) {
         let plan = self.plan;
         let o = &mut String::new();
-        let _ = writeln!(
+        let _ = write!(
             o,
-            "    /// A binding to `{}`, held by this domain as client.",
+            "    /// A binding to `{}`, held by this domain as client.
+    pub struct Client {{ binding: ::lrpc_sdk::Binding }}
+    impl Client {{
+        /// Binds to the interface exported under its own name.
+        pub fn bind() -> Result<Client, CallError> {{ Client::bind_named(INTERFACE) }}
+        /// Binds to the interface exported under `name`.
+        pub fn bind_named(name: &str) -> Result<Client, CallError> {{
+            Ok(Client {{ binding: ::lrpc_sdk::Binding::bind(name, FINGERPRINT, PROCS)? }})
+        }}
+        /// The underlying binding.
+        pub fn binding(&self) -> &::lrpc_sdk::Binding {{ &self.binding }}
+        /// Unbinds, reporting the kernel's answer (dropping also unbinds).
+        pub fn unbind(self) -> Result<(), CallError> {{ ::lrpc_sdk::unbind(self.binding) }}
+",
             plan.name
-        );
-        let _ = writeln!(
-            o,
-            "    pub struct Client {{ binding: ::lrpc_sdk::Binding }}"
-        );
-        let _ = writeln!(o, "    impl Client {{");
-        let _ = writeln!(
-            o,
-            "        /// Binds to the interface exported under its own name."
-        );
-        let _ = writeln!(
-            o,
-            "        pub fn bind() -> Result<Client, CallError> {{ Client::bind_named(INTERFACE) }}"
-        );
-        let _ = writeln!(
-            o,
-            "        /// Binds to the interface exported under `name`."
-        );
-        let _ = writeln!(
-            o,
-            "        pub fn bind_named(name: &str) -> Result<Client, CallError> {{"
-        );
-        let _ = writeln!(
-            o,
-            "            Ok(Client {{ binding: ::lrpc_sdk::Binding::bind(name, FINGERPRINT, PROCS)? }})"
-        );
-        let _ = writeln!(o, "        }}");
-        let _ = writeln!(o, "        /// The underlying binding.");
-        let _ = writeln!(
-            o,
-            "        pub fn binding(&self) -> &::lrpc_sdk::Binding {{ &self.binding }}"
-        );
-        let _ = writeln!(
-            o,
-            "        /// Unbinds, reporting the kernel's answer (dropping also unbinds)."
-        );
-        let _ = writeln!(
-            o,
-            "        pub fn unbind(self) -> Result<(), CallError> {{ ::lrpc_sdk::unbind(self.binding) }}"
         );
         for (id, p) in plan.procs.iter().enumerate() {
             let special = |k: usize| Self::special(self.client, id, k);
@@ -802,48 +326,41 @@ impl Gen<'_> {
             };
             let refexpr = |n: &str, t: &Ty| {
                 let n = snake(n);
-                if self.by_ref(t) { n } else { format!("(&{n})") }
+                if self.codec(t, "").param.is_some() {
+                    n
+                } else {
+                    format!("(&{n})")
+                }
             };
-            let size = if p.bounded {
-                "0".to_string()
-            } else {
-                let parts: Vec<String> = p
-                    .params
-                    .iter()
-                    .enumerate()
-                    .map(|(k, (n, t))| {
-                        if special(k) {
-                            format!("{}.size()", snake(n))
-                        } else {
-                            self.size(t, &refexpr(n, t))
-                        }
-                    })
-                    .collect();
-                format!(
-                    "0 {}",
-                    parts.iter().map(|s| format!("+ {s}")).collect::<String>()
-                )
-            };
-            let enc: String = p
+            // Each parameter's size and encoding: its own marshaler's when `special`.
+            let (sizes, encs): (Vec<String>, Vec<String>) = p
                 .params
                 .iter()
                 .enumerate()
                 .map(|(k, (n, t))| {
                     if special(k) {
-                        format!("{}.encode(__w);", snake(n))
+                        let n = snake(n);
+                        (format!("{n}.size()"), format!("{n}.encode(__w);"))
                     } else {
-                        self.enc(t, &refexpr(n, t))
+                        let c = self.codec(t, &refexpr(n, t));
+                        (c.size, c.enc)
                     }
                 })
-                .collect::<Vec<_>>()
-                .join(" ");
+                .unzip();
+            let size = if p.bounded {
+                "0".to_string()
+            } else {
+                let sum: String = sizes.iter().map(|s| format!(" + {s}")).collect();
+                format!("0{sum}")
+            };
+            let enc = encs.join(" ");
             let dec = match &p.result {
                 // The caller's buffer: validate, then copy into it.
                 Some(t) if into => format!(
                     "{{ let __b = {}; let __b: &[u8] = __b.as_ref(); if __b.len() > out.len() {{ return Err(DecodeError) }} out[..__b.len()].copy_from_slice(__b); __b.len() }}",
-                    self.dec(t, true)
+                    self.codec(t, "").dec_view()
                 ),
-                Some(t) => self.dec(t, false),
+                Some(t) => self.codec(t, "").dec,
                 None => "()".into(),
             };
             let signature = format!("(&self, {}) -> Result<{ret}, CallError>", params.join(", "));
@@ -959,7 +476,7 @@ impl Gen<'_> {
             );
             // Parameters whose data a borrow spares a copy of: byte lists. A request holding a
             // string is never read in place (its UTF-8 is validated on a private copy).
-            let has_string = p.params.iter().any(|(_, t)| self.contains_string(t));
+            let has_string = p.params.iter().any(|(_, t)| self.plan.has_string(t));
             let in_mask: u32 = if has_string {
                 0
             } else {
@@ -983,12 +500,13 @@ impl Gen<'_> {
                         o,
                         "            let {} = ::lrpc_sdk::rt::Raw::new(__r.raw(|__r| {{ {} Ok(()) }})?);",
                         snake(n),
-                        self.skip(t)
+                        self.codec(t, "").skip
                     );
                     continue;
                 }
-                let borrow = matches!(self.server_param(t).as_str(), "&str" | "&[u8]");
-                let _ = writeln!(o, "            let {} = {};", snake(n), self.dec(t, borrow));
+                // Strings and byte lists reach the handler as views.
+                let c = self.codec(t, "");
+                let _ = writeln!(o, "            let {} = {};", snake(n), c.dec_view());
             }
             if !p.bounded {
                 let _ = writeln!(o, "            __r.finish()?;");
@@ -1031,12 +549,12 @@ impl Gen<'_> {
                     let size = if p.bounded {
                         "0".into()
                     } else {
-                        self.size(t, "(&__ret)")
+                        self.codec(t, "(&__ret)").size
                     };
                     let _ = writeln!(
                         o,
                         "            __reply.put({size}, |__w: &mut Writer| {{ {} }})",
-                        self.enc(t, "(&__ret)")
+                        self.codec(t, "(&__ret)").enc
                     );
                 }
                 None => {

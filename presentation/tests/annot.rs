@@ -118,28 +118,20 @@ fn mistakes_are_refused_with_file_line_and_reason() {
 fn copies_happen_only_when_neither_side_allows_a_borrow() {
     let w = wit();
     let plan = w.interface("lrpc:bench/bench").unwrap();
-    let client = |trashable: bool| {
-        let body = if trashable {
-            "[function.big-in]\nin.data = \"trashable\"\n"
+    // A presentation of `side` with `in.data = "{mode}"` on `big-in` when `on`.
+    let side = |side: &str, mode: &str, on: bool| {
+        let body = if on {
+            format!("[function.big-in]\nin.data = \"{mode}\"\n")
         } else {
-            ""
+            String::new()
         };
         parse(&format!(
-            "interface = \"lrpc:bench/bench\"\nside = \"client\"\n{body}"
+            "interface = \"lrpc:bench/bench\"\nside = \"{side}\"\n{body}"
         ))
         .unwrap()
     };
-    let server = |preserved: bool| {
-        let body = if preserved {
-            "[function.big-in]\nin.data = \"preserved\"\n"
-        } else {
-            ""
-        };
-        parse(&format!(
-            "interface = \"lrpc:bench/bench\"\nside = \"server\"\n{body}"
-        ))
-        .unwrap()
-    };
+    let client = |trashable: bool| side("client", "trashable", trashable);
+    let server = |preserved: bool| side("server", "preserved", preserved);
     for t in [false, true] {
         for p in [false, true] {
             let c = combine(&plan, &client(t), &server(p)).unwrap();

@@ -3,31 +3,36 @@
 use lrpc_presentation::{Wit, generate_rust};
 use std::path::Path;
 
-/// Compares (or with `BLESS` rewrites) the stubs of every interface in `wit_dir`.
+/// Compares `code` with golden file `tests/golden/{name}.rs.txt`, or with `BLESS` set
+/// rewrites the file.
+fn check(name: &str, code: &str) {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(format!("{name}.rs.txt"));
+    if std::env::var_os("BLESS").is_some() {
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, code).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with BLESS=1 to create it)", file.display()));
+    assert!(
+        want == code,
+        "{name} differs from {} (run with BLESS=1 to accept)",
+        file.display()
+    );
+}
+
+/// Checks the stubs of every interface in `wit_dir` against their golden files, named after
+/// the interface (`a:b/c@1.0.0` as `a_b_c_1_0_0`).
 fn check_dir(wit_dir: &Path) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let wit = Wit::load_dir(wit_dir).expect("WIT loads");
-    let bless = std::env::var_os("BLESS").is_some();
     let mut names = wit.interface_names();
     names.sort();
     assert!(!names.is_empty());
     for name in names {
         let code = generate_rust(&wit.interface(&name).unwrap());
-        let file = root
-            .join("tests/golden")
-            .join(format!("{}.rs.txt", name.replace([':', '/'], "_")));
-        if bless {
-            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-            std::fs::write(&file, &code).unwrap();
-            continue;
-        }
-        let want = std::fs::read_to_string(&file)
-            .unwrap_or_else(|e| panic!("{}: {e} (run with BLESS=1 to create it)", file.display()));
-        assert!(
-            want == code,
-            "stubs for {name} differ from {} (run with BLESS=1 to accept)",
-            file.display()
-        );
+        check(&name.replace([':', '/', '@', '.'], "_"), &code);
     }
 }
 
@@ -66,18 +71,7 @@ fn presentation_driven_stubs_match_the_golden_files() {
     ];
     for (name, client, server) in &cases {
         let code = lrpc_presentation::generate_rust_with(&plan, client.as_ref(), server.as_ref());
-        let file = root.join("tests/golden").join(format!("{name}.rs.txt"));
-        if std::env::var_os("BLESS").is_some() {
-            std::fs::write(&file, &code).unwrap();
-            continue;
-        }
-        let want = std::fs::read_to_string(&file)
-            .unwrap_or_else(|e| panic!("{}: {e} (run with BLESS=1)", file.display()));
-        assert!(
-            want == code,
-            "{name} differs from {} (BLESS=1 to accept)",
-            file.display()
-        );
+        check(name, &code);
     }
     // The presentations show in the API.
     let (_, c, s) = &cases[0];

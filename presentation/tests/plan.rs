@@ -190,6 +190,24 @@ fn every_type_has_its_encoded_bound() {
 }
 
 #[test]
+fn smallest_sizes_and_strings_follow_the_types() {
+    let plan = plan_of(
+        "variant v { none, name(string), pair(tuple<u64, u64>) }
+         record r { a: u16, b: list<u8>, c: option<v> }
+         f: func(a: v, b: r, c: list<r>, d: result<u32, string>, e: tuple<u8, list<string>>, g: option<list<u32>>);",
+    )
+    .unwrap();
+    let params = &plan.procs[0].params;
+    let min: Vec<usize> = params.iter().map(|(_, t)| plan.min_size(t)).collect();
+    // A variant: its discriminant; a record: 2 + 4 + 1; a list: its length; a result or an
+    // option: its tag; a tuple: 1 + 4.
+    assert_eq!(min, [1, 7, 4, 1, 5, 1]);
+    let strings: Vec<bool> = params.iter().map(|(_, t)| plan.has_string(t)).collect();
+    assert_eq!(strings, [true, true, true, true, true, false]);
+    assert_eq!(plan.bound(&params[0].1), None, "a string is unbounded");
+}
+
+#[test]
 fn the_fingerprint_sees_every_structural_change() {
     let fp = |body: &str| plan_of(body).unwrap().fingerprint;
     let base = "enum e { a, b }

@@ -10,6 +10,7 @@
 //! Memory shared with another domain (A-stacks, out-of-band segments) is only touched through
 //! raw pointers here: the peer may write it at any time, so no Rust reference to it is formed.
 #![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
 
 pub mod rt;
 pub mod sys;

@@ -36,6 +36,8 @@ mod imp {
     // SAFETY (all wrappers below): the kernel imports take plain integers; every pointer
     // argument is checked by the kernel against this domain's memory before it is used, so
     // no argument value can make the call unsound on the guest side.
+    /// The `bind` import ([`lrpc_abi::import::BIND`]): binds to the interface named by the
+    /// UTF-8 at `name_ptr`, writing the binding descriptor at `desc_ptr`; returns a status.
     pub fn bind(
         name_ptr: i32,
         name_len: i32,
@@ -46,30 +48,44 @@ mod imp {
         // SAFETY: see above.
         unsafe { lrpc_bind(name_ptr, name_len, fingerprint, desc_ptr, desc_cap) }
     }
+    /// The `unbind` import ([`lrpc_abi::import::UNBIND`]): revokes binding `handle`.
     pub fn unbind(handle: i64) -> i32 {
         // SAFETY: see above.
         unsafe { lrpc_unbind(handle) }
     }
+    /// The `call` import ([`lrpc_abi::import::CALL`]): calls procedure `proc` of binding
+    /// `handle` with the A-stack at `astack`; returns a status.
     #[inline]
     pub fn call(handle: i64, proc: i32, astack: i32) -> i32 {
         // SAFETY: see above.
         unsafe { lrpc_call(handle, proc, astack) }
     }
+    /// The `astacks_more` import ([`lrpc_abi::import::ASTACKS_MORE`]): another extent of
+    /// A-stacks for `proc`, its record written at `extent_ptr`.
     pub fn astacks_more(handle: i64, proc: i32, extent_ptr: i32) -> i32 {
         // SAFETY: see above.
         unsafe { lrpc_astacks_more(handle, proc, extent_ptr) }
     }
+    /// The `oob` import ([`lrpc_abi::import::OOB`]): an out-of-band segment of at least
+    /// `min_len` bytes for that A-stack, its address and capacity written at `seg_ptr`.
     pub fn oob(handle: i64, proc: i32, astack: i32, dir: i32, min_len: i32, seg_ptr: i32) -> i32 {
         // SAFETY: see above.
         unsafe { lrpc_oob(handle, proc, astack, dir, min_len, seg_ptr) }
     }
+    /// The `reply_oob` import ([`lrpc_abi::import::REPLY_OOB`]): the current call's result
+    /// segment, of at least `min_len` bytes, its address and capacity written at `seg_ptr`.
     pub fn reply_oob(min_len: i32, seg_ptr: i32) -> i32 {
         // SAFETY: see above.
         unsafe { lrpc_reply_oob(min_len, seg_ptr) }
     }
 }
 
+/// Without a kernel, every import answers `Status::NoCall`.
 #[cfg(not(target_arch = "wasm32"))]
+#[allow(
+    missing_docs,
+    reason = "the same functions as the kernel imports above"
+)]
 mod imp {
     const NO: i32 = lrpc_abi::Status::NoCall as i32;
     pub fn bind(_: i32, _: i32, _: i64, _: i32, _: i32) -> i32 {

@@ -1,8 +1,10 @@
 //! The stubs the stub compiler generates for a WIT that uses every supported type
-//! (`presentation/tests/wit/kitchen.wit`, golden file in `presentation/tests/golden/`) compile
-//! against this SDK without warnings, client and server halves, and their types behave.
+//! (`presentation/tests/wit/kitchen.wit`) and for a versioned package
+//! (`presentation/tests/wit/versioned.wit`), golden files in `presentation/tests/golden/`,
+//! compile against this SDK without warnings, client and server halves, and their types behave.
 
 include!("../../../presentation/tests/golden/lrpc_kitchen_sink.rs.txt");
+include!("../../../presentation/tests/golden/lrpc_versioned_shapes_0_1_0.rs.txt");
 
 use sink::{Color, Everything, Huge, Point, Shape, Small, Wide};
 
@@ -107,6 +109,83 @@ fn the_interface_constants_number_procedures_in_declaration_order() {
 fn without_a_kernel_clients_fail_with_a_typed_error() {
     assert_eq!(
         sink::Client::bind().err(),
+        Some(lrpc_sdk::CallError::NoCall)
+    );
+}
+
+#[derive(Default)]
+struct Versioned;
+
+impl shapes::Server for Versioned {
+    fn transform(
+        &self,
+        shapes: Vec<Option<shapes::Shape>>,
+        mask: shapes::Wide,
+    ) -> Result<Vec<Result<Option<shapes::Shape>, shapes::Failure>>, shapes::Failure> {
+        if mask.contains(shapes::Wide::BIT39) {
+            return Err(shapes::Failure::Other);
+        }
+        Ok(shapes
+            .into_iter()
+            .map(|s| match s {
+                Some(shapes::Shape::Label(l)) if l.is_empty() => Err(shapes::Failure::BadName(l)),
+                Some(shapes::Shape::Path(p)) if p.len() > 8 => {
+                    Err(shapes::Failure::TooBig(p.len() as u64))
+                }
+                s => Ok(s),
+            })
+            .collect())
+    }
+
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the WIT function has twenty parameters"
+    )]
+    fn twenty(
+        &self,
+        a0: u8,
+        _a1: i8,
+        _a2: u16,
+        _a3: i16,
+        _a4: u32,
+        _a5: i32,
+        a6: u64,
+        _a7: i64,
+        _a8: f32,
+        _a9: f64,
+        _a10: bool,
+        _a11: u32,
+        _a12: u32,
+        _a13: u32,
+        _a14: u32,
+        _a15: u32,
+        _a16: u32,
+        _a17: u32,
+        _a18: u32,
+        a19: u32,
+    ) -> u64 {
+        u64::from(a0) + a6 + u64::from(a19)
+    }
+
+    fn flip(&self, w: shapes::Wide) -> shapes::Wide {
+        shapes::Wide::from_bits(!w.bits() & shapes::Wide::all().bits()).unwrap_or_default()
+    }
+}
+
+shapes::export!(Versioned);
+
+#[test]
+fn a_versioned_interface_keeps_its_version_in_its_name_only() {
+    assert_eq!(shapes::INTERFACE, "lrpc:versioned/shapes@0.1.0");
+    assert_eq!(shapes::PROCS, 3);
+    assert_eq!(shapes::PROC_TWENTY, 1);
+    assert_eq!(shapes::Wide::BIT39.bits(), 1 << 39);
+    assert_eq!(shapes::Wide::all().bits(), (1 << 40) - 1);
+    assert_eq!(shapes::Wide::from_bits(1 << 40), None);
+    let nested = shapes::Shape::Nested(Some(Err("no".into())));
+    assert_ne!(nested, shapes::Shape::Nested(None));
+    assert_eq!(
+        shapes::Client::bind().err(),
         Some(lrpc_sdk::CallError::NoCall)
     );
 }

@@ -1,0 +1,392 @@
+//! The wire code of every WIT type, one place per type: [`Codec`] holds everything the stubs
+//! need to carry a value of one type — its Rust types, how to encode it, measure it, decode it
+//! and step over it — and [`Gen::codec`] writes all of it in one arm per type. Adding a type
+//! is adding an arm there (and one in [`Gen::def_codec`] for a named kind).
+//!
+//! Generated code uses writer `__w`, reader `__r` (`Reader`), and returns `DecodeError` from
+//! decoding; the layout is the one the plan's module docs describe.
+
+use super::Gen;
+use super::names::{camel, def_fn};
+use crate::plan::{DefKind, Prim, Ty, discriminant_size, flags_size};
+
+/// The code the stubs need for values of one type.
+#[derive(Debug, Clone)]
+pub(crate) struct Codec {
+    /// The owned Rust type.
+    pub ty: String,
+    /// The type a client passes an `in` parameter as, when it passes it by reference
+    /// (`&str`, `&[T]`, `&Record`); `None` when by value, as [`Codec::ty`].
+    pub param: Option<String>,
+    /// Statements encoding the value (an expression of type `&T`) with `__w`.
+    pub enc: String,
+    /// An expression of the value's encoded size.
+    pub size: String,
+    /// An expression decoding an owned `T` from `__r`.
+    pub dec: String,
+    /// For `string` and `list<u8>`: a view of the value into the reader's bytes.
+    pub view: Option<View>,
+    /// Statements stepping `__r` over one encoded `T`, checking only its framing.
+    pub skip: String,
+}
+
+/// A borrowed form of a value, decoded without a copy.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct View {
+    /// Its Rust type (`&str`, `&[u8]`).
+    pub ty: &'static str,
+    /// An expression decoding it from `__r`.
+    pub dec: &'static str,
+}
+
+impl Codec {
+    /// The decoding expression, as a view into the reader's bytes where the type has one.
+    pub fn dec_view(&self) -> &str {
+        match self.view {
+            Some(v) => v.dec,
+            None => &self.dec,
+        }
+    }
+}
+
+/// One case of a tagged type (option, result, enum, variant).
+struct Case {
+    /// The pattern matching it in a `&T`; binds `__x` to the payload.
+    pat: String,
+    /// The value built from a decoded payload (`Some`, applied to it), or the whole value
+    /// when there is no payload (`None`).
+    value: String,
+    /// The payload's code, for the value `__x`.
+    payload: Option<Codec>,
+}
+
+impl Case {
+    /// A case written `{path}(payload)` or `{path}` in both patterns and values.
+    fn named(path: String, payload: Option<Codec>) -> Case {
+        let pat = match payload {
+            Some(_) => format!("{path}(__x)"),
+            None => path.clone(),
+        };
+        Case {
+            pat,
+            value: path,
+            payload,
+        }
+    }
+
+    /// A case of `Result`, whose sides without payload hold `()`.
+    fn result(ctor: &str, payload: Option<Codec>) -> Case {
+        match payload {
+            Some(_) => Case::named(ctor.into(), payload),
+            None => Case {
+                pat: format!("{ctor}(_)"),
+                value: format!("{ctor}(())"),
+                payload,
+            },
+        }
+    }
+
+    /// The Rust type of the payload, `()` without one.
+    fn ty(&self) -> &str {
+        self.payload.as_ref().map_or("()", |x| &x.ty)
+    }
+}
+
+/// The writer method of a scalar and the cast into its argument: signed integers are written
+/// as their unsigned counterparts. (Its reader method is named as in WIT: `__r.s8()`.)
+fn prim_writer(p: Prim) -> (String, String) {
+    let wit = p.wit();
+    match p {
+        Prim::S8 | Prim::S16 | Prim::S32 | Prim::S64 => {
+            let unsigned = wit.replacen('s', "u", 1);
+            let cast = format!(" as {unsigned}");
+            (unsigned, cast)
+        }
+        _ => (wit.into(), String::new()),
+    }
+}
+
+/// The Rust type of a scalar.
+pub(crate) fn prim_rust(p: Prim) -> &'static str {
+    match p {
+        Prim::S8 => "i8",
+        Prim::S16 => "i16",
+        Prim::S32 => "i32",
+        Prim::S64 => "i64",
+        p => p.wit(),
+    }
+}
+
+/// The integer a flags value with `n` flags is held in, and how many bytes encode it.
+pub(crate) fn flags_repr(n: usize) -> (String, usize) {
+    // Up to 64 flags in the integer of the encoding's width; more in a `u128` of which the
+    // encoding holds the low `size` bytes (its 32-bit words).
+    match flags_size(n) {
+        size @ (1 | 2 | 4 | 8) => (format!("u{}", size * 8), size),
+        size => ("u128".into(), size),
+    }
+}
+
+/// The code of a byte sequence (`string`, `list<u8>`) for the value `e`: a length, then the
+/// bytes, written with writer method `write`; decoded as `view`, copied when owned.
+fn bytes(e: &str, ty: &str, write: &str, view: View) -> Codec {
+    Codec {
+        ty: ty.into(),
+        param: Some(view.ty.into()),
+        enc: format!("__w.{write}({e});"),
+        size: format!("(4 + {e}.len())"),
+        dec: format!("{}.to_owned()", view.dec),
+        view: Some(view),
+        skip: "__r.list_u8()?;".into(),
+    }
+}
+
+/// One piece of each of `xs`.
+fn each(xs: &[Codec], piece: fn(&Codec) -> &String) -> Vec<String> {
+    xs.iter().map(piece).cloned().collect()
+}
+
+/// `(parts)`, with the trailing comma a one-element tuple needs.
+fn tuple_of(parts: &[String]) -> String {
+    let comma = if parts.len() == 1 { "," } else { "" };
+    format!("({}{comma})", parts.join(", "))
+}
+
+impl Gen<'_> {
+    /// The code of type `t` for the value `e` (an expression of type `&T`).
+    pub(crate) fn codec(&self, t: &Ty, e: &str) -> Codec {
+        let mut c = match t {
+            Ty::Prim(p) => {
+                let (w, cast) = prim_writer(*p);
+                Codec {
+                    ty: prim_rust(*p).into(),
+                    param: None,
+                    enc: format!("__w.{w}(*{e}{cast});"),
+                    size: p.size().to_string(),
+                    dec: format!("__r.{}()?", p.wit()),
+                    view: None,
+                    skip: format!("__r.take({})?;", p.size()),
+                }
+            }
+            Ty::String => bytes(
+                e,
+                "String",
+                "str",
+                View {
+                    ty: "&str",
+                    dec: "__r.str()?",
+                },
+            ),
+            Ty::List(el) if **el == Ty::Prim(Prim::U8) => bytes(
+                e,
+                "Vec<u8>",
+                "list_u8",
+                View {
+                    ty: "&[u8]",
+                    dec: "__r.list_u8()?",
+                },
+            ),
+            Ty::List(el) => {
+                let x = self.codec(el, "__x");
+                let min = self.plan.min_size(el);
+                let size = match self.plan.bound(el) {
+                    Some(b) if b == min => format!("(4 + {e}.len() * {b})"),
+                    _ => format!("(4 + {e}.iter().map(|__x| {}).sum::<usize>())", x.size),
+                };
+                Codec {
+                    param: Some(format!("&[{}]", x.ty)),
+                    ty: format!("Vec<{}>", x.ty),
+                    enc: format!(
+                        "{{ __w.len_prefix({e}.len()); for __x in {e}.iter() {{ {} }} }}",
+                        x.enc
+                    ),
+                    size,
+                    dec: format!(
+                        "{{ let __n = __r.count({min})?; let mut __v = Vec::with_capacity(__n); for _ in 0..__n {{ __v.push({}); }} __v }}",
+                        x.dec
+                    ),
+                    view: None,
+                    skip: format!(
+                        "{{ let __n = __r.count({min})?; for _ in 0..__n {{ {} }} }}",
+                        x.skip
+                    ),
+                }
+            }
+            Ty::Tuple(ts) => {
+                let xs: Vec<Codec> = ts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| self.codec(t, &format!("(&__t.{i})")))
+                    .collect();
+                Codec {
+                    ty: tuple_of(&each(&xs, |x| &x.ty)),
+                    param: None,
+                    enc: format!("{{ let __t = {e}; {} }}", each(&xs, |x| &x.enc).join(" ")),
+                    size: format!(
+                        "{{ let __t = {e}; {} }}",
+                        each(&xs, |x| &x.size).join(" + ")
+                    ),
+                    dec: tuple_of(&each(&xs, |x| &x.dec)),
+                    view: None,
+                    skip: each(&xs, |x| &x.skip).join(" "),
+                }
+            }
+            Ty::Option(t) => {
+                let cases = [
+                    Case::named("None".into(), None),
+                    Case::named("Some".into(), Some(self.codec(t, "__x"))),
+                ];
+                tagged(format!("Option<{}>", cases[1].ty()), e, &cases)
+            }
+            Ty::Result(ok, err) => {
+                let side = |t: &Option<Box<Ty>>| t.as_ref().map(|t| self.codec(t, "__x"));
+                let cases = [Case::result("Ok", side(ok)), Case::result("Err", side(err))];
+                let ty = format!("Result<{}, {}>", cases[0].ty(), cases[1].ty());
+                tagged(ty, e, &cases)
+            }
+            Ty::Named(i) => {
+                let d = self.def(*i);
+                let (f, ty) = (def_fn(&d.name), camel(&d.name));
+                let by_ref = matches!(d.kind, DefKind::Record(_) | DefKind::Variant(_));
+                Codec {
+                    param: by_ref.then(|| format!("&{ty}")),
+                    ty,
+                    enc: format!("__enc_{f}(__w, {e});"),
+                    size: format!("__size_{f}({e})"),
+                    dec: format!("__dec_{f}(__r)?"),
+                    view: None,
+                    skip: format!("__skip_{f}(__r)?;"),
+                }
+            }
+        };
+        self.fixed_size(t, &mut c);
+        c
+    }
+
+    /// The code of an enum or variant `name` for the value `__v`, from its cases (a name and
+    /// an optional payload), as [`Gen::def_codec`] gives it.
+    fn tagged_def<'t>(
+        &self,
+        name: &str,
+        cases: impl Iterator<Item = (&'t String, Option<&'t Ty>)>,
+    ) -> Codec {
+        let cases: Vec<Case> = cases
+            .map(|(c, t)| {
+                let payload = t.map(|t| self.codec(t, "__x"));
+                Case::named(format!("{name}::{}", camel(c)), payload)
+            })
+            .collect();
+        let c = tagged(name.into(), "__v", &cases);
+        Codec {
+            dec: format!("Ok({})", c.dec),
+            ..c
+        }
+    }
+
+    /// Makes `c.size` a constant when every value of `t` encodes to the same size.
+    fn fixed_size(&self, t: &Ty, c: &mut Codec) {
+        if let Some(b) = self.plan.bound(t)
+            && b == self.plan.min_size(t)
+        {
+            c.size = b.to_string();
+        }
+    }
+
+    /// The code of named type `d` for the value `__v` (of type `&Name`): the bodies of its
+    /// `__enc_`, `__size_`, `__dec_` (an expression of type `Result<Name, DecodeError>`)
+    /// and `__skip_` functions.
+    pub(crate) fn def_codec(&self, i: usize) -> Codec {
+        let d = self.def(i);
+        let name = camel(&d.name);
+        let mut c = match &d.kind {
+            DefKind::Record(fs) => {
+                let names: Vec<String> = fs.iter().map(|(f, _)| super::names::snake(f)).collect();
+                let xs: Vec<Codec> = fs
+                    .iter()
+                    .zip(&names)
+                    .map(|((_, t), f)| self.codec(t, &format!("(&__v.{f})")))
+                    .collect();
+                let fields: String = names
+                    .iter()
+                    .zip(each(&xs, |x| &x.dec))
+                    .map(|(f, dec)| format!("{f}: {dec}, "))
+                    .collect();
+                Codec {
+                    ty: name.clone(),
+                    param: None,
+                    enc: each(&xs, |x| &x.enc).join(" "),
+                    size: [vec!["0".into()], each(&xs, |x| &x.size)]
+                        .concat()
+                        .join(" + "),
+                    dec: format!("Ok({name} {{ {fields}}})"),
+                    view: None,
+                    skip: each(&xs, |x| &x.skip).join(" "),
+                }
+            }
+            DefKind::Enum(cs) => self.tagged_def(&name, cs.iter().map(|c| (c, None))),
+            DefKind::Variant(cs) => self.tagged_def(&name, cs.iter().map(|(c, t)| (c, t.as_ref()))),
+            DefKind::Flags(fs) => {
+                let (repr, size) = flags_repr(fs.len());
+                let (enc, bits) = if repr == "u128" {
+                    (
+                        format!("__w.bytes(&__v.bits.to_le_bytes()[..{size}]);"),
+                        format!(
+                            "{{ let mut __b = [0u8; 16]; __b[..{size}].copy_from_slice(__r.take({size})?); u128::from_le_bytes(__b) }}"
+                        ),
+                    )
+                } else {
+                    (format!("__w.{repr}(__v.bits);"), format!("__r.{repr}()?"))
+                };
+                Codec {
+                    ty: name.clone(),
+                    param: None,
+                    enc,
+                    size: size.to_string(),
+                    // Unknown bits are refused.
+                    dec: format!("{name}::from_bits({bits}).ok_or(DecodeError)"),
+                    view: None,
+                    skip: format!("__r.take({size})?;"),
+                }
+            }
+        };
+        self.fixed_size(&Ty::Named(i), &mut c);
+        c
+    }
+}
+
+/// The code of a tagged type: a discriminant (as wide as the case count needs) then the
+/// case's payload. A discriminant out of range is refused.
+fn tagged(ty: String, e: &str, cases: &[Case]) -> Codec {
+    let n = cases.len();
+    let width = 8 * discriminant_size(n);
+    let (mut enc, mut size, mut dec, mut skip) =
+        (String::new(), String::new(), String::new(), String::new());
+    for (k, c) in cases.iter().enumerate() {
+        let pat = &c.pat;
+        let value = &c.value;
+        match &c.payload {
+            Some(x) => {
+                enc += &format!("{pat} => {{ __w.u{width}({k}); {} }} ", x.enc);
+                size += &format!("{pat} => {}, ", x.size);
+                dec += &format!("{k} => {value}({}), ", x.dec);
+                skip += &format!("{k} => {{ {} }} ", x.skip);
+            }
+            None => {
+                enc += &format!("{pat} => __w.u{width}({k}), ");
+                size += &format!("{pat} => 0, ");
+                dec += &format!("{k} => {value}, ");
+                skip += &format!("{k} => {{}} ");
+            }
+        }
+    }
+    let tag = format!("__r.u{width}()?");
+    Codec {
+        ty,
+        param: None,
+        enc: format!("match {e} {{ {enc}}}"),
+        size: format!("({} + match {e} {{ {size}}})", width / 8),
+        dec: format!("match {tag} {{ {dec}_ => return Err(DecodeError) }}"),
+        view: None,
+        skip: format!("match {tag} {{ {skip}_ => return Err(DecodeError) }}"),
+    }
+}
