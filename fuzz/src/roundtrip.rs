@@ -277,7 +277,7 @@ pub const ECHO_WAT: &str = r#"
     (field "pair" (tuple u8 string)) (field "shapes" (list $shape))))
   (export $everything "everything" (type $everything'))
   (func $echo (param "e" $everything) (result $everything)
-    (canon lift (core func $i "echo") (memory $i "memory") (realloc (func $i "realloc"))))
+    (canon lift (core func $i "echo") (memory (core memory $i "memory")) (realloc (core func $i "realloc"))))
   (export "echo" (func $echo))
 )
 "#;

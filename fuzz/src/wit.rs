@@ -59,11 +59,10 @@ pub fn check_plan(plan: &lrpc_presentation::InterfacePlan) {
         assert!(p.astack_size >= lrpc_abi::MIN_ASTACK_SIZE, "{p:?}");
         assert!(p.astack_count >= 1, "{p:?}");
         assert_eq!(p.bounded, p.in_bound.is_some() && p.out_bound.is_some());
-        if let Some(b) = p.in_bound {
-            assert!(b <= p.astack_size as usize, "arguments fit: {p:?}");
-        }
-        if let Some(b) = p.out_bound {
-            assert!(b <= p.astack_size as usize, "results fit: {p:?}");
+        // A bounded procedure carries no header and has no out-of-band segment: its
+        // arguments and results must fit its A-stack. (Unbounded ones may spill out of band.)
+        if let (true, Some(i), Some(o)) = (p.bounded, p.in_bound, p.out_bound) {
+            assert!(i.max(o) <= p.astack_size as usize, "bounds fit: {p:?}");
         }
     }
 }
