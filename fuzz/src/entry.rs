@@ -187,6 +187,33 @@ pub struct EntryInput {
     pub astack: Vec<u8>,
     /// Out-of-band segment contents, if there is one.
     pub oob: Option<Vec<u8>>,
+    /// Instead of the bytes above: a well-formed request of the kitchen sink's
+    /// `round-trip`, possibly damaged.
+    pub kitchen: Option<KitchenRequest>,
+}
+
+/// A request of `lrpc:kitchen/sink#round-trip` encoded as the stub compiler documents the
+/// encoding (`presentation/src/plan.rs`), written here independently of the generated code,
+/// then damaged by a few byte flips or a cut. Undamaged, the entry must accept it and its
+/// handler must see exactly the encoded value.
+#[derive(Debug, Arbitrary)]
+pub struct KitchenRequest {
+    /// The value.
+    pub value: crate::roundtrip::Everything,
+    /// `(offset, xor)` flips.
+    pub flips: Vec<(u16, u8)>,
+    /// Keep only this many bytes (the header then says so).
+    pub cut: Option<u16>,
+}
+
+/// The documented encoding of an `everything` record: the tape's layout, except that a
+/// flags value of more than 64 flags takes 32-bit words (70 flags: 12 bytes, not 16).
+pub fn encode_everything(v: &crate::roundtrip::Everything) -> Vec<u8> {
+    /// Offset of the 70-flag `huge` field in the tape, which stores it as a `u128`.
+    const HUGE_AT: usize = 57;
+    let mut e = v.tape();
+    e.drain(HUGE_AT + 12..HUGE_AT + 16);
+    e
 }
 
 /// What a call did.
@@ -196,8 +223,68 @@ pub struct Outcome {
     pub status: i32,
 }
 
-/// Runs one input; panics with the reason on a trap, an unknown status or a stray write.
+/// Runs one input; panics with the reason on a trap, an unknown status or a stray write, or
+/// when an undamaged kitchen-sink request is refused or decoded to another value.
 pub fn run(input: &EntryInput) -> Outcome {
+    let Some(k) = &input.kitchen else {
+        return call(input, false).0;
+    };
+    let mut value = k.value.clone();
+    value.fix();
+    let good = encode_everything(&value);
+    let mut bytes = good.clone();
+    for &(at, x) in k.flips.iter().take(8) {
+        if !bytes.is_empty() {
+            let n = bytes.len();
+            bytes[usize::from(at) % n] ^= x;
+        }
+    }
+    if let Some(n) = k.cut {
+        bytes.truncate(usize::from(n));
+    }
+    let servers = servers();
+    let server = servers
+        .iter()
+        .position(|s| s.name == "fuzz-kitchen")
+        .expect("the kitchen guest");
+    let proc = servers[server]
+        .procs
+        .iter()
+        .position(|p| p.entry.ends_with("#round-trip"))
+        .expect("round-trip");
+    let cap = servers[server].procs[proc].astack_size as usize;
+    let inline = bytes.len() + header::LEN <= cap;
+    let req = EntryInput {
+        server: server as u8,
+        proc: proc as u8,
+        size: None,
+        framing: if inline {
+            Framing::Inline
+        } else {
+            Framing::OutOfBand
+        },
+        astack: if inline { bytes.clone() } else { Vec::new() },
+        oob: (!inline).then(|| bytes.clone()),
+        kitchen: None,
+        ..*input
+    };
+    let (out, seen) = call(&req, bytes == good);
+    if bytes == good {
+        assert_eq!(
+            out.status, ENTRY_OK,
+            "a well-formed request refused: {value:?}"
+        );
+        assert!(
+            seen.as_deref() == Some(&value.tape()[..]),
+            "the handler saw another value than {value:?}"
+        );
+    }
+    out
+}
+
+/// Calls the entry `input` names; with `seen`, also returns the kitchen guest's tape of the
+/// value its handler received.
+fn call(input: &EntryInput, seen: bool) -> (Outcome, Option<Vec<u8>>) {
     let servers = servers();
     let server = &servers[usize::from(input.server) % servers.len()];
     let proc = &server.procs[usize::from(input.proc) % server.procs.len()];
@@ -303,5 +390,13 @@ pub fn run(input: &EntryInput) -> Outcome {
             server.name, proc.entry
         );
     }
-    Outcome { status }
+    let tape = seen.then(|| {
+        let f = instance
+            .get_typed_func::<(), i64>(&mut store, "fuzz_seen")
+            .expect("the kitchen guest's fuzz_seen");
+        let packed = f.call(&mut store, ()).expect("fuzz_seen");
+        let (at, len) = ((packed >> 32) as u32 as usize, packed as u32 as usize);
+        memory.data(&store)[at..at + len].to_vec()
+    });
+    (Outcome { status }, tape)
 }
