@@ -22,6 +22,9 @@
 //! be bit-for-bit equal, and equal to what wasmtime carried. The component model allows at
 //! most 32 flags per `flags` type, so the 40- and 70-flag fields are compared on the lrpc
 //! side only.
+//!
+//! `result` types are covered by a second call, `results`, whose server answers a fixed
+//! function of its arguments: the client must receive exactly that (lrpc side only).
 
 use arbitrary::Arbitrary;
 use lrpc::{Domain, DomainOptions, Kernel};
@@ -82,6 +85,65 @@ pub struct RoundTripInput {
     pub value: Everything,
     /// Extra text appended to the tuple's string, to push the request out of band.
     pub long: Option<(char, u16)>,
+    /// Also a call of `results` (`result` types of every shape), checked against what its
+    /// server computes.
+    pub results: Option<ResultsArgs>,
+}
+
+/// The arguments of `results: func(a: result, b: result<u32>, c: result<_, string>)`.
+#[derive(Debug, Clone, Arbitrary)]
+pub struct ResultsArgs {
+    /// `a`.
+    pub a: Result<(), ()>,
+    /// `b`.
+    pub b: Result<u32, ()>,
+    /// `c`.
+    pub c: Result<(), String>,
+}
+
+impl ResultsArgs {
+    /// The input tape of the guest's `fuzz_results`.
+    pub fn tape(&self) -> Vec<u8> {
+        let mut o = vec![u8::from(self.a.is_err())];
+        match self.b {
+            Ok(x) => {
+                o.push(0);
+                o.extend_from_slice(&x.to_le_bytes());
+            }
+            Err(()) => o.push(1),
+        }
+        match &self.c {
+            Ok(()) => o.push(0),
+            Err(s) => {
+                o.push(1);
+                o.extend_from_slice(&(s.len() as u32).to_le_bytes());
+                o.extend_from_slice(s.as_bytes());
+            }
+        }
+        o
+    }
+
+    /// The reply's tape the kitchen server must produce: `b.ok().map(|_| c.map(|()| "")
+    /// .map_err(shape::named))`.
+    pub fn expected(&self) -> Vec<u8> {
+        let str_tape = |o: &mut Vec<u8>, s: &str| {
+            o.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            o.extend_from_slice(s.as_bytes());
+        };
+        match (&self.b, &self.c) {
+            (Err(()), _) => vec![0],
+            (Ok(_), Ok(())) => {
+                let mut o = vec![1, 0];
+                str_tape(&mut o, "");
+                o
+            }
+            (Ok(_), Err(s)) => {
+                let mut o = vec![1, 1, 3];
+                str_tape(&mut o, s);
+                o
+            }
+        }
+    }
 }
 
 impl Everything {
@@ -389,6 +451,22 @@ pub fn run(rig: &Rig, input: &RoundTripInput) {
         assert!(
             seen == tape,
             "client {ci}: the server received other than {v:?}"
+        );
+    }
+    if let Some(args) = &input.results {
+        let tape = args.tape();
+        let at: i32 = client
+            .call("fuzz_buf", tape.len() as i32)
+            .expect("fuzz_buf");
+        client
+            .write_memory(at as u32 as usize, &tape)
+            .expect("write the tape");
+        let status: i32 = client.call("fuzz_results", ()).expect("fuzz_results");
+        assert_eq!(status, 0, "client {ci}: results failed for {args:?}");
+        let back = read_packed(client, "fuzz_out");
+        assert!(
+            back == args.expected(),
+            "client {ci}: results({args:?}) answered {back:?}"
         );
     }
     let val = v.val();

@@ -66,6 +66,66 @@ pub extern "C" fn fuzz_round_trip() -> i32 {
     })
 }
 
+/// Calls `results` with the arguments on the input tape: `a` (0 ok, 1 err), `b` (0 then a
+/// `u32`, or 1), `c` (0, or 1 then a string). Returns 0 (the reply's tape, an option tag,
+/// then a result tag and a string or a shape, is then at [`fuzz_out`]), -1 for a malformed
+/// tape, or the call's status code.
+#[unsafe(no_mangle)]
+pub extern "C" fn fuzz_results() -> i32 {
+    let Some((a, b, c)) = INPUT.with(|buf| {
+        let buf = buf.borrow();
+        let mut t = Tape { b: &buf, at: 0 };
+        let a = match t.u8()? {
+            0 => Ok(()),
+            1 => Err(()),
+            _ => return None,
+        };
+        let b = match t.u8()? {
+            0 => Ok(t.u32()?),
+            1 => Err(()),
+            _ => return None,
+        };
+        let c = match t.u8()? {
+            0 => Ok(()),
+            1 => Err(t.string()?),
+            _ => return None,
+        };
+        (t.at == buf.len()).then_some((a, b, c))
+    }) else {
+        return -1;
+    };
+    CLIENT.with(|cl| {
+        let mut cl = cl.borrow_mut();
+        if cl.is_none() {
+            match sink::Client::bind() {
+                Ok(b) => *cl = Some(b),
+                Err(e) => return 1000 + e.code(),
+            }
+        }
+        match cl.as_ref().expect("bound above").results(a, b, c) {
+            Ok(r) => {
+                OUTPUT.with(|o| {
+                    let mut o = o.borrow_mut();
+                    o.clear();
+                    match r {
+                        None => o.push(0),
+                        Some(Ok(s)) => {
+                            o.extend_from_slice(&[1, 0]);
+                            write_str(&mut o, &s);
+                        }
+                        Some(Err(shape)) => {
+                            o.extend_from_slice(&[1, 1]);
+                            write_shape(&mut o, &shape);
+                        }
+                    }
+                });
+                0
+            }
+            Err(err) => err.code(),
+        }
+    })
+}
+
 fn packed(b: &[u8]) -> i64 {
     (i64::from(b.as_ptr() as u32) << 32) | i64::from(b.len() as u32)
 }
@@ -209,23 +269,27 @@ fn write_everything(o: &mut Vec<u8>, e: &Everything) {
     write_str(o, &e.pair.1);
     o.extend_from_slice(&(e.shapes.len() as u32).to_le_bytes());
     for s in &e.shapes {
-        match s {
-            Shape::Nothing => o.push(0),
-            Shape::Circle(f) => {
-                o.push(1);
-                o.extend_from_slice(&f.to_bits().to_le_bytes());
+        write_shape(o, s);
+    }
+}
+
+fn write_shape(o: &mut Vec<u8>, s: &Shape) {
+    match s {
+        Shape::Nothing => o.push(0),
+        Shape::Circle(f) => {
+            o.push(1);
+            o.extend_from_slice(&f.to_bits().to_le_bytes());
+        }
+        Shape::Poly(ps) => {
+            o.push(2);
+            o.extend_from_slice(&(ps.len() as u32).to_le_bytes());
+            for p in ps {
+                write_point(o, p);
             }
-            Shape::Poly(ps) => {
-                o.push(2);
-                o.extend_from_slice(&(ps.len() as u32).to_le_bytes());
-                for p in ps {
-                    write_point(o, p);
-                }
-            }
-            Shape::Named(s) => {
-                o.push(3);
-                write_str(o, s);
-            }
+        }
+        Shape::Named(s) => {
+            o.push(3);
+            write_str(o, s);
         }
     }
 }
