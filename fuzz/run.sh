@@ -3,8 +3,8 @@
 # corpus (fuzz/corpus/<target>/, read only); new inputs go to fuzz/work/<target>/ and crashes
 # to fuzz/artifacts/<target>/ (both ignored by git). Exits non-zero if any target crashed.
 #
-# Works on the stable toolchain: cargo-fuzz passes a few unstable compiler flags, which
-# RUSTC_BOOTSTRAP=1 lets stable accept.
+# Works on the stable toolchain: without a sanitizer cargo-fuzz passes only stable flags, and
+# RUSTC_BOOTSTRAP=1 lets stable accept its unstable options (e.g. -Zsanitizer) too.
 set -euo pipefail
 secs="${1:-60}"
 cd "$(dirname "$0")"
