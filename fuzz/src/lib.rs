@@ -1,0 +1,42 @@
+//! Generators, models and checks behind lrpc's fuzz targets. The targets in `fuzz_targets/`
+//! are one call each into this library, so the logic here can be read, unit-tested and
+//! reused for reproducers without libFuzzer.
+//!
+//! * [`presentation`]: presentation files (raw text and a structured generator) through the
+//!   parser, `combine` and the Rust back end;
+//! * [`wit`]: WIT text (raw and generated interfaces using every supported type) through the
+//!   front end, the plan, `combine` and the Rust back end;
+//! * [`entry`]: the generated server entry stubs of the real server guests, run on raw
+//!   wasmtime with fuzzer bytes on the A-stack and in the out-of-band segment;
+//! * [`roundtrip`]: values of the kitchen-sink interface encoded by a generated client stub,
+//!   decoded by a generated server stub and echoed back, compared with the value wasmtime's
+//!   canonical ABI carries for the same WIT type;
+//! * [`ops`]: sequences of kernel operations from several client domains and threads,
+//!   checked against a model of which calls must succeed.
+
+pub mod entry;
+pub mod ops;
+pub mod presentation;
+pub mod roundtrip;
+pub mod wit;
+
+use std::path::{Path, PathBuf};
+
+/// The repository's root (the parent of `fuzz/`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("fuzz/ is inside the repository")
+        .to_path_buf()
+}
+
+/// The project's WIT: `wit/` plus the kitchen-sink interface of the stub compiler's tests,
+/// as `(file name, text)` pairs.
+pub fn project_wit() -> Vec<(&'static str, &'static str)> {
+    let mut v: Vec<(&str, &str)> = lrpc::EMBEDDED_WIT.to_vec();
+    v.push((
+        "kitchen.wit",
+        include_str!("../../presentation/tests/wit/kitchen.wit"),
+    ));
+    v
+}
