@@ -521,35 +521,22 @@ fn step_op(w: &mut World, op: &Op, step: usize) {
             let r = r.expect("add_loop");
             let ok = r == 0
                 || -r == code(Status::ServerTerminated)
-                || -r == code(Status::StaleBinding)
-                || (r == WRONG_SUM && !strict());
+                || -r == code(Status::StaleBinding);
             assert!(ok, "{}", ctx(&format!("calls racing a termination: {r}")));
             revoke_all(w);
         }
     }
 }
 
-/// What `bench-client`'s `add_loop` returns when a call succeeded with a wrong sum.
-const WRONG_SUM: i64 = 1000;
-
-/// Known kernel finding (see `fuzz/README.md`, "termination race"): a call that returns
-/// success just before its server is terminated can hand the client zeros instead of the
-/// result, because revocation replaces the client's A-stack window with zero pages before
-/// the client stub has read the reply. Tolerated unless `LRPC_FUZZ_STRICT` is set, so the
-/// target keeps exploring; set it to check a fix.
-fn strict() -> bool {
-    std::env::var_os("LRPC_FUZZ_STRICT").is_some()
-}
-
-/// The per-domain quota refusals (codes 19 to 23) the kernel is gaining, and a host-wide
-/// shortage: a domain that asks for more and more may get any of them.
+/// The per-domain quota refusals, and a host-wide shortage: a domain that asks for more and
+/// more may get any of them.
 fn out_of_resources(status: i64) -> bool {
-    status == code(Status::ResourceExhausted) || (19..=23).contains(&status)
+    status == code(Status::ResourceExhausted)
+        || Status::try_from(status as i32).is_ok_and(Status::is_quota)
 }
 
-/// The status a request for an out-of-band segment that no longer exists gets once the
-/// kernel distinguishes it (until then, `BadReply`).
-const NO_SEGMENT: i32 = 24;
+/// The status a request for an out-of-band segment that no longer exists gets.
+const NO_SEGMENT: i32 = Status::NoSegment as i32;
 
 /// A call on a binding the model says is revoked or absent: the kernel may say the binding
 /// is stale or that its server is terminated.

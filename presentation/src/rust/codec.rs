@@ -135,7 +135,7 @@ fn bytes(e: &str, ty: &str, write: &str, view: View) -> Codec {
         param: Some(view.ty.into()),
         enc: format!("__w.{write}({e});"),
         size: format!("(4 + {e}.len())"),
-        dec: format!("{}.to_owned()", view.dec),
+        dec: format!("::lrpc_sdk::rt::Owned::owned({})", view.dec),
         view: Some(view),
         skip: "__r.list_u8()?;".into(),
     }
