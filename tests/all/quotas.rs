@@ -277,3 +277,63 @@ fn errors_keep_their_causes() {
     let source = std::error::Error::source(&e).expect("the io error");
     assert!(source.downcast_ref::<std::io::Error>().is_some());
 }
+
+#[test]
+fn the_memfd_quota_bounds_files_open_while_placing() {
+    let _guard = crate::shared();
+    let (kernel, _server, _client) = crate::bench_pair();
+    // Placing a binding's segment holds its memory file open for a moment: with none
+    // allowed, no binding can be made; the refusal holds nothing.
+    let h = hostile(
+        &kernel,
+        Some(Quotas {
+            memfds: 0,
+            ..Quotas::default()
+        }),
+    );
+    let r: i64 = h.call("bind_raw", (bench_fingerprint(&kernel),)).unwrap();
+    assert_eq!(r, crate::neg(Status::QuotaMappings));
+    assert_eq!(h.usage(), Usage::default());
+}
+
+#[test]
+fn the_instance_quota_sends_a_trusting_client_down_the_isolated_path() {
+    let _guard = crate::shared();
+    let kernel = Kernel::new().unwrap();
+    let server = kernel
+        .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
+        .unwrap();
+    kernel.export(&server, "lrpc:bench/bench").unwrap();
+    let trusting = kernel
+        .load_presentation(&crate::example("bench-client-trusting"))
+        .unwrap();
+    // Copies made by the client stub for `iters` add calls: none on the direct path (the
+    // server copy's register entry), one each way per call on the isolated path.
+    let copies_for_adds = |instances: u32| {
+        let client = kernel
+            .domain_with(
+                "trusting-client",
+                lrpc::artifacts::BENCH_CLIENT,
+                DomainOptions {
+                    presentations: vec![trusting.clone()],
+                    quotas: Some(Quotas {
+                        instances,
+                        ..Quotas::default()
+                    }),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(client.call::<(), i32>("bind", ()).unwrap(), 0);
+        let before: i64 = client.call("lrpc_in_copies", ()).unwrap();
+        assert_eq!(client.call::<(i32,), i64>("add_loop", (5,)).unwrap(), 0);
+        let after: i64 = client.call("lrpc_in_copies", ()).unwrap();
+        after - before
+    };
+    assert_eq!(copies_for_adds(16), 0, "room for the server copy: direct");
+    assert_eq!(
+        copies_for_adds(1),
+        5,
+        "no room: isolated, and still correct"
+    );
+}
