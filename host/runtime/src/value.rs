@@ -596,3 +596,98 @@ impl<'a> Decoder<'a> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kv() -> InterfacePlan {
+        lrpc::Kernel::new()
+            .expect("kernel")
+            .interface("lrpc:kv/store")
+            .expect("kv plan")
+    }
+
+    fn round_trip(function: &str, text: &str) -> Vec<u8> {
+        let plan = kv();
+        let p = plan
+            .procs
+            .iter()
+            .find(|p| p.name == function)
+            .expect("function");
+        let bytes = encode_args(&plan, &p.params, text).expect("parses");
+        // Each parameter prints back as written (in canonical spacing).
+        let mut at = 0;
+        let mut printed = Vec::new();
+        for (_, t) in &p.params {
+            let mut d = Decoder {
+                plan: &plan,
+                b: &bytes,
+                pos: at,
+            };
+            let mut s = String::new();
+            d.value(t, &mut s).expect("decodes");
+            at = d.pos;
+            printed.push(s);
+        }
+        assert_eq!(at, bytes.len());
+        assert_eq!(printed.join(", "), text);
+        bytes
+    }
+
+    #[test]
+    fn values_round_trip_through_the_encoding() {
+        let b = round_trip("put", "\"k\u{e9}y\", [1, 2, 255], binary");
+        assert_eq!(
+            b,
+            [4, 0, 0, 0, b'k', 0xc3, 0xa9, b'y', 3, 0, 0, 0, 1, 2, 255, 1]
+        );
+        round_trip("keys", "some(\"pre\")");
+        round_trip("keys", "none");
+        round_trip("measure", "'\u{e9}', -21, 1.5");
+    }
+
+    #[test]
+    fn results_print_in_value_text() {
+        let plan = kv();
+        let get = plan.procs.iter().find(|p| p.name == "get").expect("get");
+        let ty = get.result.as_ref().expect("a result");
+        let mut b = vec![0u8];
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b.push(b'k');
+        b.extend_from_slice(&2u32.to_le_bytes());
+        b.extend_from_slice(b"hi");
+        b.push(0);
+        b.extend_from_slice(&7u64.to_le_bytes());
+        assert_eq!(
+            print(&plan, ty, &b).expect("prints"),
+            "ok({key: \"k\", value: [104, 105], kind: text, version: 7})"
+        );
+        let rights = plan
+            .procs
+            .iter()
+            .find(|p| p.name == "rights")
+            .expect("rights");
+        assert_eq!(
+            print(&plan, rights.result.as_ref().expect("flags"), &[0b101]).expect("prints"),
+            "{read, scan}"
+        );
+        // Truncations and bad tags are refused, never read past.
+        for cut in 0..b.len() {
+            assert!(print(&plan, ty, &b[..cut]).is_err());
+        }
+        assert!(print(&plan, ty, &[7]).is_err());
+    }
+
+    #[test]
+    fn mistakes_say_where() {
+        let plan = kv();
+        let put = plan.procs.iter().find(|p| p.name == "put").expect("put");
+        let e = encode_args(&plan, &put.params, "\"k\", [1], sideways").expect_err("bad enum");
+        assert!(e.to_string().contains("no case `sideways`"), "{e}");
+        let e = encode_args(&plan, &put.params, "\"k\", [300], text").expect_err("bad u8");
+        assert!(e.to_string().contains("parameter `value`"), "{e}");
+        assert!(encode_args(&plan, &put.params, "\"k\", [1]").is_err());
+        assert!(encode_args(&plan, &put.params, "\"k\", [1], text, 4").is_err());
+    }
+}
