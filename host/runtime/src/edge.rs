@@ -167,7 +167,8 @@ impl Edge {
         let span = tracing::info_span!("request", route = route.route.prefix, method, path);
         let (tx, rx) = oneshot::channel();
         let metrics = &self.inner.deployment.metrics;
-        metrics.in_flight(&route.route.prefix, 1);
+        // Counted down on every way out, also when the client goes away mid-request.
+        let _in_flight = InFlight::new(metrics, &route.route.prefix);
         let sent = route
             .queue
             .lock()
@@ -186,9 +187,27 @@ impl Edge {
                 .unwrap_or_else(|_| Answer::text(500, "the worker went away\n".into())),
             _ => Answer::text(503, "shutting down\n".into()),
         };
-        metrics.in_flight(&route.route.prefix, -1);
         metrics.request(&route.route.prefix, answer.status, start.elapsed());
         answer
+    }
+}
+
+/// One request in flight on a route, for the in-flight gauge.
+struct InFlight<'a> {
+    metrics: &'a crate::metrics::Metrics,
+    route: &'a str,
+}
+
+impl<'a> InFlight<'a> {
+    fn new(metrics: &'a crate::metrics::Metrics, route: &'a str) -> Self {
+        metrics.in_flight(route, 1);
+        InFlight { metrics, route }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.metrics.in_flight(self.route, -1);
     }
 }
 
@@ -349,7 +368,7 @@ impl Worker<'_> {
                 }
                 Err(BindError::Driver(e)) => {
                     tracing::error!("the driver failed: {e}");
-                    self.driver = None;
+                    self.drop_driver();
                     return Answer::text(500, "the edge driver failed\n".into());
                 }
             }
@@ -406,9 +425,16 @@ impl Worker<'_> {
             }
             Err(e) => {
                 tracing::error!("the driver failed: {e}");
-                self.driver = None;
+                self.drop_driver();
                 Answer::text(500, "the edge driver failed\n".into())
             }
+        }
+    }
+
+    /// Drops a driver that failed (terminated first, so that its bindings are revoked).
+    fn drop_driver(&mut self) {
+        if let Some(d) = self.driver.take() {
+            self.dep.kernel.terminate(d.domain());
         }
     }
 

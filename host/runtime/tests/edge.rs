@@ -411,3 +411,54 @@ fn config_mistakes_name_file_and_line() {
     assert!(err.contains(&format!("{}:3: ", config.display())), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// In process, through the embedding API: a 100 KB body crosses each plugin of the chain
+/// with one copy per plugin (the plugin's stub copies the request into private memory once:
+/// a request that holds strings is always copied, whatever the presentation says).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_chain_copies_a_body_once_per_plugin() {
+    use lrpc_runtime::{config::Config, deploy::Deployment, edge::Edge};
+    let dir = scratch("borrow");
+    let preserved = app("http-chain").with_file_name("hello-server.toml");
+    let config = dir.join("lrpc.toml");
+    // One replica each, so that the copy counters read below are the ones that counted.
+    std::fs::write(
+        &config,
+        format!(
+            "[domains.rewrite]\nguest = \"http-rewrite\"\n\
+             exports = [{{ interface = \"lrpc:http/plugin\" }}]\n\
+             [domains.hello]\nguest = \"http-hello\"\n\
+             exports = [{{ interface = \"lrpc:http/plugin\", presentation = {:?} }}]\n\
+             [[routes]]\nprefix = \"/\"\nchain = [\"rewrite\", \"hello\"]\nworkers = 1\n",
+            preserved.display().to_string()
+        ),
+    )
+    .expect("write the config");
+    let config = Config::load(&config).expect("config");
+    let edge = Edge::start(std::sync::Arc::new(
+        Deployment::start(config).expect("start"),
+    ))
+    .expect("workers");
+    let copies = |plugin: &str| -> i64 {
+        edge.deployment().plugins[plugin]
+            .current()
+            .domain
+            .call("lrpc_in_copies", ())
+            .expect("copy count")
+    };
+    let (hello0, rewrite0) = (copies("hello"), copies("rewrite"));
+    let body = vec![7u8; 100_000];
+    for _ in 0..4 {
+        let a = edge.dispatch("POST", "/in", &[], &body).await;
+        assert_eq!(a.status, 200);
+        assert_eq!(
+            a.body.len(),
+            "hello anonymous at POST /in\n".len() + body.len()
+        );
+        assert!(a.body.ends_with(&body));
+    }
+    assert_eq!(copies("hello") - hello0, 4);
+    assert_eq!(copies("rewrite") - rewrite0, 4);
+    edge.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
