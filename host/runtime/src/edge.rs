@@ -14,6 +14,15 @@
 //! not do.) Plugins are created with replicas so that the workers of a route call them in
 //! parallel.
 //!
+//! Measured with `host/runtime/bench/run.sh` (wrk, loopback, 2 shared cores, 4 s per case,
+//! 16 connections): a native axum handler 59.7k req/s (p50 195 µs), one plugin 39.0k (p50
+//! 369 µs), the three-plugin chain 35.1k (p50 410 µs: each further plugin adds ~20 µs, most
+//! of it the copy of the request into the plugin and the stub's decoding). With the slow
+//! route's two workers busy in 20 ms guest computations, the chain kept answering at 15.1k
+//! req/s with p50 860 µs and p99 5.4 ms: the slow plugin takes CPU (two cores for wrk, the
+//! server and the guests), not the reactor or the chain's workers. The p99s of the unloaded
+//! runs (22–47 ms) were dominated by other load on the machine; rerun on a quiet one.
+//!
 //! **Failures.** A plugin that traps answers 502, one that runs past its deadline 504, one
 //! whose domain is dead (and being restarted) 503, each with a short body naming the
 //! plugin. The kernel has already terminated a faulting plugin; the runtime starts a fresh
