@@ -42,6 +42,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Serializes domain creation in this process. `Kernel::domain_with` reserves a domain id
+/// with an empty `Weak`, which a concurrent creation takes for a free slot: two live domains
+/// could then share an id (and the linkage stack's keys), so the runtime never creates two
+/// domains at once.
+static CREATING: Mutex<()> = Mutex::new(());
+
+/// Holds the domain-creation lock (see [`CREATING`]).
+pub(crate) fn creating() -> MutexGuard<'static, ()> {
+    lock(&CREATING)
+}
+
 /// The deployment's domains, started.
 pub struct Deployment {
     /// The kernel they run in.
@@ -94,9 +105,11 @@ impl Deployment {
                 presentations,
                 ..Default::default()
             };
-            let d = kernel
-                .domain_with(&spec.name, &wasm, options)
-                .map_err(kerr(format!("domain `{}`", spec.name)))?;
+            let d = {
+                let _creating = creating();
+                kernel.domain_with(&spec.name, &wasm, options)
+            }
+            .map_err(kerr(format!("domain `{}`", spec.name)))?;
             for e in &spec.exports {
                 let opts = export_options(&kernel, e)?;
                 kernel
@@ -186,12 +199,13 @@ impl Deployment {
 
     /// The name `interface` is exported under in this deployment.
     fn export_name(&self, interface: &str) -> Option<String> {
-        if let Some(p) = self
-            .plugins
-            .values()
-            .find(|_| interface == PLUGIN_INTERFACE)
-        {
-            return Some(p.current().export.clone());
+        if interface == PLUGIN_INTERFACE {
+            // HTTP plugins: the current generation of the first one, by domain name.
+            return self
+                .plugins
+                .values()
+                .next()
+                .map(|p| p.current().export.clone());
         }
         self.config
             .domains
@@ -416,6 +430,7 @@ fn instantiate(
     let export = spec
         .plugin()
         .ok_or_else(|| DeployError::Unknown(format!("`{}` is not a plugin", spec.name)))?;
+    let creating = creating();
     let domain = kernel
         .domain_with(
             &format!("{}@{generation}", spec.name),
@@ -426,6 +441,7 @@ fn instantiate(
             },
         )
         .map_err(kerr(format!("plugin `{}`", spec.name)))?;
+    drop(creating);
     let name = format!("{}@{generation}", export.name);
     let opts = export_options(kernel, export)?;
     if let Err(e) = kernel.export_as(&domain, PLUGIN_INTERFACE, &name, opts) {

@@ -40,7 +40,10 @@ pub enum ChainEnd {
 impl Driver {
     /// A new driver domain called `name`.
     pub fn new(kernel: &Kernel, name: &str) -> Result<Driver, Error> {
-        let domain = kernel.domain(name, lrpc::artifacts::HTTP_DRIVER)?;
+        let domain = {
+            let _creating = crate::deploy::creating();
+            kernel.domain(name, lrpc::artifacts::HTTP_DRIVER)?
+        };
         Ok(Driver {
             input: domain.func("input")?,
             output_ptr: domain.func("output_ptr")?,

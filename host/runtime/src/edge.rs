@@ -327,7 +327,15 @@ fn worker(dep: &Deployment, rt: &RouteRt, k: usize, rx: &Mutex<mpsc::Receiver<Jo
             q.recv()
         };
         let Ok(job) = job else { return };
-        let answer = job.span.in_scope(|| w.serve(&job.request));
+        // A panic below (a kernel bug) costs this request and the driver, not the worker.
+        let answer = job.span.in_scope(|| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.serve(&job.request)))
+                .unwrap_or_else(|_| {
+                    tracing::error!("a request panicked; the driver is replaced");
+                    w.drop_driver();
+                    Answer::text(500, "internal error\n".into())
+                })
+        });
         let _ = job.reply.send(answer);
     }
 }

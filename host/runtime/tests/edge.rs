@@ -289,6 +289,7 @@ fn hot_reload_under_concurrent_requests_drops_none() {
     assert!(s.get("/a", &[]).text().starts_with("hello"));
     let stop = std::sync::atomic::AtomicBool::new(false);
     let failed = AtomicUsize::new(0);
+    let first_failure = std::sync::Mutex::new(None::<String>);
     let done = AtomicUsize::new(0);
     std::thread::scope(|sc| {
         for _ in 0..3 {
@@ -297,6 +298,8 @@ fn hot_reload_under_concurrent_requests_drops_none() {
                     let r = s.get("/a", &[]);
                     if r.status != 200 {
                         failed.fetch_add(1, Ordering::Relaxed);
+                        let mut f = first_failure.lock().expect("lock");
+                        f.get_or_insert_with(|| format!("{} {}", r.status, r.text()));
                     }
                     done.fetch_add(1, Ordering::Relaxed);
                 }
@@ -321,7 +324,8 @@ fn hot_reload_under_concurrent_requests_drops_none() {
     assert_eq!(
         failed.load(Ordering::Relaxed),
         0,
-        "requests failed during reloads"
+        "requests failed during reloads, the first with {:?}",
+        first_failure.lock().expect("lock")
     );
     assert!(done.load(Ordering::Relaxed) > 0);
     assert!(s.metric("lrpc_domain_reloads_total{domain=\"handler\"}") >= 3.0);
