@@ -17,6 +17,11 @@ const GUESTS: &[&str] = &[
     "faulty_client",
     "node",
     "hostile",
+    "http_driver",
+    "http_auth",
+    "http_rewrite",
+    "http_hello",
+    "http_faulty",
 ];
 /// Core modules of the component-model peers; not embedded by the host, but published to
 /// dependents (the benches) through `DEP_LRPC_GUESTS_DIR`.

@@ -60,3 +60,55 @@ guest!(
     HOSTILE,
     "hostile.wasm"
 );
+guest!(
+    /// The edge server's driver: binds to the plugins of a chain and carries a request
+    /// through them; also makes single raw calls for `lrpc run --call`.
+    HTTP_DRIVER,
+    "http_driver.wasm"
+);
+guest!(
+    /// `lrpc:http/plugin`: answers 401 without a known bearer token, else passes the request
+    /// on with an `x-user` header.
+    HTTP_AUTH,
+    "http_auth.wasm"
+);
+guest!(
+    /// `lrpc:http/plugin`: drops a leading `/v1` from the path, tags the request, upper-cases
+    /// the body on `x-upper`.
+    HTTP_REWRITE,
+    "http_rewrite.wasm"
+);
+guest!(
+    /// `lrpc:http/plugin`: answers with a greeting and echoes the body.
+    HTTP_HELLO,
+    "http_hello.wasm"
+);
+guest!(
+    /// `lrpc:http/plugin`: traps on `/trap`, loops on `/spin`, works on `/busy/<ms>`.
+    HTTP_FAULTY,
+    "http_faulty.wasm"
+);
+
+/// The embedded guests by name (the names deployment configs use for built-in guests).
+pub const BY_NAME: &[(&str, &[u8])] = &[
+    ("bench-server", BENCH_SERVER),
+    ("bench-client", BENCH_CLIENT),
+    ("bench-server-inplace", BENCH_SERVER_INPLACE),
+    ("bench-client-into", BENCH_CLIENT_INTO),
+    ("kv-server", KV_SERVER),
+    ("kv-client", KV_CLIENT),
+    ("faulty-server", FAULTY_SERVER),
+    ("faulty-client", FAULTY_CLIENT),
+    ("node", NODE),
+    ("hostile", HOSTILE),
+    ("http-driver", HTTP_DRIVER),
+    ("http-auth", HTTP_AUTH),
+    ("http-rewrite", HTTP_REWRITE),
+    ("http-hello", HTTP_HELLO),
+    ("http-faulty", HTTP_FAULTY),
+];
+
+/// The embedded guest called `name` (as in [`BY_NAME`]).
+pub fn by_name(name: &str) -> Option<&'static [u8]> {
+    BY_NAME.iter().find(|(n, _)| *n == name).map(|(_, w)| *w)
+}

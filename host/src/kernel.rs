@@ -44,6 +44,7 @@ pub const EMBEDDED_WIT: &[(&str, &str)] = &[
     ("bench.wit", include_str!("../../wit/bench.wit")),
     ("kv.wit", include_str!("../../wit/kv.wit")),
     ("test.wit", include_str!("../../wit/test.wit")),
+    ("http.wit", include_str!("../../wit/http.wit")),
 ];
 
 pub(crate) struct KernelInner {

@@ -304,6 +304,7 @@ fn interfaces_are_listed_by_full_name() {
         names,
         [
             "lrpc:bench/bench",
+            "lrpc:http/plugin",
             "lrpc:kv/store",
             "lrpc:test/faulty",
             "lrpc:test/node"

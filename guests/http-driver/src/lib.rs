@@ -1,0 +1,289 @@
+//! The edge server's driver: a client domain that carries one request through a chain of
+//! plugin domains, and makes single calls for `lrpc run --call`.
+//!
+//! The host writes the request into [`input`]'s buffer already encoded as the arguments of
+//! `lrpc:http/plugin#handle` (the head record, then the body as a byte list), binds each
+//! slot of the chain to a plugin's export name with [`bind`], and calls [`chain`]. The driver
+//! shuttles encoded bytes: it hands the arguments to each plugin over the binding's A-stack
+//! (out-of-band segments for large bodies), reads only the discriminant of the plugin's
+//! action and the framing of a changed head, and stops at the first plugin that answers.
+//! Every value is decoded and validated by the plugins' own stubs and, at the end, by the
+//! host; here the framing is checked before any length is used.
+
+use lrpc_sdk::rt::{self, DecodeError, Reader, Writer};
+use lrpc_sdk::{Binding, CallError};
+use std::cell::RefCell;
+
+/// Status in [`chain`]'s answer: a plugin answered; the response is in the output buffer.
+const RESPONDED: i32 = 0;
+/// Status in [`chain`]'s answer: a plugin's action did not decode.
+const MALFORMED: i32 = 254;
+/// Status in [`chain`]'s answer: every plugin passed the request on and none answered.
+const UNANSWERED: i32 = 255;
+/// `lrpc:http/plugin#handle`: procedure 0, unbounded in and out.
+const HANDLE: u32 = 0;
+
+#[derive(Default)]
+struct State {
+    input: Vec<u8>,
+    output: Vec<u8>,
+    slots: Vec<Option<Binding>>,
+}
+
+thread_local! {
+    static STATE: RefCell<State> = RefCell::default();
+}
+
+/// A buffer of `len` bytes the host fills before [`bind`], [`call`] or [`chain`]; its
+/// address (0 when `len` is negative).
+#[unsafe(no_mangle)]
+pub extern "C" fn input(len: i32) -> i32 {
+    let Ok(len) = usize::try_from(len) else {
+        return 0;
+    };
+    STATE.with_borrow_mut(|s| {
+        s.input.clear();
+        s.input.resize(len, 0);
+        s.input.as_mut_ptr() as i32
+    })
+}
+
+/// Address of the last answer ([`call`]'s result or [`chain`]'s response).
+#[unsafe(no_mangle)]
+pub extern "C" fn output_ptr() -> i32 {
+    STATE.with_borrow(|s| s.output.as_ptr() as i32)
+}
+
+/// Length of the last answer.
+#[unsafe(no_mangle)]
+pub extern "C" fn output_len() -> i32 {
+    STATE.with_borrow(|s| s.output.len() as i32)
+}
+
+/// Binds `slot` to the interface exported under the name in the first `name_len` bytes of
+/// the input buffer (fingerprint `fp`, `nprocs` procedures), dropping the slot's previous
+/// binding. Returns 0 or the kernel's status.
+#[unsafe(no_mangle)]
+pub extern "C" fn bind(slot: i32, name_len: i32, fp: i64, nprocs: i32) -> i32 {
+    let (Ok(slot), Ok(name_len), Ok(nprocs)) = (
+        usize::try_from(slot),
+        usize::try_from(name_len),
+        usize::try_from(nprocs),
+    ) else {
+        return CallError::BadPointer.code();
+    };
+    if slot > 64 {
+        return CallError::ResourceExhausted.code();
+    }
+    let name = STATE.with_borrow(|s| {
+        s.input
+            .get(..name_len)
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .map(str::to_owned)
+    });
+    let Some(name) = name else {
+        return CallError::BadPointer.code();
+    };
+    // Unbind the old binding before binding anew.
+    STATE.with_borrow_mut(|s| {
+        if s.slots.len() <= slot {
+            s.slots.resize_with(slot + 1, || None);
+        }
+        s.slots[slot] = None;
+    });
+    match Binding::bind(&name, fp as u64, nprocs) {
+        Ok(b) => {
+            STATE.with_borrow_mut(|s| s.slots[slot] = Some(b));
+            0
+        }
+        Err(e) => e.code(),
+    }
+}
+
+/// Calls procedure `proc` of `slot`'s binding with the first `len` bytes of the input
+/// buffer as the encoded arguments; the encoded result lands in the output buffer.
+/// `bounded` and `out_bound` come from the procedure descriptor list. Returns 0 or the
+/// kernel's status.
+#[unsafe(no_mangle)]
+pub extern "C" fn call(slot: i32, proc: i32, bounded: i32, out_bound: i32, len: i32) -> i32 {
+    let (Ok(slot), Ok(proc), Ok(out_bound), Ok(len)) = (
+        usize::try_from(slot),
+        u32::try_from(proc),
+        usize::try_from(out_bound),
+        usize::try_from(len),
+    ) else {
+        return CallError::BadPointer.code();
+    };
+    STATE.with_borrow_mut(|s| {
+        let State {
+            input,
+            output,
+            slots,
+        } = s;
+        let Some(Some(b)) = slots.get(slot) else {
+            return CallError::StaleBinding.code();
+        };
+        let Some(args) = input.get(..len) else {
+            return CallError::BadPointer.code();
+        };
+        match invoke_raw(b, proc, bounded != 0, out_bound, args) {
+            Ok(r) => {
+                *output = r;
+                0
+            }
+            Err(e) => e.code(),
+        }
+    })
+}
+
+/// Carries the request in the first `len` bytes of the input buffer through slots
+/// `0..n`. Returns `(slot + 1) << 8 | status`: status [`RESPONDED`] (the response is in the
+/// output buffer), a kernel status (the call to that slot's plugin failed), [`MALFORMED`]
+/// or [`UNANSWERED`]; a negative value when the input itself is malformed.
+#[unsafe(no_mangle)]
+pub extern "C" fn chain(n: i32, len: i32) -> i32 {
+    let (Ok(n), Ok(len)) = (usize::try_from(n), usize::try_from(len)) else {
+        return -1;
+    };
+    STATE.with_borrow_mut(|s| {
+        let State {
+            input,
+            output,
+            slots,
+        } = s;
+        let Some(args) = input.get(..len) else {
+            return -1;
+        };
+        let Some(head_len) = skip_head(args) else {
+            return -2;
+        };
+        let (head, rest) = args.split_at(head_len);
+        let Some(body) = byte_list(rest) else {
+            return -3;
+        };
+        let mut head = head.to_vec();
+        let mut body = body.to_vec();
+        for slot in 0..n {
+            let code = |status: i32| ((slot as i32 + 1) << 8) | status;
+            let Some(Some(b)) = slots.get(slot) else {
+                return code(CallError::StaleBinding.code());
+            };
+            let reply = rt::invoke(
+                b,
+                HANDLE,
+                false,
+                head.len() + 4 + body.len(),
+                0,
+                |w: &mut Writer| {
+                    w.bytes(&head);
+                    w.list_u8(&body);
+                },
+                |r: &mut Reader<'_>| Ok(rest_of(r)),
+            );
+            let reply = match reply {
+                Ok(r) => r,
+                Err(e) => return code(e.code()),
+            };
+            let Some((&tag, payload)) = reply.split_first() else {
+                return code(MALFORMED);
+            };
+            match tag {
+                0 if skip_head(payload) == Some(payload.len()) => head = payload.to_vec(),
+                1 => {
+                    let Some(h) = skip_head(payload) else {
+                        return code(MALFORMED);
+                    };
+                    let Some(new_body) = byte_list(&payload[h..]) else {
+                        return code(MALFORMED);
+                    };
+                    body = new_body.to_vec();
+                    head = payload[..h].to_vec();
+                }
+                2 => {
+                    *output = payload.to_vec();
+                    return code(RESPONDED);
+                }
+                _ => return code(MALFORMED),
+            }
+        }
+        ((n as i32) << 8) | UNANSWERED
+    })
+}
+
+/// The client half of a call whose arguments are already encoded; the result's encoded
+/// bytes as they came back.
+fn invoke_raw(
+    b: &Binding,
+    proc: u32,
+    bounded: bool,
+    out_bound: usize,
+    args: &[u8],
+) -> Result<Vec<u8>, CallError> {
+    rt::invoke(
+        b,
+        proc,
+        bounded,
+        args.len(),
+        out_bound,
+        |w: &mut Writer| w.bytes(args),
+        |r: &mut Reader<'_>| Ok(rest_of(r)),
+    )
+}
+
+/// Every byte left in `r`.
+fn rest_of(r: &mut Reader<'_>) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut chunk = 1usize << 16;
+    loop {
+        match r.take(chunk) {
+            Ok(b) => out.extend_from_slice(b),
+            Err(DecodeError) if chunk > 1 => chunk /= 2,
+            Err(DecodeError) => return out,
+        }
+    }
+}
+
+/// A cursor over encoded bytes that checks every length before using it.
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl Cursor<'_> {
+    fn skip(&mut self, n: usize) -> Option<()> {
+        let end = self.pos.checked_add(n)?;
+        (end <= self.buf.len()).then(|| self.pos = end)
+    }
+
+    fn u32(&mut self) -> Option<usize> {
+        let b = self.buf.get(self.pos..self.pos.checked_add(4)?)?;
+        self.pos += 4;
+        usize::try_from(u32::from_le_bytes(b.try_into().ok()?)).ok()
+    }
+
+    fn string(&mut self) -> Option<()> {
+        let n = self.u32()?;
+        self.skip(n)
+    }
+}
+
+/// The length of the encoded head at the start of `buf` (method, path, headers), framing
+/// checked; `None` when it does not fit.
+fn skip_head(buf: &[u8]) -> Option<usize> {
+    let mut c = Cursor { buf, pos: 0 };
+    c.string()?;
+    c.string()?;
+    let headers = c.u32()?;
+    for _ in 0..headers {
+        c.string()?;
+        c.string()?;
+    }
+    Some(c.pos)
+}
+
+/// The bytes of an encoded byte list that fills `buf` exactly.
+fn byte_list(buf: &[u8]) -> Option<&[u8]> {
+    let (len, bytes) = buf.split_at_checked(4)?;
+    let n = usize::try_from(u32::from_le_bytes(len.try_into().ok()?)).ok()?;
+    (bytes.len() == n).then_some(bytes)
+}

@@ -1,0 +1,683 @@
+//! The deployment config: a TOML file naming the domains, what each exports, which
+//! interfaces clients bind to, limits, and the HTTP routes of the edge server.
+//!
+//! ```toml
+//! [kernel]
+//! deadline = "2s"                 # default deadline of a call into a domain
+//!
+//! [domains.store]
+//! guest = "kv-server"             # a built-in guest (`lrpc::artifacts::BY_NAME`) …
+//! # wasm = "store.wasm"           # … or a core module, relative to this file
+//! replicas = 1
+//! exports = [{ interface = "lrpc:kv/store", deadline = "500ms" }]
+//!
+//! [domains.client]
+//! guest = "kv-client"
+//! binds = [{ interface = "lrpc:kv/store", server = "store" }]
+//!
+//! [run]
+//! entry = "client.selftest"       # what `lrpc run` calls
+//!
+//! [serve]
+//! listen = "127.0.0.1:8080"
+//!
+//! [[routes]]
+//! prefix = "/api"
+//! chain = ["auth", "rewrite", "hello"]   # domains exporting lrpc:http/plugin
+//! ```
+//!
+//! Every mistake is reported as `file:line: reason`, the line found from the span toml
+//! keeps for each value.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use toml::Spanned;
+
+/// The interface of HTTP plugins (`wit/http.wit`).
+pub const PLUGIN_INTERFACE: &str = "lrpc:http/plugin";
+
+/// A mistake in a config file, with where it is.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}:{line}: {reason}")]
+pub struct ConfigError {
+    /// The file.
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// The file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    kernel: RawKernel,
+    #[serde(default)]
+    domains: BTreeMap<String, Spanned<RawDomain>>,
+    #[serde(default)]
+    run: RawRun,
+    #[serde(default)]
+    serve: RawServe,
+    #[serde(default)]
+    routes: Vec<Spanned<RawRoute>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawKernel {
+    deadline: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDomain {
+    guest: Option<Spanned<String>>,
+    wasm: Option<Spanned<String>>,
+    replicas: Option<Spanned<i64>>,
+    #[serde(default)]
+    exports: Vec<Spanned<RawExport>>,
+    #[serde(default)]
+    binds: Vec<Spanned<RawBind>>,
+    limits: Option<Spanned<RawLimits>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExport {
+    interface: Spanned<String>,
+    name: Option<Spanned<String>>,
+    presentation: Option<Spanned<String>>,
+    serving: Option<Spanned<String>>,
+    deadline: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBind {
+    interface: Spanned<String>,
+    server: Spanned<String>,
+    presentation: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    deadline: Option<Spanned<String>>,
+    memory: Option<Spanned<toml::Value>>,
+    fuel: Option<Spanned<toml::Value>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRun {
+    entry: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServe {
+    listen: Option<Spanned<String>>,
+    admin: Option<bool>,
+    #[serde(rename = "max-body")]
+    max_body: Option<Spanned<i64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    prefix: Spanned<String>,
+    chain: Spanned<Vec<Spanned<String>>>,
+    workers: Option<Spanned<i64>>,
+}
+
+/// Where a domain's module comes from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A guest embedded in the binary, by name.
+    Builtin(String, &'static [u8]),
+    /// A `.wasm` (or `.wat`) file.
+    File(PathBuf),
+}
+
+impl Source {
+    /// The module's bytes.
+    pub fn load(&self) -> std::io::Result<Vec<u8>> {
+        match self {
+            Source::Builtin(_, b) => Ok(b.to_vec()),
+            Source::File(p) => std::fs::read(p),
+        }
+    }
+}
+
+/// How a server runs calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServingMode {
+    /// The caller's thread migrates into the server.
+    Migrate,
+    /// The server runs on a thread of its own.
+    OwnThread,
+}
+
+/// One export of a domain.
+#[derive(Debug, Clone)]
+pub struct Export {
+    /// The WIT interface.
+    pub interface: String,
+    /// The name clients bind under (plugins: chosen by the runtime).
+    pub name: String,
+    /// The server's presentation file.
+    pub presentation: Option<PathBuf>,
+    /// Serving mode.
+    pub serving: ServingMode,
+    /// Deadline of one call.
+    pub deadline: Option<Duration>,
+    /// Line of the export in the file.
+    pub line: usize,
+}
+
+/// One binding a client domain makes.
+#[derive(Debug, Clone)]
+pub struct Bind {
+    /// The WIT interface.
+    pub interface: String,
+    /// The server domain.
+    pub server: String,
+    /// The client's presentation file.
+    pub presentation: Option<PathBuf>,
+    /// Line in the file.
+    pub line: usize,
+}
+
+/// One domain.
+#[derive(Debug, Clone)]
+pub struct DomainSpec {
+    /// Its name.
+    pub name: String,
+    /// Its module.
+    pub source: Source,
+    /// Replicas (instances).
+    pub replicas: usize,
+    /// What it exports.
+    pub exports: Vec<Export>,
+    /// What it binds to.
+    pub binds: Vec<Bind>,
+    /// Line of its table in the file.
+    pub line: usize,
+}
+
+impl DomainSpec {
+    /// The domain's plugin export, if it is an HTTP plugin.
+    pub fn plugin(&self) -> Option<&Export> {
+        self.exports
+            .iter()
+            .find(|e| e.interface == PLUGIN_INTERFACE)
+    }
+}
+
+/// One HTTP route.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// Path prefix (`/` matches everything).
+    pub prefix: String,
+    /// Plugin domains, first first.
+    pub chain: Vec<String>,
+    /// Threads (each with its own driver domain) serving the route.
+    pub workers: usize,
+    /// Line in the file.
+    pub line: usize,
+}
+
+/// A checked deployment config.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file it came from.
+    pub file: PathBuf,
+    /// Default call deadline.
+    pub deadline: Option<Duration>,
+    /// Domains, by name.
+    pub domains: BTreeMap<String, DomainSpec>,
+    /// `domain.export` that `lrpc run` calls.
+    pub entry: Option<String>,
+    /// Address to serve HTTP on.
+    pub listen: Option<String>,
+    /// Whether `/admin/...` requests are served.
+    pub admin: bool,
+    /// Largest request body accepted, in bytes.
+    pub max_body: usize,
+    /// HTTP routes.
+    pub routes: Vec<Route>,
+}
+
+/// Parses a duration like `250ms`, `2s`, `1.5s`, `100us` or `1m`.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let split = s.find(|c: char| c.is_ascii_alphabetic())?;
+    let (n, unit) = s.split_at(split);
+    let n: f64 = n.trim().parse().ok()?;
+    if !n.is_finite() || n < 0.0 {
+        return None;
+    }
+    let secs = match unit {
+        "us" => n / 1e6,
+        "ms" => n / 1e3,
+        "s" => n,
+        "m" => n * 60.0,
+        _ => return None,
+    };
+    Duration::try_from_secs_f64(secs).ok()
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+    text: &'a str,
+    dir: &'a Path,
+}
+
+impl Ctx<'_> {
+    fn line(&self, offset: usize) -> usize {
+        let end = offset.min(self.text.len());
+        self.text.as_bytes()[..end]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+            + 1
+    }
+
+    fn err_at(&self, offset: usize, reason: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: self.file.to_string(),
+            line: self.line(offset),
+            reason: reason.into(),
+        }
+    }
+
+    fn err<T>(&self, s: &Spanned<T>, reason: impl Into<String>) -> ConfigError {
+        self.err_at(s.span().start, reason)
+    }
+
+    fn duration(&self, s: &Spanned<String>) -> Result<Duration, ConfigError> {
+        parse_duration(s.get_ref()).ok_or_else(|| {
+            self.err(
+                s,
+                format!("`{}` is not a duration (like `250ms`, `2s`)", s.get_ref()),
+            )
+        })
+    }
+
+    fn path(&self, s: &Spanned<String>) -> PathBuf {
+        self.dir.join(s.get_ref())
+    }
+
+    fn existing(&self, s: &Spanned<String>, what: &str) -> Result<PathBuf, ConfigError> {
+        let p = self.path(s);
+        if p.is_file() {
+            Ok(p)
+        } else {
+            Err(self.err(s, format!("{what} `{}` not found", p.display())))
+        }
+    }
+
+    fn count(&self, s: &Spanned<i64>, what: &str, max: i64) -> Result<usize, ConfigError> {
+        let n = *s.get_ref();
+        if (1..=max).contains(&n) {
+            Ok(n as usize)
+        } else {
+            Err(self.err(s, format!("{what} must be between 1 and {max}, not {n}")))
+        }
+    }
+}
+
+impl Config {
+    /// Reads and checks a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: path.display().to_string(),
+            line: 0,
+            reason: e.to_string(),
+        })?;
+        Config::parse(path, &text)
+    }
+
+    /// Checks `text` as the config file `path` (relative paths in it are relative to the
+    /// file's directory).
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let cx = Ctx {
+            file: &file,
+            text,
+            dir,
+        };
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let at = e.span().map_or(0, |s| s.start);
+            cx.err_at(at, e.message().trim_end().to_string())
+        })?;
+        let deadline = raw
+            .kernel
+            .deadline
+            .as_ref()
+            .map(|d| cx.duration(d))
+            .transpose()?;
+        let mut domains = BTreeMap::new();
+        for (name, d) in &raw.domains {
+            domains.insert(name.clone(), domain(&cx, name, d)?);
+        }
+        // Binds name existing servers that export the interface.
+        let mut taken: BTreeMap<&str, &str> = BTreeMap::new();
+        for (name, d) in &raw.domains {
+            for b in &d.get_ref().binds {
+                let server = b.get_ref().server.get_ref();
+                let iface = b.get_ref().interface.get_ref();
+                let Some(s) = domains.get(server) else {
+                    return Err(cx.err(&b.get_ref().server, format!("no domain `{server}`")));
+                };
+                let Some(e) = s.exports.iter().find(|e| e.interface == *iface) else {
+                    return Err(cx.err(
+                        &b.get_ref().interface,
+                        format!("domain `{server}` does not export `{iface}`"),
+                    ));
+                };
+                // A client's stub binds under the interface's own name.
+                if e.name != *iface {
+                    return Err(cx.err(
+                        b,
+                        format!(
+                            "`{name}` binds to `{iface}` by its interface name, but `{server}` \
+                             exports it as `{}`",
+                            e.name
+                        ),
+                    ));
+                }
+                if let Some(other) = taken.insert(iface, server)
+                    && other != server
+                {
+                    return Err(cx.err(
+                        b,
+                        format!("`{iface}` is bound to both `{other}` and `{server}`"),
+                    ));
+                }
+            }
+        }
+        let mut names: BTreeMap<&str, &str> = BTreeMap::new();
+        for (dn, d) in &domains {
+            for e in &d.exports {
+                if let Some(other) = names.insert(&e.name, dn) {
+                    return Err(ConfigError {
+                        file: file.clone(),
+                        line: e.line,
+                        reason: format!("`{}` is exported by both `{other}` and `{dn}`", e.name),
+                    });
+                }
+            }
+        }
+        let entry = match &raw.run.entry {
+            Some(e) => {
+                let (d, _) = e
+                    .get_ref()
+                    .split_once('.')
+                    .ok_or_else(|| cx.err(e, "the entry must be `domain.export`"))?;
+                if !domains.contains_key(d) {
+                    return Err(cx.err(e, format!("no domain `{d}`")));
+                }
+                Some(e.get_ref().clone())
+            }
+            None => None,
+        };
+        let listen = match &raw.serve.listen {
+            Some(l) => {
+                l.get_ref()
+                    .parse::<std::net::SocketAddr>()
+                    .map_err(|e| cx.err(l, format!("`{}`: {e}", l.get_ref())))?;
+                Some(l.get_ref().clone())
+            }
+            None => None,
+        };
+        let max_body = match &raw.serve.max_body {
+            Some(m) => cx.count(m, "max-body", 1 << 30)?,
+            None => 16 << 20,
+        };
+        let mut routes = Vec::new();
+        for r in &raw.routes {
+            let rr = r.get_ref();
+            if !rr.prefix.get_ref().starts_with('/') {
+                return Err(cx.err(&rr.prefix, "a route prefix starts with `/`"));
+            }
+            if rr.chain.get_ref().is_empty() {
+                return Err(cx.err(&rr.chain, "a route needs at least one plugin"));
+            }
+            let mut chain = Vec::new();
+            for p in rr.chain.get_ref() {
+                match domains.get(p.get_ref()) {
+                    None => return Err(cx.err(p, format!("no domain `{}`", p.get_ref()))),
+                    Some(d) if d.plugin().is_none() => {
+                        return Err(cx.err(
+                            p,
+                            format!(
+                                "domain `{}` does not export `{PLUGIN_INTERFACE}`",
+                                p.get_ref()
+                            ),
+                        ));
+                    }
+                    Some(_) => chain.push(p.get_ref().clone()),
+                }
+            }
+            let workers = match &rr.workers {
+                Some(w) => cx.count(w, "workers", 256)?,
+                None => 2,
+            };
+            routes.push(Route {
+                prefix: rr.prefix.get_ref().clone(),
+                chain,
+                workers,
+                line: cx.line(r.span().start),
+            });
+        }
+        Ok(Config {
+            file: path.to_path_buf(),
+            deadline,
+            domains,
+            entry,
+            listen,
+            admin: raw.serve.admin.unwrap_or(true),
+            max_body,
+            routes,
+        })
+    }
+}
+
+fn domain(cx: &Ctx<'_>, name: &str, d: &Spanned<RawDomain>) -> Result<DomainSpec, ConfigError> {
+    let r = d.get_ref();
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(cx.err(
+            d,
+            format!("`{name}`: a domain name is letters, digits, `-`, `_`"),
+        ));
+    }
+    let source = match (&r.guest, &r.wasm) {
+        (Some(g), None) => {
+            let bytes = lrpc::artifacts::by_name(g.get_ref()).ok_or_else(|| {
+                let known: Vec<&str> = lrpc::artifacts::BY_NAME.iter().map(|(n, _)| *n).collect();
+                cx.err(
+                    g,
+                    format!(
+                        "no built-in guest `{}` (known: {})",
+                        g.get_ref(),
+                        known.join(", ")
+                    ),
+                )
+            })?;
+            Source::Builtin(g.get_ref().clone(), bytes)
+        }
+        (None, Some(w)) => Source::File(cx.existing(w, "module")?),
+        (Some(_), Some(w)) => {
+            return Err(cx.err(w, "give either `guest` or `wasm`, not both"));
+        }
+        (None, None) => {
+            return Err(cx.err(d, format!("domain `{name}` needs `guest` or `wasm`")));
+        }
+    };
+    let replicas = match &r.replicas {
+        Some(n) => cx.count(n, "replicas", 1024)?,
+        None => 1,
+    };
+    let mut limit_deadline = None;
+    if let Some(l) = &r.limits {
+        let l = l.get_ref();
+        if let Some(m) = &l.memory {
+            return Err(cx.err(
+                m,
+                "memory limits are not supported by this kernel yet (lrpc::DomainOptions has no quota)",
+            ));
+        }
+        if let Some(f) = &l.fuel {
+            return Err(cx.err(
+                f,
+                "fuel limits are not supported by this kernel yet (it meters with deadlines)",
+            ));
+        }
+        limit_deadline = l.deadline.as_ref().map(|s| cx.duration(s)).transpose()?;
+    }
+    let mut exports = Vec::new();
+    for e in &r.exports {
+        let er = e.get_ref();
+        let interface = er.interface.get_ref().clone();
+        let plugin = interface == PLUGIN_INTERFACE;
+        let name = match &er.name {
+            Some(n) if plugin => {
+                return Err(cx.err(
+                    n,
+                    "plugins are exported under names the runtime chooses; drop `name`",
+                ));
+            }
+            Some(n) => n.get_ref().clone(),
+            None if plugin => format!("http-plugin/{name}"),
+            None => interface.clone(),
+        };
+        let serving = match er.serving.as_ref().map(|s| (s, s.get_ref().as_str())) {
+            None | Some((_, "migrate")) => ServingMode::Migrate,
+            Some((_, "own-thread")) => ServingMode::OwnThread,
+            Some((s, other)) => {
+                return Err(cx.err(
+                    s,
+                    format!("serving `{other}`: `migrate` or `own-thread` expected"),
+                ));
+            }
+        };
+        let deadline = match &er.deadline {
+            Some(d) => Some(cx.duration(d)?),
+            None => limit_deadline,
+        };
+        exports.push(Export {
+            interface,
+            name,
+            presentation: er
+                .presentation
+                .as_ref()
+                .map(|p| cx.existing(p, "presentation"))
+                .transpose()?,
+            serving,
+            deadline,
+            line: cx.line(e.span().start),
+        });
+    }
+    let binds = r
+        .binds
+        .iter()
+        .map(|b| {
+            let br = b.get_ref();
+            Ok(Bind {
+                interface: br.interface.get_ref().clone(),
+                server: br.server.get_ref().clone(),
+                presentation: br
+                    .presentation
+                    .as_ref()
+                    .map(|p| cx.existing(p, "presentation"))
+                    .transpose()?,
+                line: cx.line(b.span().start),
+            })
+        })
+        .collect::<Result<Vec<_>, ConfigError>>()?;
+    Ok(DomainSpec {
+        name: name.to_string(),
+        source,
+        replicas,
+        exports,
+        binds,
+        line: cx.line(d.span().start),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        Config::parse(Path::new("app.toml"), text)
+            .expect_err("the config is wrong")
+            .to_string()
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2s"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2"), None);
+        assert_eq!(parse_duration("-1s"), None);
+        assert_eq!(parse_duration("3h"), None);
+    }
+
+    #[test]
+    fn mistakes_name_their_line() {
+        assert_eq!(
+            err("[domains.a]\nguest = \"kv-server\"\nreplicas = 0\n"),
+            "app.toml:3: replicas must be between 1 and 1024, not 0"
+        );
+        assert!(
+            err("[domains.a]\nguest = \"nope\"\n")
+                .starts_with("app.toml:2: no built-in guest `nope`")
+        );
+        assert!(err("\n[domains.a]\ngest = 1\n").starts_with("app.toml:3: unknown field `gest`"));
+        assert_eq!(
+            err(
+                "[domains.a]\nguest = \"kv-client\"\nbinds = [{ interface = \"lrpc:kv/store\", server = \"b\" }]\n"
+            ),
+            "app.toml:3: no domain `b`"
+        );
+        assert_eq!(
+            err("[[routes]]\nprefix = \"/\"\nchain = [\"x\"]\n"),
+            "app.toml:3: no domain `x`"
+        );
+        assert!(
+            err("[domains.a]\nguest = \"kv-server\"\n[domains.a.limits]\nfuel = 10\n")
+                .starts_with("app.toml:4: fuel limits")
+        );
+    }
+
+    #[test]
+    fn a_plugin_chain_checks() {
+        let c = Config::parse(
+            Path::new("app.toml"),
+            "[domains.h]\nguest = \"http-hello\"\nreplicas = 2\n\
+             exports = [{ interface = \"lrpc:http/plugin\", deadline = \"50ms\" }]\n\
+             [[routes]]\nprefix = \"/api\"\nchain = [\"h\"]\n",
+        )
+        .expect("valid");
+        assert_eq!(c.routes[0].chain, ["h"]);
+        assert_eq!(c.routes[0].line, 5);
+        let h = &c.domains["h"];
+        assert_eq!(h.replicas, 2);
+        assert_eq!(
+            h.plugin().and_then(|e| e.deadline),
+            Some(Duration::from_millis(50))
+        );
+    }
+}

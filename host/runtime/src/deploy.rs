@@ -1,0 +1,457 @@
+//! A running deployment: the kernel, the config's domains with their exports, and the HTTP
+//! plugins kept under supervision (restarted fresh after a fault, swapped on reload).
+
+use crate::config::{Config, DomainSpec, Export, PLUGIN_INTERFACE, ServingMode, Source};
+use crate::metrics::Metrics;
+use lrpc::{Domain, DomainOptions, ExportOptions, Kernel, KernelConfig, Serving};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Why a deployment could not start or change.
+#[derive(Debug, thiserror::Error)]
+pub enum DeployError {
+    /// The kernel refused something.
+    #[error("{what}: {source}")]
+    Kernel {
+        /// What was being done.
+        what: String,
+        /// The kernel's error.
+        source: lrpc::Error,
+    },
+    /// A module file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A name used on the command line or in a request is unknown.
+    #[error("{0}")]
+    Unknown(String),
+}
+
+fn kerr(what: impl Into<String>) -> impl FnOnce(lrpc::Error) -> DeployError {
+    let what = what.into();
+    move |source| DeployError::Kernel { what, source }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Serializes domain creation in this process. `Kernel::domain_with` reserves a domain id
+/// with an empty `Weak`, which a concurrent creation takes for a free slot: two live domains
+/// could then share an id (and the linkage stack's keys), so the runtime never creates two
+/// domains at once.
+static CREATING: Mutex<()> = Mutex::new(());
+
+/// Holds the domain-creation lock (see [`CREATING`]).
+pub(crate) fn creating() -> MutexGuard<'static, ()> {
+    lock(&CREATING)
+}
+
+/// The deployment's domains, started.
+pub struct Deployment {
+    /// The kernel they run in.
+    pub kernel: Kernel,
+    /// The config.
+    pub config: Config,
+    /// Domains that are not plugins, by name.
+    pub domains: BTreeMap<String, Domain>,
+    /// Plugins, by domain name.
+    pub plugins: BTreeMap<String, Arc<Plugin>>,
+    /// Counters and histograms.
+    pub metrics: Arc<Metrics>,
+}
+
+impl Deployment {
+    /// Creates the kernel and every domain of `config`, exports what each exports.
+    pub fn start(config: Config) -> Result<Deployment, DeployError> {
+        let mut kc = KernelConfig::default();
+        if let Some(d) = config.deadline {
+            kc.deadline = d;
+        }
+        let kernel = Kernel::with_config(kc).map_err(kerr("starting the kernel"))?;
+        let metrics = Arc::new(Metrics::default());
+        let mut domains = BTreeMap::new();
+        let mut plugins = BTreeMap::new();
+        // Servers first, so that clients' presentations and binds find them.
+        for spec in config.domains.values() {
+            if spec.plugin().is_some() {
+                let p = Plugin::start(&kernel, spec, metrics.clone())?;
+                plugins.insert(spec.name.clone(), p);
+                continue;
+            }
+            let mut presentations = Vec::new();
+            for b in &spec.binds {
+                if let Some(p) = &b.presentation {
+                    presentations.push(
+                        kernel
+                            .load_presentation(p)
+                            .map_err(kerr(format!("domain `{}`", spec.name)))?,
+                    );
+                }
+            }
+            let wasm = read(&spec.source)?;
+            #[allow(
+                clippy::needless_update,
+                reason = "DomainOptions grows fields (quotas) that keep their defaults here"
+            )]
+            let options = DomainOptions {
+                replicas: spec.replicas,
+                presentations,
+                ..Default::default()
+            };
+            let d = {
+                let _creating = creating();
+                kernel.domain_with(&spec.name, &wasm, options)
+            }
+            .map_err(kerr(format!("domain `{}`", spec.name)))?;
+            for e in &spec.exports {
+                let opts = export_options(&kernel, e)?;
+                kernel
+                    .export_as(&d, &e.interface, &e.name, opts)
+                    .map_err(kerr(format!(
+                        "domain `{}` exporting `{}`",
+                        spec.name, e.name
+                    )))?;
+            }
+            domains.insert(spec.name.clone(), d);
+        }
+        Ok(Deployment {
+            kernel,
+            config,
+            domains,
+            plugins,
+            metrics,
+        })
+    }
+
+    /// Calls `domain.export` (a function without parameters returning one integer, or
+    /// nothing) and returns what it returned, as text.
+    pub fn call_entry(&self, entry: &str) -> Result<String, DeployError> {
+        let (d, f) = entry
+            .split_once('.')
+            .ok_or_else(|| DeployError::Unknown(format!("`{entry}`: `domain.export` expected")))?;
+        let dom = self
+            .domains
+            .get(d)
+            .ok_or_else(|| DeployError::Unknown(format!("no domain `{d}`")))?;
+        if let Ok(func) = dom.func::<(), i32>(f) {
+            return func.call(()).map(|v| v.to_string()).map_err(kerr(entry));
+        }
+        if let Ok(func) = dom.func::<(), i64>(f) {
+            return func.call(()).map(|v| v.to_string()).map_err(kerr(entry));
+        }
+        let func = dom.func::<(), ()>(f).map_err(kerr(format!(
+            "`{entry}` (an export taking nothing and returning an i32, an i64 or nothing)"
+        )))?;
+        func.call(())
+            .map(|()| "()".to_string())
+            .map_err(kerr(entry))
+    }
+
+    /// Calls `function` of the interface exported under `name`, its arguments given as WIT
+    /// value text; returns the result as text. The call is made by a driver domain bound to
+    /// the export, so it takes the same path as a guest's call.
+    pub fn call_function(
+        &self,
+        interface: &str,
+        function: &str,
+        args: &str,
+    ) -> Result<String, CallFailure> {
+        let name = self
+            .export_name(interface)
+            .ok_or_else(|| CallFailure::Setup(format!("no domain exports `{interface}`")))?;
+        let plan = self
+            .kernel
+            .interface(interface)
+            .map_err(|e| CallFailure::Setup(e.to_string()))?;
+        let (proc, p) = plan
+            .procs
+            .iter()
+            .enumerate()
+            .find(|(_, p)| p.name == function)
+            .ok_or_else(|| {
+                CallFailure::Setup(format!("`{interface}` has no function `{function}`"))
+            })?;
+        let encoded = crate::value::encode_args(&plan, &p.params, args)
+            .map_err(|e| CallFailure::Setup(format!("arguments of `{function}`: {e}")))?;
+        let driver = crate::driver::Driver::new(&self.kernel, "lrpc-call")
+            .map_err(|e| CallFailure::Setup(e.to_string()))?;
+        driver
+            .bind(0, &name, plan.fingerprint, plan.procs.len())
+            .map_err(|e| CallFailure::Setup(format!("binding to `{name}`: {e}")))?;
+        let out = driver.call(0, proc, p.bounded, p.out_bound.unwrap_or(0), &encoded)?;
+        match &p.result {
+            None if out.is_empty() => Ok("()".into()),
+            None => Err(CallFailure::Setup(
+                "a result came back from a function without one".into(),
+            )),
+            Some(t) => {
+                crate::value::print(&plan, t, &out).map_err(|e| CallFailure::Setup(e.to_string()))
+            }
+        }
+    }
+
+    /// The name `interface` is exported under in this deployment.
+    fn export_name(&self, interface: &str) -> Option<String> {
+        if interface == PLUGIN_INTERFACE {
+            // HTTP plugins: the current generation of the first one, by domain name.
+            return self
+                .plugins
+                .values()
+                .next()
+                .map(|p| p.current().export.clone());
+        }
+        self.config
+            .domains
+            .values()
+            .flat_map(|d| &d.exports)
+            .find(|e| e.interface == interface)
+            .map(|e| e.name.clone())
+    }
+}
+
+/// A failed `--call`.
+#[derive(Debug, thiserror::Error)]
+pub enum CallFailure {
+    /// Before the call: names, arguments, binding.
+    #[error("{0}")]
+    Setup(String),
+    /// The call itself failed with a kernel status.
+    #[error("the call failed: {0}")]
+    Status(lrpc::Status),
+    /// The driver domain faulted.
+    #[error("the driver faulted: {0}")]
+    Driver(lrpc::Error),
+}
+
+fn read(source: &Source) -> Result<Vec<u8>, DeployError> {
+    source.load().map_err(|e| DeployError::Read {
+        path: match source {
+            Source::File(p) => p.display().to_string(),
+            Source::Builtin(n, _) => n.clone(),
+        },
+        source: e,
+    })
+}
+
+fn export_options(kernel: &Kernel, e: &Export) -> Result<ExportOptions, DeployError> {
+    let presentation = e
+        .presentation
+        .as_ref()
+        .map(|p| kernel.load_presentation(p))
+        .transpose()
+        .map_err(kerr(format!("exporting `{}`", e.name)))?;
+    #[allow(
+        clippy::needless_update,
+        reason = "ExportOptions may grow fields that keep their defaults here"
+    )]
+    Ok(ExportOptions {
+        serving: match e.serving {
+            ServingMode::Migrate => Serving::Migrate,
+            ServingMode::OwnThread => Serving::OwnThread,
+        },
+        deadline: e.deadline,
+        presentation,
+        ..Default::default()
+    })
+}
+
+/// One generation of a plugin: a domain exported under a name of its own. Dropped when the
+/// plugin has moved on to a newer generation and no driver is bound to this one any more;
+/// the domain is then terminated.
+pub struct PluginInstance {
+    /// The domain.
+    pub domain: Domain,
+    /// The name it is exported under (`http-plugin/<domain>@<generation>`).
+    pub export: String,
+    /// Its generation (1 for the first).
+    pub generation: u64,
+    kernel: Kernel,
+}
+
+impl Drop for PluginInstance {
+    fn drop(&mut self) {
+        self.kernel.terminate(&self.domain);
+    }
+}
+
+/// An HTTP plugin under supervision.
+pub struct Plugin {
+    /// The plugin's domain name.
+    pub name: String,
+    spec: DomainSpec,
+    kernel: Kernel,
+    current: Mutex<Arc<PluginInstance>>,
+    generation: AtomicU64,
+    restarting: AtomicBool,
+    /// Consecutive restarts without a quiet period, for the backoff.
+    streak: Mutex<(u32, Instant)>,
+    /// Serializes reloads and restarts.
+    swap: Mutex<()>,
+    metrics: Arc<Metrics>,
+}
+
+/// The first restart waits this long; each further one within [`QUIET`] twice as long.
+const BACKOFF: Duration = Duration::from_millis(50);
+/// The longest wait before a restart.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// A plugin that ran this long since its last restart starts its backoff afresh.
+const QUIET: Duration = Duration::from_secs(10);
+
+impl Plugin {
+    fn start(
+        kernel: &Kernel,
+        spec: &DomainSpec,
+        metrics: Arc<Metrics>,
+    ) -> Result<Arc<Plugin>, DeployError> {
+        let wasm = read(&spec.source)?;
+        let first = instantiate(kernel, spec, &wasm, 1)?;
+        Ok(Arc::new(Plugin {
+            name: spec.name.clone(),
+            spec: spec.clone(),
+            kernel: kernel.clone(),
+            current: Mutex::new(Arc::new(first)),
+            generation: AtomicU64::new(1),
+            restarting: AtomicBool::new(false),
+            streak: Mutex::new((0, Instant::now())),
+            swap: Mutex::new(()),
+            metrics,
+        }))
+    }
+
+    /// The generation requests should use now.
+    pub fn current(&self) -> Arc<PluginInstance> {
+        lock(&self.current).clone()
+    }
+
+    /// The module file, when the plugin comes from one.
+    pub fn file(&self) -> Option<&std::path::Path> {
+        match &self.spec.source {
+            Source::File(p) => Some(p),
+            Source::Builtin(..) => None,
+        }
+    }
+
+    /// Replaces the running generation with a fresh one from the module's current bytes
+    /// (re-read from its file). Requests in flight finish on the old generation.
+    pub fn reload(&self) -> Result<u64, DeployError> {
+        let _g = lock(&self.swap);
+        let wasm = read(&self.spec.source)?;
+        let generation = self.generation.load(Ordering::Acquire) + 1;
+        let next = instantiate(&self.kernel, &self.spec, &wasm, generation)?;
+        self.generation.store(generation, Ordering::Release);
+        *lock(&self.current) = Arc::new(next);
+        self.metrics.reload(&self.name);
+        tracing::info!(plugin = self.name, generation, "plugin reloaded");
+        Ok(generation)
+    }
+
+    /// Reports that generation `generation` died (trapped, ran past its deadline, was
+    /// terminated). The first report of a generation schedules a restart with backoff on a
+    /// thread of its own.
+    pub fn died(self: &Arc<Self>, generation: u64) {
+        if self.generation.load(Ordering::Acquire) != generation
+            || self.restarting.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        let wait = {
+            let mut s = lock(&self.streak);
+            if s.1.elapsed() > QUIET {
+                s.0 = 0;
+            }
+            let wait = BACKOFF.saturating_mul(1 << s.0.min(16)).min(MAX_BACKOFF);
+            s.0 = s.0.saturating_add(1);
+            wait
+        };
+        let me = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("restart-{}", self.name))
+            .spawn(move || me.restart(generation, wait));
+        if let Err(e) = spawned {
+            tracing::error!(plugin = self.name, "can not start a restart thread: {e}");
+            self.restarting.store(false, Ordering::Release);
+        }
+    }
+
+    fn restart(&self, dead: u64, wait: Duration) {
+        std::thread::sleep(wait);
+        let result = {
+            let _g = lock(&self.swap);
+            if self.generation.load(Ordering::Acquire) != dead {
+                // A reload replaced it meanwhile.
+                Ok(())
+            } else {
+                read(&self.spec.source).and_then(|wasm| {
+                    let g = dead + 1;
+                    let next = instantiate(&self.kernel, &self.spec, &wasm, g)?;
+                    self.generation.store(g, Ordering::Release);
+                    *lock(&self.current) = Arc::new(next);
+                    Ok(())
+                })
+            }
+        };
+        lock(&self.streak).1 = Instant::now();
+        self.restarting.store(false, Ordering::Release);
+        match result {
+            Ok(()) => {
+                self.metrics.restart(&self.name);
+                tracing::warn!(
+                    plugin = self.name,
+                    generation = dead + 1,
+                    waited_ms = wait.as_millis() as u64,
+                    "plugin restarted fresh after a fault"
+                );
+            }
+            // The next request that finds the plugin dead schedules another attempt, with a
+            // longer wait.
+            Err(e) => tracing::error!(plugin = self.name, "restart failed: {e}"),
+        }
+    }
+
+    /// Bytes of linear memory of the current generation (its first replica).
+    pub fn memory(&self) -> Option<usize> {
+        self.current().domain.memory_size().ok()
+    }
+}
+
+fn instantiate(
+    kernel: &Kernel,
+    spec: &DomainSpec,
+    wasm: &[u8],
+    generation: u64,
+) -> Result<PluginInstance, DeployError> {
+    let export = spec
+        .plugin()
+        .ok_or_else(|| DeployError::Unknown(format!("`{}` is not a plugin", spec.name)))?;
+    let creating = creating();
+    let domain = kernel
+        .domain_with(
+            &format!("{}@{generation}", spec.name),
+            wasm,
+            DomainOptions {
+                replicas: spec.replicas,
+                ..Default::default()
+            },
+        )
+        .map_err(kerr(format!("plugin `{}`", spec.name)))?;
+    drop(creating);
+    let name = format!("{}@{generation}", export.name);
+    let opts = export_options(kernel, export)?;
+    if let Err(e) = kernel.export_as(&domain, PLUGIN_INTERFACE, &name, opts) {
+        kernel.terminate(&domain);
+        return Err(kerr(format!("plugin `{}`", spec.name))(e));
+    }
+    Ok(PluginInstance {
+        domain,
+        export: name,
+        generation,
+        kernel: kernel.clone(),
+    })
+}

@@ -1,0 +1,174 @@
+//! The host side of the driver guest (`lrpc::artifacts::HTTP_DRIVER`): a client domain with
+//! one replica, owned by one thread, through which the runtime makes calls into server
+//! domains (the kernel's call path starts in a client domain).
+
+use crate::deploy::CallFailure;
+use lrpc::{Domain, DomainFunc, Error, Kernel, Status};
+
+/// A driver domain and its exports, looked up once.
+pub struct Driver {
+    domain: Domain,
+    input: DomainFunc<i32, i32>,
+    output_ptr: DomainFunc<(), i32>,
+    output_len: DomainFunc<(), i32>,
+    bind: DomainFunc<(i32, i32, i64, i32), i32>,
+    call: DomainFunc<(i32, i32, i32, i32, i32), i32>,
+    chain: DomainFunc<(i32, i32), i32>,
+}
+
+/// How [`Driver::chain`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChainEnd {
+    /// Plugin `slot` answered with this encoded `lrpc:http/plugin#response`.
+    Responded {
+        /// The plugin that answered.
+        slot: usize,
+        /// The encoded response.
+        response: Vec<u8>,
+    },
+    /// The call into plugin `slot` failed with `status`.
+    Failed {
+        /// The plugin.
+        slot: usize,
+        /// The kernel status (or `BadReply` for an action that did not decode).
+        status: Status,
+    },
+    /// Every plugin passed the request on.
+    Unanswered,
+}
+
+impl Driver {
+    /// A new driver domain called `name`.
+    pub fn new(kernel: &Kernel, name: &str) -> Result<Driver, Error> {
+        let domain = {
+            let _creating = crate::deploy::creating();
+            kernel.domain(name, lrpc::artifacts::HTTP_DRIVER)?
+        };
+        Ok(Driver {
+            input: domain.func("input")?,
+            output_ptr: domain.func("output_ptr")?,
+            output_len: domain.func("output_len")?,
+            bind: domain.func("bind")?,
+            call: domain.func("call")?,
+            chain: domain.func("chain")?,
+            domain,
+        })
+    }
+
+    /// The driver's domain.
+    pub fn domain(&self) -> &Domain {
+        &self.domain
+    }
+
+    fn put(&self, bytes: &[u8]) -> Result<i32, Error> {
+        let len =
+            i32::try_from(bytes.len()).map_err(|_| Error::Resource("input too large".into()))?;
+        let ptr = self.input.call(len)?;
+        let at = usize::try_from(ptr)
+            .ok()
+            .filter(|&p| p != 0)
+            .ok_or_else(|| Error::Resource("the driver gave no input buffer".into()))?;
+        self.domain.write_memory(at, bytes)?;
+        Ok(len)
+    }
+
+    fn output(&self) -> Result<Vec<u8>, Error> {
+        let ptr = self.output_ptr.call(())?;
+        let len = self.output_len.call(())?;
+        let (Ok(ptr), Ok(len)) = (usize::try_from(ptr), usize::try_from(len)) else {
+            return Err(Error::OutOfBounds { offset: 0, len: 0 });
+        };
+        self.domain.read_memory(ptr, len)
+    }
+
+    /// Binds `slot` to the export `name` (an interface with this fingerprint and number of
+    /// procedures), replacing what the slot was bound to.
+    pub fn bind(
+        &self,
+        slot: usize,
+        name: &str,
+        fingerprint: u64,
+        nprocs: usize,
+    ) -> Result<(), BindError> {
+        let len = self.put(name.as_bytes())?;
+        let status = self.bind.call((
+            slot as i32,
+            len,
+            fingerprint as i64,
+            i32::try_from(nprocs).unwrap_or(i32::MAX),
+        ))?;
+        match status {
+            0 => Ok(()),
+            s => Err(BindError::Status(status_of(s))),
+        }
+    }
+
+    /// One call of procedure `proc` on `slot`'s binding with encoded arguments; the encoded
+    /// result.
+    pub fn call(
+        &self,
+        slot: usize,
+        proc: usize,
+        bounded: bool,
+        out_bound: usize,
+        args: &[u8],
+    ) -> Result<Vec<u8>, CallFailure> {
+        let len = self.put(args).map_err(CallFailure::Driver)?;
+        let status = self
+            .call
+            .call((
+                slot as i32,
+                proc as i32,
+                i32::from(bounded),
+                i32::try_from(out_bound).unwrap_or(i32::MAX),
+                len,
+            ))
+            .map_err(CallFailure::Driver)?;
+        if status != 0 {
+            return Err(CallFailure::Status(status_of(status)));
+        }
+        self.output().map_err(CallFailure::Driver)
+    }
+
+    /// Carries an encoded request (`handle`'s arguments) through slots `0..n`.
+    pub fn chain(&self, n: usize, request: &[u8]) -> Result<ChainEnd, Error> {
+        let len = self.put(request)?;
+        let r = self.chain.call((n as i32, len))?;
+        if r < 0 {
+            return Err(Error::Resource(format!(
+                "the driver refused the request ({r})"
+            )));
+        }
+        let slot = ((r >> 8) as usize).saturating_sub(1);
+        Ok(match r & 0xff {
+            0 => ChainEnd::Responded {
+                slot,
+                response: self.output()?,
+            },
+            255 => ChainEnd::Unanswered,
+            254 => ChainEnd::Failed {
+                slot,
+                status: Status::BadReply,
+            },
+            s => ChainEnd::Failed {
+                slot,
+                status: status_of(s),
+            },
+        })
+    }
+}
+
+fn status_of(code: i32) -> Status {
+    Status::try_from(code).unwrap_or(Status::BadReply)
+}
+
+/// A failed bind.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    /// The kernel refused it.
+    #[error("{0}")]
+    Status(Status),
+    /// The driver faulted.
+    #[error(transparent)]
+    Driver(#[from] Error),
+}

@@ -1,0 +1,39 @@
+//! The runtime around the lrpc kernel: deployments described by a TOML config
+//! ([`config`]), started and supervised ([`deploy`]), run once (`lrpc run`) or served over
+//! HTTP by the edge server ([`edge`], `lrpc serve`), with Prometheus metrics ([`metrics`])
+//! and hot reload ([`reload`]).
+//!
+//! The kernel (`lrpc`) needs none of this: it has no async runtime and no HTTP.
+//!
+//! # Embedding the edge server in an axum application
+//!
+//! ```no_run
+//! use axum::{Router, routing::get};
+//! use lrpc_runtime::{config::Config, deploy::Deployment, edge::Edge};
+//! use std::sync::Arc;
+//!
+//! # async fn app() -> anyhow::Result<()> {
+//! let config = Config::load("guests/apps/http-chain/lrpc.toml".as_ref())?;
+//! let edge = Edge::start(Arc::new(Deployment::start(config)?))?;
+//! // The application's own routes beside the plugin chains (and `/metrics`).
+//! let app = Router::new()
+//!     .route("/health", get(|| async { "ok" }))
+//!     .merge(edge.router());
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! axum::serve(listener, app).await?;
+//! edge.shutdown();
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Without HTTP, [`edge::Edge::dispatch`] runs one request through a route's chain.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod deploy;
+pub mod driver;
+pub mod edge;
+pub mod metrics;
+pub mod reload;
+pub mod value;

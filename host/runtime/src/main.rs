@@ -1,0 +1,161 @@
+//! The `lrpc` command line.
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use lrpc_runtime::config::Config;
+use lrpc_runtime::deploy::Deployment;
+use lrpc_runtime::edge::{Edge, shutdown_signal};
+use std::io::Write as _;
+use std::sync::Arc;
+
+#[derive(Parser)]
+#[command(
+    name = "lrpc",
+    version,
+    about = "LRPC between WebAssembly protection domains"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start a client and a server domain, make Null, Add, BigIn and BigInOut calls, print
+    /// the results and the measured time per call.
+    Demo {
+        /// Calls per procedure in the measured loop.
+        #[arg(long, default_value_t = 1_000_000)]
+        iters: u32,
+    },
+    /// Print the procedure descriptor list of an interface (embedded WIT, or `--wit DIR`).
+    /// Start the domains of a deployment config, bind them, and run its entry (`[run]
+    /// entry`), or one call given here; print the result.
+    Run {
+        /// The deployment config (TOML).
+        config: std::path::PathBuf,
+        /// Call this instead of the entry: `interface.function` (e.g.
+        /// `lrpc:kv/store.put`) with ARGS, or `domain.export` (an export without parameters).
+        #[arg(long)]
+        call: Option<String>,
+        /// The call's arguments as WIT value text (`"key"`, `[1, 2]`, `some(3)`, `text`, …).
+        args: Vec<String>,
+    },
+    /// Start a deployment and serve its HTTP routes until ctrl-c or SIGTERM.
+    Serve {
+        /// The deployment config (TOML).
+        config: std::path::PathBuf,
+        /// Address to listen on (default: the config's `[serve] listen`, else
+        /// 127.0.0.1:8080).
+        #[arg(long)]
+        listen: Option<String>,
+    },
+    Pdl {
+        /// Interface name, e.g. `lrpc:bench/bench`.
+        interface: String,
+        /// A directory of `.wit` files to load besides the embedded ones.
+        #[arg(long)]
+        wit: Option<std::path::PathBuf>,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Demo { iters } => {
+            let rows = lrpc::demo::run(iters).context("the demo failed")?;
+            print!("{}", lrpc::demo::render(&rows));
+        }
+        Command::Run { config, call, args } => {
+            let config = Config::load(&config)?;
+            let dep = Deployment::start(config)?;
+            let target = call.or_else(|| dep.config.entry.clone()).ok_or_else(|| {
+                anyhow::anyhow!("the config has no `[run] entry`; give one with --call")
+            })?;
+            let (head, function) = target
+                .rsplit_once('.')
+                .ok_or_else(|| anyhow::anyhow!("`{target}`: `interface.function` expected"))?;
+            if dep.domains.contains_key(head) {
+                anyhow::ensure!(args.is_empty(), "`{target}` takes no arguments");
+                println!("{}", dep.call_entry(&target)?);
+            } else {
+                println!("{}", dep.call_function(head, function, &args.join(", "))?);
+            }
+        }
+        Command::Serve { config, listen } => {
+            let config = Config::load(&config)?;
+            let listen = listen
+                .or_else(|| config.listen.clone())
+                .unwrap_or_else(|| "127.0.0.1:8080".into());
+            serve(config, &listen)?;
+        }
+        Command::Pdl { interface, wit } => {
+            let kernel = lrpc::Kernel::new()?;
+            if let Some(dir) = wit {
+                kernel
+                    .add_wit_dir(&dir)
+                    .with_context(|| format!("loading {}", dir.display()))?;
+            }
+            let plan = kernel.interface(&interface)?;
+            println!("{}  fingerprint {:016x}", plan.name, plan.fingerprint);
+            println!(
+                "{:<4} {:<20} {:>8} {:>6} {:>8}  entry",
+                "id", "procedure", "a-stack", "count", "bounded"
+            );
+            for (i, p) in plan.procs.iter().enumerate() {
+                println!(
+                    "{:<4} {:<20} {:>8} {:>6} {:>8}  {}",
+                    i, p.name, p.astack_size, p.astack_count, p.bounded, p.entry
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Serves until a shutdown signal: stops accepting, lets requests in flight finish, stops
+/// the workers.
+fn serve(config: Config, listen: &str) -> anyhow::Result<()> {
+    let dep = Arc::new(Deployment::start(config)?);
+    let edge = Edge::start(dep.clone()).context("starting the route workers")?;
+    let plugins: Vec<_> = dep.plugins.values().cloned().collect();
+    let _watcher = lrpc_runtime::reload::watch(&plugins).context("watching plugin files")?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting tokio")?;
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("listening on {listen}"))?;
+        let addr = listener.local_addr()?;
+        tracing::info!(%addr, routes = dep.config.routes.len(), "serving");
+        println!("listening on http://{addr}");
+        std::io::stdout().flush()?;
+        axum::serve(listener, edge.router())
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+            .context("serving")?;
+        tracing::info!("shutting down: finishing requests in flight");
+        anyhow::Ok(())
+    })?;
+    edge.shutdown();
+    Ok(())
+}

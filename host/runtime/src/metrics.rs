@@ -1,0 +1,193 @@
+//! Counters and histograms of a deployment, exposed in the Prometheus text format at
+//! `/metrics` (encoded by `prometheus-client`).
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::sync::Mutex;
+use std::time::Duration;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteCode {
+    route: String,
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabel {
+    route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DomainLabel {
+    domain: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Failure {
+    domain: String,
+    kind: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latency() -> Histogram {
+    // 50 µs … ~1.6 s.
+    Histogram::new(exponential_buckets(50e-6, 2.0, 16))
+}
+
+/// The deployment's metrics.
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    requests: Family<RouteCode, Counter>,
+    request_seconds: HistogramFamily<RouteLabel>,
+    in_flight: Family<RouteLabel, Gauge>,
+    calls: Family<DomainLabel, Counter>,
+    failures: Family<Failure, Counter>,
+    restarts: Family<DomainLabel, Counter>,
+    reloads: Family<DomainLabel, Counter>,
+    memory: Family<DomainLabel, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("lrpc");
+        let requests = Family::<RouteCode, Counter>::default();
+        registry.register(
+            "http_requests",
+            "HTTP requests answered, by route and status code",
+            requests.clone(),
+        );
+        let request_seconds: HistogramFamily<RouteLabel> =
+            Family::new_with_constructor(latency as fn() -> Histogram);
+        registry.register(
+            "http_request_duration_seconds",
+            "Time from a request's arrival to its answer, by route",
+            request_seconds.clone(),
+        );
+        let in_flight = Family::<RouteLabel, Gauge>::default();
+        registry.register(
+            "http_requests_in_flight",
+            "Requests received and not yet answered, by route",
+            in_flight.clone(),
+        );
+        let calls = Family::<DomainLabel, Counter>::default();
+        registry.register(
+            "plugin_calls",
+            "Cross-domain calls into each plugin domain",
+            calls.clone(),
+        );
+        let failures = Family::<Failure, Counter>::default();
+        registry.register(
+            "plugin_failures",
+            "Failed calls into each plugin domain, by kind (trap, deadline, terminated, other)",
+            failures.clone(),
+        );
+        let restarts = Family::<DomainLabel, Counter>::default();
+        registry.register(
+            "domain_restarts",
+            "Plugin domains restarted fresh after a fault",
+            restarts.clone(),
+        );
+        let reloads = Family::<DomainLabel, Counter>::default();
+        registry.register(
+            "domain_reloads",
+            "Plugin domains replaced by a reload",
+            reloads.clone(),
+        );
+        let memory = Family::<DomainLabel, Gauge>::default();
+        registry.register(
+            "domain_memory_bytes",
+            "Linear memory of each domain (its first replica)",
+            memory.clone(),
+        );
+        Metrics {
+            registry: Mutex::new(registry),
+            requests,
+            request_seconds,
+            in_flight,
+            calls,
+            failures,
+            restarts,
+            reloads,
+            memory,
+        }
+    }
+}
+
+fn domain(d: &str) -> DomainLabel {
+    DomainLabel {
+        domain: d.to_string(),
+    }
+}
+
+impl Metrics {
+    /// A request on `route` arrived (`+1`) or was answered (`-1`).
+    pub fn in_flight(&self, route: &str, delta: i64) {
+        self.in_flight
+            .get_or_create(&RouteLabel {
+                route: route.to_string(),
+            })
+            .inc_by(delta);
+    }
+
+    /// A request on `route` answered with `code` after `took`.
+    pub fn request(&self, route: &str, code: u16, took: Duration) {
+        self.requests
+            .get_or_create(&RouteCode {
+                route: route.to_string(),
+                code: code.to_string(),
+            })
+            .inc();
+        self.request_seconds
+            .get_or_create(&RouteLabel {
+                route: route.to_string(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// A call into plugin `name`.
+    pub fn call(&self, name: &str) {
+        self.calls.get_or_create(&domain(name)).inc();
+    }
+
+    /// A failed call into plugin `name`.
+    pub fn failure(&self, name: &str, kind: &str) {
+        self.failures
+            .get_or_create(&Failure {
+                domain: name.to_string(),
+                kind: kind.to_string(),
+            })
+            .inc();
+    }
+
+    /// Plugin `name` was restarted after a fault.
+    pub fn restart(&self, name: &str) {
+        self.restarts.get_or_create(&domain(name)).inc();
+    }
+
+    /// Plugin `name` was reloaded.
+    pub fn reload(&self, name: &str) {
+        self.reloads.get_or_create(&domain(name)).inc();
+    }
+
+    /// Domain `name` has `bytes` of linear memory.
+    pub fn memory(&self, name: &str, bytes: usize) {
+        self.memory
+            .get_or_create(&domain(name))
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    /// Everything, in the Prometheus text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        if prometheus_client::encoding::text::encode(&mut out, &registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}

@@ -1,0 +1,468 @@
+//! `lrpc serve` and `lrpc run`, the real binary, on loopback with the example deployments.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const LRPC: &str = env!("CARGO_BIN_EXE_lrpc");
+
+fn app(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../guests/apps")
+        .join(name)
+        .join("lrpc.toml")
+}
+
+/// A fresh directory for one test.
+fn scratch(tag: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "lrpc-edge-{}-{tag}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    d
+}
+
+/// A running `lrpc serve`, killed when dropped.
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    fn start(config: &Path) -> Server {
+        let mut child = Command::new(LRPC)
+            .arg("serve")
+            .arg(config)
+            .args(["--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start lrpc serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read the address");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on http://")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        Server { child, addr }
+    }
+
+    fn get(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
+        request(&self.addr, "GET", path, headers, b"")
+    }
+
+    /// Waits (bounded) for the process to exit; its exit code.
+    fn wait_exit(&mut self) -> Option<i32> {
+        let until = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < until {
+            if let Some(s) = self.child.try_wait().expect("try_wait") {
+                return s.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    fn metric(&self, name: &str) -> f64 {
+        let m = self.get("/metrics", &[]);
+        assert_eq!(m.status, 200);
+        metric_value(&m.text(), name)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The value of the series whose line starts with `name` (0 when absent).
+fn metric_value(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection.
+fn request(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok();
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (n, v) in headers {
+        req.push_str(&format!("{n}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).expect("send");
+    s.write_all(body).expect("send body");
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).expect("read the reply");
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a header block");
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|c| c.parse().ok())
+        .expect("a status line");
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+        .collect();
+    let mut body = raw[split + 4..].to_vec();
+    let chunked = headers
+        .iter()
+        .any(|(n, v)| n.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+    if chunked {
+        body = dechunk(&body);
+    }
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(i) = b.windows(2).position(|w| w == b"\r\n") {
+        let n = usize::from_str_radix(String::from_utf8_lossy(&b[..i]).trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&b[i + 2..i + 2 + n]);
+        b = &b[i + 2 + n + 2..];
+    }
+    out
+}
+
+/// Polls `f` until it returns true, for at most 20 s.
+fn eventually(mut f: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < until {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    false
+}
+
+const ALICE: (&str, &str) = ("authorization", "Bearer letmein");
+
+#[test]
+fn a_three_plugin_chain_answers_and_a_plugin_can_short_circuit() {
+    let s = Server::start(&app("http-chain"));
+    // auth → rewrite (drops /v1) → hello.
+    let r = s.get("/api/v1/greet", &[ALICE]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), "hello alice at GET /greet\n");
+    assert_eq!(r.header("x-plugin"), Some("hello"));
+    // A body goes through the chain; rewrite replaces it when asked.
+    let r = request(
+        &s.addr,
+        "POST",
+        "/api/echo",
+        &[ALICE, ("x-upper", "1")],
+        b"some body",
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "hello alice at POST /echo\nSOME BODY");
+    let big = vec![b'x'; 200_000];
+    let r = request(&s.addr, "POST", "/public/big", &[], &big);
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.body.len(),
+        "hello anonymous at POST /big\n".len() + big.len()
+    );
+    // Without a token auth answers itself; the others never run.
+    let r = s.get("/api/v1/greet", &[]);
+    assert_eq!(r.status, 401);
+    assert_eq!(r.text(), "auth: missing or unknown token\n");
+    assert_eq!(s.get("/nowhere", &[]).status, 404);
+}
+
+#[test]
+fn a_trap_answers_502_a_deadline_504_and_the_plugin_is_restarted() {
+    let s = Server::start(&app("http-chain"));
+    assert_eq!(s.get("/faulty/ok", &[]).status, 200);
+    let r = s.get("/faulty/trap", &[]);
+    assert_eq!(r.status, 502);
+    assert_eq!(r.text(), "plugin faulty trapped\n");
+    // The dead plugin comes back fresh.
+    assert!(eventually(|| s.get("/faulty/ok", &[]).status == 200));
+    assert!(s.metric("lrpc_domain_restarts_total{domain=\"faulty\"}") >= 1.0);
+    let r = s.get("/faulty/spin", &[]);
+    assert_eq!(r.status, 504);
+    assert_eq!(r.text(), "plugin faulty ran past its deadline\n");
+    assert!(eventually(|| s.get("/faulty/ok", &[]).status == 200));
+    // The other routes never noticed.
+    assert_eq!(s.get("/public/x", &[]).status, 200);
+    let m = s.get("/metrics", &[]).text();
+    assert!(
+        metric_value(
+            &m,
+            "lrpc_plugin_failures_total{domain=\"faulty\",kind=\"trap\"}"
+        ) >= 1.0
+    );
+    assert!(
+        metric_value(
+            &m,
+            "lrpc_plugin_failures_total{domain=\"faulty\",kind=\"deadline\"}"
+        ) >= 1.0
+    );
+    assert!(metric_value(&m, "lrpc_domain_restarts_total{domain=\"faulty\"}") >= 2.0);
+}
+
+#[test]
+fn metrics_move() {
+    let s = Server::start(&app("http-chain"));
+    let calls = "lrpc_plugin_calls_total{domain=\"hello\"}";
+    let ok = "lrpc_http_requests_total{route=\"/api\",code=\"200\"}";
+    let before = (s.metric(calls), s.metric(ok));
+    for _ in 0..3 {
+        assert_eq!(s.get("/api/x", &[ALICE]).status, 200);
+    }
+    let m = s.get("/metrics", &[]).text();
+    assert_eq!(metric_value(&m, calls), before.0 + 3.0);
+    assert_eq!(metric_value(&m, ok), before.1 + 3.0);
+    assert!(
+        metric_value(
+            &m,
+            "lrpc_http_request_duration_seconds_count{route=\"/api\"}"
+        ) >= 3.0
+    );
+    assert!(metric_value(&m, "lrpc_domain_memory_bytes{domain=\"hello\"}") > 0.0);
+}
+
+#[test]
+fn hot_reload_under_concurrent_requests_drops_none() {
+    let dir = scratch("reload");
+    let plugin = dir.join("handler.wasm");
+    std::fs::write(&plugin, lrpc::artifacts::HTTP_HELLO).expect("write the plugin");
+    let config = dir.join("lrpc.toml");
+    std::fs::write(
+        &config,
+        "[domains.handler]\nwasm = \"handler.wasm\"\nreplicas = 2\n\
+         exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+         [[routes]]\nprefix = \"/\"\nchain = [\"handler\"]\nworkers = 3\n",
+    )
+    .expect("write the config");
+    let s = Server::start(&config);
+    assert!(s.get("/a", &[]).text().starts_with("hello"));
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let failed = AtomicUsize::new(0);
+    let first_failure = std::sync::Mutex::new(None::<String>);
+    let done = AtomicUsize::new(0);
+    std::thread::scope(|sc| {
+        for _ in 0..3 {
+            sc.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let r = s.get("/a", &[]);
+                    if r.status != 200 {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                        let mut f = first_failure.lock().expect("lock");
+                        f.get_or_insert_with(|| format!("{} {}", r.status, r.text()));
+                    }
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        // Replace the file (by a rename, as deploy tools do): the watcher reloads it.
+        let tmp = dir.join("handler.wasm.new");
+        std::fs::write(&tmp, lrpc::artifacts::HTTP_FAULTY).expect("write");
+        std::fs::rename(&tmp, &plugin).expect("rename");
+        let swapped = eventually(|| s.get("/a", &[]).text().starts_with("faulty ok"));
+        // And back, through the admin endpoint.
+        std::fs::write(&tmp, lrpc::artifacts::HTTP_HELLO).expect("write");
+        let r = request(&s.addr, "POST", "/admin/reload/handler", &[], b"");
+        let admin_ok = r.status == 200 && s.get("/a", &[]).text().starts_with("faulty ok");
+        std::fs::rename(&tmp, &plugin).expect("rename");
+        let back = eventually(|| s.get("/a", &[]).text().starts_with("hello"));
+        stop.store(true, Ordering::Relaxed);
+        assert!(swapped, "the file change was not picked up");
+        assert!(admin_ok, "admin reload: {} {}", r.status, r.text());
+        assert!(back, "the second file change was not picked up");
+    });
+    assert_eq!(
+        failed.load(Ordering::Relaxed),
+        0,
+        "requests failed during reloads, the first with {:?}",
+        first_failure.lock().expect("lock")
+    );
+    assert!(done.load(Ordering::Relaxed) > 0);
+    assert!(s.metric("lrpc_domain_reloads_total{domain=\"handler\"}") >= 3.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sigterm_finishes_requests_in_flight_and_exits_0() {
+    let mut s = Server::start(&app("http-chain"));
+    let addr = s.addr.clone();
+    let slow = std::thread::spawn(move || request(&addr, "GET", "/faulty/busy/150", &[], b""));
+    // The signal comes while the request is in the plugin.
+    assert!(eventually(|| s
+        .metric("lrpc_http_requests_in_flight{route=\"/faulty\"}")
+        >= 1.0));
+    let kill = Command::new("kill")
+        .args(["-TERM", &s.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+    let r = slow.join().expect("the slow request");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(s.wait_exit(), Some(0));
+}
+
+fn lrpc(args: &[&str]) -> (bool, String, String) {
+    let o = Command::new(LRPC).args(args).output().expect("run lrpc");
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn run_the_key_value_app() {
+    let config = app("kv");
+    let c = config.to_str().expect("utf-8 path");
+    let (ok, out, err) = lrpc(&["run", c]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "0\n");
+    let (ok, out, err) = lrpc(&[
+        "run",
+        c,
+        "--call",
+        "lrpc:kv/store.put",
+        "\"greeting\"",
+        "\"hi\"",
+        "text",
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "ok(1)\n");
+    let (ok, out, err) = lrpc(&["run", c, "--call", "lrpc:kv/store.get", "\"missing\""]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "err(not-found(\"missing\"))\n");
+    let (ok, out, err) = lrpc(&["run", c, "--call", "lrpc:kv/store.measure", "'a', -21, 3.0"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "('b', -42, 1.5)\n");
+    let (ok, _, err) = lrpc(&["run", c, "--call", "lrpc:kv/store.put", "7"]);
+    assert!(!ok);
+    assert!(err.contains("parameter `key`"), "{err}");
+}
+
+#[test]
+fn config_mistakes_name_file_and_line() {
+    let dir = scratch("config");
+    let config = dir.join("bad.toml");
+    std::fs::write(
+        &config,
+        "[domains.a]\nguest = \"http-hello\"\nexports = [{ interface = \"lrpc:http/plugin\" }]\n\n\
+         [[routes]]\nprefix = \"/\"\nchain = [\"a\", \"b\"]\n",
+    )
+    .expect("write");
+    let (ok, _, err) = lrpc(&["serve", config.to_str().expect("utf-8")]);
+    assert!(!ok);
+    assert!(
+        err.contains(&format!("{}:7: no domain `b`", config.display())),
+        "{err}"
+    );
+    std::fs::write(
+        &config,
+        "[domains.a]\nguest = \"kv-server\"\nreplicas = \"two\"\n",
+    )
+    .expect("write");
+    let (ok, _, err) = lrpc(&["run", config.to_str().expect("utf-8")]);
+    assert!(!ok);
+    assert!(err.contains(&format!("{}:3: ", config.display())), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// In process, through the embedding API: a 100 KB body crosses each plugin of the chain
+/// with one copy per plugin (the plugin's stub copies the request into private memory once:
+/// a request that holds strings is always copied, whatever the presentation says).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_chain_copies_a_body_once_per_plugin() {
+    use lrpc_runtime::{config::Config, deploy::Deployment, edge::Edge};
+    let dir = scratch("borrow");
+    let preserved = app("http-chain").with_file_name("hello-server.toml");
+    let config = dir.join("lrpc.toml");
+    // One replica each, so that the copy counters read below are the ones that counted.
+    std::fs::write(
+        &config,
+        format!(
+            "[domains.rewrite]\nguest = \"http-rewrite\"\n\
+             exports = [{{ interface = \"lrpc:http/plugin\" }}]\n\
+             [domains.hello]\nguest = \"http-hello\"\n\
+             exports = [{{ interface = \"lrpc:http/plugin\", presentation = {:?} }}]\n\
+             [[routes]]\nprefix = \"/\"\nchain = [\"rewrite\", \"hello\"]\nworkers = 1\n",
+            preserved.display().to_string()
+        ),
+    )
+    .expect("write the config");
+    let config = Config::load(&config).expect("config");
+    let edge = Edge::start(std::sync::Arc::new(
+        Deployment::start(config).expect("start"),
+    ))
+    .expect("workers");
+    let copies = |plugin: &str| -> i64 {
+        edge.deployment().plugins[plugin]
+            .current()
+            .domain
+            .call("lrpc_in_copies", ())
+            .expect("copy count")
+    };
+    let (hello0, rewrite0) = (copies("hello"), copies("rewrite"));
+    let body = vec![7u8; 100_000];
+    for _ in 0..4 {
+        let a = edge.dispatch("POST", "/in", &[], &body).await;
+        assert_eq!(a.status, 200);
+        assert_eq!(
+            a.body.len(),
+            "hello anonymous at POST /in\n".len() + body.len()
+        );
+        assert!(a.body.ends_with(&body));
+    }
+    assert_eq!(copies("hello") - hello0, 4);
+    assert_eq!(copies("rewrite") - rewrite0, 4);
+    edge.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
