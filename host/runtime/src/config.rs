@@ -109,6 +109,10 @@ struct RawLimits {
     deadline: Option<Spanned<String>>,
     memory: Option<Spanned<toml::Value>>,
     fuel: Option<Spanned<toml::Value>>,
+    bindings: Option<Spanned<i64>>,
+    astack_bytes: Option<Spanned<toml::Value>>,
+    oob_bytes: Option<Spanned<toml::Value>>,
+    mappings: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -205,6 +209,9 @@ pub struct DomainSpec {
     pub exports: Vec<Export>,
     /// What it binds to.
     pub binds: Vec<Bind>,
+    /// Its quotas, when `[domains.<name>.limits]` sets any (the kernel's defaults for the
+    /// rest).
+    pub quotas: Option<lrpc::Quotas>,
     /// Line of its table in the file.
     pub line: usize,
 }
@@ -250,6 +257,21 @@ pub struct Config {
     pub max_body: usize,
     /// HTTP routes.
     pub routes: Vec<Route>,
+}
+
+/// Parses a size: `"123"`, `"4KiB"`, `"64MiB"`, `"1GiB"`.
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = digits.parse().ok()?;
+    let scale: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(scale)
 }
 
 /// Parses a duration like `250ms`, `2s`, `1.5s`, `100us` or `1m`.
@@ -319,6 +341,21 @@ impl Ctx<'_> {
         } else {
             Err(self.err(s, format!("{what} `{}` not found", p.display())))
         }
+    }
+
+    /// A size in bytes: an integer, or a string like `"64MiB"` (`KiB`, `MiB`, `GiB`).
+    fn size(&self, v: &Spanned<toml::Value>, what: &str) -> Result<u64, ConfigError> {
+        let parsed = match v.get_ref() {
+            toml::Value::Integer(n) => u64::try_from(*n).ok(),
+            toml::Value::String(t) => parse_size(t),
+            _ => None,
+        };
+        parsed.filter(|&n| n > 0).ok_or_else(|| {
+            self.err(
+                v,
+                format!("{what} is a positive size: bytes, or a string like \"64MiB\""),
+            )
+        })
     }
 
     fn count(&self, s: &Spanned<i64>, what: &str, max: i64) -> Result<usize, ConfigError> {
@@ -529,14 +566,32 @@ fn domain(cx: &Ctx<'_>, name: &str, d: &Spanned<RawDomain>) -> Result<DomainSpec
         None => 1,
     };
     let mut limit_deadline = None;
+    let mut quotas = None;
     if let Some(l) = &r.limits {
         let l = l.get_ref();
+        let mut q = lrpc::Quotas::default();
+        let mut any = false;
         if let Some(m) = &l.memory {
-            return Err(cx.err(
-                m,
-                "memory limits are not supported by this kernel yet (lrpc::DomainOptions has no quota)",
-            ));
+            q.memory = cx.size(m, "memory")?;
+            any = true;
         }
+        if let Some(b) = &l.astack_bytes {
+            q.astack_bytes = cx.size(b, "astack_bytes")?;
+            any = true;
+        }
+        if let Some(b) = &l.oob_bytes {
+            q.oob_bytes = cx.size(b, "oob_bytes")?;
+            any = true;
+        }
+        if let Some(n) = &l.bindings {
+            q.bindings = cx.count(n, "bindings", i64::from(u32::MAX))? as u32;
+            any = true;
+        }
+        if let Some(n) = &l.mappings {
+            q.mappings = cx.count(n, "mappings", i64::from(u32::MAX))? as u32;
+            any = true;
+        }
+        quotas = any.then_some(q);
         if let Some(f) = &l.fuel {
             return Err(cx.err(
                 f,
@@ -611,6 +666,7 @@ fn domain(cx: &Ctx<'_>, name: &str, d: &Spanned<RawDomain>) -> Result<DomainSpec
         replicas,
         exports,
         binds,
+        quotas,
         line: cx.line(d.span().start),
     })
 }
@@ -659,6 +715,33 @@ mod tests {
         assert!(
             err("[domains.a]\nguest = \"kv-server\"\n[domains.a.limits]\nfuel = 10\n")
                 .starts_with("app.toml:4: fuel limits")
+        );
+    }
+
+    #[test]
+    fn limits_become_the_domains_quotas() {
+        let c = Config::parse(
+            Path::new("app.toml"),
+            "[domains.a]\nguest = \"kv-server\"\n[domains.a.limits]\nmemory = \"64MiB\"\n\
+             bindings = 8\noob_bytes = 1048576\n[domains.b]\nguest = \"kv-client\"\n",
+        )
+        .expect("valid");
+        let q = c.domains["a"].quotas.expect("set");
+        assert_eq!(q.memory, 64 << 20);
+        assert_eq!(q.bindings, 8);
+        assert_eq!(q.oob_bytes, 1 << 20);
+        assert_eq!(
+            q.mappings,
+            lrpc::Quotas::default().mappings,
+            "the rest default"
+        );
+        assert!(c.domains["b"].quotas.is_none());
+        assert_eq!(parse_size("4KiB"), Some(4096));
+        assert_eq!(parse_size("1GiB"), Some(1 << 30));
+        assert_eq!(parse_size("12 parsecs"), None);
+        assert!(
+            err("[domains.a]\nguest = \"kv-server\"\n[domains.a.limits]\nmemory = \"lots\"\n")
+                .starts_with("app.toml:4: memory is a positive size")
         );
     }
 

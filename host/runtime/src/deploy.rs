@@ -42,17 +42,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Serializes domain creation in this process. `Kernel::domain_with` reserves a domain id
-/// with an empty `Weak`, which a concurrent creation takes for a free slot: two live domains
-/// could then share an id (and the linkage stack's keys), so the runtime never creates two
-/// domains at once.
-static CREATING: Mutex<()> = Mutex::new(());
-
-/// Holds the domain-creation lock (see [`CREATING`]).
-pub(crate) fn creating() -> MutexGuard<'static, ()> {
-    lock(&CREATING)
-}
-
 /// The deployment's domains, started.
 pub struct Deployment {
     /// The kernel they run in.
@@ -96,20 +85,14 @@ impl Deployment {
                 }
             }
             let wasm = read(&spec.source)?;
-            #[allow(
-                clippy::needless_update,
-                reason = "DomainOptions grows fields (quotas) that keep their defaults here"
-            )]
             let options = DomainOptions {
                 replicas: spec.replicas,
                 presentations,
-                ..Default::default()
+                quotas: spec.quotas,
             };
-            let d = {
-                let _creating = creating();
-                kernel.domain_with(&spec.name, &wasm, options)
-            }
-            .map_err(kerr(format!("domain `{}`", spec.name)))?;
+            let d = kernel
+                .domain_with(&spec.name, &wasm, options)
+                .map_err(kerr(format!("domain `{}`", spec.name)))?;
             for e in &spec.exports {
                 let opts = export_options(&kernel, e)?;
                 kernel
@@ -430,18 +413,17 @@ fn instantiate(
     let export = spec
         .plugin()
         .ok_or_else(|| DeployError::Unknown(format!("`{}` is not a plugin", spec.name)))?;
-    let creating = creating();
     let domain = kernel
         .domain_with(
             &format!("{}@{generation}", spec.name),
             wasm,
             DomainOptions {
                 replicas: spec.replicas,
+                quotas: spec.quotas,
                 ..Default::default()
             },
         )
         .map_err(kerr(format!("plugin `{}`", spec.name)))?;
-    drop(creating);
     let name = format!("{}@{generation}", export.name);
     let opts = export_options(kernel, export)?;
     if let Err(e) = kernel.export_as(&domain, PLUGIN_INTERFACE, &name, opts) {

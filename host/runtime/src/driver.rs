@@ -40,10 +40,7 @@ pub enum ChainEnd {
 impl Driver {
     /// A new driver domain called `name`.
     pub fn new(kernel: &Kernel, name: &str) -> Result<Driver, Error> {
-        let domain = {
-            let _creating = crate::deploy::creating();
-            kernel.domain(name, lrpc::artifacts::HTTP_DRIVER)?
-        };
+        let domain = kernel.domain(name, lrpc::artifacts::HTTP_DRIVER)?;
         Ok(Driver {
             input: domain.func("input")?,
             output_ptr: domain.func("output_ptr")?,
@@ -61,13 +58,18 @@ impl Driver {
     }
 
     fn put(&self, bytes: &[u8]) -> Result<i32, Error> {
-        let len =
-            i32::try_from(bytes.len()).map_err(|_| Error::Resource("input too large".into()))?;
+        let len = i32::try_from(bytes.len()).map_err(|_| Error::OutOfBounds {
+            offset: 0,
+            len: bytes.len(),
+        })?;
         let ptr = self.input.call(len)?;
         let at = usize::try_from(ptr)
             .ok()
             .filter(|&p| p != 0)
-            .ok_or_else(|| Error::Resource("the driver gave no input buffer".into()))?;
+            .ok_or_else(|| Error::Guest {
+                what: "the driver's input buffer".into(),
+                reason: format!("none for {len} bytes"),
+            })?;
         self.domain.write_memory(at, bytes)?;
         Ok(len)
     }
@@ -135,9 +137,10 @@ impl Driver {
         let len = self.put(request)?;
         let r = self.chain.call((n as i32, len))?;
         if r < 0 {
-            return Err(Error::Resource(format!(
-                "the driver refused the request ({r})"
-            )));
+            return Err(Error::Guest {
+                what: "the driver".into(),
+                reason: format!("refused the request ({r})"),
+            });
         }
         let slot = ((r >> 8) as usize).saturating_sub(1);
         Ok(match r & 0xff {
