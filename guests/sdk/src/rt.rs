@@ -376,39 +376,19 @@ pub unsafe fn with_copy<R>(src: *const u8, len: usize, f: impl FnOnce(&[u8]) -> 
 /// copies of a few KiB and more) that copy is 25–60× slower when the destination lies a
 /// little *after* the source modulo 4 KiB (1 to about 40 bytes), and full speed when both
 /// share their offset modulo 64. A-stacks and out-of-band segments are page aligned and
-/// heap buffers are not, so private copies are placed at the source's offset modulo this,
-/// and [`copy_bytes`] avoids `memory.copy` where the placement is not ours to choose.
+/// heap buffers are not, so private copies are placed at the source's offset modulo this.
 pub const COPY_ALIGN: usize = 64;
 
-/// Copies below this many bytes never take the slow path described at [`COPY_ALIGN`].
-const SLOW_COPY_MIN: usize = 1024;
-
-/// Copies `len` bytes from `src` to `dst` like `copy_nonoverlapping`, but without
-/// `memory.copy` when the two are placed so that the host's `memmove` would be slow (see
-/// [`COPY_ALIGN`]): then in 8-byte words, by a loop the compiler keeps a loop.
+/// Copies `len` bytes from `src` to `dst`: the one place the SDK's bulk copies between
+/// A-stacks and private memory go through (see [`COPY_ALIGN`] for what placement costs).
 ///
 /// # Safety
 /// As for `core::ptr::copy_nonoverlapping`: `src` readable and `dst` writable for `len`
 /// bytes, the ranges not overlapping.
 #[inline]
 pub unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
-    let gap = (dst as usize).wrapping_sub(src as usize) % 4096;
-    if len < SLOW_COPY_MIN || gap == 0 || gap >= COPY_ALIGN {
-        // SAFETY: the caller's promise.
-        unsafe { core::ptr::copy_nonoverlapping(src, dst, len) };
-        return;
-    }
-    let words = len / 8;
-    for i in 0..words {
-        // SAFETY: `8 * i + 8 <= len`, inside both ranges; `[u8; 8]` has alignment 1. The
-        // volatile accesses keep this a loop of loads and stores (not a `memory.copy`).
-        unsafe {
-            let w = src.add(8 * i).cast::<[u8; 8]>().read_volatile();
-            dst.add(8 * i).cast::<[u8; 8]>().write_volatile(w);
-        }
-    }
-    // SAFETY: the tail `[8 * words, len)` is inside both ranges.
-    unsafe { core::ptr::copy_nonoverlapping(src.add(8 * words), dst.add(8 * words), len % 8) };
+    // SAFETY: the caller's promise.
+    unsafe { core::ptr::copy_nonoverlapping(src, dst, len) };
 }
 
 /// Owned copies of decoded byte sequences (what generated stubs return for `list<u8>` and
