@@ -119,16 +119,14 @@ impl<'k> RawEcho<'k> {
     }
 }
 
-#[test]
-fn a_call_the_client_gave_up_on_never_runs_later_even_across_window_reuse() {
-    let _guard = crate::shared();
+/// The faulty server exported twice: migrating calls under the interface's name (a long
+/// call there holds the server's store), and a server thread with a short `deadline` under
+/// the name `faulty-by-message`, whose requests queue, wait for the store, and are given up on.
+fn two_exports(deadline: Duration) -> (Kernel, Domain) {
     let kernel = Kernel::new().unwrap();
     let server = kernel
         .domain("faulty", lrpc::artifacts::FAULTY_SERVER)
         .unwrap();
-    // Migrating calls under the interface's name, with a long deadline: a blocker holds the
-    // server's store with long busy calls. A server thread with a short deadline under
-    // another name: its clients' requests queue, wait for the store, and are given up on.
     kernel.export(&server, "lrpc:test/faulty").unwrap();
     kernel
         .export_as(
@@ -137,11 +135,18 @@ fn a_call_the_client_gave_up_on_never_runs_later_even_across_window_reuse() {
             "faulty-by-message",
             ExportOptions {
                 serving: Serving::OwnThread,
-                deadline: Some(Duration::from_millis(60)),
+                deadline: Some(deadline),
                 ..Default::default()
             },
         )
         .unwrap();
+    (kernel, server)
+}
+
+#[test]
+fn a_call_the_client_gave_up_on_never_runs_later_even_across_window_reuse() {
+    let _guard = crate::shared();
+    let (kernel, server) = two_exports(Duration::from_millis(60));
     let blocker = faulty_client(&kernel, "blocker");
     let units = units_for(&blocker, Duration::from_millis(150));
     let before = echoes(&server);
@@ -217,59 +222,10 @@ fn a_call_the_client_gave_up_on_never_runs_later_even_across_window_reuse() {
 #[test]
 fn a_server_store_busy_past_the_deadline_is_busy_not_terminated() {
     let _guard = crate::shared();
-    let kernel = Kernel::new().unwrap();
-    let server = kernel
-        .domain("faulty", lrpc::artifacts::FAULTY_SERVER)
-        .unwrap();
-    // One server, two exports: migrating calls under the interface's name, and a server
-    // thread with a short deadline under another name. A long migrating call holds the
-    // server's store while the server thread waits for it.
-    kernel.export(&server, "lrpc:test/faulty").unwrap();
-    kernel
-        .export_as(
-            &server,
-            "lrpc:test/faulty",
-            "faulty-by-message",
-            ExportOptions {
-                serving: Serving::OwnThread,
-                deadline: Some(Duration::from_millis(100)),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    let (kernel, server) = two_exports(Duration::from_millis(100));
     let slow = faulty_client(&kernel, "slow");
-    // A raw client of the message-passing export.
-    let h = kernel.domain("raw", lrpc::artifacts::HOSTILE).unwrap();
-    let scratch = h.call::<(), i32>("scratch", ()).unwrap();
-    let name = b"faulty-by-message";
-    h.write_memory(scratch as usize, name).unwrap();
-    let fingerprint = kernel.interface("lrpc:test/faulty").unwrap().fingerprint as i64;
-    let desc = scratch + 256;
-    let s: i32 = h
-        .call(
-            "bind_any",
-            (scratch, name.len() as i32, fingerprint, desc, 4096 - 256),
-        )
-        .unwrap();
-    assert_eq!(s, 0);
-    let d = h.read_memory(desc as usize, 32).unwrap();
-    let handle = i64::from_le_bytes(d[..8].try_into().unwrap());
-    // Procedure 0 is `echo`; its first A-stack is the first extent's base.
-    let astack = i32::from_le_bytes(d[16..20].try_into().unwrap());
-    let echo = || {
-        h.write_memory(astack as usize, &41u32.to_le_bytes())
-            .unwrap();
-        let status: i32 = h.call("call_raw", (handle, 0, astack)).unwrap();
-        (
-            status,
-            u32::from_le_bytes(
-                h.read_memory(astack as usize, 4)
-                    .unwrap()
-                    .try_into()
-                    .unwrap(),
-            ),
-        )
-    };
+    let raw = RawEcho::new(&kernel, "faulty-by-message", "raw");
+    let echo = || raw.echo(41);
     assert_eq!(echo(), (0, 42));
     let units = units_for(&slow, Duration::from_millis(400));
     let slow = &slow;
