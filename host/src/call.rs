@@ -89,45 +89,19 @@ fn client_binding(data: &mut DomainData, raw: u64) -> Result<&mut ClientBinding,
     Ok(cb)
 }
 
-/// Per-replica addresses without a heap allocation for the common case of few replicas.
-enum PerReplica {
-    Inline([u32; 4]),
-    Heap(Box<[u32]>),
-}
-
-impl PerReplica {
-    #[inline]
-    fn collect(src: &[u32], delta: u32) -> PerReplica {
-        if src.len() <= 4 {
-            let mut a = [0u32; 4];
-            for (d, s) in a.iter_mut().zip(src) {
-                *d = s.wrapping_add(delta);
-            }
-            PerReplica::Inline(a)
-        } else {
-            PerReplica::Heap(src.iter().map(|s| s.wrapping_add(delta)).collect())
-        }
-    }
-
-    #[inline]
-    fn get(&self, i: usize) -> u32 {
-        match self {
-            PerReplica::Inline(a) => a.get(i).copied().unwrap_or(0),
-            PerReplica::Heap(v) => v.get(i).copied().unwrap_or(0),
-        }
-    }
-}
-
-/// What the call path copies out of the client's slot before leaving the client.
+/// What the call path keeps of the client's slot while the call is away: the binding,
+/// pinned, and where the call's A-stack lies among the procedure's. Small on purpose (it is
+/// built and read on every call); the server-side addresses are read once the serving
+/// replica is known (`entry_args`).
 struct Prepared {
     binding: Pinned,
     client_astack: u32,
+    /// The extent, and the A-stack's index within it.
     extent: usize,
+    local: u32,
+    /// Index of the A-stack among the procedure's A-stacks (across extents).
     index: u32,
     size: u32,
-    server_offset: PerReplica,
-    oob_server: PerReplica,
-    oob_cap: u32,
 }
 
 fn prepare(data: &mut DomainData, raw: u64, proc: i32, astack: i32) -> Result<Prepared, Status> {
@@ -136,37 +110,70 @@ fn prepare(data: &mut DomainData, raw: u64, proc: i32, astack: i32) -> Result<Pr
         .ok()
         .and_then(|p| cb.procs.get_mut(p))
         .ok_or(Status::BadProcedure)?;
-    let (ei, index) = ps.locate(astack as u32).ok_or(Status::BadAStack)?;
-    let e = &mut ps.extents[ei];
-    let busy = &mut e.busy[index as usize];
+    let (extent, local) = ps.locate(astack as u32).ok_or(Status::BadAStack)?;
+    let e = &mut ps.extents[extent];
+    let busy = &mut e.busy[local as usize];
     if *busy {
         return Err(Status::AStackBusy);
     }
     *busy = true;
-    let delta = index * e.size;
-    let oob = &e.oob_in[index as usize];
     Ok(Prepared {
         binding: Pinned::new(&cb.binding),
         client_astack: astack as u32,
-        extent: ei,
-        index: e.first + index,
+        extent,
+        local,
+        index: e.first + local,
         size: e.size,
-        server_offset: PerReplica::collect(&e.server_bases, delta),
-        oob_server: PerReplica::collect(&oob.server, 0),
-        oob_cap: oob.cap,
     })
 }
+
+/// The server entry's arguments for this call in replica `r`: A-stack address and capacity,
+/// `in` segment address and capacity, borrow mask. The segment address is `u32::MAX` when
+/// the segment is not mapped into that replica yet (see `resolve_oob`). Read from the
+/// client's slot, which no guest code has run against since `prepare` marked the A-stack
+/// busy (so it is there; if it were not, the call is refused rather than sent anywhere).
+fn entry_args(
+    data: &DomainData,
+    raw: u64,
+    proc: u32,
+    p: &Prepared,
+    r: usize,
+) -> Result<EntryArgs, Status> {
+    let (_, slot, _) = handle::unpack(raw);
+    let b = p.binding.get();
+    let borrow = b.borrow.get(proc as usize).copied().unwrap_or(0);
+    let e = data
+        .bindings
+        .get(usize::from(slot))
+        .and_then(|s| s.live.as_ref())
+        .and_then(|cb| cb.procs.get(proc as usize))
+        .and_then(|ps| ps.extents.get(p.extent));
+    let e = e.ok_or(Status::StaleBinding)?;
+    let base = e.server_bases.get(r).copied().unwrap_or(0);
+    let oob = e.oob_in.get(p.local as usize);
+    let (oob_at, oob_cap) = oob.map_or((0, 0), |o| (o.server.get(r).copied().unwrap_or(0), o.cap));
+    Ok((
+        base.wrapping_add(p.local * e.size) as i32,
+        e.size as i32,
+        oob_at as i32,
+        oob_cap as i32,
+        borrow,
+    ))
+}
+
+/// A server entry's arguments (see `entry_args`).
+type EntryArgs = (i32, i32, i32, i32, i32);
 
 /// Marks the call's A-stack free again. The binding is in its slot, or in the retired list
 /// if it was unbound while the call was in flight; a retired binding whose last call
 /// finished is dropped here.
-fn release(data: &mut DomainData, raw: u64, proc: i32, extent: usize, index: u32) {
-    fn clear(cb: &mut ClientBinding, proc: i32, extent: usize, index: u32) {
-        if let Some(e) = cb
+fn release(data: &mut DomainData, raw: u64, proc: i32, p: &Prepared) {
+    fn clear(cb: &mut ClientBinding, proc: i32, p: &Prepared) {
+        if let Some(b) = cb
             .procs
             .get_mut(proc as usize)
-            .and_then(|p| p.extents.get_mut(extent))
-            && let Some(b) = e.busy.get_mut((index - e.first) as usize)
+            .and_then(|ps| ps.extents.get_mut(p.extent))
+            .and_then(|e| e.busy.get_mut(p.local as usize))
         {
             *b = false;
         }
@@ -178,11 +185,11 @@ fn release(data: &mut DomainData, raw: u64, proc: i32, extent: usize, index: u32
     }) = data.bindings.get_mut(usize::from(slot))
         && *g == generation
     {
-        clear(cb, proc, extent, index);
+        clear(cb, proc, p);
         return;
     }
     if let Some(cb) = data.retired.iter_mut().find(|cb| cb.binding.handle == raw) {
-        clear(cb, proc, extent, index);
+        clear(cb, proc, p);
     }
     data.retired.retain(|cb| cb.any_busy());
 }
@@ -197,14 +204,14 @@ fn call(mut caller: Caller<'_, DomainData>, raw: i64, proc: i32, astack: i32) ->
     };
     let client_key = data.key();
     let now = data.ticks.load(Ordering::Relaxed);
-    let mut status = transfer(&mut caller, client_key, &p, proc as u32, now);
+    let mut status = transfer(&mut caller, client_key, raw, &p, proc as u32, now);
     if status == Status::Ok && !p.binding.get().is_live() {
         // Unbound or revoked while the call was in flight: its A-stack left both memories,
         // so whatever the server wrote did not reach the client.
         status = p.binding.get().dead_status();
     }
     let data = caller.data_mut();
-    release(data, raw, proc, p.extent, p.index);
+    release(data, raw, proc, &p);
     if status != Status::Ok {
         // A failed call's stub reads nothing off the A-stack: windows revoked while this
         // client ran can go now (see `Replica::unmap_or_defer`).
@@ -221,19 +228,35 @@ fn call(mut caller: Caller<'_, DomainData>, raw: i64, proc: i32, astack: i32) ->
 /// Not an entry's answer: the `in` segment could not be mapped into the serving replica.
 const OOB_FAILED: i32 = i32::MIN;
 
-/// The server address of the call's `in` segment in replica `i`, mapping the segment there
-/// first if it was created while that replica was busy (see `Binding::place_lazily`).
+/// The server address of the call's `in` segment in replica `i` (`at`, as `entry_args` read
+/// it), mapping the segment there first if it was created while that replica was busy (see
+/// `Binding::place_lazily`).
+#[inline]
 fn resolve_oob(
+    b: &Binding,
+    p: &Prepared,
+    proc: u32,
+    i: usize,
+    args: &EntryArgs,
+    ctx: wasmtime::StoreContextMut<'_, DomainData>,
+) -> Result<i32, Status> {
+    let (at, cap) = (args.2, args.3);
+    if cap == 0 || at as u32 != u32::MAX {
+        return Ok(at);
+    }
+    map_oob_lazily(b, p, proc, i, ctx)
+}
+
+/// The slow half of `resolve_oob`: maps the segment into replica `i` now.
+#[cold]
+#[inline(never)]
+fn map_oob_lazily(
     b: &Binding,
     p: &Prepared,
     proc: u32,
     i: usize,
     ctx: wasmtime::StoreContextMut<'_, DomainData>,
 ) -> Result<i32, Status> {
-    let o = p.oob_server.get(i);
-    if p.oob_cap == 0 || o != u32::MAX {
-        return Ok(o as i32);
-    }
     let off = b
         .map_into((proc, p.index, lrpc_abi::OOB_IN), i, ctx)
         .map_err(|e| e.status())?;
@@ -244,27 +267,21 @@ fn resolve_oob(
 fn transfer(
     caller: &mut Caller<'_, DomainData>,
     client_key: ReplicaKey,
+    raw: u64,
     p: &Prepared,
     proc: u32,
     now: u64,
 ) -> Status {
     let b = p.binding.get();
     let server = &b.server;
-    let borrow = b.borrow.get(proc as usize).copied().unwrap_or(0);
-    let entry_args = |r: usize| {
-        (
-            p.server_offset.get(r) as i32,
-            p.size as i32,
-            p.oob_server.get(r) as i32,
-            p.oob_cap as i32,
-            borrow,
-        )
-    };
     let deadline = now.saturating_add(b.deadline_ticks);
     if let Some(mailbox) = &b.export.mailbox {
+        let mut args = match entry_args(caller.data(), raw, proc, p, 0) {
+            Ok(a) => a,
+            Err(s) => return s,
+        };
         let r0 = &server.replicas[0];
-        let oob = r0.with_store(b.deadline, |ctx| resolve_oob(b, p, proc, 0, ctx));
-        let mut args = entry_args(0);
+        let oob = r0.with_store(b.deadline, |ctx| resolve_oob(b, p, proc, 0, &args, ctx));
         match oob {
             Ok(Ok(o)) => args.2 = o,
             Ok(Err(s)) => return s,
@@ -272,25 +289,27 @@ fn transfer(
         }
         return send_message(caller, b, mailbox, p, proc, deadline, args);
     }
-    // Why the `in` segment could not be mapped, when `run` answers `OOB_FAILED`.
+    // Why the call could not be sent (the `in` segment could not be mapped), when `run`
+    // answers `OOB_FAILED`.
     let oob_refusal = std::cell::Cell::new(Status::ResourceExhausted);
     // Runs the entry in replica `i` through `ctx`, with this call's linkage record on the
     // thread's stack and the binding's deadline set on the server.
-    let run =
-        |i: usize, mut ctx: wasmtime::StoreContextMut<'_, DomainData>| -> wasmtime::Result<i32> {
-            let mut args = entry_args(i);
-            match resolve_oob(b, p, proc, i, ctx.as_context_mut()) {
-                Ok(o) => args.2 = o,
-                Err(s) => {
-                    oob_refusal.set(s);
-                    return Ok(OOB_FAILED);
-                }
+    let run = |i: usize,
+               mut args: EntryArgs,
+               mut ctx: wasmtime::StoreContextMut<'_, DomainData>|
+     -> wasmtime::Result<i32> {
+        match resolve_oob(b, p, proc, i, &args, ctx.as_context_mut()) {
+            Ok(o) => args.2 = o,
+            Err(s) => {
+                oob_refusal.set(s);
+                return Ok(OOB_FAILED);
             }
-            let saved = std::mem::replace(&mut ctx.data_mut().deadline_tick, deadline);
-            let r = b.export.entries[i][proc as usize].call(&mut ctx, args);
-            ctx.data_mut().deadline_tick = saved;
-            r
-        };
+        }
+        let saved = std::mem::replace(&mut ctx.data_mut().deadline_tick, deadline);
+        let r = b.export.entries[i][proc as usize].call(&mut ctx, args);
+        ctx.data_mut().deadline_tick = saved;
+        r
+    };
     // A free replica, starting from this thread's own so that threads do not contend for
     // the same one; else one suspended in a call on this thread (re-entry, A→B→A); else wait
     // for one (bounded by the deadline: a call cycle across threads must not deadlock).
@@ -311,20 +330,33 @@ fn transfer(
         })
         .find_map(|i| server.replicas[i].store.try_lock().map(|g| (i, g)));
     let outcome = match picked {
-        Some((i, mut store)) => linkage::with_record(
-            caller,
-            client_key,
-            server.replicas[i].key,
-            p.binding,
-            proc,
-            p.index,
-            || run(i, store.as_context_mut()),
-        ),
+        Some((i, mut store)) => {
+            let args = match entry_args(caller.data(), raw, proc, p, i) {
+                Ok(a) => a,
+                Err(s) => return s,
+            };
+            linkage::with_record(
+                caller,
+                client_key,
+                server.replicas[i].key,
+                p.binding,
+                proc,
+                p.index,
+                || run(i, args, store.as_context_mut()),
+            )
+        }
         None => {
             let reentered = (0..n).find_map(|i| {
                 let key = server.replicas[i].key;
+                let args = entry_args(caller.data(), raw, proc, p, i);
                 linkage::with_record(caller, client_key, key, p.binding, proc, p.index, || {
-                    linkage::reenter(key, |srv| run(i, srv.as_context_mut()))
+                    linkage::reenter(key, |srv| match args {
+                        Ok(args) => run(i, args, srv.as_context_mut()),
+                        Err(s) => {
+                            oob_refusal.set(s);
+                            Ok(OOB_FAILED)
+                        }
+                    })
                 })
             });
             match reentered {
@@ -334,6 +366,10 @@ fn transfer(
                     else {
                         return Status::ServerBusy;
                     };
+                    let args = match entry_args(caller.data(), raw, proc, p, start) {
+                        Ok(a) => a,
+                        Err(s) => return s,
+                    };
                     linkage::with_record(
                         caller,
                         client_key,
@@ -341,7 +377,7 @@ fn transfer(
                         p.binding,
                         proc,
                         p.index,
-                        || run(start, store.as_context_mut()),
+                        || run(start, args, store.as_context_mut()),
                     )
                 }
             }
@@ -371,7 +407,7 @@ fn send_message(
     p: &Prepared,
     proc: u32,
     deadline: u64,
-    args: (i32, i32, i32, i32, i32),
+    args: EntryArgs,
 ) -> Status {
     use crate::mailbox::{Outcome, Request};
     let Some(client) = b.client.upgrade() else {

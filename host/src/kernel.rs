@@ -172,6 +172,11 @@ impl Kernel {
         c.epoch_interruption(true)
             .memory_reservation(1 << 32)
             .memory_may_move(false);
+        // Names for JIT code in profiles: `/tmp/perf-PID.map` (read by `perf`, and usable to
+        // name callgrind's anonymous code addresses; see `benches/examples/callpath.rs`).
+        if std::env::var_os("LRPC_PERFMAP").is_some() {
+            c.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&c).map_err(|e| Error::Engine(boxed(e)))?;
         let mut linker = Linker::new(&engine);
         crate::call::define(&mut linker).map_err(|e| Error::Engine(boxed(e)))?;

@@ -240,14 +240,25 @@ impl Binding {
     }
 
     /// Takes an A-stack of `proc` (LIFO), asking the kernel for more when all are in use.
+    #[inline]
     pub(crate) fn take(&self, proc: u32) -> Result<(u32, u32), CallError> {
         let p = self
             .procs
             .get(proc as usize)
             .ok_or(CallError::BadProcedure)?;
-        if let Some(a) = p.free.borrow_mut().pop() {
-            return Ok((a, p.size));
+        // The free list's borrow ends with this statement: `take_more` borrows it again.
+        let top = p.free.borrow_mut().pop();
+        match top {
+            Some(a) => Ok((a, p.size)),
+            None => self.take_more(p, proc),
         }
+    }
+
+    /// Every A-stack of `proc` is in use (nested calls): asks the kernel for another extent
+    /// (LRPC 5.2) and takes its first A-stack.
+    #[cold]
+    #[inline(never)]
+    fn take_more(&self, p: &ProcStacks, proc: u32) -> Result<(u32, u32), CallError> {
         let mut rec = [0u8; lrpc_abi::desc::EXTENT_LEN];
         check(sys::astacks_more(
             self.handle as i64,
@@ -284,6 +295,7 @@ impl Binding {
     }
 
     /// Returns an A-stack to its free list.
+    #[inline]
     pub(crate) fn put(&self, proc: u32, astack: u32) {
         if let Some(p) = self.procs.get(proc as usize) {
             p.free.borrow_mut().push(astack);

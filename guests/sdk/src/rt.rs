@@ -559,26 +559,37 @@ struct Used {
 
 /// Zeroes what a call left on the A-stack and its out-of-band segments, so the server can not
 /// read this client's arguments (or its results) after the call (trust `none`).
+#[inline]
 fn clear(astack: usize, used: &Used) {
-    for (at, len) in [Some((astack, used.astack)), used.oob_in, used.oob_out]
-        .into_iter()
-        .flatten()
-    {
-        let p = at as *mut u8;
-        // SAFETY: each range lies in the A-stack or a segment the kernel mapped for it, within
-        // the capacity the call checked when it used it.
-        unsafe {
-            if len <= 64 {
-                // Small: plain stores (a bulk fill is an out-of-line call in the engine).
-                for i in 0..len {
-                    p.add(i).write_volatile(0);
-                }
-            } else {
-                core::ptr::write_bytes(p, 0, len);
-            }
-        }
+    zero(astack, used.astack);
+    if let Some((at, len)) = used.oob_in {
+        zero(at, len);
+    }
+    if let Some((at, len)) = used.oob_out {
+        zero(at, len);
     }
     count(|c| c.clears += 1);
+}
+
+/// Zeroes `len` bytes at `at`, a range of an A-stack or segment a call used.
+#[inline]
+fn zero(at: usize, len: usize) {
+    if len == 0 {
+        return;
+    }
+    let p = at as *mut u8;
+    // SAFETY: each range lies in the A-stack or a segment the kernel mapped for it, within
+    // the capacity the call checked when it used it.
+    unsafe {
+        if len <= 64 {
+            // Small: plain stores (a bulk fill is an out-of-line call in the engine).
+            for i in 0..len {
+                p.add(i).write_volatile(0);
+            }
+        } else {
+            core::ptr::write_bytes(p, 0, len);
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments, reason = "the parts of one call")]
@@ -615,6 +626,9 @@ fn invoke_on<R>(
         }
         // Only the result's bound is read back (nothing at all for a procedure without one).
         let n = out_bound.min(cap);
+        if n == 0 {
+            return dec(&mut Reader::new(&[])).map_err(bad_reply);
+        }
         // SAFETY: as above; `n <= cap`.
         return unsafe { with_copy(base as *const u8, n, |buf| dec(&mut Reader::new(buf))) }
             .map_err(bad_reply);

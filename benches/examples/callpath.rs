@@ -1,0 +1,47 @@
+//! Runs one Table IV case a given number of times and nothing else, for instruction counts:
+//!
+//! ```text
+//! cargo build --profile bench -p lrpc-benches --example callpath
+//! valgrind --tool=callgrind target/release/examples/callpath isolated 100000
+//! ```
+//!
+//! Cases: `cross-store` (the bare mechanism), `raw` (the kernel without the client stub),
+//! `isolated` (Null through the stubs), `big-in` and `big-in-out` (200 B on the default
+//! presentation). The setup runs before the measured loop; compare two runs with different
+//! counts to take it out. With `LRPC_PERFMAP=1` the kernel's engine writes
+//! `/tmp/perf-PID.map`, which names the guest functions behind callgrind's `???:0x…` entries.
+
+use lrpc_benches::Peer;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let case = args.next().unwrap_or_else(|| "isolated".into());
+    let n: i32 = args
+        .next()
+        .map(|s| s.parse().expect("a call count"))
+        .unwrap_or(100_000);
+    let status = match case.as_str() {
+        "cross-store" => {
+            let (kernel, _, _) = lrpc_benches::setup(1);
+            lrpc_benches::CrossStore::new(&kernel).run(n)
+        }
+        "raw" => lrpc_benches::RawCall::new().run(n),
+        "isolated" | "big-in" | "big-in-out" => {
+            let (kernel, client) = lrpc_benches::pair(
+                lrpc::artifacts::BENCH_CLIENT,
+                lrpc::artifacts::BENCH_SERVER,
+                None,
+                None,
+                lrpc::Serving::Migrate,
+            );
+            let mut peer = lrpc_benches::Lrpc::new(kernel, &client);
+            match case.as_str() {
+                "isolated" => peer.null(n),
+                "big-in" => peer.big_in(200, n).min(0),
+                _ => peer.big_in_out(200, n),
+            }
+        }
+        other => panic!("unknown case {other}"),
+    };
+    assert!(status >= 0, "a call failed ({status})");
+}
