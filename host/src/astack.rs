@@ -74,7 +74,12 @@ pub struct MemoryRange {
 
 impl MemoryRange {
     /// Records a memory's base and current size.
-    pub fn new(base: *mut u8, len: usize) -> MemoryRange {
+    ///
+    /// # Safety
+    /// `[base, base + len)` must be the accessible part of a wasm linear memory whose `Store`
+    /// stays alive for as long as the range (or a copy of it) is used; mapping, unmapping
+    /// and raw accesses through the range rely on it.
+    pub unsafe fn new(base: *mut u8, len: usize) -> MemoryRange {
         MemoryRange {
             base: base as usize,
             len,
@@ -194,7 +199,9 @@ mod tests {
             }
         }
         fn range(&self) -> MemoryRange {
-            MemoryRange::new(self.ptr, self.len)
+            // SAFETY: the region is a live anonymous mapping owned by `self`, standing in for a
+            // linear memory, and the tests use the range only while `self` lives.
+            unsafe { MemoryRange::new(self.ptr, self.len) }
         }
     }
 

@@ -653,9 +653,14 @@ fn bind_inner(
     let replicas = at.server.len();
     let mut procs = Vec::with_capacity(nprocs);
     let mut bytes = Vec::with_capacity(desc_len);
-    bytes.extend_from_slice(&raw.to_le_bytes());
-    bytes.extend_from_slice(&(nprocs as u32).to_le_bytes());
-    bytes.extend_from_slice(&flags.to_le_bytes());
+    bytes.extend_from_slice(
+        &desc::Header {
+            handle: raw,
+            nprocs: nprocs as u32,
+            flags,
+        }
+        .encode(),
+    );
     for (i, &(size, count)) in sizes.iter().enumerate() {
         let client_base = (at.client + offs[i]) as u32;
         procs.push(ProcStacks {
@@ -669,23 +674,26 @@ fn bind_inner(
                 oob_in: vec![empty_oob(replicas); count as usize],
             }],
         });
-        for v in [client_base, size, count, 0] {
-            bytes.extend_from_slice(&v.to_le_bytes());
-        }
+        bytes.extend_from_slice(
+            &desc::Extent {
+                base: client_base,
+                size,
+                count,
+            }
+            .encode(),
+        );
     }
     for (i, off) in offs.iter().enumerate() {
         let rec = match &linked {
-            Some(d) => [
-                d.entries[i],
-                (d.offset + off) as u32,
-                binding.borrow[i] as u32,
-                d.fast[i],
-            ],
-            None => [0; 4],
+            Some(d) => desc::Direct {
+                index: d.entries[i],
+                server_base: (d.offset + off) as u32,
+                borrow: binding.borrow[i] as u32,
+                fast: d.fast[i],
+            },
+            None => desc::Direct::default(),
         };
-        for v in rec {
-            bytes.extend_from_slice(&v.to_le_bytes());
-        }
+        bytes.extend_from_slice(&rec.encode());
     }
     binding
         .adopt_astacks(segment, at)
@@ -829,11 +837,12 @@ fn astacks_more_inner(
         .map_err(|e| status_of(&e))?;
     let cb = client_binding(caller.data_mut(), raw)?;
     cb.procs[proc as usize].extents.push(extent);
-    let mut bytes = Vec::with_capacity(desc::EXTENT_LEN);
-    for v in [client_base, size, count, 0] {
-        bytes.extend_from_slice(&v.to_le_bytes());
-    }
-    write_guest(caller, extent_ptr, &bytes)
+    let rec = desc::Extent {
+        base: client_base,
+        size,
+        count,
+    };
+    write_guest(caller, extent_ptr, &rec.encode())
 }
 
 /// Segment capacity for a request of `min` bytes: at least 64 KiB, powers of two.
@@ -909,7 +918,7 @@ fn oob_inner(
     seg_ptr: i32,
 ) -> Result<(), Status> {
     flush_own(caller);
-    write_guest(caller, seg_ptr, &[0; 8])?;
+    write_guest(caller, seg_ptr, &[0; lrpc_abi::segment::LEN])?;
     if dir != lrpc_abi::OOB_IN && dir != lrpc_abi::OOB_OUT {
         return Err(Status::BadPointer);
     }
@@ -954,10 +963,11 @@ fn oob_inner(
                 .collect(),
         };
     }
-    let mut bytes = [0u8; 8];
-    bytes[..4].copy_from_slice(&(at.client as u32).to_le_bytes());
-    bytes[4..].copy_from_slice(&(cap as u32).to_le_bytes());
-    write_guest(caller, seg_ptr, &bytes)
+    let rec = lrpc_abi::segment::Segment {
+        addr: at.client as u32,
+        cap: cap as u32,
+    };
+    write_guest(caller, seg_ptr, &rec.encode())
 }
 
 /// `lrpc.reply_oob(min_len, seg_ptr) -> status`, called by a server inside a call.
@@ -970,7 +980,7 @@ fn reply_oob_inner(
     min_len: i32,
     seg_ptr: i32,
 ) -> Result<(), Status> {
-    write_guest(caller, seg_ptr, &[0; 8])?;
+    write_guest(caller, seg_ptr, &[0; lrpc_abi::segment::LEN])?;
     let me = caller.data().key();
     let (_, server, pinned, proc, index) = linkage::current().ok_or(Status::NoCall)?;
     if server != me {
@@ -991,8 +1001,9 @@ fn reply_oob_inner(
             .map_into(okey, usize::from(me.replica), caller.as_context_mut())
             .map_err(|e| status_of(&e))?;
     }
-    let mut bytes = [0u8; 8];
-    bytes[..4].copy_from_slice(&(here as u32).to_le_bytes());
-    bytes[4..].copy_from_slice(&(cap as u32).to_le_bytes());
-    write_guest(caller, seg_ptr, &bytes)
+    let rec = lrpc_abi::segment::Segment {
+        addr: here as u32,
+        cap: cap as u32,
+    };
+    write_guest(caller, seg_ptr, &rec.encode())
 }

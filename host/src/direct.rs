@@ -31,6 +31,18 @@ pub(crate) struct Coresident {
     pub fast: Vec<u32>,
 }
 
+impl Coresident {
+    /// The copy's memory up to `len`, as a window-mapping range.
+    #[allow(unsafe_code, reason = "the range's contract, argued below")]
+    fn range(&self, len: usize) -> MemoryRange {
+        // SAFETY: `base` is the copy's linear memory in the client's Store (read when the copy
+        // was instantiated; memories never move), which lives as long as the client replica;
+        // `link` passes the size it has just grown the memory to, and the range is used for
+        // the binding's windows, which are unmapped before that Store goes away.
+        unsafe { MemoryRange::new(self.base as *mut u8, len) }
+    }
+}
+
 /// Where a direct binding's A-stacks sit in the server copy.
 pub(crate) struct DirectPlacement {
     /// The copy's entries in the client's function table.
@@ -70,7 +82,7 @@ pub(crate) fn link(
         .ok()
         .and_then(|p| p.checked_mul(WASM_PAGE))
         .ok_or(Status::ResourceExhausted)?;
-    let range = MemoryRange::new(co.base as *mut u8, offset + pages * WASM_PAGE);
+    let range = co.range(offset + pages * WASM_PAGE);
     range
         .map(offset, segment)
         .map_err(|_| Status::ResourceExhausted)?;

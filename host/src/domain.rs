@@ -154,8 +154,12 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Replica {
     /// The memory as a window-mapping range, up to the host-grown high-water mark.
+    #[allow(unsafe_code, reason = "the range's contract, argued below")]
     pub(crate) fn range(&self, high: usize) -> MemoryRange {
-        MemoryRange::new(self.base as *mut u8, high)
+        // SAFETY: `base` is this replica's linear memory, which never moves and lives as long
+        // as the replica's Store; callers pass at most the size the host has grown it to, and
+        // use the range only while they hold the replica (its shared state keeps the Store).
+        unsafe { MemoryRange::new(self.base as *mut u8, high) }
     }
 
     /// Allocates `len` bytes (page multiple) of window space, growing the memory through
@@ -494,7 +498,7 @@ impl Domain {
             store.ok_or(Error::Busy)?
         };
         let mut buf = vec![0; len];
-        MemoryRange::new(r.base as *mut u8, size)
+        r.range(size)
             .read(offset, &mut buf)
             .ok_or(Error::OutOfBounds { offset, len })?;
         Ok(buf)
@@ -504,7 +508,7 @@ impl Domain {
     pub fn write_memory(&self, offset: usize, bytes: &[u8]) -> Result<(), Error> {
         let r = &self.shared.replicas[0];
         let size = lock_or_reenter_size(r).ok_or(Error::Busy)?;
-        MemoryRange::new(r.base as *mut u8, size)
+        r.range(size)
             .write(offset, bytes)
             .ok_or(Error::OutOfBounds {
                 offset,

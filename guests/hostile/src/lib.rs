@@ -25,7 +25,7 @@ pub extern "C" fn bind_raw(fingerprint: i64) -> i64 {
     if s != 0 {
         return -i64::from(s);
     }
-    let h = i64::from_le_bytes(desc[..8].try_into().expect("8 bytes"));
+    let h = lrpc_sdk::desc::Header::decode(&desc).map_or(0, |hd| hd.handle as i64);
     DESC.with(|d| *d.borrow_mut() = desc);
     h
 }
@@ -33,21 +33,18 @@ pub extern "C" fn bind_raw(fingerprint: i64) -> i64 {
 /// The handle of the last successful `bind_raw`.
 #[unsafe(no_mangle)]
 pub extern "C" fn handle() -> i64 {
-    DESC.with(|d| {
-        d.borrow()
-            .get(..8)
-            .map_or(0, |b| i64::from_le_bytes(b.try_into().expect("8 bytes")))
-    })
+    DESC.with(|d| lrpc_sdk::desc::Header::decode(&d.borrow()).map_or(0, |hd| hd.handle as i64))
 }
 
 /// Client address of the first A-stack of `proc`, from the last descriptor.
 #[unsafe(no_mangle)]
 pub extern "C" fn astack(proc: i32) -> i32 {
-    let at = 16 + 16 * proc.max(0) as usize;
+    let at = lrpc_sdk::desc::extent_at(proc.max(0) as usize);
     DESC.with(|d| {
         d.borrow()
-            .get(at..at + 4)
-            .map_or(0, |b| i32::from_le_bytes(b.try_into().expect("4 bytes")))
+            .get(at..)
+            .and_then(lrpc_sdk::desc::Extent::decode)
+            .map_or(0, |e| e.base as i32)
     })
 }
 

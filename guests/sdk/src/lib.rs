@@ -17,6 +17,8 @@ pub mod sys;
 
 use core::cell::RefCell;
 pub use lrpc_abi::Status;
+/// The binary records the kernel writes (binding descriptors, extents, segments).
+pub use lrpc_abi::{desc, segment};
 
 macro_rules! call_errors {
     ($( $(#[$doc:meta])* $name:ident, )*) => {
@@ -194,35 +196,32 @@ impl Binding {
             desc.as_mut_ptr() as i32,
             desc.len() as i32,
         ))?;
-        let le32 =
-            |at: usize| u32::from_le_bytes([desc[at], desc[at + 1], desc[at + 2], desc[at + 3]]);
-        let handle = u64::from_le_bytes(desc[0..8].try_into().expect("8 bytes"));
-        let n = le32(8) as usize;
-        let flags = le32(12);
-        let clear_residue = flags & lrpc_abi::desc::FLAG_CLEAR_RESIDUE != 0;
-        let direct = flags & lrpc_abi::desc::FLAG_DIRECT != 0;
+        use lrpc_abi::desc;
+        let header = desc::Header::decode(&desc).unwrap_or_default();
+        let handle = header.handle;
+        let n = header.nprocs as usize;
+        let clear_residue = header.flags & desc::FLAG_CLEAR_RESIDUE != 0;
+        let direct = header.flags & desc::FLAG_DIRECT != 0;
         if n != nprocs {
             // The kernel's interface has another shape than this stub's: give the binding
             // back rather than leak it.
             let _ = sys::unbind(handle as i64);
             return Err(CallError::InterfaceMismatch);
         }
-        let direct_at = lrpc_abi::desc::HEADER_LEN + lrpc_abi::desc::EXTENT_LEN * n;
         let procs = (0..n)
             .map(|i| {
-                let at = lrpc_abi::desc::HEADER_LEN + i * lrpc_abi::desc::EXTENT_LEN;
-                let (base, size, count) = (le32(at), le32(at + 4), le32(at + 8));
-                let d = direct_at + i * lrpc_abi::desc::DIRECT_LEN;
+                let e = desc::Extent::decode(&desc[desc::extent_at(i)..]).unwrap_or_default();
+                let d = desc::Direct::decode(&desc[desc::direct_at(n, i)..]).unwrap_or_default();
                 ProcStacks {
-                    free: RefCell::new(extent(base, size, count)),
-                    size,
-                    fast: if direct { le32(d + 12) } else { 0 },
+                    free: RefCell::new(extent(e)),
+                    size: e.size,
+                    fast: if direct { d.fast } else { 0 },
                     direct: direct.then(|| Direct {
-                        index: le32(d),
-                        client_base: base,
-                        server_base: le32(d + 4),
-                        span: size.saturating_mul(count),
-                        borrow: le32(d + 8),
+                        index: d.index,
+                        client_base: e.base,
+                        server_base: d.server_base,
+                        span: e.size.saturating_mul(e.count),
+                        borrow: d.borrow,
                     }),
                 }
             })
@@ -265,8 +264,7 @@ impl Binding {
             proc as i32,
             rec.as_mut_ptr() as i32,
         ))?;
-        let le32 = |at: usize| u32::from_le_bytes([rec[at], rec[at + 1], rec[at + 2], rec[at + 3]]);
-        let mut more = extent(le32(0), le32(4), le32(8));
+        let mut more = extent(lrpc_abi::desc::Extent::decode(&rec).unwrap_or_default());
         let first = more.pop().ok_or(CallError::ResourceExhausted)?;
         p.free.borrow_mut().extend(more);
         Ok((first, p.size))
@@ -304,8 +302,8 @@ impl Binding {
 }
 
 /// The A-stacks of one extent, listed so that the first one is popped first.
-fn extent(base: u32, size: u32, count: u32) -> Vec<u32> {
-    (0..count).rev().map(|i| base + i * size).collect()
+fn extent(e: lrpc_abi::desc::Extent) -> Vec<u32> {
+    (0..e.count).rev().map(|i| e.base + i * e.size).collect()
 }
 
 impl Drop for Binding {

@@ -500,17 +500,20 @@ fn oob(
     dir: i32,
     min: usize,
 ) -> Result<(usize, usize), CallError> {
-    let mut seg = [0u32; 2];
     let min = i32::try_from(min).map_err(|_| CallError::ResourceExhausted)?;
-    check(sys::oob(
-        b.handle as i64,
-        proc as i32,
-        astack as i32,
-        dir,
-        min,
-        seg.as_mut_ptr() as i32,
-    ))?;
-    Ok((seg[0] as usize, seg[1] as usize))
+    let seg = segment(|at| sys::oob(b.handle as i64, proc as i32, astack as i32, dir, min, at))
+        .map_err(CallError::from_code)?;
+    Ok((seg.addr as usize, seg.cap as usize))
+}
+
+/// Calls a kernel import that writes a segment record (`lrpc_abi::segment`) at the address
+/// it is given; the record, or the import's status.
+fn segment(import: impl FnOnce(i32) -> i32) -> Result<lrpc_abi::segment::Segment, i32> {
+    let mut rec = [0u8; lrpc_abi::segment::LEN];
+    match import(rec.as_mut_ptr() as i32) {
+        0 => Ok(lrpc_abi::segment::Segment::decode(&rec).unwrap_or_default()),
+        code => Err(code),
+    }
 }
 
 /// The client half of a call: take an A-stack, encode (`size` bytes, by `enc`), call, copy
@@ -709,12 +712,9 @@ impl Reply {
         let (dst, room, flags) = if size <= inline_cap {
             (self.astack + header::LEN, inline_cap, 0)
         } else {
-            let mut seg = [0u32; 2];
             let min = i32::try_from(size).map_err(|_| DecodeError)?;
-            if sys::reply_oob(min, seg.as_mut_ptr() as i32) != 0 {
-                return Err(DecodeError);
-            }
-            (seg[0] as usize, seg[1] as usize, header::OOB)
+            let seg = segment(|at| sys::reply_oob(min, at)).map_err(|_| DecodeError)?;
+            (seg.addr as usize, seg.cap as usize, header::OOB)
         };
         // SAFETY: the A-stack's payload area, or the reply segment the kernel just mapped.
         let mut w = unsafe { Writer::new(dst as *mut u8, room) };
@@ -755,12 +755,12 @@ impl<'a> OutBuf<'a> {
         let (dst, flags) = if size <= inline_cap {
             (self.reply.astack + header::LEN, 0)
         } else {
-            let mut seg = [0u32; 2];
             let min = i32::try_from(size).ok()?;
-            if sys::reply_oob(min, seg.as_mut_ptr() as i32) != 0 || (seg[1] as usize) < size {
+            let seg = segment(|at| sys::reply_oob(min, at)).ok()?;
+            if (seg.cap as usize) < size {
                 return None;
             }
-            (seg[0] as usize, header::OOB)
+            (seg.addr as usize, header::OOB)
         };
         write_header(self.reply.astack, flags, size);
         let p = dst as *mut u8;

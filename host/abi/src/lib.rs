@@ -124,6 +124,157 @@ pub mod desc {
     pub const fn len(nprocs: usize) -> usize {
         HEADER_LEN + (EXTENT_LEN + DIRECT_LEN) * nprocs
     }
+
+    /// Where procedure `i`'s extent record starts.
+    pub const fn extent_at(i: usize) -> usize {
+        HEADER_LEN + EXTENT_LEN * i
+    }
+
+    /// Where procedure `i`'s direct record starts, in a descriptor for `nprocs` procedures.
+    pub const fn direct_at(nprocs: usize, i: usize) -> usize {
+        HEADER_LEN + EXTENT_LEN * nprocs + DIRECT_LEN * i
+    }
+
+    /// The descriptor's header.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct Header {
+        /// The Binding Object's handle.
+        pub handle: u64,
+        /// Number of procedures (one extent and one direct record each).
+        pub nprocs: u32,
+        /// `FLAG_*` bits.
+        pub flags: u32,
+    }
+
+    impl Header {
+        /// The header's bytes.
+        pub fn encode(&self) -> [u8; HEADER_LEN] {
+            let mut b = [0; HEADER_LEN];
+            b[..8].copy_from_slice(&self.handle.to_le_bytes());
+            let w: [u8; 8] = crate::words::put([self.nprocs, self.flags]);
+            b[8..].copy_from_slice(&w);
+            b
+        }
+
+        /// Reads a header from the start of `b`; `None` if `b` is too short.
+        pub fn decode(b: &[u8]) -> Option<Header> {
+            let handle = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
+            let [nprocs, flags] = crate::words::get(b.get(8..)?)?;
+            Some(Header {
+                handle,
+                nprocs,
+                flags,
+            })
+        }
+    }
+
+    /// An extent record: a run of `count` A-stacks of `size` bytes from client address
+    /// `base`. Written for each procedure in the descriptor and by `astacks_more`.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct Extent {
+        /// Client address of the first A-stack.
+        pub base: u32,
+        /// Bytes per A-stack.
+        pub size: u32,
+        /// Number of A-stacks.
+        pub count: u32,
+    }
+
+    impl Extent {
+        /// The record's bytes.
+        pub fn encode(&self) -> [u8; EXTENT_LEN] {
+            crate::words::put([self.base, self.size, self.count, 0])
+        }
+
+        /// Reads a record from the start of `b`; `None` if `b` is too short.
+        pub fn decode(b: &[u8]) -> Option<Extent> {
+            let [base, size, count, _] = crate::words::get(b)?;
+            Some(Extent { base, size, count })
+        }
+    }
+
+    /// A direct record (meaningful with `FLAG_DIRECT`; zero otherwise).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct Direct {
+        /// Function-table index of the server copy's entry in the client's table.
+        pub index: u32,
+        /// Server address of the first extent's first A-stack.
+        pub server_base: u32,
+        /// Borrow mask passed to the entry.
+        pub borrow: u32,
+        /// Function-table index + 1 of the server copy's register entry (0: none).
+        pub fast: u32,
+    }
+
+    impl Direct {
+        /// The record's bytes.
+        pub fn encode(&self) -> [u8; DIRECT_LEN] {
+            crate::words::put([self.index, self.server_base, self.borrow, self.fast])
+        }
+
+        /// Reads a record from the start of `b`; `None` if `b` is too short.
+        pub fn decode(b: &[u8]) -> Option<Direct> {
+            let [index, server_base, borrow, fast] = crate::words::get(b)?;
+            Some(Direct {
+                index,
+                server_base,
+                borrow,
+                fast,
+            })
+        }
+    }
+}
+
+/// The segment record `oob` and `reply_oob` write: `u32 address`, `u32 capacity` (the
+/// segment's address in the caller's memory and its length in bytes).
+pub mod segment {
+    /// Bytes of a segment record.
+    pub const LEN: usize = 8;
+
+    /// A segment record.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct Segment {
+        /// Address in the caller's memory.
+        pub addr: u32,
+        /// Capacity in bytes.
+        pub cap: u32,
+    }
+
+    impl Segment {
+        /// The record's bytes.
+        pub fn encode(&self) -> [u8; LEN] {
+            crate::words::put([self.addr, self.cap])
+        }
+
+        /// Reads a record from the start of `b`; `None` if `b` is too short.
+        pub fn decode(b: &[u8]) -> Option<Segment> {
+            let [addr, cap] = crate::words::get(b)?;
+            Some(Segment { addr, cap })
+        }
+    }
+}
+
+/// Little-endian `u32` words, the unit of every record above.
+mod words {
+    /// The first `N` words of `b`; `None` if `b` is shorter.
+    pub fn get<const N: usize>(b: &[u8]) -> Option<[u32; N]> {
+        let b = b.get(..4 * N)?;
+        let mut w = [0u32; N];
+        for (v, c) in w.iter_mut().zip(b.chunks_exact(4)) {
+            *v = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        }
+        Some(w)
+    }
+
+    /// `N` words as bytes (`B` = 4 × `N`).
+    pub fn put<const N: usize, const B: usize>(w: [u32; N]) -> [u8; B] {
+        const { assert!(B == 4 * N, "four bytes per word") };
+        let mut b = [0u8; B];
+        for (c, v) in b.chunks_exact_mut(4).zip(w) {
+            c.copy_from_slice(&v.to_le_bytes());
+        }
+        b
+    }
 }
 
 /// A-stack header for procedures whose arguments or results have no fixed bound.
@@ -328,6 +479,41 @@ mod tests {
         }
         assert_eq!(Status::try_from(-1), Err(-1));
         assert_eq!(Status::try_from(10_000), Err(10_000));
+    }
+
+    #[test]
+    fn records_round_trip_and_short_input_is_refused() {
+        let h = desc::Header {
+            handle: 0x0102_0304_0506_0708,
+            nprocs: 3,
+            flags: desc::FLAG_DIRECT,
+        };
+        assert_eq!(desc::Header::decode(&h.encode()), Some(h));
+        assert_eq!(h.encode()[..8], 0x0102_0304_0506_0708u64.to_le_bytes());
+        let e = desc::Extent {
+            base: 0x1_0000,
+            size: 1500,
+            count: 5,
+        };
+        assert_eq!(desc::Extent::decode(&e.encode()), Some(e));
+        assert_eq!(e.encode()[4..8], 1500u32.to_le_bytes());
+        let d = desc::Direct {
+            index: 9,
+            server_base: 0x2_0000,
+            borrow: 1,
+            fast: 4,
+        };
+        assert_eq!(desc::Direct::decode(&d.encode()), Some(d));
+        let s = segment::Segment {
+            addr: 0x3_0000,
+            cap: 1 << 16,
+        };
+        assert_eq!(segment::Segment::decode(&s.encode()), Some(s));
+        assert_eq!(desc::Header::decode(&[0; desc::HEADER_LEN - 1]), None);
+        assert_eq!(desc::Extent::decode(&[0; desc::EXTENT_LEN - 1]), None);
+        assert_eq!(segment::Segment::decode(&[0; 7]), None);
+        assert_eq!(desc::direct_at(3, 1), desc::len(3) - 2 * desc::DIRECT_LEN);
+        assert_eq!(desc::extent_at(0), desc::HEADER_LEN);
     }
 
     #[test]
