@@ -179,7 +179,7 @@ impl Kernel {
         }
         let engine = Engine::new(&c).map_err(|e| Error::Engine(boxed(e)))?;
         let mut linker = Linker::new(&engine);
-        crate::call::define(&mut linker).map_err(|e| Error::Engine(boxed(e)))?;
+        crate::imports::define(&mut linker).map_err(|e| Error::Engine(boxed(e)))?;
         let wit = Wit::load_sources(EMBEDDED_WIT)?;
         let ticks = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));

@@ -16,11 +16,11 @@
 
 mod astack;
 mod binding;
-mod call;
 mod clerk;
 mod direct;
 mod domain;
 mod error;
+mod imports;
 mod kernel;
 mod linkage;
 mod mailbox;

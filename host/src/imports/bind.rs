@@ -1,0 +1,347 @@
+//! `lrpc.bind`, `lrpc.unbind` and `lrpc.astacks_more`: making a binding (clerk lookup,
+//! presentations, A-stack placement, the descriptor), revoking it, and growing its A-stacks
+//! when nested calls have used them all (LRPC 5.2).
+
+use super::call::{bad_handle, client_binding};
+use super::{HostResult, answer, flush_own, kernel_of, read_guest, status_of, write_guest};
+use crate::astack::page_round;
+use crate::binding::{Binding, ClientBinding, ClientSlot, Extent, OobView, ProcStacks, layout};
+use crate::domain::{DomainData, lock};
+use crate::quota::Charge;
+use lrpc_abi::{Status, desc, handle};
+use lrpc_presentation::{Side, SidePresentation};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use wasmtime::{AsContextMut, Caller};
+
+/// Longest interface name `bind` reads from a guest.
+const MAX_NAME: usize = 512;
+
+/// `lrpc.bind(name_ptr, name_len, fingerprint, desc_ptr, desc_cap) -> status`.
+pub(super) fn bind(
+    mut caller: Caller<'_, DomainData>,
+    name_ptr: i32,
+    name_len: i32,
+    fingerprint: i64,
+    desc_ptr: i32,
+    desc_cap: i32,
+) -> HostResult<i32> {
+    answer(bind_inner(
+        &mut caller,
+        name_ptr,
+        name_len,
+        fingerprint as u64,
+        desc_ptr,
+        desc_cap,
+    ))
+}
+
+fn bind_inner(
+    caller: &mut Caller<'_, DomainData>,
+    name_ptr: i32,
+    name_len: i32,
+    fingerprint: u64,
+    desc_ptr: i32,
+    desc_cap: i32,
+) -> Result<(), Status> {
+    flush_own(caller);
+    let len = usize::try_from(name_len).map_err(|_| Status::BadPointer)?;
+    if len > MAX_NAME {
+        return Err(Status::UnknownInterface);
+    }
+    let name = read_guest(caller, name_ptr, len).ok_or(Status::BadPointer)?;
+    let name = String::from_utf8(name).map_err(|_| Status::UnknownInterface)?;
+    let kernel = kernel_of(caller)?;
+    let export = kernel.clerk.get(&name).ok_or(Status::UnknownInterface)?;
+    if export.plan.fingerprint != fingerprint {
+        return Err(Status::InterfaceMismatch);
+    }
+    let nprocs = export.plan.procs.len();
+    let desc_len = desc::len(nprocs);
+    if usize::try_from(desc_cap).map_or(true, |c| c < desc_len) {
+        return Err(Status::BadPointer);
+    }
+    // Check the descriptor's place before allocating anything.
+    write_guest(caller, desc_ptr, &vec![0; desc_len])?;
+    let data = caller.data();
+    let key = data.key();
+    if export.server.core.id == key.domain {
+        return Err(Status::SelfBinding);
+    }
+    if export.server.core.terminated.load(Ordering::Acquire) {
+        return Err(Status::ServerTerminated);
+    }
+    let client = kernel
+        .domain_by_id(key.domain)
+        .ok_or(Status::ResourceExhausted)?;
+    let client_presentation = client
+        .core
+        .presentations
+        .iter()
+        .find(|p| p.interface == export.plan.name)
+        .cloned()
+        .unwrap_or_else(|| SidePresentation::default_for(&export.plan.name, Side::Client));
+    let combination =
+        lrpc_presentation::combine(&export.plan, &client_presentation, &export.presentation)
+            .map_err(|_| Status::InterfaceMismatch)?;
+    let direct = combination.transport == lrpc_presentation::Transport::Direct;
+    let mut flags = if combination.clear_residue {
+        desc::FLAG_CLEAR_RESIDUE
+    } else {
+        0
+    };
+    // A free slot and the next generation for it.
+    let slot = data
+        .bindings
+        .iter()
+        .position(|s| s.live.is_none() && s.generation < u32::MAX)
+        .unwrap_or(data.bindings.len());
+    let slot16 = u16::try_from(slot).map_err(|_| Status::ResourceExhausted)?;
+    let generation = data.bindings.get(slot).map_or(0, |s| s.generation) + 1;
+    let raw = handle::pack(key.domain, slot16, generation);
+
+    let sizes: Vec<(u32, u32)> = export
+        .plan
+        .procs
+        .iter()
+        .map(|p| (p.astack_size, p.astack_count))
+        .collect();
+    let (offs, total) = layout(&sizes).ok_or(Status::ResourceExhausted)?;
+    let binding = Arc::new(Binding::new(
+        raw,
+        combination,
+        export.clone(),
+        &client,
+        key,
+        export.deadline,
+        kernel.config.tick,
+    ));
+    // The client pays for the binding: the binding itself, an extent per procedure, the
+    // segment's bytes and a mapping per memory it enters (its own, each server replica's,
+    // and the server copy's on the direct path).
+    binding
+        .charge(Charge {
+            bindings: 1,
+            extents: nprocs as u64,
+            astack_bytes: total as u64,
+            mappings: 1 + export.server.replicas.len() as u64 + u64::from(direct),
+            ..Charge::default()
+        })
+        .map_err(|e| status_of(&e))?;
+    let (segment, at) = match binding.place(total, (key, caller.as_context_mut())) {
+        Ok(placed) => placed,
+        Err(e) => {
+            // Nothing is mapped; revoking returns the charge.
+            binding.revoke_with(crate::binding::RevokeReason::Unbound, None);
+            return Err(status_of(&e));
+        }
+    };
+    // The direct-linked path: a copy of the server in this client's store (see `direct`).
+    // A client that can not be linked (no exported, growable function table) falls back to
+    // the isolated path.
+    let linked = if direct {
+        match crate::direct::link(caller, &kernel.linker, &export, &segment) {
+            Ok(d) => {
+                flags |= desc::FLAG_DIRECT;
+                binding.adopt_direct(d.range, d.offset, segment.len());
+                Some(d)
+            }
+            Err(_) => None,
+        }
+    } else {
+        None
+    };
+    let replicas = at.server.len();
+    let mut procs = Vec::with_capacity(nprocs);
+    let mut bytes = Vec::with_capacity(desc_len);
+    bytes.extend_from_slice(
+        &desc::Header {
+            handle: raw,
+            nprocs: nprocs as u32,
+            flags,
+        }
+        .encode(),
+    );
+    for (i, &(size, count)) in sizes.iter().enumerate() {
+        let client_base = (at.client + offs[i]) as u32;
+        procs.push(ProcStacks {
+            extents: vec![Extent {
+                client_base,
+                server_bases: at.server.iter().map(|s| (s + offs[i]) as u32).collect(),
+                size,
+                count,
+                first: 0,
+                busy: vec![false; count as usize],
+                oob_in: vec![empty_oob(replicas); count as usize],
+            }],
+        });
+        bytes.extend_from_slice(
+            &desc::Extent {
+                base: client_base,
+                size,
+                count,
+            }
+            .encode(),
+        );
+    }
+    for (i, off) in offs.iter().enumerate() {
+        let rec = match &linked {
+            Some(d) => desc::Direct {
+                index: d.entries[i],
+                server_base: (d.offset + off) as u32,
+                borrow: binding.borrow[i] as u32,
+                fast: d.fast[i],
+            },
+            None => desc::Direct::default(),
+        };
+        bytes.extend_from_slice(&rec.encode());
+    }
+    binding
+        .adopt_astacks(segment, at)
+        .map_err(|e| status_of(&e))?;
+    {
+        let mut book = lock(&client.core.book);
+        book.client.push(binding.clone());
+        book.handles.insert(raw);
+    }
+    lock(&export.server.core.book)
+        .server
+        .push(Arc::downgrade(&binding));
+    if export.server.core.terminated.load(Ordering::Acquire) {
+        // Lost a race with the server's termination: do not hand out a binding the
+        // terminator did not see.
+        binding.revoke_with(crate::binding::RevokeReason::ServerTerminated, None);
+        return Err(Status::ServerTerminated);
+    }
+    let data = caller.data_mut();
+    if slot == data.bindings.len() {
+        data.bindings.push(ClientSlot::default());
+    }
+    data.bindings[slot] = ClientSlot {
+        generation,
+        live: Some(ClientBinding {
+            binding,
+            procs: procs.into_boxed_slice(),
+        }),
+    };
+    write_guest(caller, desc_ptr, &bytes)
+}
+
+fn empty_oob(replicas: usize) -> OobView {
+    OobView {
+        cap: 0,
+        server: vec![0; replicas].into_boxed_slice(),
+    }
+}
+
+/// `lrpc.unbind(handle) -> status`.
+pub(super) fn unbind(mut caller: Caller<'_, DomainData>, raw: i64) -> HostResult<i32> {
+    let raw = raw as u64;
+    let data = caller.data_mut();
+    let (owner, slot, generation) = handle::unpack(raw);
+    let ok = owner == data.core.id
+        && data
+            .bindings
+            .get(usize::from(slot))
+            .is_some_and(|s| s.generation == generation && s.live.is_some());
+    if !ok {
+        return Ok(bad_handle(data, raw) as i32);
+    }
+    let cb = data.bindings[usize::from(slot)]
+        .live
+        .take()
+        .expect("checked above");
+    cb.binding
+        .revoke_with(crate::binding::RevokeReason::Unbound, None);
+    if cb.any_busy() {
+        // A call on it is still in flight further down this thread: keep it alive (see
+        // `linkage::Pinned`) until that call releases its A-stack.
+        data.retired.push(cb);
+    } else {
+        // Its windows waited for this replica (it is running: it called); in the kernel
+        // now, it reads none of them, unless a call on it is still in flight further down.
+        flush_own(&caller);
+    }
+    Ok(Status::Ok as i32)
+}
+
+/// `lrpc.astacks_more(handle, proc, extent_ptr) -> status`.
+pub(super) fn astacks_more(
+    mut caller: Caller<'_, DomainData>,
+    raw: i64,
+    proc: i32,
+    extent_ptr: i32,
+) -> HostResult<i32> {
+    answer(astacks_more_inner(
+        &mut caller,
+        raw as u64,
+        proc,
+        extent_ptr,
+    ))
+}
+
+fn astacks_more_inner(
+    caller: &mut Caller<'_, DomainData>,
+    raw: u64,
+    proc: i32,
+    extent_ptr: i32,
+) -> Result<(), Status> {
+    flush_own(caller);
+    write_guest(caller, extent_ptr, &[0; desc::EXTENT_LEN])?;
+    let key = caller.data().key();
+    let (binding, size, count, first) = {
+        let cb = client_binding(caller.data_mut(), raw)?;
+        let ps = usize::try_from(proc)
+            .ok()
+            .and_then(|p| cb.procs.get(p))
+            .ok_or(Status::BadProcedure)?;
+        if ps.extents.len() >= crate::binding::MAX_EXTENTS {
+            return Err(Status::QuotaAStacks);
+        }
+        let last = ps.extents.last().expect("every procedure has an extent");
+        (
+            cb.binding.clone(),
+            last.size,
+            last.count,
+            last.first + last.count,
+        )
+    };
+    let bytes = (size as usize)
+        .checked_mul(count as usize)
+        .ok_or(Status::QuotaAStacks)?;
+    let charge = Charge {
+        extents: 1,
+        astack_bytes: page_round(bytes).ok_or(Status::QuotaAStacks)? as u64,
+        mappings: 1 + binding.server.replicas.len() as u64,
+        ..Charge::default()
+    };
+    binding.charge(charge).map_err(|e| status_of(&e))?;
+    let (segment, at) = match binding.place(bytes, (key, caller.as_context_mut())) {
+        Ok(placed) => placed,
+        Err(e) => {
+            binding.refund(charge);
+            return Err(status_of(&e));
+        }
+    };
+    let extent = Extent {
+        client_base: at.client as u32,
+        server_bases: at.server.iter().map(|&s| s as u32).collect(),
+        size,
+        count,
+        first,
+        busy: vec![false; count as usize],
+        oob_in: vec![empty_oob(at.server.len()); count as usize],
+    };
+    let client_base = at.client as u32;
+    binding
+        .adopt_astacks(segment, at)
+        .map_err(|e| status_of(&e))?;
+    let cb = client_binding(caller.data_mut(), raw)?;
+    cb.procs[proc as usize].extents.push(extent);
+    let rec = desc::Extent {
+        base: client_base,
+        size,
+        count,
+    };
+    write_guest(caller, extent_ptr, &rec.encode())
+}

@@ -1,0 +1,455 @@
+//! `lrpc.call`: the call path (LRPC 3.2).
+//!
+//! `lrpc.call(handle, proc, astack)` runs in the client's thread with the client's store: it
+//! validates the handle (owner, slot, generation), the binding's liveness, the procedure and
+//! the A-stack (a range check per extent, then the busy bit), records a linkage, takes the
+//! server replica's store (an uncontended lock; no lock shared by unrelated domains),
+//! translates the A-stack address and calls the server's entry stub on the same thread. A
+//! server that faults is terminated and the client gets a call-failed status.
+
+use super::{HostResult, flush_own};
+use crate::binding::{Binding, ClientBinding, ClientSlot};
+use crate::domain::{DomainData, Interrupt, lock, wait_lock};
+use crate::error::Fault;
+use crate::linkage::{self, Pinned, ReplicaKey};
+use lrpc_abi::{Status, handle};
+use std::sync::atomic::Ordering;
+use wasmtime::{AsContextMut, Caller};
+
+/// Classifies a handle that does not name one of the caller's live bindings.
+pub(super) fn bad_handle(data: &DomainData, raw: u64) -> Status {
+    let (owner, slot, generation) = handle::unpack(raw);
+    if owner == data.core.id {
+        return match data.bindings.get(usize::from(slot)) {
+            Some(s) if generation != 0 && generation <= s.generation => Status::StaleBinding,
+            _ => Status::ForgedBinding,
+        };
+    }
+    // Someone else's handle? Ask the domain it names (a slow path: refusals only).
+    let foreign = data.kernel.upgrade().is_some_and(|k| {
+        k.domain_by_id(owner)
+            .is_some_and(|d| lock(&d.core.book).handles.contains(&raw))
+    });
+    if foreign {
+        Status::ForeignBinding
+    } else {
+        Status::ForgedBinding
+    }
+}
+
+/// Looks up the caller's live binding for `raw`, or the refusal status.
+#[inline]
+pub(super) fn client_binding(
+    data: &mut DomainData,
+    raw: u64,
+) -> Result<&mut ClientBinding, Status> {
+    let (owner, slot, generation) = handle::unpack(raw);
+    let me = data.core.id;
+    let ok = owner == me
+        && data
+            .bindings
+            .get(usize::from(slot))
+            .is_some_and(|s| s.generation == generation && s.live.is_some());
+    if !ok {
+        return Err(bad_handle(data, raw));
+    }
+    let cb = data.bindings[usize::from(slot)]
+        .live
+        .as_mut()
+        .expect("checked above");
+    if !cb.binding.is_live() {
+        return Err(cb.binding.dead_status());
+    }
+    Ok(cb)
+}
+
+/// What the call path keeps of the client's slot while the call is away: the binding,
+/// pinned, and where the call's A-stack lies among the procedure's. Small on purpose (it is
+/// built and read on every call); the server-side addresses are read once the serving
+/// replica is known (`entry_args`).
+struct Prepared {
+    binding: Pinned,
+    client_astack: u32,
+    /// The extent, and the A-stack's index within it.
+    extent: usize,
+    local: u32,
+    /// Index of the A-stack among the procedure's A-stacks (across extents).
+    index: u32,
+    size: u32,
+}
+
+fn prepare(data: &mut DomainData, raw: u64, proc: i32, astack: i32) -> Result<Prepared, Status> {
+    let cb = client_binding(data, raw)?;
+    let ps = usize::try_from(proc)
+        .ok()
+        .and_then(|p| cb.procs.get_mut(p))
+        .ok_or(Status::BadProcedure)?;
+    let (extent, local) = ps.locate(astack as u32).ok_or(Status::BadAStack)?;
+    let e = &mut ps.extents[extent];
+    let busy = &mut e.busy[local as usize];
+    if *busy {
+        return Err(Status::AStackBusy);
+    }
+    *busy = true;
+    Ok(Prepared {
+        binding: Pinned::new(&cb.binding),
+        client_astack: astack as u32,
+        extent,
+        local,
+        index: e.first + local,
+        size: e.size,
+    })
+}
+
+/// The server entry's arguments for this call in replica `r`: A-stack address and capacity,
+/// `in` segment address and capacity, borrow mask. The segment address is `u32::MAX` when
+/// the segment is not mapped into that replica yet (see `resolve_oob`). Read from the
+/// client's slot, which no guest code has run against since `prepare` marked the A-stack
+/// busy (so it is there; if it were not, the call is refused rather than sent anywhere).
+fn entry_args(
+    data: &DomainData,
+    raw: u64,
+    proc: u32,
+    p: &Prepared,
+    r: usize,
+) -> Result<EntryArgs, Status> {
+    let (_, slot, _) = handle::unpack(raw);
+    let b = p.binding.get();
+    let borrow = b.borrow.get(proc as usize).copied().unwrap_or(0);
+    let e = data
+        .bindings
+        .get(usize::from(slot))
+        .and_then(|s| s.live.as_ref())
+        .and_then(|cb| cb.procs.get(proc as usize))
+        .and_then(|ps| ps.extents.get(p.extent));
+    let e = e.ok_or(Status::StaleBinding)?;
+    let base = e.server_bases.get(r).copied().unwrap_or(0);
+    let oob = e.oob_in.get(p.local as usize);
+    let (oob_at, oob_cap) = oob.map_or((0, 0), |o| (o.server.get(r).copied().unwrap_or(0), o.cap));
+    Ok((
+        base.wrapping_add(p.local * e.size) as i32,
+        e.size as i32,
+        oob_at as i32,
+        oob_cap as i32,
+        borrow,
+    ))
+}
+
+/// A server entry's arguments (see `entry_args`).
+type EntryArgs = (i32, i32, i32, i32, i32);
+
+/// Marks the call's A-stack free again. The binding is in its slot, or in the retired list
+/// if it was unbound while the call was in flight; a retired binding whose last call
+/// finished is dropped here.
+fn release(data: &mut DomainData, raw: u64, proc: i32, p: &Prepared) {
+    fn clear(cb: &mut ClientBinding, proc: i32, p: &Prepared) {
+        if let Some(b) = cb
+            .procs
+            .get_mut(proc as usize)
+            .and_then(|ps| ps.extents.get_mut(p.extent))
+            .and_then(|e| e.busy.get_mut(p.local as usize))
+        {
+            *b = false;
+        }
+    }
+    let (_, slot, generation) = handle::unpack(raw);
+    if let Some(ClientSlot {
+        generation: g,
+        live: Some(cb),
+    }) = data.bindings.get_mut(usize::from(slot))
+        && *g == generation
+    {
+        clear(cb, proc, p);
+        return;
+    }
+    if let Some(cb) = data.retired.iter_mut().find(|cb| cb.binding.handle == raw) {
+        clear(cb, proc, p);
+    }
+    data.retired.retain(|cb| cb.any_busy());
+}
+
+/// `lrpc.call(handle, proc, astack) -> status`.
+pub(super) fn call(
+    mut caller: Caller<'_, DomainData>,
+    raw: i64,
+    proc: i32,
+    astack: i32,
+) -> HostResult<i32> {
+    let raw = raw as u64;
+    let data = caller.data_mut();
+    let p = match prepare(data, raw, proc, astack) {
+        Ok(p) => p,
+        Err(s) => return Ok(s as i32),
+    };
+    let client_key = data.key();
+    let now = data.ticks.load(Ordering::Relaxed);
+    let mut status = transfer(&mut caller, client_key, raw, &p, proc as u32, now);
+    if status == Status::Ok && !p.binding.get().is_live() {
+        // Unbound or revoked while the call was in flight: its A-stack left both memories,
+        // so whatever the server wrote did not reach the client.
+        status = p.binding.get().dead_status();
+    }
+    let data = caller.data_mut();
+    release(data, raw, proc, &p);
+    if status != Status::Ok {
+        // A failed call's stub reads nothing off the A-stack: windows revoked while this
+        // client ran can go now (see `Replica::unmap_or_defer`).
+        flush_own(&caller);
+    }
+    let data = caller.data_mut();
+    if data.core.terminated.load(Ordering::Acquire) {
+        // The client itself was terminated while it waited: unwind it.
+        return Err(wasmtime::Error::new(Interrupt::Terminated));
+    }
+    Ok(status as i32)
+}
+
+/// Not an entry's answer: the `in` segment could not be mapped into the serving replica.
+const OOB_FAILED: i32 = i32::MIN;
+
+/// The server address of the call's `in` segment in replica `i` (`at`, as `entry_args` read
+/// it), mapping the segment there first if it was created while that replica was busy (see
+/// `Binding::place_lazily`).
+#[inline]
+fn resolve_oob(
+    b: &Binding,
+    p: &Prepared,
+    proc: u32,
+    i: usize,
+    args: &EntryArgs,
+    ctx: wasmtime::StoreContextMut<'_, DomainData>,
+) -> Result<i32, Status> {
+    let (at, cap) = (args.2, args.3);
+    if cap == 0 || at as u32 != u32::MAX {
+        return Ok(at);
+    }
+    map_oob_lazily(b, p, proc, i, ctx)
+}
+
+/// The slow half of `resolve_oob`: maps the segment into replica `i` now.
+#[cold]
+#[inline(never)]
+fn map_oob_lazily(
+    b: &Binding,
+    p: &Prepared,
+    proc: u32,
+    i: usize,
+    ctx: wasmtime::StoreContextMut<'_, DomainData>,
+) -> Result<i32, Status> {
+    let off = b
+        .map_into((proc, p.index, lrpc_abi::OOB_IN), i, ctx)
+        .map_err(|e| e.status())?;
+    i32::try_from(off).map_err(|_| Status::ResourceExhausted)
+}
+
+/// Runs the call in the server and maps its outcome to a status.
+fn transfer(
+    caller: &mut Caller<'_, DomainData>,
+    client_key: ReplicaKey,
+    raw: u64,
+    p: &Prepared,
+    proc: u32,
+    now: u64,
+) -> Status {
+    let b = p.binding.get();
+    let server = &b.server;
+    let deadline = now.saturating_add(b.deadline_ticks);
+    if let Some(mailbox) = &b.export.mailbox {
+        let mut args = match entry_args(caller.data(), raw, proc, p, 0) {
+            Ok(a) => a,
+            Err(s) => return s,
+        };
+        let r0 = &server.replicas[0];
+        let oob = r0.with_store(b.deadline, |ctx| resolve_oob(b, p, proc, 0, &args, ctx));
+        match oob {
+            Ok(Ok(o)) => args.2 = o,
+            Ok(Err(s)) => return s,
+            Err(_) => return Status::ServerBusy,
+        }
+        return send_message(caller, b, mailbox, p, proc, deadline, args);
+    }
+    // Why the call could not be sent (the `in` segment could not be mapped), when `run`
+    // answers `OOB_FAILED`.
+    let oob_refusal = std::cell::Cell::new(Status::ResourceExhausted);
+    // Runs the entry in replica `i` through `ctx`, with this call's linkage record on the
+    // thread's stack and the binding's deadline set on the server.
+    let run = |i: usize,
+               mut args: EntryArgs,
+               mut ctx: wasmtime::StoreContextMut<'_, DomainData>|
+     -> wasmtime::Result<i32> {
+        match resolve_oob(b, p, proc, i, &args, ctx.as_context_mut()) {
+            Ok(o) => args.2 = o,
+            Err(s) => {
+                oob_refusal.set(s);
+                return Ok(OOB_FAILED);
+            }
+        }
+        let saved = std::mem::replace(&mut ctx.data_mut().deadline_tick, deadline);
+        let r = b.export.entries[i][proc as usize].call(&mut ctx, args);
+        ctx.data_mut().deadline_tick = saved;
+        r
+    };
+    // A free replica, starting from this thread's own so that threads do not contend for
+    // the same one; else one suspended in a call on this thread (re-entry, A→B→A); else wait
+    // for one (bounded by the deadline: a call cycle across threads must not deadlock).
+    let n = server.replicas.len();
+    let start = if n == 1 {
+        0
+    } else {
+        crate::domain::thread_slot() % n
+    };
+    let picked = (0..n)
+        // `start < n` and `k < n`: one subtraction instead of a division on the call path.
+        .map(|k| {
+            if start + k >= n {
+                start + k - n
+            } else {
+                start + k
+            }
+        })
+        .find_map(|i| server.replicas[i].store.try_lock().map(|g| (i, g)));
+    let outcome = match picked {
+        Some((i, mut store)) => {
+            let args = match entry_args(caller.data(), raw, proc, p, i) {
+                Ok(a) => a,
+                Err(s) => return s,
+            };
+            linkage::with_record(
+                caller,
+                client_key,
+                server.replicas[i].key,
+                p.binding,
+                proc,
+                p.index,
+                || run(i, args, store.as_context_mut()),
+            )
+        }
+        None => {
+            let reentered = (0..n).find_map(|i| {
+                let key = server.replicas[i].key;
+                let args = entry_args(caller.data(), raw, proc, p, i);
+                linkage::with_record(caller, client_key, key, p.binding, proc, p.index, || {
+                    linkage::reenter(key, |srv| match args {
+                        Ok(args) => run(i, args, srv.as_context_mut()),
+                        Err(s) => {
+                            oob_refusal.set(s);
+                            Ok(OOB_FAILED)
+                        }
+                    })
+                })
+            });
+            match reentered {
+                Some(r) => r,
+                None => {
+                    let Some(mut store) = wait_lock(&server.replicas[start].store, b.deadline)
+                    else {
+                        return Status::ServerBusy;
+                    };
+                    let args = match entry_args(caller.data(), raw, proc, p, start) {
+                        Ok(a) => a,
+                        Err(s) => return s,
+                    };
+                    linkage::with_record(
+                        caller,
+                        client_key,
+                        server.replicas[start].key,
+                        p.binding,
+                        proc,
+                        p.index,
+                        || run(start, args, store.as_context_mut()),
+                    )
+                }
+            }
+        }
+    };
+    match outcome {
+        Ok(lrpc_abi::ENTRY_OK) => Status::Ok,
+        Ok(OOB_FAILED) => oob_refusal.get(),
+        Ok(_) => Status::ServerRejected,
+        Err(e) => {
+            let fault = Fault::classify(&e);
+            if let Some(k) = caller.data().kernel.upgrade() {
+                crate::terminate::terminate_shared(&k, server);
+            }
+            tracing::debug!(server = server.core.name, %fault, "server faulted during a call");
+            fault.status()
+        }
+    }
+}
+
+/// The message-passing baseline: copy the A-stack into a message for the server's thread and
+/// wait for its copy back (see `mailbox`, which also explains why a request owns its binding).
+fn send_message(
+    caller: &mut Caller<'_, DomainData>,
+    b: &Binding,
+    mailbox: &crate::mailbox::Mailbox,
+    p: &Prepared,
+    proc: u32,
+    deadline: u64,
+    args: EntryArgs,
+) -> Status {
+    use crate::mailbox::{Outcome, Request};
+    let Some(client) = b.client.upgrade() else {
+        return Status::StaleBinding;
+    };
+    // The binding's `Arc`, for the request to own (the call path's `Pinned` is valid only
+    // while this thread waits, and the request may outlive that wait).
+    let Some(binding) = lock(&client.core.book)
+        .client
+        .iter()
+        .find(|x| x.handle == b.handle)
+        .cloned()
+    else {
+        return b.dead_status();
+    };
+    let range = client.replicas[usize::from(b.client_key.replica)].window_range();
+    let mut request = vec![0u8; p.size as usize];
+    if b.while_live(|| range.read(p.client_astack as usize, &mut request))
+        .flatten()
+        .is_none()
+    {
+        return b.dead_status();
+    }
+    let reply = mailbox.call(
+        |reply, state| Request {
+            binding,
+            client: b.client_key,
+            index: p.index,
+            proc: proc as usize,
+            astack: args.0 as u32,
+            rest: (args.1, args.2, args.3, args.4),
+            deadline_tick: deadline,
+            wait: b.deadline,
+            payload: request,
+            state,
+            reply,
+        },
+        b.deadline,
+    );
+    let Ok(reply) = reply else {
+        // The server thread did not answer within the deadline (its queue was long, or
+        // its store busy); the request will not run if it has not started.
+        return Status::ServerBusy;
+    };
+    match reply.outcome {
+        Outcome::Entry(code) => {
+            let written = b.while_live(|| range.write(p.client_astack as usize, &reply.payload));
+            if written.flatten().is_none() {
+                return b.dead_status();
+            }
+            if code == lrpc_abi::ENTRY_OK {
+                Status::Ok
+            } else {
+                Status::ServerRejected
+            }
+        }
+        Outcome::Busy => Status::ServerBusy,
+        Outcome::Revoked => b.dead_status(),
+        Outcome::Fault(fault) => {
+            if let Some(k) = caller.data().kernel.upgrade() {
+                crate::terminate::terminate_shared(&k, &b.server);
+            }
+            fault.status()
+        }
+    }
+}

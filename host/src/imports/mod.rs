@@ -1,0 +1,78 @@
+//! The kernel imports guests call, one module per job: binding (`bind`, `unbind`, and
+//! `astacks_more`, which grows a binding's A-stacks), the call itself (`call`, the hot path)
+//! and out-of-band segments (`oob`, `reply_oob`). What they share — reading and writing guest
+//! memory, finding the kernel, mapping errors to statuses — lives here, below all three.
+//!
+//! Every value a guest passes in is an untrusted integer; every failure is a status code
+//! returned to the guest, which keeps running.
+
+mod bind;
+mod call;
+mod oob;
+
+use crate::domain::DomainData;
+use crate::error::Error;
+use crate::kernel::KernelInner;
+use lrpc_abi::Status;
+use std::sync::Arc;
+use wasmtime::{Caller, Linker, Memory};
+
+type HostResult<T> = wasmtime::Result<T>;
+
+/// What an import returns for the outcome of its work.
+fn answer(r: Result<(), Status>) -> HostResult<i32> {
+    Ok(r.err().unwrap_or(Status::Ok) as i32)
+}
+
+/// Registers the kernel imports.
+pub(crate) fn define(linker: &mut Linker<DomainData>) -> wasmtime::Result<()> {
+    let m = lrpc_abi::IMPORT_MODULE;
+    linker.func_wrap(m, lrpc_abi::import::CALL, call::call)?;
+    linker.func_wrap(m, lrpc_abi::import::BIND, bind::bind)?;
+    linker.func_wrap(m, lrpc_abi::import::UNBIND, bind::unbind)?;
+    linker.func_wrap(m, lrpc_abi::import::ASTACKS_MORE, bind::astacks_more)?;
+    linker.func_wrap(m, lrpc_abi::import::OOB, oob::oob)?;
+    linker.func_wrap(m, lrpc_abi::import::REPLY_OOB, oob::reply_oob)?;
+    Ok(())
+}
+
+fn memory(caller: &mut Caller<'_, DomainData>) -> Option<Memory> {
+    caller.get_export("memory").and_then(|e| e.into_memory())
+}
+
+fn read_guest(caller: &mut Caller<'_, DomainData>, ptr: i32, len: usize) -> Option<Vec<u8>> {
+    let mem = memory(caller)?;
+    let mut buf = vec![0; len];
+    mem.read(&*caller, ptr as u32 as usize, &mut buf).ok()?;
+    Some(buf)
+}
+
+fn write_guest(caller: &mut Caller<'_, DomainData>, ptr: i32, bytes: &[u8]) -> Result<(), Status> {
+    let mem = memory(caller).ok_or(Status::BadPointer)?;
+    mem.write(&mut *caller, ptr as u32 as usize, bytes)
+        .map_err(|_| Status::BadPointer)
+}
+
+/// Unmaps the calling replica's windows whose revocation waited for it to stop reading them
+/// (see `Replica::unmap_or_defer`): inside an import, its stubs are not reading an A-stack.
+fn flush_own(caller: &Caller<'_, DomainData>) {
+    let data = caller.data();
+    if let Some(k) = data.kernel.upgrade()
+        && let Some(d) = k.domain_by_id(data.core.id)
+        && let Some(r) = d.replicas.get(usize::from(data.replica))
+    {
+        r.flush_deferred();
+    }
+}
+
+fn kernel_of(caller: &Caller<'_, DomainData>) -> Result<Arc<KernelInner>, Status> {
+    caller
+        .data()
+        .kernel
+        .upgrade()
+        .ok_or(Status::ResourceExhausted)
+}
+
+fn status_of(e: &Error) -> Status {
+    e.status()
+}

@@ -1,0 +1,181 @@
+//! `lrpc.oob` and `lrpc.reply_oob`: out-of-band segments, for arguments or results larger
+//! than an A-stack (another window shared by the same pair, attached to one A-stack, grown on
+//! demand and reused).
+
+use super::call::client_binding;
+use super::{HostResult, answer, flush_own, kernel_of, status_of, write_guest};
+use crate::astack::page_round;
+use crate::binding::{Binding, OobView};
+use crate::domain::DomainData;
+use crate::kernel::KernelInner;
+use crate::linkage::{self, ReplicaKey};
+use crate::quota::Charge;
+use lrpc_abi::Status;
+use wasmtime::{AsContextMut, Caller};
+
+/// Segment capacity for a request of `min` bytes: at least 64 KiB, powers of two.
+fn oob_capacity(min: usize, max: usize) -> Result<usize, Status> {
+    if min > max {
+        return Err(Status::QuotaOutOfBand);
+    }
+    let cap = min
+        .max(64 * 1024)
+        .checked_next_power_of_two()
+        .ok_or(Status::ResourceExhausted)?;
+    page_round(cap.min(page_round(max).unwrap_or(max))).ok_or(Status::ResourceExhausted)
+}
+
+/// Makes a new out-of-band segment of at least `min` bytes for `okey`, replacing (and
+/// unmapping) the one it had; `own` is the store of the replica asking.
+fn new_oob(
+    binding: &Binding,
+    okey: crate::binding::OobKey,
+    min: usize,
+    kernel: &KernelInner,
+    own: (ReplicaKey, wasmtime::StoreContextMut<'_, DomainData>),
+) -> Result<(usize, crate::binding::Placement), Status> {
+    let cap = oob_capacity(min, kernel.config.max_oob)?;
+    let charge = Charge {
+        oob_bytes: cap as u64,
+        mappings: 1 + binding.server.replicas.len() as u64,
+        ..Charge::default()
+    };
+    binding.charge(charge).map_err(|e| status_of(&e))?;
+    let (segment, at) = match binding.place_lazily(cap, own) {
+        Ok(placed) => placed,
+        Err(e) => {
+            binding.refund(charge);
+            return Err(status_of(&e));
+        }
+    };
+    let placed = at.clone();
+    binding
+        .replace_oob(okey, segment, at, charge)
+        .map_err(|e| status_of(&e))?;
+    Ok((cap, placed))
+}
+
+/// `lrpc.oob(handle, proc, astack, dir, min_len, seg_ptr) -> status`.
+pub(super) fn oob(
+    mut caller: Caller<'_, DomainData>,
+    raw: i64,
+    proc: i32,
+    astack: i32,
+    dir: i32,
+    min_len: i32,
+    seg_ptr: i32,
+) -> HostResult<i32> {
+    answer(oob_inner(
+        &mut caller,
+        raw as u64,
+        proc,
+        astack,
+        dir,
+        min_len,
+        seg_ptr,
+    ))
+}
+
+fn oob_inner(
+    caller: &mut Caller<'_, DomainData>,
+    raw: u64,
+    proc: i32,
+    astack: i32,
+    dir: i32,
+    min_len: i32,
+    seg_ptr: i32,
+) -> Result<(), Status> {
+    flush_own(caller);
+    write_guest(caller, seg_ptr, &[0; lrpc_abi::segment::LEN])?;
+    if dir != lrpc_abi::OOB_IN && dir != lrpc_abi::OOB_OUT {
+        return Err(Status::BadPointer);
+    }
+    let min = usize::try_from(min_len).map_err(|_| Status::BadPointer)?;
+    let kernel = kernel_of(caller)?;
+    let key = caller.data().key();
+    let (binding, ei, index, first) = {
+        let cb = client_binding(caller.data_mut(), raw)?;
+        let ps = usize::try_from(proc)
+            .ok()
+            .and_then(|p| cb.procs.get(p))
+            .ok_or(Status::BadProcedure)?;
+        let (ei, index) = ps.locate(astack as u32).ok_or(Status::BadAStack)?;
+        (cb.binding.clone(), ei, index, ps.extents[ei].first + index)
+    };
+    let okey = (proc as u32, first, dir);
+    let (cap, at) = match binding.oob(okey) {
+        Some((cap, at)) if cap >= min => (cap, at),
+        existing => {
+            if min == 0 && existing.is_none() {
+                // A request for 0 bytes only reports an existing segment.
+                return Err(Status::BadReply);
+            }
+            new_oob(&binding, okey, min, &kernel, (key, caller.as_context_mut()))?
+        }
+    };
+    let mut at = at;
+    if at.client == crate::binding::UNMAPPED {
+        // Made by a server thread that could not reach this client's store: map it here.
+        at.client = binding
+            .map_into_client(okey, caller.as_context_mut())
+            .map_err(|e| status_of(&e))?;
+    }
+    if dir == lrpc_abi::OOB_IN {
+        let cb = client_binding(caller.data_mut(), raw)?;
+        cb.procs[proc as usize].extents[ei].oob_in[index as usize] = OobView {
+            cap: cap as u32,
+            server: at
+                .server
+                .iter()
+                .map(|&s| u32::try_from(s).unwrap_or(u32::MAX))
+                .collect(),
+        };
+    }
+    let rec = lrpc_abi::segment::Segment {
+        addr: at.client as u32,
+        cap: cap as u32,
+    };
+    write_guest(caller, seg_ptr, &rec.encode())
+}
+
+/// `lrpc.reply_oob(min_len, seg_ptr) -> status`, called by a server inside a call.
+pub(super) fn reply_oob(
+    mut caller: Caller<'_, DomainData>,
+    min_len: i32,
+    seg_ptr: i32,
+) -> HostResult<i32> {
+    answer(reply_oob_inner(&mut caller, min_len, seg_ptr))
+}
+
+fn reply_oob_inner(
+    caller: &mut Caller<'_, DomainData>,
+    min_len: i32,
+    seg_ptr: i32,
+) -> Result<(), Status> {
+    write_guest(caller, seg_ptr, &[0; lrpc_abi::segment::LEN])?;
+    let me = caller.data().key();
+    let (_, server, pinned, proc, index) = linkage::current().ok_or(Status::NoCall)?;
+    if server != me {
+        return Err(Status::NoCall);
+    }
+    let binding = pinned.get();
+    let min = usize::try_from(min_len).map_err(|_| Status::BadPointer)?;
+    let kernel = kernel_of(caller)?;
+    let okey = (proc, index, lrpc_abi::OOB_OUT);
+    let (cap, at) = match binding.oob(okey) {
+        Some((cap, at)) if cap >= min => (cap, at),
+        _ => new_oob(binding, okey, min, &kernel, (me, caller.as_context_mut()))?,
+    };
+    let mut here = at.server[usize::from(me.replica)];
+    if here == crate::binding::UNMAPPED {
+        // The segment was made while another replica served this A-stack: map it here.
+        here = binding
+            .map_into(okey, usize::from(me.replica), caller.as_context_mut())
+            .map_err(|e| status_of(&e))?;
+    }
+    let rec = lrpc_abi::segment::Segment {
+        addr: here as u32,
+        cap: cap as u32,
+    };
+    write_guest(caller, seg_ptr, &rec.encode())
+}
