@@ -25,7 +25,7 @@
 //!
 //! Sending a request or a reply is a store to shared memory; nothing crosses into a domain
 //! on the way except the server's entry stub itself. A processor spins a bounded number of
-//! rounds with nothing to do ([`IDLE_SPINS`]) and then parks on a condition variable; a
+//! while it has nothing to do ([`IDLE_SPIN`]) and then parks on a condition variable; a
 //! client that publishes a request wakes it only if it is parked. With **S = 0** the server
 //! has no processor of its own: an idle client processor — the thread polling a call's future
 //! — runs the server's loop for that channel (URPC's processor reallocation), and goes back
@@ -90,11 +90,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use wasmtime::AsContextMut;
 
-/// Rounds a processor polls with nothing to do before it parks.
-pub const IDLE_SPINS: u32 = 20_000;
+/// How long a processor polls with nothing to do before it parks.
+pub const IDLE_SPIN: Duration = Duration::from_micros(200);
 
 /// How long a parked processor sleeps before it looks again on its own (a safety net: a
 /// client wakes it when it publishes a request).
@@ -272,7 +272,7 @@ impl Drop for Processors {
 fn processor(p: &ProcShared) {
     let mut seen = u64::MAX;
     let mut list: Vec<Arc<ChannelShared>> = Vec::new();
-    let mut idle = 0u32;
+    let mut idle: Option<Instant> = None;
     while !p.stop.load(Ordering::Acquire) {
         let v = p.version.load(Ordering::Acquire);
         if v != seen {
@@ -286,16 +286,12 @@ fn processor(p: &ProcShared) {
             did += ch.serve();
         }
         if did > 0 {
-            idle = 0;
+            idle = None;
             continue;
         }
-        idle += 1;
-        if idle < IDLE_SPINS {
-            if idle.is_multiple_of(256) {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
+        let since = *idle.get_or_insert_with(Instant::now);
+        if since.elapsed() < IDLE_SPIN {
+            std::hint::spin_loop();
             continue;
         }
         let g = lock(&p.park);
@@ -306,7 +302,7 @@ fn processor(p: &ProcShared) {
             let _ = p.wake.wait_timeout(g, PARK);
         }
         p.sleepers.fetch_sub(1, Ordering::SeqCst);
-        idle = IDLE_SPINS / 2;
+        idle = None;
     }
 }
 
@@ -321,6 +317,9 @@ struct ProcInfo {
 struct ServerSide {
     req_tail: u32,
     rep_head: u32,
+    /// The client's reply tail as last read: read again only when the reply ring looks
+    /// full, so the client's stores to it do not pull its line over on every request.
+    rep_tail: u32,
 }
 
 enum SlotState {
@@ -460,6 +459,7 @@ impl ChannelShared {
             serving: TryLock::new(ServerSide {
                 req_tail: 0,
                 rep_head: 0,
+                rep_tail: 0,
             }),
             client: Mutex::new(ClientSide {
                 req_head: 0,
@@ -554,7 +554,11 @@ impl ChannelShared {
             self.fail(CallError::Corrupt("request head out of range"));
             return 0;
         }
-        let in_use = s.rep_head.wrapping_sub(self.window.load(REP_TAIL));
+        let mut in_use = s.rep_head.wrapping_sub(s.rep_tail);
+        if in_use >= slots {
+            s.rep_tail = self.window.load(REP_TAIL);
+            in_use = s.rep_head.wrapping_sub(s.rep_tail);
+        }
         if in_use > slots {
             drop(s);
             self.fail(CallError::Corrupt("reply tail out of range"));
@@ -1025,36 +1029,64 @@ impl Future for Call {
             CallState::Finished => return Poll::Ready(Err(CallError::Closed)),
             CallState::InFlight => {}
         }
-        let ch = &this.ch;
-        if ch.procs.running.load(Ordering::Acquire) == 0 {
-            // S = 0: this idle client processor runs the server's loop.
-            ch.serve();
-        } else {
-            ch.check_server();
+        if let Some(r) = this.try_take() {
+            return Poll::Ready(r);
         }
-        // Register before looking, so a reply posted after the look wakes us.
+        // Register, then look again, so a reply posted in between wakes us.
         {
-            let mut w = lock(&ch.wakers[this.slot as usize]);
+            let mut w = lock(&this.ch.wakers[this.slot as usize]);
             if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
                 *w = Some(cx.waker().clone());
             }
         }
+        if let Some(r) = this.take_done() {
+            return Poll::Ready(r);
+        }
+        Poll::Pending
+    }
+}
+
+impl Call {
+    /// Takes the reply if it has landed, without registering a waker: for executors that
+    /// poll their channels when they have nothing runnable (URPC's user-level scheduler)
+    /// rather than wait to be woken. With S = 0 it runs the server's loop first.
+    pub fn try_take(&mut self) -> Option<Result<Vec<u8>, CallError>> {
+        match &mut self.state {
+            CallState::Refused(e) => {
+                let e = e.take().unwrap_or(CallError::Closed);
+                self.state = CallState::Finished;
+                return Some(Err(e));
+            }
+            CallState::Finished => return Some(Err(CallError::Closed)),
+            CallState::InFlight => {}
+        }
+        if self.ch.procs.running.load(Ordering::Acquire) == 0 {
+            self.ch.serve();
+        } else {
+            self.ch.check_server();
+        }
+        self.take_done()
+    }
+
+    /// Harvests the replies and takes this call's, if it is there.
+    fn take_done(&mut self) -> Option<Result<Vec<u8>, CallError>> {
+        let ch = &self.ch;
         let mut c = lock(&ch.client);
         ch.harvest(&mut c);
-        let slot = this.slot as usize;
+        let slot = self.slot as usize;
         if let SlotState::Done { seq, .. } = c.slots[slot]
-            && seq == this.seq
+            && seq == self.seq
         {
             let SlotState::Done { result, .. } =
                 std::mem::replace(&mut c.slots[slot], SlotState::Free)
             else {
                 unreachable!("matched above");
             };
-            c.free.push(this.slot);
-            this.state = CallState::Finished;
-            return Poll::Ready(result);
+            c.free.push(self.slot);
+            self.state = CallState::Finished;
+            return Some(result);
         }
-        Poll::Pending
+        None
     }
 }
 
