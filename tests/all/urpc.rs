@@ -489,3 +489,54 @@ fn unbinding_leaks_no_mappings() {
         assert_eq!(server.usage(), lrpc::Usage::default());
     }
 }
+
+#[test]
+fn an_idle_client_processor_serves_when_every_server_processor_is_busy() {
+    let _guard = crate::shared();
+    let kernel = Kernel::new().unwrap();
+    // Two replicas: a donor runs in the one the busy processor does not hold.
+    let server = kernel
+        .domain_with(
+            "faulty",
+            lrpc::artifacts::FAULTY_SERVER,
+            lrpc::DomainOptions {
+                replicas: 2,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    crate::export_with(
+        &kernel,
+        &server,
+        "lrpc:test/faulty",
+        ExportOptions {
+            deadline: Some(Duration::from_secs(2)),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let cpus = Processors::start(&kernel, &server, 1).unwrap();
+    let stuck = cpus
+        .bind("lrpc:test/faulty", ChannelOptions::default())
+        .unwrap();
+    let b = cpus
+        .bind("lrpc:test/faulty", ChannelOptions::default())
+        .unwrap();
+    // The server's one processor loops in `spin` until the deadline terminates the server.
+    let spin = stuck.call_async(stuck.procedure("spin").unwrap(), &[]);
+    while cpus.busy() == 0 {
+        std::thread::yield_now();
+    }
+    // Meanwhile this client's idle processor runs its own calls in the server: they are
+    // answered before the deadline (without donation they would fail with it).
+    for x in 0..20u32 {
+        assert_eq!(
+            u32_of(
+                &b.call_blocking(b.procedure("echo").unwrap(), &x.to_le_bytes())
+                    .unwrap()
+            ),
+            x + 1
+        );
+    }
+    assert_eq!(wait(spin), Err(CallError::Failed(Status::DeadlineExceeded)));
+}

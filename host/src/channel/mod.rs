@@ -26,10 +26,13 @@
 //! Sending a request or a reply is a store to shared memory; nothing crosses into a domain
 //! on the way except the server's entry stub itself. A processor spins a bounded number of
 //! while it has nothing to do ([`IDLE_SPIN`]) and then parks on a condition variable; a
-//! client that publishes a request wakes it only if it is parked. With **S = 0** the server
-//! has no processor of its own: an idle client processor — the thread polling a call's future
-//! — runs the server's loop for that channel (URPC's processor reallocation), and goes back
-//! to its own work as soon as the call's reply is there.
+//! client that publishes a request wakes it only if it is parked. When the server has no
+//! processor free — **S = 0**, or all S are running requests (of other channels, or a long
+//! one) — an idle client processor, the thread polling a call's future, runs the server's
+//! loop for its channel once (URPC's processor reallocation to the underpowered domain) and
+//! goes back to its own work right after: it serves at most one ring's worth per poll, and
+//! never waits for a busy server replica (with one replica, a donor can only help when the
+//! processors are between requests; give the server replicas to let donors run beside them).
 //!
 //! # Synchronisation, and why plain accesses are sound here
 //!
@@ -164,6 +167,8 @@ struct ProcShared {
     version: AtomicU64,
     /// Processors running (0 once stopped: clients donate).
     running: AtomicUsize,
+    /// Processors running requests now (when all are, idle clients donate).
+    busy: AtomicUsize,
     stop: AtomicBool,
     sleepers: AtomicUsize,
     park: Mutex<()>,
@@ -195,6 +200,7 @@ impl Processors {
             channels: Mutex::new(Vec::new()),
             version: AtomicU64::new(0),
             running: AtomicUsize::new(threads),
+            busy: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             sleepers: AtomicUsize::new(0),
             park: Mutex::new(()),
@@ -226,6 +232,11 @@ impl Processors {
     /// How many processors the server has (S).
     pub fn threads(&self) -> usize {
         self.threads.len()
+    }
+
+    /// How many of them are running requests right now.
+    pub fn busy(&self) -> usize {
+        self.shared.busy.load(Ordering::Acquire)
     }
 
     /// Makes an asynchronous binding from the embedder to the interface exported under
@@ -283,7 +294,7 @@ fn processor(p: &ProcShared) {
         }
         let mut did = 0;
         for ch in &list {
-            did += ch.serve();
+            did += ch.serve(true);
         }
         if did > 0 {
             idle = None;
@@ -303,6 +314,22 @@ fn processor(p: &ProcShared) {
         }
         p.sleepers.fetch_sub(1, Ordering::SeqCst);
         idle = None;
+    }
+}
+
+/// Counts a processor as busy while it lives.
+struct BusyMark<'a>(&'a AtomicUsize);
+
+impl<'a> BusyMark<'a> {
+    fn new(busy: &'a AtomicUsize) -> BusyMark<'a> {
+        busy.fetch_add(1, Ordering::AcqRel);
+        BusyMark(busy)
+    }
+}
+
+impl Drop for BusyMark<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -535,7 +562,9 @@ impl ChannelShared {
 
     /// The server's loop for this channel, once: takes the pending requests (at most one
     /// ring's worth), runs each in the server and posts its reply. Returns how many ran.
-    fn serve(&self) -> usize {
+    /// `processor`: run by one of the server's processors, which may wait (bounded) for a
+    /// busy replica; a donating client processor never waits.
+    fn serve(&self, processor: bool) -> usize {
         if self.failed.load(Ordering::Acquire) || self.is_closed() || !self.check_server() {
             return 0;
         }
@@ -569,9 +598,15 @@ impl ChannelShared {
             return 0;
         }
         let server = &self.procs.server;
-        let Some((r, mut store)) = pick(server, self.export.deadline) else {
+        let wait = if processor {
+            self.export.deadline
+        } else {
+            Duration::ZERO
+        };
+        let Some((r, mut store)) = pick(server, wait) else {
             return 0;
         };
+        let _busy = processor.then(|| BusyMark::new(&self.procs.busy));
         let kernel = self.kernel.upgrade();
         let mut done = 0;
         let mut replied: [u32; 8] = [0; 8];
@@ -972,7 +1007,7 @@ impl AsyncBinding {
     /// Runs the server's loop for this channel once on this thread (what an idle client
     /// processor does when the server has no processor of its own); how many requests ran.
     pub fn donate(&self) -> usize {
-        self.ch.serve()
+        self.ch.serve(false)
     }
 
     /// Calls in flight (including cancelled ones whose reply has not arrived).
@@ -1049,7 +1084,8 @@ impl Future for Call {
 impl Call {
     /// Takes the reply if it has landed, without registering a waker: for executors that
     /// poll their channels when they have nothing runnable (URPC's user-level scheduler)
-    /// rather than wait to be woken. With S = 0 it runs the server's loop first.
+    /// rather than wait to be woken. When the server has no processor free (S = 0, or all
+    /// busy) it runs the server's loop for this channel first.
     pub fn try_take(&mut self) -> Option<Result<Vec<u8>, CallError>> {
         match &mut self.state {
             CallState::Refused(e) => {
@@ -1060,8 +1096,13 @@ impl Call {
             CallState::Finished => return Some(Err(CallError::Closed)),
             CallState::InFlight => {}
         }
-        if self.ch.procs.running.load(Ordering::Acquire) == 0 {
-            self.ch.serve();
+        let procs = &self.ch.procs;
+        let running = procs.running.load(Ordering::Acquire);
+        if running == 0 || procs.busy.load(Ordering::Acquire) >= running {
+            // Processor reallocation (URPC 5): the server has no processor free, this
+            // client processor has nothing to run, so it runs the server's loop for this
+            // channel, once, and goes back to its own threads.
+            self.ch.serve(false);
         } else {
             self.ch.check_server();
         }
