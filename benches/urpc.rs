@@ -81,6 +81,7 @@ impl Urpc {
         let mut threads: Vec<(u32, Option<Call>)> = (0..t).map(|_| (0, None)).collect();
         let start = Instant::now();
         let mut done = 0;
+        let mut idle = 0u32;
         while done < t {
             let mut progressed = false;
             for (made, call) in threads.iter_mut() {
@@ -104,8 +105,18 @@ impl Urpc {
                     progressed = true;
                 }
             }
-            if !progressed {
-                std::hint::spin_loop();
+            if progressed {
+                idle = 0;
+            } else {
+                // Nothing runnable: spin, and now and then give the core away (on a machine
+                // with more runnable threads than cores the server's processor may be
+                // waiting for this one).
+                idle += 1;
+                if idle.is_multiple_of(64) {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
             }
         }
         let elapsed = start.elapsed().as_nanos() as f64;

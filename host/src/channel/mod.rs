@@ -99,6 +99,11 @@ use wasmtime::AsContextMut;
 /// How long a processor polls with nothing to do before it parks.
 pub const IDLE_SPIN: Duration = Duration::from_micros(200);
 
+/// Polls a call waits with every server processor busy before its client processor helps
+/// (with S = 0 it helps at once): a server keeping up with its load is left to its own
+/// processors, which a client probing the channel's lock on every poll would only slow.
+const DONATE_AFTER: u32 = 1_000;
+
 /// How long a parked processor sleeps before it looks again on its own (a safety net: a
 /// client wakes it when it publishes a request).
 const PARK: Duration = Duration::from_millis(10);
@@ -975,12 +980,14 @@ impl AsyncBinding {
                 slot,
                 seq,
                 state: CallState::InFlight,
+                polls: 0,
             },
             Err(e) => Call {
                 ch: self.ch.clone(),
                 slot: 0,
                 seq: 0,
                 state: CallState::Refused(Some(e)),
+                polls: 0,
             },
         }
     }
@@ -1048,6 +1055,8 @@ pub struct Call {
     slot: u32,
     seq: u32,
     state: CallState,
+    /// Times this call was polled without its reply.
+    polls: u32,
 }
 
 impl Future for Call {
@@ -1098,7 +1107,10 @@ impl Call {
         }
         let procs = &self.ch.procs;
         let running = procs.running.load(Ordering::Acquire);
-        if running == 0 || procs.busy.load(Ordering::Acquire) >= running {
+        self.polls = self.polls.saturating_add(1);
+        let underpowered = running == 0
+            || (self.polls > DONATE_AFTER && procs.busy.load(Ordering::Acquire) >= running);
+        if underpowered {
             // Processor reallocation (URPC 5): the server has no processor free, this
             // client processor has nothing to run, so it runs the server's loop for this
             // channel, once, and goes back to its own threads.
