@@ -406,6 +406,8 @@ pub(crate) struct ChannelShared {
     serving: TryLock<ServerSide>,
     client: Mutex<ClientSide>,
     wakers: Box<[Mutex<Option<Waker>>]>,
+    /// Per slot: a future registered a waker in `wakers` (see `wake`).
+    armed: Box<[AtomicBool]>,
     failed: AtomicBool,
     closed: AtomicBool,
     charge: Charge,
@@ -503,6 +505,7 @@ impl ChannelShared {
                 failure: None,
             }),
             wakers: (0..n).map(|_| Mutex::new(None)).collect(),
+            armed: (0..n).map(|_| AtomicBool::new(false)).collect(),
             failed: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             charge,
@@ -679,34 +682,40 @@ impl ChannelShared {
             self.window.store(REQ_TAIL, s.req_tail);
             self.window.store(REP_HEAD, s.rep_head);
             done += 1;
-            if nreplied < replied.len() {
-                replied[nreplied] = slot;
-                nreplied += 1;
-            } else {
-                self.wake(slot);
-            }
+            replied[nreplied] = slot;
+            nreplied += 1;
             // Wake early replies while later requests run.
             if nreplied == replied.len() {
-                for &w in &replied {
-                    self.wake(w);
-                }
+                self.wake(&replied);
                 nreplied = 0;
             }
         }
         server.replicas[r].flush_deferred();
         drop(store);
         drop(s);
-        for &w in &replied[..nreplied] {
-            self.wake(w);
-        }
+        self.wake(&replied[..nreplied]);
         done
     }
 
-    fn wake(&self, slot: u32) {
-        if let Some(w) = self.wakers.get(slot as usize)
-            && let Some(w) = lock(w).take()
-        {
-            w.wake();
+    /// Wakes the futures waiting for replies just posted to `slots`. Only slots whose
+    /// future registered a waker (`armed`) cost a lock: executors that poll (`try_take`)
+    /// register none. The fence pairs with the one in `Call::poll`: either this side sees
+    /// the slot armed, or the future's look after arming sees the reply.
+    fn wake(&self, slots: &[u32]) {
+        if slots.is_empty() {
+            return;
+        }
+        fence(Ordering::SeqCst);
+        for &slot in slots {
+            if let (Some(armed), Some(w)) = (
+                self.armed.get(slot as usize),
+                self.wakers.get(slot as usize),
+            ) && armed.load(Ordering::Relaxed)
+                && armed.swap(false, Ordering::AcqRel)
+                && let Some(w) = lock(w).take()
+            {
+                w.wake();
+            }
         }
     }
 
@@ -1083,6 +1092,8 @@ impl Future for Call {
                 *w = Some(cx.waker().clone());
             }
         }
+        this.ch.armed[this.slot as usize].store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
         if let Some(r) = this.take_done() {
             return Poll::Ready(r);
         }
@@ -1163,6 +1174,7 @@ impl Drop for Call {
             _ => {}
         }
         drop(c);
+        self.ch.armed[slot].store(false, Ordering::Release);
         lock(&self.ch.wakers[slot]).take();
     }
 }
