@@ -4,6 +4,7 @@
 //!   floors in the same group: an intra-instance call and wasmtime's host→wasm typed call.
 //! * `threads`: call throughput with one and two calling threads (LRPC Fig. 2).
 //! * `flick`: Flick's Figs. 10, 11 and 12 (presentations).
+//! * `urpc`: URPC Figs. 3 and 4, asynchronous Null calls over a channel as T, C and S vary.
 //! * `report`: every case in a quick mode, written to `bench-results/`.
 //!
 //! Peers measured beside the isolated path: the direct-linked path, thread-per-domain message
@@ -16,6 +17,7 @@
 use lrpc::{Domain, DomainOptions, Kernel};
 
 pub mod components;
+pub mod urpc;
 
 /// The gRPC peer's protocol (`proto/bench.proto`).
 #[allow(missing_docs, clippy::all, reason = "generated code")]

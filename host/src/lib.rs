@@ -10,12 +10,15 @@
 //!
 //! One module per LRPC concept: [`domain`](crate::Domain), `clerk`, `binding`, `astack`
 //! (the memory mappings; one of the two modules allowed `unsafe`), `linkage` (the other),
-//! `call` (the kernel imports and the call path), `terminate`.
+//! `imports` (the kernel imports: binding, the call path, out-of-band segments), `terminate`, and [`channel`]: URPC's
+//! asynchronous calls over pairwise shared-memory rings, served by a server's own processors
+//! (with a tokio-friendly future; the `tokio` feature adds timeouts).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 mod astack;
 mod binding;
+pub mod channel;
 mod clerk;
 mod direct;
 mod domain;

@@ -9,6 +9,7 @@ mod presentation;
 mod quotas;
 mod stale;
 mod threads;
+mod urpc;
 
 use lrpc::{Domain, Kernel, Status};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
