@@ -28,6 +28,7 @@ mod client;
 mod error;
 mod local;
 mod multi;
+pub mod node;
 mod server;
 pub mod wire;
 
