@@ -215,7 +215,8 @@ fn a_peer_killed_mid_call_fails_the_call_and_the_binding_recovers() -> Result<()
         let b = binding.clone();
         rt.spawn(async move { b.call(add, &u32s(&[1, 2])).await })
     };
-    std::thread::sleep(Duration::from_millis(500));
+    // Time for the call to reach the node (it then waits there for 30 s).
+    std::thread::sleep(Duration::from_secs(2));
     node.kill();
     let err = rt.block_on(call)?.expect_err("the peer died mid-call");
     assert!(matches!(err, RemoteError::PeerFailed(_)), "{err:?}");
