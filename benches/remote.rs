@@ -6,10 +6,10 @@
 //!   time. Every member is a remote binding to a kernel in another process on loopback TCP.
 //!   Two cores can not run a hundred servers' computations in parallel, so the server time is
 //!   **modelled as waiting**: the node waits `--wait-us` before each call (no processor used),
-//!   as the paper's servers' computations overlapped on separate machines. The client's time
-//!   per call `c` is measured with no waiting; the server time of each setting is what a
-//!   sequential call actually takes beyond `c` (timer granularity makes it exceed the
-//!   configured wait).
+//!   as the paper's servers' computations overlapped on separate machines. The client's
+//!   send-and-receive time per call `c` is what each further member adds to a MultiRPC with
+//!   no waiting (the slope of m over n); the server time of each setting is the rest of a
+//!   sequential call: network, the server's own work and its waiting.
 //! * **Remote Null**: a null call through a remote binding over loopback TCP against the
 //!   out-of-process gRPC peer over a Unix socket (`lrpc-grpc-peer`), measured in the same run.
 //!
@@ -38,7 +38,9 @@ use std::time::{Duration, Instant};
 
 const BENCH: &str = "lrpc:bench/bench";
 const NS: [usize; 9] = [1, 2, 4, 8, 16, 24, 32, 64, 100];
-const WAITS_US: [u64; 4] = [0, 500, 2000, 5000];
+// Waits of whole milliseconds: tokio's timer ticks once a millisecond, so a shorter wait lasts
+// anywhere up to the next tick, differently for sequential and parallel calls.
+const WAITS_US: [u64; 4] = [0, 2000, 5000, 10000];
 
 struct Node {
     child: Child,
@@ -149,18 +151,14 @@ fn main() {
         })
     };
 
-    // The client's send+receive time per call: sequential calls with no server time.
+    // Warm up, then measure every setting: n sequential calls (r) and one MultiRPC (m).
     let b0 = binding(&nodes[0]);
     sequential(&b0, 200);
-    let c = time(reps, || sequential(&b0, 200)) / 200.0;
-
-    let mut rows = Vec::new();
+    let mut raw = Vec::new();
     for (node, &wait_us) in nodes.iter().zip(&WAITS_US) {
         let b = binding(node);
         let calls = if wait_us == 0 { 200 } else { 20 };
         let per_call = time(reps, || sequential(&b, calls)) / calls as f64;
-        let server_ns = (per_call - c).max(0.0);
-        let t = if wait_us == 0 { 0.0 } else { server_ns / c };
         for &n in &NS {
             let members: Vec<Member> = (0..n).map(|_| Member::Remote(binding(node))).collect();
             let seq_ns = time(reps, || sequential(&b, n));
@@ -179,24 +177,45 @@ fn main() {
                     .expect("a MultiRPC");
                 assert_eq!(out.arrival.len(), n);
             });
-            let ratio = seq_ns / multi_ns;
-            let model = (1.0 + t) / (1.0 + t / n as f64);
-            eprintln!(
-                "multirpc wait {wait_us} µs (T = {t:.2}) n = {n}: r = {:.1} µs, m = {:.1} µs, r/m = {ratio:.2}, model {model:.2}",
-                seq_ns / 1e3,
-                multi_ns / 1e3
-            );
-            rows.push(Row {
-                wait_us,
-                server_ns,
-                t,
-                n,
-                seq_ns,
-                multi_ns,
-                ratio,
-                model,
-            });
+            raw.push((wait_us, per_call, n, seq_ns, multi_ns));
         }
+    }
+    // c, the client's send + receive time per member: what each further member adds to a
+    // MultiRPC with no waiting (least-squares slope of m over n <= 32). Server time s is the
+    // rest of a sequential call (network, the server's work, its waiting): T = s / c.
+    let pts: Vec<(f64, f64)> = raw
+        .iter()
+        .filter(|r| r.0 == 0 && r.2 <= 32)
+        .map(|r| (r.2 as f64, r.4))
+        .collect();
+    let k = pts.len() as f64;
+    let (sx, sy) = pts.iter().fold((0.0, 0.0), |a, p| (a.0 + p.0, a.1 + p.1));
+    let (mx, my) = (sx / k, sy / k);
+    let (sxy, sxx) = pts.iter().fold((0.0, 0.0), |a, p| {
+        (a.0 + (p.0 - mx) * (p.1 - my), a.1 + (p.0 - mx) * (p.0 - mx))
+    });
+    let c = (sxy / sxx).max(1.0);
+    let mut rows = Vec::new();
+    for (wait_us, per_call, n, seq_ns, multi_ns) in raw {
+        let server_ns = (per_call - c).max(0.0);
+        let t = server_ns / c;
+        let ratio = seq_ns / multi_ns;
+        let model = (1.0 + t) / (1.0 + t / n as f64);
+        eprintln!(
+            "multirpc wait {wait_us} µs (T = {t:.2}) n = {n}: r = {:.1} µs, m = {:.1} µs, r/m = {ratio:.2}, model {model:.2}",
+            seq_ns / 1e3,
+            multi_ns / 1e3
+        );
+        rows.push(Row {
+            wait_us,
+            server_ns,
+            t,
+            n,
+            seq_ns,
+            multi_ns,
+            ratio,
+            model,
+        });
     }
     let max_err = rows
         .iter()
@@ -302,8 +321,10 @@ fn write_markdown(
          binding (wRPC over loopback TCP, one connection per call) to a kernel in another \
          process. Server time is modelled as waiting (the node waits before each call): two \
          cores can not run a hundred servers' computations in parallel. c, the client's send + \
-         receive time per call, is a sequential call's time with no waiting: {:.1} µs. T = \
-         server time / c, where server time is what a sequential call takes beyond c.\n",
+         receive time per member, is what each further member adds to a MultiRPC with no \
+         waiting (least-squares slope over n ≤ 32): {:.1} µs. T = server time / c, where \
+         server time is the rest of a sequential call (network, the server's work, its \
+         waiting).\n",
         c / 1e3
     );
     m.push_str("| wait (µs) | T | n | n sequential (µs) | one MultiRPC (µs) | r/m | model (1+T)/(1+T/n) | error |\n");
