@@ -1,0 +1,451 @@
+//! Remote calls: MultiRPC's experiment and the cost of a remote Null.
+//!
+//! * **MultiRPC** (Satyanarayanan and Siegel, Fig. "r/m"): the time of `n` sequential calls
+//!   (r) over the time of one MultiRPC to `n` servers (m), for n = 1..100 and several server
+//!   times, beside the model r/m = (1 + T)/(1 + T/n), T = server time / client send+receive
+//!   time. Every member is a remote binding to a kernel in another process on loopback TCP.
+//!   Two cores can not run a hundred servers' computations in parallel, so the server time is
+//!   **modelled as waiting**: the node waits `--wait-us` before each call (no processor used),
+//!   as the paper's servers' computations overlapped on separate machines. The client's
+//!   send-and-receive time per call `c` is what each further member adds to a MultiRPC with
+//!   no waiting (the slope of m over n); the server time of each setting is the rest of a
+//!   sequential call: network, the server's own work and its waiting.
+//! * **Remote Null**: a null call through a remote binding over loopback TCP against the
+//!   out-of-process gRPC peer over a Unix socket (`lrpc-grpc-peer`), measured in the same run.
+//!
+//! Writes `bench-results/remote.json`, `bench-results/REMOTE.md`, `bench-results/multirpc.png`,
+//! and adds `multirpc_model_max_rel_error` (n ≤ 32) and `remote_null_over_grpc_uds_null` to
+//! the ratios of `bench-results/summary.json`.
+//!
+//! `cargo bench -p lrpc-benches --bench remote` (about a minute).
+
+#[allow(
+    dead_code,
+    reason = "the report's plot helpers; only the font is used here"
+)]
+mod plots;
+
+use lrpc_benches::{GrpcPeer, Peer as _};
+use lrpc_remote::{Endpoint, Member, RemoteBinding, RemoteOptions, multi_call};
+use plotters::prelude::*;
+use std::fmt::Write as _;
+use std::io::{BufRead as _, BufReader};
+use std::ops::ControlFlow;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const BENCH: &str = "lrpc:bench/bench";
+const NS: [usize; 9] = [1, 2, 4, 8, 16, 24, 32, 64, 100];
+// Waits of whole milliseconds: tokio's timer ticks once a millisecond, so a shorter wait lasts
+// anywhere up to the next tick, differently for sequential and parallel calls.
+const WAITS_US: [u64; 4] = [0, 2000, 5000, 10000];
+
+struct Node {
+    child: Child,
+    endpoint: Endpoint,
+}
+
+impl Node {
+    fn start(wait_us: u64) -> Node {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lrpc-bench-remote-node"))
+            .args([
+                "--listen",
+                "tcp:127.0.0.1:0",
+                "--wait-us",
+                &wait_us.to_string(),
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starting a node");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("the node's address");
+        let endpoint = line
+            .trim()
+            .strip_prefix("listening ")
+            .and_then(|e| e.parse().ok())
+            .unwrap_or_else(|| panic!("the node said `{line}`"));
+        Node { child, endpoint }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Median over `reps` runs of `f`'s time, in ns.
+fn time(reps: usize, mut f: impl FnMut()) -> f64 {
+    median(
+        (0..reps)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_nanos() as f64
+            })
+            .collect(),
+    )
+}
+
+struct Row {
+    wait_us: u64,
+    server_ns: f64,
+    t: f64,
+    n: usize,
+    seq_ns: f64,
+    multi_ns: f64,
+    ratio: f64,
+    model: f64,
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let quick = std::env::var_os("LRPC_BENCH_QUICK").is_some();
+    let reps = if quick { 3 } else { 5 };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let kernel = lrpc::Kernel::new().expect("kernel");
+    let plan = Arc::new(kernel.interface(BENCH).expect("the bench interface"));
+    let proc = |name: &str| {
+        plan.procs
+            .iter()
+            .position(|p| p.name == name)
+            .expect("proc")
+    };
+    let (null, add) = (proc("null"), proc("add"));
+    let args: Vec<u8> = [40u32, 2].iter().flat_map(|x| x.to_le_bytes()).collect();
+    let nodes: Vec<Node> = WAITS_US.iter().map(|&w| Node::start(w)).collect();
+    let binding = |node: &Node| {
+        RemoteBinding::new(
+            node.endpoint.clone(),
+            BENCH,
+            plan.clone(),
+            RemoteOptions {
+                deadline: Duration::from_secs(30),
+                max_in_flight: 128,
+                ..Default::default()
+            },
+        )
+    };
+    let sequential = |b: &RemoteBinding, n: usize| {
+        rt.block_on(async {
+            for _ in 0..n {
+                let r = b.call(add, &args).await.expect("a remote add");
+                assert_eq!(r, 42u32.to_le_bytes());
+            }
+        })
+    };
+
+    // Warm up, then measure every setting: n sequential calls (r) and one MultiRPC (m).
+    let b0 = binding(&nodes[0]);
+    sequential(&b0, 200);
+    let mut raw = Vec::new();
+    for (node, &wait_us) in nodes.iter().zip(&WAITS_US) {
+        let b = binding(node);
+        let calls = if wait_us == 0 { 200 } else { 20 };
+        let per_call = time(reps, || sequential(&b, calls)) / calls as f64;
+        for &n in &NS {
+            let members: Vec<Member> = (0..n).map(|_| Member::Remote(binding(node))).collect();
+            let seq_ns = time(reps, || sequential(&b, n));
+            let multi_ns = time(reps, || {
+                let out = rt
+                    .block_on(multi_call(
+                        &members,
+                        add,
+                        &args,
+                        Duration::from_secs(60),
+                        |_, r| {
+                            assert!(r.is_ok(), "{r:?}");
+                            ControlFlow::Continue(())
+                        },
+                    ))
+                    .expect("a MultiRPC");
+                assert_eq!(out.arrival.len(), n);
+            });
+            raw.push((wait_us, per_call, n, seq_ns, multi_ns));
+        }
+    }
+    // c, the client's send + receive time per member: what each further member adds to a
+    // MultiRPC with no waiting (least-squares slope of m over n <= 32). Server time s is the
+    // rest of a sequential call (network, the server's work, its waiting): T = s / c.
+    let pts: Vec<(f64, f64)> = raw
+        .iter()
+        .filter(|r| r.0 == 0 && r.2 <= 32)
+        .map(|r| (r.2 as f64, r.4))
+        .collect();
+    let k = pts.len() as f64;
+    let (sx, sy) = pts.iter().fold((0.0, 0.0), |a, p| (a.0 + p.0, a.1 + p.1));
+    let (mx, my) = (sx / k, sy / k);
+    let (sxy, sxx) = pts.iter().fold((0.0, 0.0), |a, p| {
+        (a.0 + (p.0 - mx) * (p.1 - my), a.1 + (p.0 - mx) * (p.0 - mx))
+    });
+    let c = (sxy / sxx).max(1.0);
+    let mut rows = Vec::new();
+    for (wait_us, per_call, n, seq_ns, multi_ns) in raw {
+        let server_ns = (per_call - c).max(0.0);
+        let t = server_ns / c;
+        let ratio = seq_ns / multi_ns;
+        let model = (1.0 + t) / (1.0 + t / n as f64);
+        eprintln!(
+            "multirpc wait {wait_us} µs (T = {t:.2}) n = {n}: r = {:.1} µs, m = {:.1} µs, r/m = {ratio:.2}, model {model:.2}",
+            seq_ns / 1e3,
+            multi_ns / 1e3
+        );
+        rows.push(Row {
+            wait_us,
+            server_ns,
+            t,
+            n,
+            seq_ns,
+            multi_ns,
+            ratio,
+            model,
+        });
+    }
+    let max_err = rows
+        .iter()
+        .filter(|r| r.n <= 32)
+        .map(|r| (r.ratio - r.model).abs() / r.model)
+        .fold(0.0f64, f64::max);
+
+    // Remote Null over loopback TCP against gRPC over a Unix socket, same run.
+    let calls = if quick { 500 } else { 2000 };
+    let remote_null = {
+        let b = &b0;
+        let run = || {
+            rt.block_on(async {
+                for _ in 0..calls {
+                    b.call(null, &[]).await.expect("a remote null");
+                }
+            })
+        };
+        run();
+        time(reps, run) / calls as f64
+    };
+    let grpc_null = {
+        let mut peer = GrpcPeer::start(Path::new(env!("CARGO_BIN_EXE_lrpc-grpc-peer")));
+        assert_eq!(peer.null(100), 0);
+        time(reps, || assert_eq!(peer.null(calls as i32), 0)) / calls as f64
+    };
+    let null_ratio = remote_null / grpc_null;
+    eprintln!(
+        "remote null {:.1} µs, gRPC-UDS null {:.1} µs, ratio {null_ratio:.2}",
+        remote_null / 1e3,
+        grpc_null / 1e3
+    );
+    drop(nodes);
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace")
+        .join("bench-results");
+    std::fs::create_dir_all(&root).expect("bench-results");
+    write_json(&root, c, &rows, max_err, remote_null, grpc_null, null_ratio);
+    write_markdown(&root, c, &rows, max_err, remote_null, grpc_null, null_ratio);
+    plots::init();
+    if let Err(e) = plot(&root.join("multirpc.png"), &rows) {
+        eprintln!("multirpc.png: {e}");
+    }
+    merge_summary(
+        &root.join("summary.json"),
+        &[
+            ("multirpc_model_max_rel_error", max_err),
+            ("remote_null_over_grpc_uds_null", null_ratio),
+        ],
+    );
+}
+
+fn write_json(
+    root: &Path,
+    c: f64,
+    rows: &[Row],
+    max_err: f64,
+    remote_null: f64,
+    grpc_null: f64,
+    null_ratio: f64,
+) {
+    let mut j = String::from("{\n");
+    let _ = writeln!(j, "  \"client_ns_per_call\": {c:.1},");
+    let _ = writeln!(j, "  \"remote_null_tcp_ns\": {remote_null:.1},");
+    let _ = writeln!(j, "  \"grpc_uds_null_ns\": {grpc_null:.1},");
+    let _ = writeln!(j, "  \"remote_null_over_grpc_uds_null\": {null_ratio:.3},");
+    let _ = writeln!(j, "  \"multirpc_model_max_rel_error\": {max_err:.3},");
+    j.push_str("  \"multirpc\": [\n");
+    for (i, r) in rows.iter().enumerate() {
+        let _ = writeln!(
+            j,
+            "    {{\"wait_us\": {}, \"server_ns\": {:.1}, \"T\": {:.3}, \"n\": {}, \"sequential_ns\": {:.1}, \"multi_ns\": {:.1}, \"ratio\": {:.3}, \"model\": {:.3}}}{}",
+            r.wait_us,
+            r.server_ns,
+            r.t,
+            r.n,
+            r.seq_ns,
+            r.multi_ns,
+            r.ratio,
+            r.model,
+            if i + 1 < rows.len() { "," } else { "" }
+        );
+    }
+    j.push_str("  ]\n}\n");
+    std::fs::write(root.join("remote.json"), j).expect("remote.json");
+}
+
+fn write_markdown(
+    root: &Path,
+    c: f64,
+    rows: &[Row],
+    max_err: f64,
+    remote_null: f64,
+    grpc_null: f64,
+    null_ratio: f64,
+) {
+    let mut m = String::from("# Remote calls: MultiRPC and the remote Null\n\n");
+    let _ = writeln!(
+        m,
+        "Generated by `cargo bench -p lrpc-benches --bench remote`. Every member is a remote \
+         binding (wRPC over loopback TCP, one connection per call) to a kernel in another \
+         process. Server time is modelled as waiting (the node waits before each call): two \
+         cores can not run a hundred servers' computations in parallel. c, the client's send + \
+         receive time per member, is what each further member adds to a MultiRPC with no \
+         waiting (least-squares slope over n ≤ 32): {:.1} µs. T = server time / c, where \
+         server time is the rest of a sequential call (network, the server's work, its \
+         waiting).\n",
+        c / 1e3
+    );
+    m.push_str("| wait (µs) | T | n | n sequential (µs) | one MultiRPC (µs) | r/m | model (1+T)/(1+T/n) | error |\n");
+    m.push_str("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for r in rows {
+        let _ = writeln!(
+            m,
+            "| {} | {:.2} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {:.0}% |",
+            r.wait_us,
+            r.t,
+            r.n,
+            r.seq_ns / 1e3,
+            r.multi_ns / 1e3,
+            r.ratio,
+            r.model,
+            100.0 * (r.ratio - r.model).abs() / r.model
+        );
+    }
+    let _ = writeln!(
+        m,
+        "\n![r/m against n](multirpc.png)\n\n`multirpc_model_max_rel_error` (n ≤ 32): {max_err:.3} \
+         (target ≤ 0.2).\n\n| Null | ns per call |\n| --- | ---: |\n| remote binding, wRPC over \
+         loopback TCP | {remote_null:.0} |\n| gRPC over a Unix socket (tonic, one kept \
+         connection) | {grpc_null:.0} |\n\n`remote_null_over_grpc_uds_null`: {null_ratio:.3} \
+         (target ≤ 0.5)."
+    );
+    std::fs::write(root.join("REMOTE.md"), m).expect("REMOTE.md");
+}
+
+/// r/m against n, measured (points) and the model (lines), one colour per server time.
+fn plot(path: &Path, rows: &[Row]) -> Result<(), Box<dyn std::error::Error>> {
+    let root = BitMapBackend::new(path, (1000, 560)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let top = rows
+        .iter()
+        .map(|r| r.ratio.max(r.model))
+        .fold(1.0f64, f64::max)
+        * 1.1;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "MultiRPC: n sequential calls / one MultiRPC (r/m)",
+            ("sans-serif", 22),
+        )
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..102f64, 0f64..top)?;
+    chart
+        .configure_mesh()
+        .x_desc("n (servers)")
+        .y_desc("r/m")
+        .label_style(("sans-serif", 15))
+        .draw()?;
+    let colors = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+        RGBColor(214, 39, 40),
+    ];
+    for (k, &w) in WAITS_US.iter().enumerate() {
+        let color = colors[k % colors.len()];
+        let pts: Vec<&Row> = rows.iter().filter(|r| r.wait_us == w).collect();
+        let Some(first) = pts.first() else { continue };
+        let t = first.t;
+        let model: Vec<(f64, f64)> = (1..=100)
+            .map(|n| (n as f64, (1.0 + t) / (1.0 + t / n as f64)))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(model, color.stroke_width(2)))?
+            .label(format!(
+                "T = {t:.1} (wait {w} µs): model line, measured dots"
+            ))
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2)));
+        chart.draw_series(
+            pts.iter()
+                .map(|r| Circle::new((r.n as f64, r.ratio), 5, color.filled())),
+        )?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 15))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// Sets `keys` in the `ratios` object of the report's summary (written by the `report`
+/// bench), keeping everything else.
+fn merge_summary(path: &Path, keys: &[(&str, f64)]) {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        eprintln!("{} not found: run the report bench first", path.display());
+        return;
+    };
+    let mut lines: Vec<String> = text
+        .lines()
+        .filter(|l| {
+            !keys
+                .iter()
+                .any(|(k, _)| l.trim_start().starts_with(&format!("\"{k}\"")))
+        })
+        .map(str::to_owned)
+        .collect();
+    let Some(at) = lines.iter().position(|l| l.trim() == "\"ratios\": {") else {
+        eprintln!("{}: no ratios object", path.display());
+        return;
+    };
+    for (k, v) in keys.iter().rev() {
+        lines.insert(at + 1, format!("    \"{k}\": {v:.3},"));
+    }
+    // The last entry of the object may have lost its successor's comma: normalise.
+    let end = lines[at..]
+        .iter()
+        .position(|l| l.trim_start().starts_with('}'))
+        .map(|i| at + i);
+    if let Some(end) = end
+        && let Some(last) = lines.get_mut(end - 1)
+    {
+        *last = last.trim_end_matches(',').to_owned();
+    }
+    let _ = std::fs::write(path, lines.join("\n") + "\n");
+}

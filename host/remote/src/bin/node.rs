@@ -1,0 +1,17 @@
+//! `lrpc-remote-node`: a kernel serving the bench (`lrpc:bench/bench`) and key-value
+//! (`lrpc:kv/store`) servers to the network.
+//!
+//! ```text
+//! lrpc-remote-node [--listen tcp:HOST:PORT | unix:PATH]... [--workers N] [--wait-us N]
+//! ```
+//!
+//! Prints `listening <endpoint>` for every listener once it accepts connections (port 0
+//! picks a free port), then serves until killed. `--wait-us` adds that much waiting before
+//! every call (server time for the MultiRPC experiment).
+
+fn main() -> anyhow::Result<()> {
+    let config = lrpc_remote::node::NodeConfig::from_args(std::env::args().skip(1))
+        .map_err(anyhow::Error::msg)?;
+    lrpc_remote::node::run(&config)?;
+    Ok(())
+}

@@ -1,0 +1,260 @@
+//! Remote bindings: the client side of a call to another kernel's export over wRPC.
+
+use crate::error::RemoteError;
+use crate::wire::{self, CodecError};
+use bytes::{Bytes, BytesMut};
+use lrpc::InterfacePlan;
+use lrpc_presentation::Ty;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::sync::Semaphore;
+use wrpc_transport::Invoke as _;
+use wrpc_transport::frame::{Incoming, Outgoing};
+
+/// Where a remote export listens: `tcp:HOST:PORT` (or just `HOST:PORT`) or `unix:PATH`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    /// A TCP address, `host:port`.
+    Tcp(String),
+    /// A Unix socket path.
+    Unix(PathBuf),
+}
+
+impl FromStr for Endpoint {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Endpoint, String> {
+        if let Some(p) = s.strip_prefix("unix:") {
+            return Ok(Endpoint::Unix(p.into()));
+        }
+        let a = s.strip_prefix("tcp:").unwrap_or(s);
+        if a.rsplit_once(':')
+            .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
+        {
+            Ok(Endpoint::Tcp(a.to_owned()))
+        } else {
+            Err(format!("`{s}` is neither tcp:HOST:PORT nor unix:PATH"))
+        }
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Endpoint::Tcp(a) => write!(f, "tcp:{a}"),
+            Endpoint::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+/// How a remote binding behaves.
+#[derive(Debug, Clone)]
+pub struct RemoteOptions {
+    /// The per-call deadline: connecting, sending and the whole result.
+    pub deadline: Duration,
+    /// Calls in flight at one time on this binding; further calls wait (backpressure).
+    pub max_in_flight: usize,
+    /// Largest result accepted, on the wire and translated.
+    pub max_reply: usize,
+}
+
+impl Default for RemoteOptions {
+    fn default() -> RemoteOptions {
+        RemoteOptions {
+            deadline: Duration::from_secs(5),
+            max_in_flight: 64,
+            max_reply: 64 << 20,
+        }
+    }
+}
+
+/// A binding to an interface exported by another kernel (or any wRPC server of the same
+/// WIT). Cheap to clone; clones share the in-flight bound.
+///
+/// wRPC's TCP and Unix transports carry one invocation per connection (the end of the
+/// parameters and of the results is the end of each direction's stream), so a call opens
+/// a connection and the next call opens a fresh one: a peer that restarted is reached again
+/// by the next call, without state to repair.
+#[derive(Clone)]
+pub struct RemoteBinding {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    endpoint: Endpoint,
+    instance: String,
+    plan: Arc<InterfacePlan>,
+    options: RemoteOptions,
+    permits: Semaphore,
+}
+
+impl fmt::Debug for RemoteBinding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RemoteBinding")
+            .field("endpoint", &self.inner.endpoint)
+            .field("instance", &self.inner.instance)
+            .finish()
+    }
+}
+
+pub(crate) fn param_types(plan: &InterfacePlan, proc: usize) -> Result<Vec<&Ty>, RemoteError> {
+    let p = plan
+        .procs
+        .get(proc)
+        .ok_or(RemoteError::BadProcedure(proc))?;
+    Ok(p.params.iter().map(|(_, t)| t).collect())
+}
+
+pub(crate) fn result_types(plan: &InterfacePlan, proc: usize) -> Result<Vec<&Ty>, RemoteError> {
+    let p = plan
+        .procs
+        .get(proc)
+        .ok_or(RemoteError::BadProcedure(proc))?;
+    Ok(p.result.iter().collect())
+}
+
+/// Encodes A-stack encoded arguments of `proc` for the wire.
+pub fn encode_args(plan: &InterfacePlan, proc: usize, args: &[u8]) -> Result<Bytes, RemoteError> {
+    let tys = param_types(plan, proc)?;
+    wire::to_wire(plan, &tys, args)
+        .map(BytesMut::freeze)
+        .map_err(RemoteError::BadArguments)
+}
+
+impl RemoteBinding {
+    /// A binding to the export `instance` (for exports made under their interface's name,
+    /// and for `wit-bindgen-wrpc` peers, the interface name, e.g. `lrpc:bench/bench`) with
+    /// interface `plan` at `endpoint`.
+    pub fn new(
+        endpoint: Endpoint,
+        instance: &str,
+        plan: Arc<InterfacePlan>,
+        options: RemoteOptions,
+    ) -> RemoteBinding {
+        RemoteBinding {
+            inner: Arc::new(Inner {
+                endpoint,
+                instance: instance.to_owned(),
+                permits: Semaphore::new(options.max_in_flight.max(1)),
+                plan,
+                options,
+            }),
+        }
+    }
+
+    /// The interface's plan.
+    pub fn plan(&self) -> &Arc<InterfacePlan> {
+        &self.inner.plan
+    }
+
+    /// The peer's address.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.inner.endpoint
+    }
+
+    /// Calls procedure `proc` with A-stack encoded arguments; the A-stack encoded result
+    /// (empty for a procedure without one).
+    pub async fn call(&self, proc: usize, args: &[u8]) -> Result<Vec<u8>, RemoteError> {
+        let wire = encode_args(&self.inner.plan, proc, args)?;
+        self.call_wire(proc, wire).await
+    }
+
+    /// Calls procedure `proc` with arguments already in the wire encoding (see
+    /// [`encode_args`]); used by MultiRPC to encode once for every member.
+    pub async fn call_wire(&self, proc: usize, params: Bytes) -> Result<Vec<u8>, RemoteError> {
+        let plan = &self.inner.plan;
+        let name = &plan
+            .procs
+            .get(proc)
+            .ok_or(RemoteError::BadProcedure(proc))?
+            .name;
+        let tys = result_types(plan, proc)?;
+        let _permit = self
+            .inner
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| RemoteError::PeerFailed("the binding is closed".into()))?;
+        let deadline = self.inner.options.deadline;
+        tokio::time::timeout(deadline, async {
+            let (mut out, incoming) = self.invoke(name, params).await?;
+            // The parameters went with the invocation; nothing else follows.
+            let _ = out.shutdown().await;
+            read_result(plan, &tys, incoming, self.inner.options.max_reply).await
+        })
+        .await
+        .map_err(|_| RemoteError::Timeout(deadline))?
+    }
+
+    async fn invoke(&self, func: &str, params: Bytes) -> Result<(Outgoing, Incoming), RemoteError> {
+        let paths: [&[Option<usize>]; 0] = [];
+        let r = match &self.inner.endpoint {
+            Endpoint::Tcp(a) => {
+                wrpc_transport::tcp::Client::from(a.as_str())
+                    .invoke((), &self.inner.instance, func, params, paths)
+                    .await
+            }
+            Endpoint::Unix(p) => {
+                wrpc_transport::unix::Client::from(p.clone())
+                    .invoke((), &self.inner.instance, func, params, paths)
+                    .await
+            }
+        };
+        r.map_err(|e| match e.downcast::<std::io::Error>() {
+            Ok(io) => RemoteError::Unreachable {
+                addr: self.inner.endpoint.to_string(),
+                source: io,
+            },
+            Err(e) => RemoteError::PeerFailed(format!("{e:#}")),
+        })
+    }
+}
+
+/// Reads values of types `tys` from `incoming` until they are complete; A-stack encoded.
+/// The outer error is the stream's, the inner one the values'.
+pub(crate) async fn read_values(
+    plan: &InterfacePlan,
+    tys: &[&Ty],
+    incoming: &mut Incoming,
+    limit: usize,
+) -> Result<Result<Vec<u8>, CodecError>, std::io::Error> {
+    let mut buf = BytesMut::new();
+    loop {
+        match wire::from_wire(plan, tys, &buf, limit) {
+            Err(CodecError::Incomplete) => {}
+            Ok((v, _)) => return Ok(Ok(v)),
+            Err(e) => return Ok(Err(e)),
+        }
+        if incoming.read_buf(&mut buf).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+}
+
+async fn read_result(
+    plan: &InterfacePlan,
+    tys: &[&Ty],
+    mut incoming: Incoming,
+    limit: usize,
+) -> Result<Vec<u8>, RemoteError> {
+    if tys.is_empty() {
+        // A procedure without a result answers with the end of the stream.
+        let mut b = [0u8; 1];
+        return match incoming.read(&mut b).await {
+            Ok(0) => Ok(Vec::new()),
+            Ok(_) => Err(RemoteError::BadReply(CodecError::Trailing(1))),
+            Err(e) => Err(RemoteError::PeerFailed(e.to_string())),
+        };
+    }
+    match read_values(plan, tys, &mut incoming, limit).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(RemoteError::BadReply(e)),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(RemoteError::PeerFailed(
+            "the connection closed before the result".into(),
+        )),
+        Err(e) => Err(RemoteError::PeerFailed(e.to_string())),
+    }
+}

@@ -1,0 +1,39 @@
+//! Remote bindings and MultiRPC for the LRPC kernel.
+//!
+//! LRPC keeps a cross-machine call transparent with one bit in the Binding Object (LRPC
+//! 5.1): the kernel notices the binding is remote and hands the call to a network RPC
+//! engine. Here that engine is **wRPC**: a kernel's exports are served as wRPC functions
+//! ([`RemoteServer`], over TCP or Unix sockets) and a client calls them through a
+//! [`RemoteBinding`]; values travel in the component model's value encoding exactly as
+//! `wit-bindgen-wrpc` writes them ([`wire`]), so a peer generated from the same WIT by
+//! `wit-bindgen-wrpc` can call our exports and serve our imports. Calls into the local
+//! kernel run on driver threads ([`LocalPool`]), never on the tokio reactor.
+//!
+//! [`multi_call`] is MultiRPC: one call to N members (local, remote or mixed) with the
+//! arguments encoded once, a handler per reply in arrival order that may end the call, and
+//! an overall timeout.
+//!
+//! **Versions.** `wrpc-transport` 0.30 (with `wasm-tokio` 0.8: lengths read off the wire no
+//! longer size allocations up front) and, for the foreign peer in the tests,
+//! `wit-bindgen-wrpc` 0.12, which is built on the same 0.30. Neither depends on wasmtime, so
+//! both sit beside wasmtime 48. The NATS transport does not agree with them:
+//! `wrpc-transport-nats` 0.31, its newest release, requires `wrpc-transport` 0.29 (0.30 of
+//! it requires 0.28), so a NATS scale-out means either two wRPC transports in one build or
+//! going back to 0.29 / `wit-bindgen-wrpc` 0.11 / `wrpc-transport-nats` 0.31 (`async-nats`
+//! 0.49), which together agree.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+mod client;
+mod error;
+mod local;
+mod multi;
+pub mod node;
+mod server;
+pub mod wire;
+
+pub use client::{Endpoint, RemoteBinding, RemoteOptions, encode_args};
+pub use error::{RemoteError, ServeError};
+pub use local::{LocalExport, LocalPool};
+pub use multi::{Member, MultiOutcome, multi_call};
+pub use server::{RemoteServer, ServeOptions};

@@ -1,0 +1,198 @@
+//! Calls into a kernel's local exports from async code.
+//!
+//! A migrating call blocks its thread, so wasm never runs on the tokio reactor here: a small
+//! pool of OS threads each owns a driver domain (`lrpc::artifacts::HTTP_DRIVER`, a client
+//! domain of the kernel) bound to every export the pool serves, and takes calls from one
+//! bounded queue. A full queue makes the caller wait (backpressure), never buffers without
+//! bound. With several workers, calls into a server with replicas run in parallel.
+
+use crate::error::{RemoteError, ServeError};
+use lrpc::{InterfacePlan, Kernel, Status};
+use lrpc_runtime::deploy::CallFailure;
+use lrpc_runtime::driver::{BindError, Driver};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, oneshot};
+
+/// One export the pool calls into.
+#[derive(Debug, Clone)]
+pub struct LocalExport {
+    /// The name it is exported under.
+    pub name: String,
+    /// Its interface's plan.
+    pub plan: Arc<InterfacePlan>,
+    slot: usize,
+}
+
+struct Job {
+    slot: usize,
+    proc: usize,
+    args: Vec<u8>,
+    reply: oneshot::Sender<Result<Vec<u8>, RemoteError>>,
+}
+
+/// A pool of driver threads calling into a kernel's exports.
+pub struct LocalPool {
+    exports: HashMap<String, LocalExport>,
+    queue: mpsc::Sender<Job>,
+}
+
+impl LocalPool {
+    /// A pool of `workers` threads (at least one) serving calls into `exports`, each an
+    /// export name of `kernel`'s clerk and its interface, with at most `queue` calls waiting.
+    pub fn new(
+        kernel: &Kernel,
+        named: &[(&str, &str)],
+        workers: usize,
+        queue: usize,
+    ) -> Result<LocalPool, ServeError> {
+        let mut exports = HashMap::new();
+        for (slot, (name, interface)) in named.iter().enumerate() {
+            let plan = Arc::new(kernel.interface(interface)?);
+            exports.insert(
+                (*name).to_owned(),
+                LocalExport {
+                    name: (*name).to_owned(),
+                    plan,
+                    slot,
+                },
+            );
+        }
+        let (tx, rx) = mpsc::channel::<Job>(queue.max(1));
+        let rx = Arc::new(Mutex::new(rx));
+        let mut ready = Vec::new();
+        for w in 0..workers.max(1) {
+            let (ok_tx, ok_rx) = std::sync::mpsc::channel();
+            ready.push(ok_rx);
+            let kernel = kernel.clone();
+            let rx = rx.clone();
+            let binds: Vec<(usize, String, u64, usize)> = exports
+                .values()
+                .map(|e| {
+                    (
+                        e.slot,
+                        e.name.clone(),
+                        e.plan.fingerprint,
+                        e.plan.procs.len(),
+                    )
+                })
+                .collect();
+            let plans: Vec<(usize, Arc<InterfacePlan>)> =
+                exports.values().map(|e| (e.slot, e.plan.clone())).collect();
+            std::thread::Builder::new()
+                .name(format!("lrpc-remote-{w}"))
+                .spawn(move || worker(kernel, w, binds, plans, rx, ok_tx))
+                .map_err(|e| ServeError::Listen {
+                    addr: "worker thread".into(),
+                    source: e,
+                })?;
+        }
+        for r in ready {
+            match r.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Err(ServeError::Register("driver".into(), "exited".into())),
+            }
+        }
+        Ok(LocalPool { exports, queue: tx })
+    }
+
+    /// The export named `name`.
+    pub fn export(&self, name: &str) -> Option<&LocalExport> {
+        self.exports.get(name)
+    }
+
+    /// The exports, by name.
+    pub fn exports(&self) -> impl Iterator<Item = &LocalExport> {
+        self.exports.values()
+    }
+
+    /// Calls procedure `proc` of `export` with A-stack encoded arguments; the A-stack encoded
+    /// result.
+    pub async fn call(
+        &self,
+        export: &LocalExport,
+        proc: usize,
+        args: Vec<u8>,
+    ) -> Result<Vec<u8>, RemoteError> {
+        let (reply, rx) = oneshot::channel();
+        self.queue
+            .send(Job {
+                slot: export.slot,
+                proc,
+                args,
+                reply,
+            })
+            .await
+            .map_err(|_| RemoteError::Driver("the pool is shut down".into()))?;
+        rx.await
+            .map_err(|_| RemoteError::Driver("the worker stopped".into()))?
+    }
+}
+
+fn worker(
+    kernel: Kernel,
+    w: usize,
+    binds: Vec<(usize, String, u64, usize)>,
+    plans: Vec<(usize, Arc<InterfacePlan>)>,
+    rx: Arc<Mutex<mpsc::Receiver<Job>>>,
+    ready: std::sync::mpsc::Sender<Result<(), ServeError>>,
+) {
+    let setup = || -> Result<Driver, ServeError> {
+        let driver = Driver::new(&kernel, &format!("lrpc-remote-{w}"))?;
+        for (slot, name, fp, nprocs) in &binds {
+            driver
+                .bind(*slot, name, *fp, *nprocs)
+                .map_err(|e| match e {
+                    BindError::Status(status) => ServeError::Bind {
+                        name: name.clone(),
+                        status,
+                    },
+                    BindError::Driver(e) => ServeError::Kernel(e),
+                })?;
+        }
+        Ok(driver)
+    };
+    let driver = match setup() {
+        Ok(d) => {
+            let _ = ready.send(Ok(()));
+            d
+        }
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    let plans: HashMap<usize, Arc<InterfacePlan>> = plans.into_iter().collect();
+    loop {
+        let job = {
+            let mut q = rx.lock().unwrap_or_else(|p| p.into_inner());
+            q.blocking_recv()
+        };
+        let Some(job) = job else { return };
+        let result = match plans.get(&job.slot).and_then(|p| p.procs.get(job.proc)) {
+            None => Err(RemoteError::BadProcedure(job.proc)),
+            Some(p) => driver
+                .call(
+                    job.slot,
+                    job.proc,
+                    p.bounded,
+                    p.out_bound.unwrap_or(0),
+                    &job.args,
+                )
+                .map_err(|e| match e {
+                    CallFailure::Status(s) => RemoteError::Status(s),
+                    CallFailure::Setup(s) => RemoteError::Driver(s),
+                    CallFailure::Driver(e) => RemoteError::Driver(e.to_string()),
+                }),
+        };
+        // A terminated server leaves the driver's binding stale; a restarted server under the
+        // same name is bound again on the next failure.
+        if let Err(RemoteError::Status(Status::ServerTerminated | Status::StaleBinding)) = &result
+            && let Some((slot, name, fp, n)) = binds.iter().find(|b| b.0 == job.slot)
+        {
+            let _ = driver.bind(*slot, name, *fp, *n);
+        }
+        let _ = job.reply.send(result);
+    }
+}

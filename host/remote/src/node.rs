@@ -1,0 +1,117 @@
+//! A node: a kernel serving the project's bench (`lrpc:bench/bench`) and key-value
+//! (`lrpc:kv/store`) servers to the network. The `lrpc-remote-node` binary, the tests' and
+//! the benchmarks' remote kernels.
+
+use crate::client::Endpoint;
+use crate::error::ServeError;
+use crate::local::LocalPool;
+use crate::server::{RemoteServer, ServeOptions};
+use lrpc::{DomainOptions, Kernel, artifacts};
+use std::io::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a node serves and how.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// Where to listen (`tcp:127.0.0.1:0` picks a free port).
+    pub listen: Vec<Endpoint>,
+    /// Driver threads, and replicas of the bench server.
+    pub workers: usize,
+    /// Waiting before every call (server time for the MultiRPC experiment).
+    pub wait: Duration,
+}
+
+impl NodeConfig {
+    /// Parses `--listen tcp:HOST:PORT | unix:PATH` (repeatable), `--workers N`, `--wait-us N`.
+    pub fn from_args(args: impl IntoIterator<Item = String>) -> Result<NodeConfig, String> {
+        let mut c = NodeConfig {
+            listen: Vec::new(),
+            workers: 2,
+            wait: Duration::ZERO,
+        };
+        let mut args = args.into_iter();
+        while let Some(a) = args.next() {
+            let v = args.next().ok_or_else(|| format!("{a} needs a value"))?;
+            match a.as_str() {
+                "--listen" => c.listen.push(v.parse()?),
+                "--workers" => c.workers = v.parse().map_err(|e| format!("--workers: {e}"))?,
+                "--wait-us" => {
+                    c.wait =
+                        Duration::from_micros(v.parse().map_err(|e| format!("--wait-us: {e}"))?)
+                }
+                other => return Err(format!("unknown argument `{other}`")),
+            }
+        }
+        if c.listen.is_empty() {
+            c.listen.push(Endpoint::Tcp("127.0.0.1:0".into()));
+        }
+        Ok(c)
+    }
+}
+
+/// Runs a node: prints `listening <endpoint>` on stdout for every listener once it accepts
+/// connections, then serves until the process ends.
+pub fn run(config: &NodeConfig) -> Result<(), ServeError> {
+    let kernel = Kernel::new()?;
+    let replicas = DomainOptions {
+        replicas: config.workers.max(1),
+        ..Default::default()
+    };
+    let bench = kernel.domain_with("bench-server", artifacts::BENCH_SERVER, replicas)?;
+    kernel.export(&bench, "lrpc:bench/bench")?;
+    let kv = kernel.domain("kv-server", artifacts::KV_SERVER)?;
+    kernel.export(&kv, "lrpc:kv/store")?;
+    let pool = Arc::new(LocalPool::new(
+        &kernel,
+        &[
+            ("lrpc:bench/bench", "lrpc:bench/bench"),
+            ("lrpc:kv/store", "lrpc:kv/store"),
+        ],
+        config.workers,
+        1024,
+    )?);
+    let io = |addr: &Endpoint| {
+        let addr = addr.to_string();
+        move |source| ServeError::Listen { addr, source }
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(io(&Endpoint::Tcp("runtime".into())))?;
+    rt.block_on(async {
+        let server = RemoteServer::new(
+            pool,
+            ServeOptions {
+                server_wait: config.wait,
+                ..Default::default()
+            },
+        )
+        .await?;
+        let mut out = std::io::stdout().lock();
+        for e in &config.listen {
+            let line = match e {
+                Endpoint::Tcp(a) => {
+                    let l = tokio::net::TcpListener::bind(a.as_str())
+                        .await
+                        .map_err(io(e))?;
+                    let at = l.local_addr().map_err(io(e))?;
+                    tokio::spawn(server.clone().listen_tcp(l));
+                    format!("listening tcp:{at}")
+                }
+                Endpoint::Unix(p) => {
+                    let _ = std::fs::remove_file(p);
+                    let l = tokio::net::UnixListener::bind(p).map_err(io(e))?;
+                    tokio::spawn(server.clone().listen_unix(l));
+                    format!("listening {e}")
+                }
+            };
+            writeln!(out, "{line}").map_err(io(e))?;
+        }
+        out.flush().map_err(io(&config.listen[0]))?;
+        drop(out);
+        std::future::pending::<()>().await;
+        Ok(())
+    })
+}
