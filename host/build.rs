@@ -1,5 +1,7 @@
-//! Builds the guest domains under `guests/` from source for `wasm32-unknown-unknown` and
-//! places the modules in `OUT_DIR/guests/`, where `src/artifacts.rs` embeds them.
+//! Builds the guest domains under `guests/` from source for `wasm32-unknown-unknown`, and
+//! the component guests (`guests/comp-*`) for `wasm32-wasip2` (rustc links those into
+//! components itself), and places them in `OUT_DIR/guests/`, where `src/artifacts.rs`
+//! embeds them.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -26,6 +28,9 @@ const GUESTS: &[&str] = &[
 /// Core modules of the component-model peers; not embedded by the host, but published to
 /// dependents (the benches) through `DEP_LRPC_GUESTS_DIR`.
 const COMPONENT_CORES: &[&str] = &["component_server", "component_client"];
+/// Component guests, built for WASI preview 2: run by the kernel as component domains.
+const COMPONENT_TARGET: &str = "wasm32-wasip2";
+const COMPONENT_GUESTS: &[&str] = &["comp-kv-server", "comp-probe", "comp-driver"];
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
@@ -62,7 +67,8 @@ fn main() {
         }
     }
 
-    ensure_target();
+    ensure_target(TARGET);
+    ensure_target(COMPONENT_TARGET);
 
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let target_dir = root.join("target").join("guests");
@@ -82,6 +88,39 @@ fn main() {
             "building the guests in {} failed ({status})",
             guests.display()
         );
+    }
+    let mut cmd = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(&guests)
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--target",
+            COMPONENT_TARGET,
+        ])
+        .arg("--manifest-path")
+        .arg(guests.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target_dir);
+    for g in COMPONENT_GUESTS {
+        cmd.args(["-p", g]);
+    }
+    scrub_env(&mut cmd);
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("could not run cargo to build the component guests: {e}"));
+    if !status.success() {
+        panic!("building the component guests for {COMPONENT_TARGET} failed ({status})");
+    }
+    let components = target_dir.join(COMPONENT_TARGET).join("release");
+    for g in COMPONENT_GUESTS {
+        let file = format!("{}.wasm", g.replace('-', "_"));
+        std::fs::copy(components.join(&file), out.join(&file)).unwrap_or_else(|e| {
+            panic!(
+                "component guest {} missing: {e}",
+                components.join(&file).display()
+            )
+        });
     }
     let built = target_dir.join(TARGET).join("release");
     for g in GUESTS.iter().chain(COMPONENT_CORES) {
@@ -124,11 +163,11 @@ fn scrub_env(cmd: &mut Command) {
     }
 }
 
-/// Installs the wasm target through rustup when the toolchain lacks it.
-fn ensure_target() {
+/// Installs a wasm target through rustup when the toolchain lacks it.
+fn ensure_target(target: &str) {
     let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     let installed = Command::new(&rustc)
-        .args(["--print", "target-libdir", "--target", TARGET])
+        .args(["--print", "target-libdir", "--target", target])
         .output()
         .ok()
         .filter(|o| o.status.success())
@@ -138,16 +177,16 @@ fn ensure_target() {
         return;
     }
     let added = Command::new("rustup")
-        .args(["target", "add", TARGET])
+        .args(["target", "add", target])
         .status();
     match added {
         Ok(s) if s.success() => {}
         Ok(s) => panic!(
-            "the Rust target {TARGET} is missing and `rustup target add {TARGET}` failed ({s}); \
+            "the Rust target {target} is missing and `rustup target add {target}` failed ({s}); \
              install it and build again"
         ),
         Err(e) => panic!(
-            "the Rust target {TARGET} is missing and rustup could not be run ({e}); \
+            "the Rust target {target} is missing and rustup could not be run ({e}); \
              install the target for this toolchain and build again"
         ),
     }
