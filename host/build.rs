@@ -122,6 +122,7 @@ fn main() {
             )
         });
     }
+    build_python_guest(&guests.join("comp-py-kv"), &out.join("comp_py_kv.wasm"));
     let built = target_dir.join(TARGET).join("release");
     for g in GUESTS.iter().chain(COMPONENT_CORES) {
         let from = built.join(format!("{g}.wasm"));
@@ -130,6 +131,49 @@ fn main() {
             .unwrap_or_else(|e| panic!("guest module {} missing: {e}", from.display()));
     }
     println!("cargo::metadata=dir={}", out.display());
+}
+
+/// The componentize-py version the Python guest is built with (`.ci/run` installs it from PyPI).
+const COMPONENTIZE_PY: &str = "0.25.1";
+
+/// Makes a component of the Python guest in `dir` (`app.py`, world `kv-server` of `dir/wit`)
+/// with componentize-py. A missing componentize-py is a build error that says how to install
+/// it, never a skipped guest.
+fn build_python_guest(dir: &Path, to: &Path) {
+    let exe = env::var("COMPONENTIZE_PY").unwrap_or_else(|_| "componentize-py".into());
+    println!("cargo:rerun-if-env-changed=COMPONENTIZE_PY");
+    let version = Command::new(&exe).arg("--version").output();
+    match version {
+        Ok(o) if o.status.success() => {
+            let v = String::from_utf8_lossy(&o.stdout);
+            if !v.contains(COMPONENTIZE_PY) {
+                println!(
+                    "cargo::warning=componentize-py {COMPONENTIZE_PY} is the tested version; found {}",
+                    v.trim()
+                );
+            }
+        }
+        _ => panic!(
+            "`{exe}` is needed to build the Python guest {} and was not found: \
+             `pip install componentize-py=={COMPONENTIZE_PY}` (or set COMPONENTIZE_PY to its path)",
+            dir.display()
+        ),
+    }
+    let status = Command::new(&exe)
+        .arg("-d")
+        .arg(dir.join("wit"))
+        .args(["-w", "kv-server", "componentize", "-p"])
+        .arg(dir)
+        .args(["app", "-o"])
+        .arg(to)
+        .status()
+        .unwrap_or_else(|e| panic!("could not run {exe}: {e}"));
+    if !status.success() {
+        panic!(
+            "componentize-py failed to build {} ({status})",
+            dir.display()
+        );
+    }
 }
 
 /// The nested cargo must not inherit the outer build's flags, wrappers or target settings.

@@ -108,6 +108,10 @@ guest!(
     "comp_driver.wasm"
 );
 
+/// Where the build put the Python key-value server (`guests/comp-py-kv`, a component made
+/// by componentize-py). Not embedded: it carries a Python interpreter (about 18 MB).
+pub const COMP_PY_KV_PATH: &str = concat!(env!("OUT_DIR"), "/guests/comp_py_kv.wasm");
+
 /// The embedded guests by name (the names deployment configs use for built-in guests).
 pub const BY_NAME: &[(&str, &[u8])] = &[
     ("bench-server", BENCH_SERVER),

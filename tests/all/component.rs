@@ -425,3 +425,31 @@ fn component_limits_fail_the_call_not_the_host() {
         other => panic!("expected OutOfFuel, got {other:?}"),
     }
 }
+
+#[test]
+fn component_python_server_called_from_a_rust_client() {
+    let _g = crate::shared();
+    let k = kernel();
+    let wasm = std::fs::read(lrpc::artifacts::COMP_PY_KV_PATH).expect("the Python guest");
+    let kv = k
+        .component("py-kv", &wasm, ComponentOptions::default())
+        .expect("Python kv server");
+    k.export_component(&kv, KV)
+        .expect("export the Python kv server");
+    probe_with(&k, ComponentOptions::default());
+    let d = k
+        .component("driver", COMP_DRIVER, ComponentOptions::default())
+        .expect("driver");
+    assert_eq!(
+        d.bindings()
+            .iter()
+            .find(|b| b.interface == KV)
+            .map(|b| b.server.as_str()),
+        Some("py-kv")
+    );
+    assert_eq!(
+        call1(&d, DRIVER, "kv-selftest", &[]),
+        Val::Result(Ok(Some(Box::new(Val::U32(13)))))
+    );
+    assert!(d.take_failures().is_empty());
+}
