@@ -40,6 +40,11 @@
 //! ([`ComponentDomain::take_failures`]), so the embedder, which supervises its plugins, learns
 //! of it, and the client domain stays usable. Interfaces that must tell failure from a real
 //! answer should have an error channel.
+//!
+//! A call back into a domain that is itself waiting in an outgoing call (A→B→A) is not
+//! re-entered (its Store is held by the waiting call): it waits for the deadline and fails
+//! as `ServerBusy`. Resources, futures and streams can not cross component domains yet; an
+//! import whose functions carry them is refused at bind time, naming the function.
 
 mod typecheck;
 mod wasi;
