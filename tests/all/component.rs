@@ -453,3 +453,48 @@ fn component_python_server_called_from_a_rust_client() {
     );
     assert!(d.take_failures().is_empty());
 }
+
+#[test]
+fn component_fully_trusting_pair_is_composed_at_creation() {
+    let _g = crate::shared();
+    let k = kernel();
+    let p = probe_with(&k, ComponentOptions::default());
+    let kv = k
+        .component("kv", COMP_KV_SERVER, ComponentOptions::default())
+        .expect("kv server");
+    k.export_component(&kv, KV).expect("export kv");
+    let d = k
+        .component(
+            "driver",
+            COMP_DRIVER,
+            ComponentOptions {
+                trust_fully: vec![PROBE.into(), KV.into()],
+                ..Default::default()
+            },
+        )
+        .expect("driver composed with its servers");
+    assert_eq!(d.fused(), [PROBE.to_string(), KV.to_string()]);
+    // No import goes through the kernel.
+    assert!(d.bindings().is_empty(), "{:?}", d.bindings());
+    assert_eq!(
+        call1(&d, DRIVER, "kv-selftest", &[]),
+        Val::Result(Ok(Some(Box::new(Val::U32(13)))))
+    );
+    assert_eq!(call1(&d, DRIVER, "echo", &[s("fused ✓")]), s("fused ✓"));
+    // The composed copies keep their own state, apart from the exported domains.
+    assert_eq!(call1(&d, DRIVER, "counter", &[]), Val::U64(1));
+    assert_eq!(call1(&p, PROBE, "counter", &[]), Val::U64(1));
+    assert_eq!(
+        call1(&kv, KV, "stats", &[]),
+        Val::Tuple(vec![Val::U32(0), Val::U64(0)])
+    );
+    // Full trust: a trap in the composed server kills the client with it.
+    match d.call(DRIVER, "trap", &[]) {
+        Err(Error::Fault(Fault::Trapped { .. })) => {}
+        other => panic!("expected the client to trap, got {other:?}"),
+    }
+    assert!(d.dead().is_some());
+    assert!(p.dead().is_none());
+    k.restart_component(&d).expect("restart");
+    assert_eq!(call1(&d, DRIVER, "ping", &[]), Val::U32(42));
+}

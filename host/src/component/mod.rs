@@ -22,6 +22,10 @@
 //!   function locks the server's Store and calls its export (the thread migrates; nothing is
 //!   queued).
 //!
+//! **Full trust.** Imports named in [`ComponentOptions::trust_fully`] are not bound through
+//! the kernel: their server is composed into the client when it is created (`fuse`), the
+//! component analog of the direct-linked path.
+//!
 //! **Failure.** A server that traps, passes its deadline or runs out of fuel is *dead*: its
 //! Store is poisoned, so every later call to it fails at once, without entering it, until the
 //! embedder [restarts](Kernel::restart_component) it; bindings to it survive and reach the
@@ -46,6 +50,7 @@
 //! as `ServerBusy`. Resources, futures and streams can not cross component domains yet; an
 //! import whose functions carry them is refused at bind time, naming the function.
 
+mod fuse;
 mod typecheck;
 mod wasi;
 
@@ -99,6 +104,11 @@ pub struct ComponentOptions {
     /// Imports bound to a named export rather than to the one registered under the
     /// interface's own name, as `(interface, export name)`.
     pub bind: Vec<(String, String)>,
+    /// Imports whose servers this domain trusts fully (`leaky+unprotected`): each server is
+    /// composed into this component when it is created (wasmtime's fused adapters, no host
+    /// crossing). The copy of the server lives in this domain's Store with its own state, and
+    /// a trap in it kills this domain too.
+    pub trust_fully: Vec<String>,
 }
 
 /// A call a component domain made through one of its imports that failed in the server.
@@ -218,6 +228,11 @@ struct Live {
 /// A component domain, shared by its handles, its exports and the bindings to it.
 pub(crate) struct Shared {
     name: String,
+    /// The binary the domain was created from (servers composed into fully trusting
+    /// clients are taken from here).
+    wasm: Arc<[u8]>,
+    /// Imports served by a composed copy of their server.
+    fused: Vec<String>,
     component: Component,
     engine: Engine,
     ticks: Arc<AtomicU64>,
@@ -416,7 +431,13 @@ impl ComponentDomain {
         }
     }
 
-    /// The bindings of this domain's imports.
+    /// The imports served by a copy of their server composed into this domain
+    /// ([`ComponentOptions::trust_fully`]).
+    pub fn fused(&self) -> &[String] {
+        &self.shared.fused
+    }
+
+    /// The bindings of this domain's imports (those through the kernel).
     pub fn bindings(&self) -> Vec<ComponentBindingInfo> {
         match wait_lock(&self.shared.live, SETUP_WAIT) {
             Some(g) => g
@@ -486,10 +507,41 @@ impl Kernel {
         } else {
             (inner.engine.clone(), inner.ticks.clone())
         };
-        let component = Component::new(&engine, wasm).map_err(|e| Error::Compile {
-            domain: name.to_string(),
-            source: boxed(e),
-        })?;
+        let mut composed: Option<Vec<u8>> = None;
+        for import in &options.trust_fully {
+            let unbound = |reason: String| Error::Unbound {
+                domain: name.to_string(),
+                import: import.clone(),
+                reason,
+            };
+            let export_name = options
+                .bind
+                .iter()
+                .find(|(i, _)| i == import)
+                .map_or(import.as_str(), |(_, e)| e.as_str());
+            let export = inner
+                .clerk
+                .component(export_name)
+                .ok_or_else(|| unbound(format!("nothing is exported under `{export_name}`")))?;
+            if export.interface != *import {
+                return Err(unbound(format!(
+                    "`{export_name}` serves `{}`",
+                    export.interface
+                )));
+            }
+            let client = composed.as_deref().unwrap_or(wasm);
+            composed = Some(
+                fuse::compose(client, &export.server.wasm, import)
+                    .map_err(|r| unbound(format!("composing with its server: {r}")))?,
+            );
+        }
+        let component =
+            Component::new(&engine, composed.as_deref().unwrap_or(wasm)).map_err(|e| {
+                Error::Compile {
+                    domain: name.to_string(),
+                    source: boxed(e),
+                }
+            })?;
         let mut export_funcs = Vec::new();
         for (iface, item) in component.component_type().exports(&engine) {
             if let ComponentItem::ComponentInstance(i) = item.ty {
@@ -503,6 +555,8 @@ impl Kernel {
         let deadline = options.limits.deadline.unwrap_or(inner.config.deadline);
         let shared = Arc::new(Shared {
             name: name.to_string(),
+            wasm: wasm.into(),
+            fused: options.trust_fully.clone(),
             component,
             engine,
             ticks,
