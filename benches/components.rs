@@ -233,3 +233,52 @@ impl HostLinked {
 impl Peer for HostLinked {
     runner_calls!();
 }
+
+/// The same server and client as component domains of the kernel: the client's import
+/// `lrpc:bench/bench` bound by the clerk to the server's export, each call checked against
+/// its Binding Object and run on the calling thread in the server's Store.
+pub struct KernelLinked {
+    client: lrpc::ComponentDomain,
+    _server: lrpc::ComponentDomain,
+    _kernel: lrpc::Kernel,
+}
+
+impl KernelLinked {
+    /// Creates both domains on a new kernel and binds the client to the server.
+    pub fn new() -> Result<KernelLinked, lrpc::Error> {
+        let kernel = lrpc::Kernel::new()?;
+        let server = kernel.component("bench-server", SERVER, Default::default())?;
+        kernel.export_component(&server, BENCH)?;
+        let client = kernel.component("bench-client", CLIENT, Default::default())?;
+        Ok(KernelLinked {
+            client,
+            _server: server,
+            _kernel: kernel,
+        })
+    }
+
+    fn run(&self, f: &str, args: &[i32]) -> i64 {
+        use wasmtime::component::Val;
+        let args: Vec<Val> = args.iter().map(|&a| Val::S32(a)).collect();
+        match self.client.call(RUNNER, f, &args).as_deref() {
+            Ok([Val::S32(r)]) => i64::from(*r),
+            Ok([Val::S64(r)]) => *r,
+            _ => -1,
+        }
+    }
+}
+
+impl Peer for KernelLinked {
+    fn null(&mut self, n: i32) -> i64 {
+        self.run("null-loop", &[n])
+    }
+    fn add(&mut self, n: i32) -> i64 {
+        self.run("add-loop", &[n])
+    }
+    fn big_in(&mut self, size: i32, n: i32) -> i64 {
+        self.run("big-in-loop", &[size, n])
+    }
+    fn big_in_out(&mut self, size: i32, n: i32) -> i64 {
+        self.run("big-in-out-loop", &[size, n])
+    }
+}

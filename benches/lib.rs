@@ -562,6 +562,14 @@ pub fn peers(grpc_exe: &std::path::Path) -> Vec<(&'static str, MakePeer, f64)> {
             0.5,
         ),
         (
+            "component-kernel",
+            Box::new(|| {
+                Box::new(components::KernelLinked::new().expect("component domains"))
+                    as Box<dyn Peer>
+            }),
+            0.5,
+        ),
+        (
             "component-fused",
             Box::new(|| {
                 let kernel = Kernel::new().expect("kernel");

@@ -314,6 +314,13 @@ fn main() {
             ratio(c("table-iv/grpc-uds/null"), c("table-iv/isolated/null")),
         ),
         (
+            "component_kernel_null_over_component_host_null",
+            ratio(
+                c("table-iv/component-kernel/null"),
+                c("table-iv/component-host/null"),
+            ),
+        ),
+        (
             "component_host_null_over_isolated_null",
             ratio(
                 c("table-iv/component-host/null"),
@@ -709,6 +716,7 @@ fn main() {
         ("direct_null_over_intra_call", "≤ 1.5"),
         ("message_passing_null_over_isolated_null", "≥ 100"),
         ("grpc_uds_null_over_isolated_null", "≥ 1000"),
+        ("component_kernel_null_over_component_host_null", "≤ 1.1"),
         ("component_host_null_over_isolated_null", "≥ 5"),
         ("direct_null_over_component_fused_null", "≤ 1.0"),
         ("component_fused_64k_over_borrow_64k", "≥ 3"),

@@ -1,5 +1,7 @@
-//! Builds the guest domains under `guests/` from source for `wasm32-unknown-unknown` and
-//! places the modules in `OUT_DIR/guests/`, where `src/artifacts.rs` embeds them.
+//! Builds the guest domains under `guests/` from source for `wasm32-unknown-unknown`, and
+//! the component guests (`guests/comp-*`) for `wasm32-wasip2` (rustc links those into
+//! components itself), and places them in `OUT_DIR/guests/`, where `src/artifacts.rs`
+//! embeds them.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -26,6 +28,9 @@ const GUESTS: &[&str] = &[
 /// Core modules of the component-model peers; not embedded by the host, but published to
 /// dependents (the benches) through `DEP_LRPC_GUESTS_DIR`.
 const COMPONENT_CORES: &[&str] = &["component_server", "component_client"];
+/// Component guests, built for WASI preview 2: run by the kernel as component domains.
+const COMPONENT_TARGET: &str = "wasm32-wasip2";
+const COMPONENT_GUESTS: &[&str] = &["comp-kv-server", "comp-probe", "comp-driver"];
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
@@ -62,7 +67,8 @@ fn main() {
         }
     }
 
-    ensure_target();
+    ensure_target(TARGET);
+    ensure_target(COMPONENT_TARGET);
 
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let target_dir = root.join("target").join("guests");
@@ -83,6 +89,40 @@ fn main() {
             guests.display()
         );
     }
+    let mut cmd = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(&guests)
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--target",
+            COMPONENT_TARGET,
+        ])
+        .arg("--manifest-path")
+        .arg(guests.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target_dir);
+    for g in COMPONENT_GUESTS {
+        cmd.args(["-p", g]);
+    }
+    scrub_env(&mut cmd);
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("could not run cargo to build the component guests: {e}"));
+    if !status.success() {
+        panic!("building the component guests for {COMPONENT_TARGET} failed ({status})");
+    }
+    let components = target_dir.join(COMPONENT_TARGET).join("release");
+    for g in COMPONENT_GUESTS {
+        let file = format!("{}.wasm", g.replace('-', "_"));
+        std::fs::copy(components.join(&file), out.join(&file)).unwrap_or_else(|e| {
+            panic!(
+                "component guest {} missing: {e}",
+                components.join(&file).display()
+            )
+        });
+    }
+    build_python_guest(&guests.join("comp-py-kv"), &out.join("comp_py_kv.wasm"));
     let built = target_dir.join(TARGET).join("release");
     for g in GUESTS.iter().chain(COMPONENT_CORES) {
         let from = built.join(format!("{g}.wasm"));
@@ -91,6 +131,49 @@ fn main() {
             .unwrap_or_else(|e| panic!("guest module {} missing: {e}", from.display()));
     }
     println!("cargo::metadata=dir={}", out.display());
+}
+
+/// The componentize-py version the Python guest is built with (`.ci/run` installs it from PyPI).
+const COMPONENTIZE_PY: &str = "0.25.1";
+
+/// Makes a component of the Python guest in `dir` (`app.py`, world `kv-server` of `dir/wit`)
+/// with componentize-py. A missing componentize-py is a build error that says how to install
+/// it, never a skipped guest.
+fn build_python_guest(dir: &Path, to: &Path) {
+    let exe = env::var("COMPONENTIZE_PY").unwrap_or_else(|_| "componentize-py".into());
+    println!("cargo:rerun-if-env-changed=COMPONENTIZE_PY");
+    let version = Command::new(&exe).arg("--version").output();
+    match version {
+        Ok(o) if o.status.success() => {
+            let v = String::from_utf8_lossy(&o.stdout);
+            if !v.contains(COMPONENTIZE_PY) {
+                println!(
+                    "cargo::warning=componentize-py {COMPONENTIZE_PY} is the tested version; found {}",
+                    v.trim()
+                );
+            }
+        }
+        _ => panic!(
+            "`{exe}` is needed to build the Python guest {} and was not found: \
+             `pip install componentize-py=={COMPONENTIZE_PY}` (or set COMPONENTIZE_PY to its path)",
+            dir.display()
+        ),
+    }
+    let status = Command::new(&exe)
+        .arg("-d")
+        .arg(dir.join("wit"))
+        .args(["-w", "kv-server", "componentize", "-p"])
+        .arg(dir)
+        .args(["app", "-o"])
+        .arg(to)
+        .status()
+        .unwrap_or_else(|e| panic!("could not run {exe}: {e}"));
+    if !status.success() {
+        panic!(
+            "componentize-py failed to build {} ({status})",
+            dir.display()
+        );
+    }
 }
 
 /// The nested cargo must not inherit the outer build's flags, wrappers or target settings.
@@ -124,11 +207,11 @@ fn scrub_env(cmd: &mut Command) {
     }
 }
 
-/// Installs the wasm target through rustup when the toolchain lacks it.
-fn ensure_target() {
+/// Installs a wasm target through rustup when the toolchain lacks it.
+fn ensure_target(target: &str) {
     let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     let installed = Command::new(&rustc)
-        .args(["--print", "target-libdir", "--target", TARGET])
+        .args(["--print", "target-libdir", "--target", target])
         .output()
         .ok()
         .filter(|o| o.status.success())
@@ -138,16 +221,16 @@ fn ensure_target() {
         return;
     }
     let added = Command::new("rustup")
-        .args(["target", "add", TARGET])
+        .args(["target", "add", target])
         .status();
     match added {
         Ok(s) if s.success() => {}
         Ok(s) => panic!(
-            "the Rust target {TARGET} is missing and `rustup target add {TARGET}` failed ({s}); \
+            "the Rust target {target} is missing and `rustup target add {target}` failed ({s}); \
              install it and build again"
         ),
         Err(e) => panic!(
-            "the Rust target {TARGET} is missing and rustup could not be run ({e}); \
+            "the Rust target {target} is missing and rustup could not be run ({e}); \
              install the target for this toolchain and build again"
         ),
     }

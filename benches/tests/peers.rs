@@ -11,6 +11,7 @@ fn every_peer_answers_every_procedure_correctly() {
             "isolated",
             "direct",
             "component-host",
+            "component-kernel",
             "component-fused",
             "message-passing",
             "grpc-uds"

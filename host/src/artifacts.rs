@@ -89,6 +89,29 @@ guest!(
     "http_faulty.wasm"
 );
 
+guest!(
+    /// A component (wit-bindgen, `wasm32-wasip2`) serving `lrpc:kv/store`.
+    COMP_KV_SERVER,
+    "comp_kv_server.wasm"
+);
+guest!(
+    /// A component serving `lrpc:comp/probe` (`guests/comp-wit`): reaches for files,
+    /// environment variables, arguments and sockets through WASI; traps, spins and grows on
+    /// demand.
+    COMP_PROBE,
+    "comp_probe.wasm"
+);
+guest!(
+    /// A component serving `lrpc:comp/driver`, importing `lrpc:comp/probe` and
+    /// `lrpc:kv/store`.
+    COMP_DRIVER,
+    "comp_driver.wasm"
+);
+
+/// Where the build put the Python key-value server (`guests/comp-py-kv`, a component made
+/// by componentize-py). Not embedded: it carries a Python interpreter (about 18 MB).
+pub const COMP_PY_KV_PATH: &str = concat!(env!("OUT_DIR"), "/guests/comp_py_kv.wasm");
+
 /// The embedded guests by name (the names deployment configs use for built-in guests).
 pub const BY_NAME: &[(&str, &[u8])] = &[
     ("bench-server", BENCH_SERVER),

@@ -61,6 +61,8 @@ pub(crate) struct ExportEntry {
 #[derive(Default)]
 pub(crate) struct Clerk {
     map: RwLock<HashMap<String, Arc<ExportEntry>>>,
+    /// Interfaces exported by component domains (one namespace with `map`).
+    components: RwLock<HashMap<String, Arc<crate::component::ComponentExport>>>,
 }
 
 impl Clerk {
@@ -80,6 +82,13 @@ impl Clerk {
             .keys()
             .cloned()
             .collect();
+        v.extend(
+            self.components
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .keys()
+                .cloned(),
+        );
         v.sort();
         v
     }
@@ -128,7 +137,7 @@ impl Clerk {
             mailbox,
         });
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
-        if map.contains_key(name) {
+        if map.contains_key(name) || self.component(name).is_some() {
             return Err(Error::NameTaken(name.to_string()));
         }
         map.insert(name.to_string(), entry);
@@ -145,8 +154,44 @@ impl Clerk {
         }
     }
 
+    /// A component domain's export by name.
+    pub fn component(&self, name: &str) -> Option<Arc<crate::component::ComponentExport>> {
+        self.components
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// Registers a component domain's export under `name`.
+    pub fn export_component(
+        &self,
+        name: &str,
+        entry: Arc<crate::component::ComponentExport>,
+    ) -> Result<(), Error> {
+        let core = self.map.read().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.components.write().unwrap_or_else(|e| e.into_inner());
+        if core.contains_key(name) || map.contains_key(name) {
+            return Err(Error::NameTaken(name.to_string()));
+        }
+        map.insert(name.to_string(), entry);
+        Ok(())
+    }
+
+    /// Withdraws component exports by name.
+    pub fn withdraw_components(&self, names: &[String]) {
+        let mut map = self.components.write().unwrap_or_else(|e| e.into_inner());
+        for n in names {
+            map.remove(n);
+        }
+    }
+
     /// Drops every export.
     pub fn clear(&self) -> Vec<Arc<ExportEntry>> {
+        self.components
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
         map.drain().map(|(_, v)| v).collect()
     }

@@ -187,6 +187,30 @@ pub enum Error {
         /// Length.
         len: usize,
     },
+    /// A component's export does not match the WIT interface it is exported as.
+    #[error(
+        "domain `{domain}` does not export `{interface}` as its WIT says: `{function}`: {reason}"
+    )]
+    ComponentMismatch {
+        /// Domain name.
+        domain: String,
+        /// The interface.
+        interface: String,
+        /// The function that does not match (`*` for the whole interface).
+        function: String,
+        /// Why.
+        reason: String,
+    },
+    /// A component's import could not be bound to an export.
+    #[error("domain `{domain}`: import `{import}` can not be bound: {reason}")]
+    Unbound {
+        /// Domain name.
+        domain: String,
+        /// The imported interface.
+        import: String,
+        /// Why.
+        reason: String,
+    },
     /// A guest answered a driver (the demo, a runtime) with a refusal or a wrong result.
     #[error("{what}: {reason}")]
     Guest {

@@ -53,6 +53,8 @@ pub(crate) struct KernelInner {
     pub config: KernelConfig,
     pub ticks: Arc<AtomicU64>,
     pub clerk: Clerk,
+    /// Component domains' machinery (the fuel-metering engine).
+    pub components: crate::component::Host,
     wit: RwLock<Vec<Wit>>,
     domains: Mutex<DomainTable>,
     modules: Mutex<HashMap<u64, Module>>,
@@ -114,6 +116,16 @@ impl KernelInner {
     pub(crate) fn domain_by_id(&self, id: u16) -> Option<Arc<DomainShared>> {
         let t = lock(&self.domains);
         t.slots.get(usize::from(id))?.live()
+    }
+
+    /// Runs `f` on the newest loaded WIT that defines `interface` (the component domains
+    /// check exported and imported functions against it); `None` if no WIT defines it.
+    pub(crate) fn with_wit<R>(&self, interface: &str, f: impl FnOnce(&Wit) -> R) -> Option<R> {
+        let wits = self.wit.read().unwrap_or_else(|e| e.into_inner());
+        wits.iter()
+            .rev()
+            .find(|w| w.interface_names().iter().any(|n| n == interface))
+            .map(f)
     }
 
     fn plan(&self, interface: &str) -> Result<InterfacePlan, Error> {
@@ -204,6 +216,7 @@ impl Kernel {
                 config,
                 ticks,
                 clerk: Clerk::default(),
+                components: Default::default(),
                 wit: RwLock::new(vec![wit]),
                 domains: Mutex::new(DomainTable::default()),
                 modules: Mutex::new(HashMap::new()),
@@ -280,6 +293,13 @@ impl Kernel {
             options.quotas.unwrap_or(self.inner.config.quotas),
         ));
         account.check(Quota::Replicas, options.replicas as u64)?;
+        if crate::component::is_component(wasm) {
+            return Err(Error::Compile {
+                domain: name.to_string(),
+                source: "a component binary: create it with `Kernel::component` or `Kernel::load`"
+                    .into(),
+            });
+        }
         let module = self.module(name, wasm)?;
         let id = {
             let mut t = lock(&self.inner.domains);

@@ -20,6 +20,7 @@ mod astack;
 mod binding;
 pub mod channel;
 mod clerk;
+mod component;
 mod direct;
 mod domain;
 mod error;
@@ -35,6 +36,10 @@ pub mod demo;
 
 pub use binding::BindingInfo;
 pub use clerk::{ExportOptions, Serving};
+pub use component::{
+    AnyDomain, CallFailure, ComponentBindingInfo, ComponentDomain, ComponentLimits,
+    ComponentOptions, Preopen, Stdio, WasiGrants, is_component,
+};
 pub use domain::{Domain, DomainData, DomainFunc};
 pub use error::{BoxError, Error, Fault, Quota};
 pub use kernel::{DomainOptions, EMBEDDED_WIT, Kernel, KernelConfig};

@@ -67,6 +67,12 @@ impl Wit {
             .collect()
     }
 
+    /// The resolved packages, for callers that check other type systems against the WIT
+    /// (the kernel's component domains).
+    pub fn resolve(&self) -> &Resolve {
+        &self.resolve
+    }
+
     /// The plan of an interface under the default presentation.
     pub fn interface(&self, name: &str) -> Result<InterfacePlan, Error> {
         self.interface_with(name, &Presentation::default())

@@ -1,6 +1,7 @@
 //! Integration tests: real guests built from `guests/`, a real wasmtime, real memfd windows.
 
 mod calls;
+mod component;
 mod failures;
 mod isolation;
 mod lifecycle;

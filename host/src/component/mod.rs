@@ -1,0 +1,1002 @@
+//! Component domains: WebAssembly components (wit-bindgen, componentize-py, …) as protection
+//! domains beside the core-module domains, under the same clerk and failure rules.
+//!
+//! * **One Store per domain.** A trap anywhere in a component poisons its whole Store ("cannot
+//!   enter component instance"), so every component domain has a Store of its own, behind its
+//!   own lock, with its own limits: linear memory, instances and tables through
+//!   [`StoreLimits`], optional fuel (per call), and the per-call deadline through epoch
+//!   interruption, like core domains.
+//! * **WASI as capabilities.** A domain gets WASI p2 only as [`WasiGrants`] say: preopened
+//!   directories (read-only or read-write), environment variables, arguments, standard
+//!   output and error (discarded, inherited or captured), socket addresses. Nothing granted,
+//!   nothing reachable.
+//! * **Exports through the clerk.** [`Kernel::export_component`] registers an exported
+//!   interface under its WIT name, after checking every function against the WIT the kernel
+//!   knows; a mismatch is refused with the function and the reason.
+//! * **Imports bound at instantiation.** Each non-WASI import of a component is bound, when
+//!   the domain is created, to the component domain exporting that interface (the one
+//!   registered under the interface's name, or the export named in
+//!   [`ComponentOptions::bind`]); the import's types are checked against the export's. Each
+//!   import is a Binding Object ([`ComponentBindingInfo`]): checked on every call, revoked
+//!   when either side is terminated. A call runs on the calling thread: the import's host
+//!   function locks the server's Store and calls its export (the thread migrates; nothing is
+//!   queued).
+//!
+//! **Full trust.** Imports named in [`ComponentOptions::trust_fully`] are not bound through
+//! the kernel: their server is composed into the client when it is created (`fuse`), the
+//! component analog of the direct-linked path.
+//!
+//! **Failure.** A server that traps, passes its deadline or runs out of fuel is *dead*: its
+//! Store is poisoned, so every later call to it fails at once, without entering it, until the
+//! embedder [restarts](Kernel::restart_component) it; bindings to it survive and reach the
+//! fresh instance. The client is never trapped by its server's failure (that would poison the
+//! client's Store too). Instead the failed call returns, and what the client sees depends on
+//! whether the WIT function has an error channel:
+//!
+//! * a function returning `result<T, E>` returns `err(e)`, where `e` is E's case named
+//!   `call-failed` when E is a variant or enum that has one (its payload the failure's text if
+//!   it is a string, else its zero value), the failure's text when E is `string`, and E's zero
+//!   value otherwise;
+//! * any other function returns the zero value of its result type (0, false, "", empty list,
+//!   `none`, the first case of an enum or variant, no flags).
+//!
+//! Either way the kernel records the failure in the client domain
+//! ([`ComponentDomain::take_failures`]), so the embedder, which supervises its plugins, learns
+//! of it, and the client domain stays usable. Interfaces that must tell failure from a real
+//! answer should have an error channel.
+//!
+//! A call back into a domain that is itself waiting in an outgoing call (A→B→A) is not
+//! re-entered (its Store is held by the waiting call): it waits for the deadline and fails
+//! as `ServerBusy`. Resources, futures and streams can not cross component domains yet; an
+//! import whose functions carry them is refused at bind time, naming the function.
+
+mod fuse;
+mod typecheck;
+mod wasi;
+
+pub use wasi::{Preopen, Stdio, WasiGrants};
+
+use crate::domain::{Interrupt, SETUP_WAIT, lock, wait_lock};
+use crate::error::{Error, Fault, boxed};
+use crate::kernel::{Kernel, KernelInner};
+use lrpc_abi::Status;
+use lrpc_lock::TryLock;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use wasmtime::component::types::{ComponentFunc, ComponentItem, Type};
+use wasmtime::component::{Component, Func, Instance, Linker, ResourceTable, Val};
+use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+/// Whether `wasm` is a component binary (as opposed to a core module): the preamble's
+/// version field says so (`\0asm`, then layer 1).
+pub fn is_component(wasm: &[u8]) -> bool {
+    wasm.len() >= 8 && wasm[..4] == *b"\0asm" && wasm[6..8] == [1, 0]
+}
+
+/// The limits of one component domain. `None`: no limit beyond the kernel's.
+#[derive(Debug, Clone, Default)]
+pub struct ComponentLimits {
+    /// Bytes of each linear memory; growing past it fails (the guest's allocator sees an
+    /// out-of-memory and, for Rust guests, traps: the call fails, the host does not).
+    pub memory: Option<usize>,
+    /// Fuel (roughly, wasm instructions) of each call into the domain; running out traps
+    /// with `OutOfFuel`. Domains with fuel run on an engine that meters it.
+    pub fuel: Option<u64>,
+    /// Core instances in the domain's Store (a component is made of several).
+    pub instances: Option<usize>,
+    /// Tables in the domain's Store.
+    pub tables: Option<usize>,
+    /// How long one call into the domain may run; `None`: the kernel's default deadline.
+    pub deadline: Option<Duration>,
+}
+
+/// Options of a new component domain.
+#[derive(Debug, Clone, Default)]
+pub struct ComponentOptions {
+    /// The WASI capabilities the domain is granted (none by default).
+    pub wasi: WasiGrants,
+    /// Its limits.
+    pub limits: ComponentLimits,
+    /// Imports bound to a named export rather than to the one registered under the
+    /// interface's own name, as `(interface, export name)`.
+    pub bind: Vec<(String, String)>,
+    /// Imports whose servers this domain trusts fully (`leaky+unprotected`): each server is
+    /// composed into this component when it is created (wasmtime's fused adapters, no host
+    /// crossing). The copy of the server lives in this domain's Store with its own state, and
+    /// a trap in it kills this domain too.
+    pub trust_fully: Vec<String>,
+}
+
+/// A call a component domain made through one of its imports that failed in the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallFailure {
+    /// The import's interface.
+    pub interface: String,
+    /// The function called.
+    pub function: String,
+    /// Why it failed (`ServerTrapped`, `DeadlineExceeded`, `ServerTerminated`, `ServerBusy`,
+    /// `StaleBinding`).
+    pub status: Status,
+}
+
+/// What the embedder can see of one binding of a component import.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComponentBindingInfo {
+    /// The imported interface.
+    pub interface: String,
+    /// The export name it is bound to.
+    pub export: String,
+    /// The server domain's name.
+    pub server: String,
+    /// Whether the binding is live (not revoked).
+    pub live: bool,
+}
+
+/// The Store data of a component domain.
+pub(crate) struct ComponentData {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limits: StoreLimits,
+    deadline_tick: u64,
+    ticks: Arc<AtomicU64>,
+    terminated: Arc<AtomicBool>,
+    failures: Vec<CallFailure>,
+}
+
+impl WasiView for ComponentData {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Failures kept per domain until the embedder takes them.
+const MAX_FAILURES: usize = 256;
+
+/// The kernel's component machinery: the fuel-metering engine, made when the first domain
+/// with a fuel limit is created (metering slows every call, so domains without fuel do not
+/// pay for it and run on the kernel's own engine).
+#[derive(Default)]
+pub(crate) struct Host {
+    fueled: OnceLock<Result<Metered, String>>,
+}
+
+struct Metered {
+    engine: Engine,
+    ticks: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    ticker: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        if let Some(Ok(m)) = self.fueled.get() {
+            m.stop.store(true, Ordering::Relaxed);
+            if let Some(t) = lock(&m.ticker).take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl Host {
+    fn metered(&self, tick: Duration) -> Result<&Metered, Error> {
+        self.fueled
+            .get_or_init(|| {
+                let mut c = Config::new();
+                c.epoch_interruption(true).consume_fuel(true);
+                let engine = Engine::new(&c).map_err(|e| format!("{e:#}"))?;
+                let ticks = Arc::new(AtomicU64::new(0));
+                let stop = Arc::new(AtomicBool::new(false));
+                let (t, s, e) = (ticks.clone(), stop.clone(), engine.clone());
+                let ticker = std::thread::Builder::new()
+                    .name("lrpc-epoch-fuel".into())
+                    .spawn(move || {
+                        while !s.load(Ordering::Relaxed) {
+                            std::thread::sleep(tick);
+                            t.fetch_add(1, Ordering::Relaxed);
+                            e.increment_epoch();
+                        }
+                    })
+                    .map_err(|e| e.to_string())?;
+                Ok(Metered {
+                    engine,
+                    ticks,
+                    stop,
+                    ticker: Mutex::new(Some(ticker)),
+                })
+            })
+            .as_ref()
+            .map_err(|e| Error::Engine(e.clone().into()))
+    }
+}
+
+/// An instance of the domain: its Store, the functions it exports, the bindings of its
+/// imports.
+struct Live {
+    store: Store<ComponentData>,
+    funcs: Vec<Func>,
+    bindings: Vec<Arc<Binding>>,
+}
+
+/// A component domain, shared by its handles, its exports and the bindings to it.
+pub(crate) struct Shared {
+    name: String,
+    /// The binary the domain was created from (servers composed into fully trusting
+    /// clients are taken from here).
+    wasm: Arc<[u8]>,
+    /// Imports served by a composed copy of their server.
+    fused: Vec<String>,
+    component: Component,
+    engine: Engine,
+    ticks: Arc<AtomicU64>,
+    options: ComponentOptions,
+    /// `(interface, function)` of every exported function, by index into `Live::funcs`.
+    export_funcs: Vec<(String, String)>,
+    live: TryLock<Option<Live>>,
+    /// Why the domain is dead (its Store is poisoned), if it is.
+    dead: Mutex<Option<Fault>>,
+    /// Whether `dead` holds a fault: the call path's check, without taking the mutex.
+    is_dead: AtomicBool,
+    terminated: Arc<AtomicBool>,
+    deadline: Duration,
+    deadline_ticks: u64,
+    output: wasi::Output,
+    server_bindings: Mutex<Vec<Weak<Binding>>>,
+    exports: Mutex<Vec<String>>,
+}
+
+impl Shared {
+    fn index(&self, interface: &str, function: &str) -> Option<usize> {
+        self.export_funcs
+            .iter()
+            .position(|(i, f)| i == interface && f == function)
+    }
+
+    fn is_dead(&self) -> Option<Fault> {
+        if !self.is_dead.load(Ordering::Acquire) {
+            return None;
+        }
+        lock(&self.dead).clone()
+    }
+
+    fn set_dead(&self, fault: Option<Fault>) {
+        let mut d = lock(&self.dead);
+        self.is_dead.store(fault.is_some(), Ordering::Release);
+        *d = fault;
+    }
+
+    /// Runs the exported function `idx` with the domain's deadline and fuel; a fault kills
+    /// the domain.
+    fn run(&self, idx: usize, params: &[Val], results: &mut [Val]) -> Result<(), Error> {
+        if self.terminated.load(Ordering::Acquire) {
+            return Err(Error::Terminated(self.name.clone()));
+        }
+        if let Some(f) = self.is_dead() {
+            return Err(Error::Fault(f));
+        }
+        let mut guard = wait_lock(&self.live, self.deadline).ok_or(Error::Busy)?;
+        let Some(live) = guard.as_mut() else {
+            return Err(Error::Terminated(self.name.clone()));
+        };
+        let Some(func) = live.funcs.get(idx).copied() else {
+            return Err(Error::Guest {
+                what: format!("calling into `{}`", self.name),
+                reason: format!("no exported function {idx}"),
+            });
+        };
+        self.arm(&mut live.store);
+        let r = func.call(&mut live.store, params, results);
+        live.store.data_mut().deadline_tick = 0;
+        drop(guard);
+        r.map_err(|e| {
+            let fault = Fault::classify(&e);
+            self.set_dead(Some(fault.clone()));
+            Error::Fault(fault)
+        })
+    }
+
+    /// Sets the deadline (and fuel) of a call about to enter the Store.
+    fn arm(&self, store: &mut Store<ComponentData>) {
+        let now = self.ticks.load(Ordering::Relaxed);
+        store.data_mut().deadline_tick = now.saturating_add(self.deadline_ticks);
+        if let Some(fuel) = self.options.limits.fuel {
+            // Only domains with a fuel limit live on the metering engine.
+            let _ = store.set_fuel(fuel);
+        }
+    }
+}
+
+/// One import of a client domain bound to a server's export: the component Binding Object.
+pub(crate) struct Binding {
+    interface: String,
+    export: String,
+    server: Arc<Shared>,
+    revoked: AtomicBool,
+}
+
+impl Binding {
+    fn info(&self) -> ComponentBindingInfo {
+        ComponentBindingInfo {
+            interface: self.interface.clone(),
+            export: self.export.clone(),
+            server: self.server.name.clone(),
+            live: !self.revoked.load(Ordering::Acquire),
+        }
+    }
+
+    /// A call through the binding: checked, then run in the server on this thread.
+    fn call(&self, idx: usize, params: &[Val], results: &mut [Val]) -> Result<(), Status> {
+        if self.revoked.load(Ordering::Acquire) {
+            return Err(Status::StaleBinding);
+        }
+        self.server
+            .run(idx, params, results)
+            .map_err(|e| e.status())
+    }
+}
+
+/// One exported interface of a component domain, as the clerk keeps it.
+pub(crate) struct ComponentExport {
+    interface: String,
+    server: Arc<Shared>,
+    /// `(function, type, index into the server's functions)`.
+    funcs: Vec<(String, ComponentFunc, usize)>,
+}
+
+/// A component domain, as the embedder holds it. Cloning gives another handle to the same
+/// domain.
+#[derive(Clone)]
+pub struct ComponentDomain {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for ComponentDomain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ComponentDomain")
+            .field("name", &self.shared.name)
+            .field("dead", &self.shared.is_dead())
+            .field("terminated", &self.is_terminated())
+            .finish()
+    }
+}
+
+impl ComponentDomain {
+    /// The domain's name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// Why the domain is dead (it trapped, passed its deadline or ran out of fuel, so its
+    /// Store refuses entry), or `None` while it is alive. [`Kernel::restart_component`]
+    /// brings a dead domain back.
+    pub fn dead(&self) -> Option<Fault> {
+        self.shared.is_dead()
+    }
+
+    /// Whether the domain has been terminated (withdrawn for good).
+    pub fn is_terminated(&self) -> bool {
+        self.shared.terminated.load(Ordering::Acquire)
+    }
+
+    /// Calls `function` of the exported `interface` with dynamically typed values, under the
+    /// domain's deadline (and fuel). A fault kills the domain and is returned as
+    /// [`Error::Fault`].
+    pub fn call(&self, interface: &str, function: &str, params: &[Val]) -> Result<Vec<Val>, Error> {
+        let idx = self
+            .shared
+            .index(interface, function)
+            .ok_or_else(|| Error::NoSuchExport {
+                domain: self.shared.name.clone(),
+                export: format!("{interface}#{function}"),
+                source: "the component exports no such function".into(),
+            })?;
+        let n = {
+            let ty = self
+                .shared
+                .component
+                .component_type()
+                .get_export(&self.shared.engine, interface)
+                .and_then(|e| match e.ty {
+                    ComponentItem::ComponentInstance(i) => i
+                        .get_export(&self.shared.engine, function)
+                        .and_then(|f| match f.ty {
+                            ComponentItem::ComponentFunc(f) => Some(f.results().len()),
+                            _ => None,
+                        }),
+                    _ => None,
+                });
+            ty.unwrap_or(0)
+        };
+        let mut results = vec![Val::Bool(false); n];
+        self.shared.run(idx, params, &mut results)?;
+        Ok(results)
+    }
+
+    /// The failed calls this domain made through its imports since the last take (at most
+    /// the latest 256).
+    pub fn take_failures(&self) -> Vec<CallFailure> {
+        match wait_lock(&self.shared.live, SETUP_WAIT) {
+            Some(mut g) => g
+                .as_mut()
+                .map(|l| std::mem::take(&mut l.store.data_mut().failures))
+                .unwrap_or_default(),
+            None => Vec::new(),
+        }
+    }
+
+    /// The imports served by a copy of their server composed into this domain
+    /// ([`ComponentOptions::trust_fully`]).
+    pub fn fused(&self) -> &[String] {
+        &self.shared.fused
+    }
+
+    /// The bindings of this domain's imports (those through the kernel).
+    pub fn bindings(&self) -> Vec<ComponentBindingInfo> {
+        match wait_lock(&self.shared.live, SETUP_WAIT) {
+            Some(g) => g
+                .as_ref()
+                .map(|l| l.bindings.iter().map(|b| b.info()).collect())
+                .unwrap_or_default(),
+            None => Vec::new(),
+        }
+    }
+
+    /// What the domain wrote to its standard output, when it is captured ([`Stdio::Capture`]).
+    pub fn stdout(&self) -> Vec<u8> {
+        self.shared.output.stdout.contents()
+    }
+
+    /// What the domain wrote to its standard error, when it is captured.
+    pub fn stderr(&self) -> Vec<u8> {
+        self.shared.output.stderr.contents()
+    }
+}
+
+/// A domain of either kind, as [`Kernel::load`] creates it from a binary.
+#[derive(Debug, Clone)]
+pub enum AnyDomain {
+    /// A core module speaking the kernel's ABI.
+    Core(crate::Domain),
+    /// A component.
+    Component(ComponentDomain),
+}
+
+impl Kernel {
+    /// Creates a domain from a binary of either kind: a component becomes a component
+    /// domain with `options`, a core module (binary or text) a core domain with the defaults.
+    pub fn load(
+        &self,
+        name: &str,
+        wasm: &[u8],
+        options: ComponentOptions,
+    ) -> Result<AnyDomain, Error> {
+        if is_component(wasm) {
+            self.component(name, wasm, options)
+                .map(AnyDomain::Component)
+        } else {
+            self.domain(name, wasm).map(AnyDomain::Core)
+        }
+    }
+
+    /// Creates a component domain: compiles the component, instantiates it in a Store of its
+    /// own with the limits and WASI grants of `options`, and binds each of its non-WASI
+    /// imports to the export of that interface (see [`ComponentOptions::bind`]).
+    pub fn component(
+        &self,
+        name: &str,
+        wasm: &[u8],
+        options: ComponentOptions,
+    ) -> Result<ComponentDomain, Error> {
+        if !is_component(wasm) {
+            return Err(Error::Compile {
+                domain: name.to_string(),
+                source: "not a component binary (a core module? use `Kernel::domain`)".into(),
+            });
+        }
+        let inner = &self.inner;
+        let (engine, ticks) = if options.limits.fuel.is_some() {
+            let m = inner.components.metered(inner.config.tick)?;
+            (m.engine.clone(), m.ticks.clone())
+        } else {
+            (inner.engine.clone(), inner.ticks.clone())
+        };
+        let mut composed: Option<Vec<u8>> = None;
+        for import in &options.trust_fully {
+            let unbound = |reason: String| Error::Unbound {
+                domain: name.to_string(),
+                import: import.clone(),
+                reason,
+            };
+            let export_name = options
+                .bind
+                .iter()
+                .find(|(i, _)| i == import)
+                .map_or(import.as_str(), |(_, e)| e.as_str());
+            let export = inner
+                .clerk
+                .component(export_name)
+                .ok_or_else(|| unbound(format!("nothing is exported under `{export_name}`")))?;
+            if export.interface != *import {
+                return Err(unbound(format!(
+                    "`{export_name}` serves `{}`",
+                    export.interface
+                )));
+            }
+            let client = composed.as_deref().unwrap_or(wasm);
+            composed = Some(
+                fuse::compose(client, &export.server.wasm, import)
+                    .map_err(|r| unbound(format!("composing with its server: {r}")))?,
+            );
+        }
+        let component =
+            Component::new(&engine, composed.as_deref().unwrap_or(wasm)).map_err(|e| {
+                Error::Compile {
+                    domain: name.to_string(),
+                    source: boxed(e),
+                }
+            })?;
+        let mut export_funcs = Vec::new();
+        for (iface, item) in component.component_type().exports(&engine) {
+            if let ComponentItem::ComponentInstance(i) = item.ty {
+                for (f, fi) in i.exports(&engine) {
+                    if matches!(fi.ty, ComponentItem::ComponentFunc(_)) {
+                        export_funcs.push((iface.to_string(), f.to_string()));
+                    }
+                }
+            }
+        }
+        let deadline = options.limits.deadline.unwrap_or(inner.config.deadline);
+        let shared = Arc::new(Shared {
+            name: name.to_string(),
+            wasm: wasm.into(),
+            fused: options.trust_fully.clone(),
+            component,
+            engine,
+            ticks,
+            deadline,
+            deadline_ticks: inner.ticks_for(deadline),
+            options,
+            export_funcs,
+            live: TryLock::new(None),
+            dead: Mutex::new(None),
+            is_dead: AtomicBool::new(false),
+            terminated: Arc::new(AtomicBool::new(false)),
+            output: Default::default(),
+            server_bindings: Mutex::new(Vec::new()),
+            exports: Mutex::new(Vec::new()),
+        });
+        let live = instantiate(inner, &shared)?;
+        *wait_lock(&shared.live, SETUP_WAIT).ok_or(Error::Busy)? = Some(live);
+        Ok(ComponentDomain { shared })
+    }
+
+    /// Exports `interface` from a component domain under the interface's own name.
+    pub fn export_component(&self, server: &ComponentDomain, interface: &str) -> Result<(), Error> {
+        self.export_component_as(server, interface, interface)
+    }
+
+    /// Exports `interface` from a component domain under `name`. Every function of the
+    /// interface's WIT (known to the kernel: its embedded WIT and [`Kernel::add_wit_dir`])
+    /// must be exported with the WIT's type, and nothing else; a mismatch is refused with
+    /// [`Error::ComponentMismatch`].
+    pub fn export_component_as(
+        &self,
+        server: &ComponentDomain,
+        interface: &str,
+        name: &str,
+    ) -> Result<(), Error> {
+        let shared = &server.shared;
+        if server.is_terminated() {
+            return Err(Error::Terminated(shared.name.clone()));
+        }
+        let mismatch = |function: &str, reason: String| Error::ComponentMismatch {
+            domain: shared.name.clone(),
+            interface: interface.to_string(),
+            function: function.to_string(),
+            reason,
+        };
+        let engine = &shared.engine;
+        let ctype = shared.component.component_type();
+        let Some(ComponentItem::ComponentInstance(inst)) =
+            ctype.get_export(engine, interface).map(|e| e.ty)
+        else {
+            return Err(mismatch(
+                "*",
+                "the component does not export this interface".into(),
+            ));
+        };
+        let mut have: HashMap<String, ComponentFunc> = HashMap::new();
+        for (f, item) in inst.exports(engine) {
+            if let ComponentItem::ComponentFunc(t) = item.ty {
+                have.insert(f.to_string(), t);
+            }
+        }
+        let checked = self.inner.with_wit(interface, |wit| {
+            let resolve = wit.resolve();
+            let id = typecheck::interface_id(resolve, interface)
+                .ok_or_else(|| Error::UnknownInterface(interface.to_string()))?;
+            let want = &resolve.interfaces[id].functions;
+            for (fname, f) in want {
+                let t = have
+                    .get(fname.as_str())
+                    .ok_or_else(|| mismatch(fname, "not exported".into()))?;
+                typecheck::check_func(resolve, f, t).map_err(|r| mismatch(fname, r))?;
+            }
+            if let Some(extra) = have.keys().find(|f| !want.contains_key(f.as_str())) {
+                return Err(mismatch(extra, "not in the WIT interface".into()));
+            }
+            Ok(())
+        });
+        checked.unwrap_or_else(|| Err(Error::UnknownInterface(interface.to_string())))?;
+        let mut funcs = Vec::with_capacity(have.len());
+        for (f, t) in have {
+            let idx = shared
+                .index(interface, &f)
+                .ok_or_else(|| mismatch(&f, "no such exported function".into()))?;
+            funcs.push((f, t, idx));
+        }
+        self.inner.clerk.export_component(
+            name,
+            Arc::new(ComponentExport {
+                interface: interface.to_string(),
+                server: shared.clone(),
+                funcs,
+            }),
+        )?;
+        lock(&shared.exports).push(name.to_string());
+        Ok(())
+    }
+
+    /// Brings a dead component domain back: a fresh instance in a fresh Store, its imports
+    /// bound anew. Its exports and the bindings of its clients stay as they were, so clients
+    /// reach the new instance without rebinding. Restarting a live domain replaces it too
+    /// (its state is lost).
+    pub fn restart_component(&self, domain: &ComponentDomain) -> Result<(), Error> {
+        let shared = &domain.shared;
+        if domain.is_terminated() {
+            return Err(Error::Terminated(shared.name.clone()));
+        }
+        let mut guard = wait_lock(&shared.live, SETUP_WAIT).ok_or(Error::Busy)?;
+        let live = instantiate(&self.inner, shared)?;
+        if let Some(old) = guard.replace(live) {
+            for b in &old.bindings {
+                b.revoked.store(true, Ordering::Release);
+            }
+        }
+        shared.set_dead(None);
+        Ok(())
+    }
+
+    /// Terminates a component domain for good: withdraws its exports, revokes the bindings
+    /// of its imports and those of its clients, interrupts code running in it at the next
+    /// tick and drops its instance.
+    pub fn terminate_component(&self, domain: &ComponentDomain) {
+        let shared = &domain.shared;
+        shared.terminated.store(true, Ordering::Release);
+        let names = std::mem::take(&mut *lock(&shared.exports));
+        self.inner.clerk.withdraw_components(&names);
+        for b in lock(&shared.server_bindings).drain(..) {
+            if let Some(b) = b.upgrade() {
+                b.revoked.store(true, Ordering::Release);
+            }
+        }
+        // Running code is interrupted at the next tick; then the Store can be dropped.
+        if let Some(mut g) = wait_lock(&shared.live, SETUP_WAIT)
+            && let Some(old) = g.take()
+        {
+            for b in &old.bindings {
+                b.revoked.store(true, Ordering::Release);
+            }
+        }
+    }
+}
+
+/// A fresh instance of a domain in a fresh Store, its imports bound.
+fn instantiate(kernel: &Arc<KernelInner>, shared: &Arc<Shared>) -> Result<Live, Error> {
+    let fail = |source: crate::error::BoxError| Error::Instantiate {
+        domain: shared.name.clone(),
+        source,
+    };
+    let limits = &shared.options.limits;
+    let mut lb = StoreLimitsBuilder::new();
+    if let Some(m) = limits.memory {
+        lb = lb.memory_size(m);
+    }
+    if let Some(n) = limits.instances {
+        lb = lb.instances(n).memories(n);
+    }
+    if let Some(n) = limits.tables {
+        lb = lb.tables(n);
+    }
+    let wasi = shared
+        .options
+        .wasi
+        .build(&shared.output)
+        .map_err(|e| fail(e.into()))?;
+    let data = ComponentData {
+        wasi,
+        table: ResourceTable::new(),
+        limits: lb.build(),
+        deadline_tick: 0,
+        ticks: shared.ticks.clone(),
+        terminated: shared.terminated.clone(),
+        failures: Vec::new(),
+    };
+    let mut store = Store::new(&shared.engine, data);
+    store.limiter(|d| &mut d.limits);
+    store.epoch_deadline_callback(|ctx| {
+        let d = ctx.data();
+        if d.terminated.load(Ordering::Relaxed) {
+            return Err(wasmtime::Error::new(Interrupt::Terminated));
+        }
+        if d.deadline_tick != 0 && d.ticks.load(Ordering::Relaxed) >= d.deadline_tick {
+            return Err(wasmtime::Error::new(Interrupt::Deadline));
+        }
+        Ok(UpdateDeadline::Continue(1))
+    });
+    store.set_epoch_deadline(1);
+    let mut linker: Linker<ComponentData> = Linker::new(&shared.engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| fail(boxed(e)))?;
+    let bindings = bind_imports(kernel, shared, &mut linker)?;
+    shared.arm(&mut store);
+    let instance = linker
+        .instantiate(&mut store, &shared.component)
+        .map_err(|e| fail(boxed(e)))?;
+    store.data_mut().deadline_tick = 0;
+    let funcs =
+        resolve_exports(&mut store, &instance, &shared.export_funcs).map_err(|e| fail(e.into()))?;
+    Ok(Live {
+        store,
+        funcs,
+        bindings,
+    })
+}
+
+fn resolve_exports(
+    store: &mut Store<ComponentData>,
+    instance: &Instance,
+    names: &[(String, String)],
+) -> Result<Vec<Func>, String> {
+    let mut funcs = Vec::with_capacity(names.len());
+    for (iface, f) in names {
+        let parent = instance
+            .get_export_index(&mut *store, None, iface)
+            .ok_or_else(|| format!("no export {iface}"))?;
+        let idx = instance
+            .get_export_index(&mut *store, Some(&parent), f)
+            .ok_or_else(|| format!("no export {iface}#{f}"))?;
+        funcs.push(
+            instance
+                .get_func(&mut *store, idx)
+                .ok_or_else(|| format!("{iface}#{f} is not a function"))?,
+        );
+    }
+    Ok(funcs)
+}
+
+/// Whether a type holds a resource handle, a future or a stream: values the kernel can not
+/// carry between two Stores yet.
+fn holds_handles(t: &Type) -> bool {
+    match t {
+        Type::Own(_) | Type::Borrow(_) | Type::Future(_) | Type::Stream(_) | Type::ErrorContext => {
+            true
+        }
+        Type::List(l) => holds_handles(&l.ty()),
+        Type::FixedLengthList(l) => holds_handles(&l.ty()),
+        Type::Map(_) => true,
+        Type::Record(r) => r.fields().any(|f| holds_handles(&f.ty)),
+        Type::Tuple(t) => t.types().any(|t| holds_handles(&t)),
+        Type::Variant(v) => v.cases().any(|c| c.ty.as_ref().is_some_and(holds_handles)),
+        Type::Option(o) => holds_handles(&o.ty()),
+        Type::Result(r) => {
+            r.ok().as_ref().is_some_and(holds_handles)
+                || r.err().as_ref().is_some_and(holds_handles)
+        }
+        _ => false,
+    }
+}
+
+/// Binds every non-WASI import of the domain to its server's export, defining each
+/// imported function in `linker` as a call through the binding.
+fn bind_imports(
+    kernel: &Arc<KernelInner>,
+    shared: &Arc<Shared>,
+    linker: &mut Linker<ComponentData>,
+) -> Result<Vec<Arc<Binding>>, Error> {
+    let engine = &shared.engine;
+    let mut bindings = Vec::new();
+    for (import, item) in shared.component.component_type().imports(engine) {
+        if import.starts_with("wasi:") {
+            continue;
+        }
+        let unbound = |reason: String| Error::Unbound {
+            domain: shared.name.clone(),
+            import: import.to_string(),
+            reason,
+        };
+        let ComponentItem::ComponentInstance(inst) = item.ty else {
+            return Err(unbound(
+                "only interface imports can be bound to other domains".into(),
+            ));
+        };
+        let export_name = shared
+            .options
+            .bind
+            .iter()
+            .find(|(i, _)| i == import)
+            .map_or(import, |(_, e)| e.as_str());
+        let export = kernel
+            .clerk
+            .component(export_name)
+            .ok_or_else(|| unbound(format!("nothing is exported under `{export_name}`")))?;
+        if export.interface != import {
+            return Err(unbound(format!(
+                "`{export_name}` serves `{}`",
+                export.interface
+            )));
+        }
+        if Arc::ptr_eq(&export.server, shared) {
+            return Err(unbound("a domain can not bind to itself".into()));
+        }
+        let binding = Arc::new(Binding {
+            interface: import.to_string(),
+            export: export_name.to_string(),
+            server: export.server.clone(),
+            revoked: AtomicBool::new(false),
+        });
+        let mut li = linker
+            .instance(import)
+            .map_err(|e| unbound(format!("{e:#}")))?;
+        for (fname, fitem) in inst.exports(engine) {
+            let want = match fitem.ty {
+                ComponentItem::ComponentFunc(f) => f,
+                ComponentItem::Type(_) => continue,
+                _ => {
+                    return Err(unbound(format!(
+                        "`{fname}`: resources can not cross component domains yet"
+                    )));
+                }
+            };
+            let (_, have, idx) = export
+                .funcs
+                .iter()
+                .find(|(n, ..)| n == fname)
+                .ok_or_else(|| unbound(format!("the server does not export `{fname}`")))?;
+            let same = want
+                .params()
+                .map(|(_, t)| t)
+                .eq(have.params().map(|(_, t)| t))
+                && want.results().eq(have.results());
+            if !same {
+                return Err(unbound(format!("`{fname}` has another type in the server")));
+            }
+            if want.params().any(|(_, t)| holds_handles(&t))
+                || want.results().any(|t| holds_handles(&t))
+            {
+                return Err(unbound(format!(
+                    "`{fname}`: resources, futures and streams can not cross component domains yet"
+                )));
+            }
+            let (b, idx, iface, func) =
+                (binding.clone(), *idx, import.to_string(), fname.to_string());
+            li.func_new(fname, move |mut ctx, ty, params, results| {
+                match b.call(idx, params, results) {
+                    Ok(()) => Ok(()),
+                    Err(status) => {
+                        let text = format!("{iface}#{func}: {status:?}");
+                        for (slot, t) in results.iter_mut().zip(ty.results()) {
+                            *slot = failed_value(&t, &text).ok_or_else(|| {
+                                wasmtime::format_err!("{text}: no value to answer with")
+                            })?;
+                        }
+                        let failures = &mut ctx.data_mut().failures;
+                        if failures.len() >= MAX_FAILURES {
+                            failures.remove(0);
+                        }
+                        failures.push(CallFailure {
+                            interface: iface.clone(),
+                            function: func.clone(),
+                            status,
+                        });
+                        Ok(())
+                    }
+                }
+            })
+            .map_err(|e| unbound(format!("`{fname}`: {e:#}")))?;
+        }
+        lock(&export.server.server_bindings).push(Arc::downgrade(&binding));
+        bindings.push(binding);
+    }
+    Ok(bindings)
+}
+
+/// What a failed call answers (see the module's documentation): the error channel when the
+/// result is a `result`, the zero value otherwise.
+fn failed_value(t: &Type, text: &str) -> Option<Val> {
+    match t {
+        Type::Result(r) => {
+            let err = match r.err() {
+                None => None,
+                Some(e) => Some(Box::new(error_value(&e, text)?)),
+            };
+            Some(Val::Result(Err(err)))
+        }
+        other => zero(other),
+    }
+}
+
+fn error_value(t: &Type, text: &str) -> Option<Val> {
+    match t {
+        Type::String => Some(Val::String(text.to_string())),
+        Type::Enum(e) if e.names().any(|n| n == "call-failed") => {
+            Some(Val::Enum("call-failed".into()))
+        }
+        Type::Variant(v) => match v.cases().find(|c| c.name == "call-failed") {
+            Some(c) => {
+                let payload = match c.ty {
+                    None => None,
+                    Some(Type::String) => Some(Box::new(Val::String(text.to_string()))),
+                    Some(p) => Some(Box::new(zero(&p)?)),
+                };
+                Some(Val::Variant("call-failed".into(), payload))
+            }
+            None => zero(t),
+        },
+        other => zero(other),
+    }
+}
+
+/// The zero value of a type; `None` for handles, futures and streams.
+fn zero(t: &Type) -> Option<Val> {
+    Some(match t {
+        Type::Bool => Val::Bool(false),
+        Type::S8 => Val::S8(0),
+        Type::U8 => Val::U8(0),
+        Type::S16 => Val::S16(0),
+        Type::U16 => Val::U16(0),
+        Type::S32 => Val::S32(0),
+        Type::U32 => Val::U32(0),
+        Type::S64 => Val::S64(0),
+        Type::U64 => Val::U64(0),
+        Type::Float32 => Val::Float32(0.0),
+        Type::Float64 => Val::Float64(0.0),
+        Type::Char => Val::Char('\0'),
+        Type::String => Val::String(String::new()),
+        Type::List(_) => Val::List(Vec::new()),
+        Type::Record(r) => Val::Record(
+            r.fields()
+                .map(|f| Some((f.name.to_string(), zero(&f.ty)?)))
+                .collect::<Option<_>>()?,
+        ),
+        Type::Tuple(t) => Val::Tuple(t.types().map(|t| zero(&t)).collect::<Option<_>>()?),
+        Type::Variant(v) => {
+            let c = v.cases().next()?;
+            let payload = match c.ty {
+                None => None,
+                Some(p) => Some(Box::new(zero(&p)?)),
+            };
+            Val::Variant(c.name.to_string(), payload)
+        }
+        Type::Enum(e) => Val::Enum(e.names().next()?.to_string()),
+        Type::Option(_) => Val::Option(None),
+        Type::Result(r) => Val::Result(Ok(match r.ok() {
+            None => None,
+            Some(t) => Some(Box::new(zero(&t)?)),
+        })),
+        Type::Flags(_) => Val::Flags(Vec::new()),
+        Type::Map(_) => Val::Map(Vec::new()),
+        Type::FixedLengthList(_)
+        | Type::Own(_)
+        | Type::Borrow(_)
+        | Type::Future(_)
+        | Type::Stream(_)
+        | Type::ErrorContext => return None,
+    })
+}

@@ -1,0 +1,500 @@
+//! Component domains: components built with wit-bindgen for `wasm32-wasip2`
+//! (`guests/comp-*`), exported through the clerk, their imports bound to other component
+//! domains; failures, restart, WASI capabilities and limits.
+
+use lrpc::artifacts::{COMP_DRIVER, COMP_KV_SERVER, COMP_PROBE};
+use lrpc::{
+    AnyDomain, ComponentDomain, ComponentLimits, ComponentOptions, Error, Fault, Kernel, Preopen,
+    Status, Stdio, WasiGrants,
+};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use wasmtime::component::Val;
+
+const PROBE: &str = "lrpc:comp/probe";
+const DRIVER: &str = "lrpc:comp/driver";
+const KV: &str = "lrpc:kv/store";
+
+/// A kernel that knows the component guests' WIT (`guests/comp-wit`).
+fn kernel() -> Kernel {
+    let k = Kernel::new().expect("kernel");
+    k.add_wit_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/comp-wit"))
+        .expect("the component guests' WIT");
+    k
+}
+
+fn probe_with(k: &Kernel, options: ComponentOptions) -> ComponentDomain {
+    let p = k.component("probe", COMP_PROBE, options).expect("probe");
+    k.export_component(&p, PROBE).expect("export probe");
+    p
+}
+
+/// A kernel with the probe and the key-value server exported, and the driver bound to both.
+fn trio(probe: ComponentOptions) -> (Kernel, ComponentDomain, ComponentDomain) {
+    let k = kernel();
+    let p = probe_with(&k, probe);
+    let kv = k
+        .component("kv", COMP_KV_SERVER, ComponentOptions::default())
+        .expect("kv server");
+    k.export_component(&kv, KV).expect("export kv");
+    let d = k
+        .component("driver", COMP_DRIVER, ComponentOptions::default())
+        .expect("driver");
+    (k, p, d)
+}
+
+fn call1(d: &ComponentDomain, iface: &str, f: &str, args: &[Val]) -> Val {
+    let mut r = d.call(iface, f, args).expect("call");
+    assert_eq!(r.len(), 1, "{f}: one result");
+    r.remove(0)
+}
+
+fn s(text: &str) -> Val {
+    Val::String(text.into())
+}
+
+fn ok_string(v: Val) -> Result<String, String> {
+    match v {
+        Val::Result(Ok(Some(b))) => match *b {
+            Val::String(s) => Ok(s),
+            other => panic!("not a string: {other:?}"),
+        },
+        Val::Result(Ok(None)) => Ok(String::new()),
+        Val::Result(Err(Some(b))) => match *b {
+            Val::String(s) => Err(s),
+            other => panic!("not a string: {other:?}"),
+        },
+        other => panic!("not a result: {other:?}"),
+    }
+}
+
+/// A fresh directory under the system's temporary directory.
+fn scratch(tag: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "lrpc-comp-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+#[test]
+fn component_export_and_bind_by_name() {
+    let _g = crate::shared();
+    let (k, _p, d) = trio(ComponentOptions::default());
+    let mut names = k.exported();
+    names.retain(|n| n == PROBE || n == KV);
+    assert_eq!(names, vec![PROBE.to_string(), KV.to_string()]);
+    let bound = d.bindings();
+    assert_eq!(bound.len(), 2, "{bound:?}");
+    assert!(bound.iter().all(|b| b.live));
+    assert!(
+        bound
+            .iter()
+            .any(|b| b.interface == PROBE && b.server == "probe")
+    );
+    assert!(bound.iter().any(|b| b.interface == KV && b.server == "kv"));
+    // Every function of the key-value interface, through the kernel, each answer checked.
+    assert_eq!(
+        call1(&d, DRIVER, "kv-selftest", &[]),
+        Val::Result(Ok(Some(Box::new(Val::U32(13)))))
+    );
+    for text in ["", "plain", "non-ASCII: ä ß ✓ 𝄞 ключ", &"x".repeat(200_000)] {
+        assert_eq!(call1(&d, DRIVER, "echo", &[s(text)]), s(text));
+    }
+    // Lists from empty to well past an A-stack.
+    for len in [0usize, 1, 200, 4096, 65_536, 300_000] {
+        let value: Vec<Val> = (0..len).map(|i| Val::U8((i * 7 + 3) as u8)).collect();
+        let key = format!("len-{len}");
+        call1(&d, DRIVER, "kv-put", &[s(&key), Val::List(value.clone())]);
+        assert_eq!(
+            call1(&d, DRIVER, "kv-get", &[s(&key)]),
+            Val::Result(Ok(Some(Box::new(Val::List(value)))))
+        );
+    }
+    assert!(d.take_failures().is_empty());
+}
+
+#[test]
+fn component_bind_to_a_named_server() {
+    let _g = crate::shared();
+    let k = kernel();
+    let p = k
+        .component("probe-b", COMP_PROBE, ComponentOptions::default())
+        .expect("probe");
+    k.export_component_as(&p, PROBE, "probe-b").expect("export");
+    let kv = k
+        .component("kv", COMP_KV_SERVER, ComponentOptions::default())
+        .expect("kv");
+    k.export_component(&kv, KV).expect("export kv");
+    // Nothing is exported under the interface's own name.
+    match k.component("driver", COMP_DRIVER, ComponentOptions::default()) {
+        Err(Error::Unbound { import, .. }) => assert_eq!(import, PROBE),
+        other => panic!("expected Unbound, got {other:?}"),
+    }
+    let d = k
+        .component(
+            "driver",
+            COMP_DRIVER,
+            ComponentOptions {
+                bind: vec![(PROBE.into(), "probe-b".into())],
+                ..Default::default()
+            },
+        )
+        .expect("driver bound by name");
+    assert_eq!(call1(&d, DRIVER, "counter", &[]), Val::U64(1));
+    assert_eq!(call1(&p, PROBE, "counter", &[]), Val::U64(2));
+}
+
+#[test]
+fn component_export_checked_against_the_wit() {
+    let _g = crate::shared();
+    let k = kernel();
+    let probe = k
+        .component("probe", COMP_PROBE, ComponentOptions::default())
+        .expect("probe");
+    // The probe does not export the key-value interface.
+    match k.export_component(&probe, KV) {
+        Err(Error::ComponentMismatch { interface, .. }) => assert_eq!(interface, KV),
+        other => panic!("expected ComponentMismatch, got {other:?}"),
+    }
+    // A WIT whose `put` differs from the one the server was built against.
+    let dir = scratch("wit");
+    std::fs::write(
+        dir.join("kv.wit"),
+        "package lrpc:kv;\ninterface store {\n  enum kind { text, binary }\n  \
+         flags access { read, write, scan }\n  \
+         record entry { key: string, value: list<u8>, kind: kind, version: u64 }\n  \
+         variant error { not-found(string), too-large(u32), invalid-key, denied(access) }\n  \
+         put: func(key: string, value: list<u8>, kind: kind) -> result<u32, error>;\n  \
+         get: func(key: string) -> result<entry, error>;\n  delete: func(key: string) -> bool;\n  \
+         keys: func(prefix: option<string>) -> list<string>;\n  stats: func() -> tuple<u32, u64>;\n  \
+         rights: func() -> access;\n  measure: func(c: char, delta: s64, scale: f64) -> tuple<char, s64, f64>;\n}\n",
+    )
+    .expect("write WIT");
+    k.add_wit_dir(&dir).expect("changed WIT");
+    let kv = k
+        .component("kv", COMP_KV_SERVER, ComponentOptions::default())
+        .expect("kv");
+    match k.export_component(&kv, KV) {
+        Err(e @ Error::ComponentMismatch { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("`put`") && text.contains("u32"), "{text}");
+        }
+        other => panic!("expected ComponentMismatch, got {other:?}"),
+    }
+    assert!(!k.exported().contains(&KV.to_string()));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn component_load_detects_the_kind() {
+    let _g = crate::shared();
+    let k = kernel();
+    assert!(lrpc::is_component(COMP_PROBE));
+    assert!(!lrpc::is_component(lrpc::artifacts::BENCH_SERVER));
+    match k.load("p", COMP_PROBE, ComponentOptions::default()) {
+        Ok(AnyDomain::Component(p)) => assert_eq!(p.name(), "p"),
+        other => panic!("expected a component domain, got {other:?}"),
+    }
+    match k.load(
+        "b",
+        lrpc::artifacts::BENCH_SERVER,
+        ComponentOptions::default(),
+    ) {
+        Ok(AnyDomain::Core(d)) => assert_eq!(d.name(), "b"),
+        other => panic!("expected a core domain, got {other:?}"),
+    }
+    assert!(matches!(
+        k.domain("p", COMP_PROBE),
+        Err(Error::Compile { .. })
+    ));
+}
+
+#[test]
+fn component_server_trap_leaves_the_client_answering() {
+    let _g = crate::shared();
+    let (k, p, d) = trio(ComponentOptions::default());
+    assert_eq!(call1(&d, DRIVER, "counter", &[]), Val::U64(1));
+    // No error channel: the zero value, and the failure recorded.
+    assert_eq!(call1(&d, DRIVER, "trap", &[]), Val::U32(0));
+    assert!(
+        matches!(p.dead(), Some(Fault::Trapped { .. })),
+        "{:?}",
+        p.dead()
+    );
+    assert_eq!(call1(&d, DRIVER, "ping", &[]), Val::U32(42));
+    // Later calls fail at once, without entering the dead server.
+    assert_eq!(call1(&d, DRIVER, "echo", &[s("hi")]), s(""));
+    // With an error channel (`result<_, string>`): `err` with the failure's text.
+    let err = ok_string(call1(&d, DRIVER, "read-file", &[s("/x")])).expect_err("failed");
+    assert!(err.contains("ServerTrapped"), "{err}");
+    let failures = d.take_failures();
+    assert_eq!(failures.len(), 3, "{failures:?}");
+    assert!(failures.iter().all(|f| f.status == Status::ServerTrapped));
+    assert_eq!(failures[0].function, "trap");
+    // The other server is untouched.
+    assert_eq!(
+        call1(&d, DRIVER, "kv-selftest", &[]),
+        Val::Result(Ok(Some(Box::new(Val::U32(13)))))
+    );
+    // Restart: a fresh instance, reached through the same binding.
+    k.restart_component(&p).expect("restart");
+    assert!(p.dead().is_none());
+    assert_eq!(call1(&d, DRIVER, "counter", &[]), Val::U64(1));
+    assert_eq!(call1(&d, DRIVER, "counter", &[]), Val::U64(2));
+    assert_eq!(call1(&d, DRIVER, "echo", &[s("back")]), s("back"));
+    assert!(d.take_failures().is_empty());
+}
+
+#[test]
+fn component_server_deadline_leaves_the_client_answering() {
+    let _g = crate::shared();
+    let (k, p, d) = trio(ComponentOptions {
+        limits: ComponentLimits {
+            deadline: Some(Duration::from_millis(50)),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    assert_eq!(call1(&d, DRIVER, "spin", &[]), Val::U32(0));
+    assert_eq!(p.dead(), Some(Fault::Deadline));
+    let failures = d.take_failures();
+    assert_eq!(failures.len(), 1);
+    assert_eq!(failures[0].status, Status::DeadlineExceeded);
+    assert_eq!(call1(&d, DRIVER, "ping", &[]), Val::U32(42));
+    k.restart_component(&p).expect("restart");
+    assert_eq!(call1(&d, DRIVER, "echo", &[s("again")]), s("again"));
+}
+
+#[test]
+fn component_termination_revokes_bindings() {
+    let _g = crate::shared();
+    let (k, p, d) = trio(ComponentOptions::default());
+    k.terminate_component(&p);
+    assert!(p.is_terminated());
+    assert!(!k.exported().contains(&PROBE.to_string()));
+    assert_eq!(call1(&d, DRIVER, "echo", &[s("hi")]), s(""));
+    assert_eq!(d.take_failures()[0].status, Status::StaleBinding);
+    assert!(d.bindings().iter().any(|b| b.interface == PROBE && !b.live));
+    assert!(matches!(k.restart_component(&p), Err(Error::Terminated(_))));
+    assert_eq!(call1(&d, DRIVER, "ping", &[]), Val::U32(42));
+}
+
+#[test]
+fn component_wasi_denies_what_was_not_granted() {
+    let _g = crate::shared();
+    let k = kernel();
+    let dir = scratch("wasi");
+    std::fs::write(dir.join("granted.txt"), "granted").expect("write");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let p = k
+        .component("bare", COMP_PROBE, ComponentOptions::default())
+        .expect("probe");
+    let file = dir.join("granted.txt").display().to_string();
+    for path in [file.as_str(), "/etc/hostname", "/data/granted.txt"] {
+        let r = ok_string(call1(&p, PROBE, "read-file", &[s(path)]));
+        assert!(r.is_err(), "{path}: {r:?}");
+    }
+    assert!(matches!(
+        call1(&p, PROBE, "write-file", &[s("/tmp/x"), s("no")]),
+        Val::Result(Err(_))
+    ));
+    assert_eq!(call1(&p, PROBE, "env", &[s("PATH")]), Val::Option(None));
+    assert_eq!(call1(&p, PROBE, "args", &[]), Val::List(Vec::new()));
+    let r = ok_string(call1(&p, PROBE, "connect", &[s(&addr)]));
+    assert!(r.is_err(), "connect without a grant: {r:?}");
+
+    // The same guest with grants reaches exactly those.
+    let g = k
+        .component(
+            "granted",
+            COMP_PROBE,
+            ComponentOptions {
+                wasi: WasiGrants {
+                    preopens: vec![
+                        Preopen {
+                            host: dir.clone(),
+                            guest: "/ro".into(),
+                            writable: false,
+                        },
+                        Preopen {
+                            host: dir.clone(),
+                            guest: "/rw".into(),
+                            writable: true,
+                        },
+                    ],
+                    env: vec![("GREETING".into(), "hello".into())],
+                    args: vec!["probe".into(), "--flag".into()],
+                    stdout: Stdio::Capture,
+                    network: vec![listener.local_addr().expect("addr")],
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .expect("granted probe");
+    assert_eq!(
+        ok_string(call1(&g, PROBE, "read-file", &[s("/ro/granted.txt")])),
+        Ok("granted".into())
+    );
+    let r = ok_string(call1(&g, PROBE, "write-file", &[s("/ro/new.txt"), s("x")]));
+    assert!(r.is_err(), "read-only preopen written: {r:?}");
+    assert_eq!(
+        ok_string(call1(
+            &g,
+            PROBE,
+            "write-file",
+            &[s("/rw/new.txt"), s("written")]
+        )),
+        Ok(String::new())
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("new.txt")).expect("written"),
+        "written"
+    );
+    assert!(ok_string(call1(&g, PROBE, "read-file", &[s("/etc/hostname")])).is_err());
+    assert_eq!(
+        call1(&g, PROBE, "env", &[s("GREETING")]),
+        Val::Option(Some(Box::new(s("hello"))))
+    );
+    assert_eq!(call1(&g, PROBE, "env", &[s("PATH")]), Val::Option(None));
+    assert_eq!(
+        call1(&g, PROBE, "args", &[]),
+        Val::List(vec![s("probe"), s("--flag")])
+    );
+    assert_eq!(
+        ok_string(call1(&g, PROBE, "connect", &[s(&addr)])),
+        Ok(String::new())
+    );
+    assert!(
+        g.call(PROBE, "print", &[s("to the captured stdout")])
+            .expect("print")
+            .is_empty()
+    );
+    assert_eq!(g.stdout(), b"to the captured stdout\n");
+    assert!(p.stdout().is_empty());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn component_limits_fail_the_call_not_the_host() {
+    let _g = crate::shared();
+    let k = kernel();
+    let p = probe_with(
+        &k,
+        ComponentOptions {
+            limits: ComponentLimits {
+                memory: Some(16 << 20),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    );
+    assert_eq!(call1(&p, PROBE, "grow", &[Val::U32(4)]), Val::U32(4));
+    match p.call(PROBE, "grow", &[Val::U32(64)]) {
+        Err(Error::Fault(Fault::Trapped { .. })) => {}
+        other => panic!("expected a trap past the memory limit, got {other:?}"),
+    }
+    assert!(p.dead().is_some());
+    k.restart_component(&p).expect("restart");
+    assert_eq!(call1(&p, PROBE, "grow", &[Val::U32(4)]), Val::U32(4));
+
+    let f = k
+        .component(
+            "fuel",
+            COMP_PROBE,
+            ComponentOptions {
+                limits: ComponentLimits {
+                    fuel: Some(5_000_000),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .expect("fueled probe");
+    assert_eq!(call1(&f, PROBE, "echo", &[s("fuel")]), s("fuel"));
+    match f.call(PROBE, "spin", &[]) {
+        Err(Error::Fault(Fault::Trapped { trap, .. })) => {
+            assert_eq!(trap, Some(wasmtime::Trap::OutOfFuel))
+        }
+        other => panic!("expected OutOfFuel, got {other:?}"),
+    }
+}
+
+#[test]
+fn component_python_server_called_from_a_rust_client() {
+    let _g = crate::shared();
+    let k = kernel();
+    let wasm = std::fs::read(lrpc::artifacts::COMP_PY_KV_PATH).expect("the Python guest");
+    let kv = k
+        .component("py-kv", &wasm, ComponentOptions::default())
+        .expect("Python kv server");
+    k.export_component(&kv, KV)
+        .expect("export the Python kv server");
+    probe_with(&k, ComponentOptions::default());
+    let d = k
+        .component("driver", COMP_DRIVER, ComponentOptions::default())
+        .expect("driver");
+    assert_eq!(
+        d.bindings()
+            .iter()
+            .find(|b| b.interface == KV)
+            .map(|b| b.server.as_str()),
+        Some("py-kv")
+    );
+    assert_eq!(
+        call1(&d, DRIVER, "kv-selftest", &[]),
+        Val::Result(Ok(Some(Box::new(Val::U32(13)))))
+    );
+    assert!(d.take_failures().is_empty());
+}
+
+#[test]
+fn component_fully_trusting_pair_is_composed_at_creation() {
+    let _g = crate::shared();
+    let k = kernel();
+    let p = probe_with(&k, ComponentOptions::default());
+    let kv = k
+        .component("kv", COMP_KV_SERVER, ComponentOptions::default())
+        .expect("kv server");
+    k.export_component(&kv, KV).expect("export kv");
+    let d = k
+        .component(
+            "driver",
+            COMP_DRIVER,
+            ComponentOptions {
+                trust_fully: vec![PROBE.into(), KV.into()],
+                ..Default::default()
+            },
+        )
+        .expect("driver composed with its servers");
+    assert_eq!(d.fused(), [PROBE.to_string(), KV.to_string()]);
+    // No import goes through the kernel.
+    assert!(d.bindings().is_empty(), "{:?}", d.bindings());
+    assert_eq!(
+        call1(&d, DRIVER, "kv-selftest", &[]),
+        Val::Result(Ok(Some(Box::new(Val::U32(13)))))
+    );
+    assert_eq!(call1(&d, DRIVER, "echo", &[s("fused ✓")]), s("fused ✓"));
+    // The composed copies keep their own state, apart from the exported domains.
+    assert_eq!(call1(&d, DRIVER, "counter", &[]), Val::U64(1));
+    assert_eq!(call1(&p, PROBE, "counter", &[]), Val::U64(1));
+    assert_eq!(
+        call1(&kv, KV, "stats", &[]),
+        Val::Tuple(vec![Val::U32(0), Val::U64(0)])
+    );
+    // Full trust: a trap in the composed server kills the client with it.
+    match d.call(DRIVER, "trap", &[]) {
+        Err(Error::Fault(Fault::Trapped { .. })) => {}
+        other => panic!("expected the client to trap, got {other:?}"),
+    }
+    assert!(d.dead().is_some());
+    assert!(p.dead().is_none());
+    k.restart_component(&d).expect("restart");
+    assert_eq!(call1(&d, DRIVER, "ping", &[]), Val::U32(42));
+}
