@@ -13,6 +13,7 @@ use crate::domain::{DomainData, Interrupt, lock, wait_lock};
 use crate::error::Fault;
 use crate::linkage::{self, Pinned, ReplicaKey};
 use lrpc_abi::{Status, handle};
+use lrpc_lock::Guard;
 use std::sync::atomic::Ordering;
 use wasmtime::{AsContextMut, Caller};
 
@@ -308,22 +309,25 @@ fn transfer(
             }
         })
         .find_map(|i| server.replicas[i].store.try_lock().map(|g| (i, g)));
+    // Runs the call in replica `i`, whose store this thread has locked.
+    let run_locked = |caller: &mut Caller<'_, DomainData>,
+                      i: usize,
+                      mut store: Guard<'_, wasmtime::Store<DomainData>>|
+     -> Result<wasmtime::Result<i32>, Status> {
+        let args = entry_args(caller.data(), raw, proc, p, i)?;
+        let key = server.replicas[i].key;
+        Ok(linkage::with_record(
+            caller,
+            client_key,
+            key,
+            p.binding,
+            proc,
+            p.index,
+            || run(i, args, store.as_context_mut()),
+        ))
+    };
     let outcome = match picked {
-        Some((i, mut store)) => {
-            let args = match entry_args(caller.data(), raw, proc, p, i) {
-                Ok(a) => a,
-                Err(s) => return s,
-            };
-            linkage::with_record(
-                caller,
-                client_key,
-                server.replicas[i].key,
-                p.binding,
-                proc,
-                p.index,
-                || run(i, args, store.as_context_mut()),
-            )
-        }
+        Some((i, store)) => run_locked(caller, i, store),
         None => {
             let reentered = (0..n).find_map(|i| {
                 let key = server.replicas[i].key;
@@ -339,28 +343,17 @@ fn transfer(
                 })
             });
             match reentered {
-                Some(r) => r,
-                None => {
-                    let Some(mut store) = wait_lock(&server.replicas[start].store, b.deadline)
-                    else {
-                        return Status::ServerBusy;
-                    };
-                    let args = match entry_args(caller.data(), raw, proc, p, start) {
-                        Ok(a) => a,
-                        Err(s) => return s,
-                    };
-                    linkage::with_record(
-                        caller,
-                        client_key,
-                        server.replicas[start].key,
-                        p.binding,
-                        proc,
-                        p.index,
-                        || run(start, args, store.as_context_mut()),
-                    )
-                }
+                Some(r) => Ok(r),
+                None => match wait_lock(&server.replicas[start].store, b.deadline) {
+                    Some(store) => run_locked(caller, start, store),
+                    None => Err(Status::ServerBusy),
+                },
             }
         }
+    };
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(s) => return s,
     };
     match outcome {
         Ok(lrpc_abi::ENTRY_OK) => Status::Ok,
