@@ -1,24 +1,11 @@
 //! Failure isolation: a server that traps, loops or is terminated never takes its client down.
 
 use crate::neg;
-use lrpc::{Domain, Error, ExportOptions, Fault, Kernel, Status};
+use lrpc::{Domain, Error, Fault, Kernel, Status};
 use std::time::{Duration, Instant};
 
 fn faulty(deadline: Option<Duration>) -> (Kernel, Domain, Domain) {
-    let kernel = Kernel::new().unwrap();
-    let server = kernel
-        .domain("faulty", lrpc::artifacts::FAULTY_SERVER)
-        .unwrap();
-    crate::export_with(
-        &kernel,
-        &server,
-        "lrpc:test/faulty",
-        ExportOptions {
-            deadline,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let (kernel, server) = crate::faulty_server(deadline);
     let client = kernel
         .domain("faulty-client", lrpc::artifacts::FAULTY_CLIENT)
         .unwrap();

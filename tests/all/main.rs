@@ -39,6 +39,25 @@ pub fn export_with(
     kernel.export_as(server, interface, interface, options)
 }
 
+/// A kernel with the faulty server exported under `lrpc:test/faulty` with `deadline`.
+pub fn faulty_server(deadline: Option<std::time::Duration>) -> (Kernel, Domain) {
+    let kernel = Kernel::new().unwrap();
+    let server = kernel
+        .domain("faulty", lrpc::artifacts::FAULTY_SERVER)
+        .unwrap();
+    export_with(
+        &kernel,
+        &server,
+        "lrpc:test/faulty",
+        lrpc::ExportOptions {
+            deadline,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    (kernel, server)
+}
+
 /// A kernel with the bench server exported and a bound bench client, both with the default
 /// presentation.
 pub fn bench_pair() -> (Kernel, Domain, Domain) {

@@ -48,20 +48,7 @@ fn wait_at_most(mut call: Call, limit: Duration) -> Option<Result<Vec<u8>, CallE
 /// A kernel with the faulty server exported (with `deadline`), its processors and an
 /// asynchronous binding to it.
 fn faulty(s: usize, deadline: Option<Duration>) -> (Kernel, Domain, Processors, AsyncBinding) {
-    let kernel = Kernel::new().unwrap();
-    let server = kernel
-        .domain("faulty", lrpc::artifacts::FAULTY_SERVER)
-        .unwrap();
-    crate::export_with(
-        &kernel,
-        &server,
-        "lrpc:test/faulty",
-        ExportOptions {
-            deadline,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let (kernel, server) = crate::faulty_server(deadline);
     let cpus = Processors::start(&kernel, &server, s).unwrap();
     let b = cpus
         .bind("lrpc:test/faulty", ChannelOptions::default())
