@@ -6,8 +6,8 @@
 //! ```
 //!
 //! Cases: `cross-store` (the bare mechanism), `raw` (the kernel without the client stub),
-//! `isolated` (Null through the stubs), `big-in` and `big-in-out` (200 B on the default
-//! presentation). The setup runs before the measured loop; compare two runs with different
+//! `isolated` (Null through the stubs), `big-in` and `big-in-out` (on the default presentation; the
+//! third argument is the size, 200 B unless given). The setup runs before the measured loop; compare two runs with different
 //! counts to take it out. With `LRPC_PERFMAP=1` the kernel's engine writes
 //! `/tmp/perf-PID.map`, which names the guest functions behind callgrind's `???:0x…` entries.
 
@@ -20,6 +20,10 @@ fn main() {
         .next()
         .map(|s| s.parse().expect("a call count"))
         .unwrap_or(100_000);
+    let size: i32 = args
+        .next()
+        .map(|s| s.parse().expect("an argument size in bytes"))
+        .unwrap_or(200);
     let status = match case.as_str() {
         "cross-store" => {
             let (kernel, _, _) = lrpc_benches::setup(1);
@@ -37,8 +41,8 @@ fn main() {
             let mut peer = lrpc_benches::Lrpc::new(kernel, &client);
             match case.as_str() {
                 "isolated" => peer.null(n),
-                "big-in" => peer.big_in(200, n).min(0),
-                _ => peer.big_in_out(200, n),
+                "big-in" => peer.big_in(size, n).min(0),
+                _ => peer.big_in_out(size, n),
             }
         }
         other => panic!("unknown case {other}"),
