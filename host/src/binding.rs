@@ -97,6 +97,26 @@ pub(crate) struct OobView {
     pub server: Box<[u32]>,
 }
 
+impl OobView {
+    /// Brings the view up to date with the segment's placement (rebuilt only if it moved).
+    pub fn refresh(&mut self, at: &Placement) {
+        let addr = |s: usize| u32::try_from(s).unwrap_or(u32::MAX);
+        let same = self.cap as usize == at.len
+            && self.server.len() == at.server.len()
+            && self
+                .server
+                .iter()
+                .zip(&at.server)
+                .all(|(&v, &s)| v == addr(s));
+        if !same {
+            *self = OobView {
+                cap: u32::try_from(at.len).unwrap_or(u32::MAX),
+                server: at.server.iter().map(|&s| addr(s)).collect(),
+            };
+        }
+    }
+}
+
 impl ProcStacks {
     /// Finds the extent and index of the A-stack at client address `astack`.
     #[inline]
@@ -508,8 +528,14 @@ impl Binding {
 
     /// Capacity and placement of an out-of-band segment, if it exists.
     pub(crate) fn oob(&self, key: OobKey) -> Option<(usize, Placement)> {
+        self.with_oob(key, |at| (at.len, at.clone()))
+    }
+
+    /// Runs `f` on the placement of an out-of-band segment, if it exists (without copying
+    /// it: the call path asks on every call that uses a segment).
+    pub(crate) fn with_oob<R>(&self, key: OobKey, f: impl FnOnce(&Placement) -> R) -> Option<R> {
         let m = lock(&self.mappings);
-        m.oob.get(&key).map(|x| (x.at.len, x.at.clone()))
+        m.oob.get(&key).map(|x| f(&x.at))
     }
 
     /// Installs a (larger) out-of-band segment, unmapping the one it replaces and giving

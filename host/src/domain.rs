@@ -62,6 +62,13 @@ pub struct DomainData {
     pub(crate) ticks: Arc<AtomicU64>,
     /// The store's resource limits (memory size, instances, tables: the domain's quotas).
     pub(crate) limits: StoreLimits,
+    /// The domain module's `memory` export as an index, so that the imports find the calling
+    /// instance's memory without a lookup by name (a direct-linked server copy in this store
+    /// is another module: for it, the index does not match and the name is looked up).
+    pub(crate) memory_export: Option<wasmtime::ModuleExport>,
+    /// The replica's flag for windows waiting to be unmapped (`Replica::flush_deferred`),
+    /// so that the imports find out without looking the replica up.
+    pub(crate) has_deferred: Arc<AtomicBool>,
 }
 
 impl DomainData {
@@ -110,7 +117,7 @@ pub(crate) struct Replica {
     pub windows: Mutex<WindowAlloc>,
     /// Windows revoked while this replica was running (see [`Replica::unmap_or_defer`]).
     deferred: Mutex<Vec<(usize, usize)>>,
-    has_deferred: AtomicBool,
+    has_deferred: Arc<AtomicBool>,
 }
 
 /// Host-grown pages of one replica's memory that hold windows, managed page by page.
@@ -349,6 +356,8 @@ pub(crate) fn instantiate(
         deadline_tick: kernel.deadline_tick(kernel.config.deadline),
         ticks: kernel.ticks.clone(),
         limits: store_limits(&core.account.limits),
+        memory_export: module.get_export_index("memory"),
+        has_deferred: Arc::new(AtomicBool::new(false)),
     };
     let mut store = Store::new(&kernel.engine, data);
     store.limiter(|d| &mut d.limits);
@@ -385,6 +394,7 @@ pub(crate) fn instantiate(
     }
     let base = memory.data_ptr(&store) as usize;
     store.data_mut().deadline_tick = 0;
+    let has_deferred = store.data().has_deferred.clone();
     Ok(Replica {
         key: ReplicaKey {
             domain: core.id,
@@ -396,7 +406,7 @@ pub(crate) fn instantiate(
         base,
         windows: Mutex::new(WindowAlloc::default()),
         deferred: Mutex::new(Vec::new()),
-        has_deferred: AtomicBool::new(false),
+        has_deferred,
     })
 }
 

@@ -37,7 +37,11 @@ pub(crate) fn define(linker: &mut Linker<DomainData>) -> wasmtime::Result<()> {
 }
 
 fn memory(caller: &mut Caller<'_, DomainData>) -> Option<Memory> {
-    caller.get_export("memory").and_then(|e| e.into_memory())
+    let by_index = caller.data().memory_export;
+    by_index
+        .and_then(|e| caller.get_module_export(&e))
+        .or_else(|| caller.get_export("memory"))
+        .and_then(|e| e.into_memory())
 }
 
 fn read_guest(caller: &mut Caller<'_, DomainData>, ptr: i32, len: usize) -> Option<Vec<u8>> {
@@ -57,6 +61,9 @@ fn write_guest(caller: &mut Caller<'_, DomainData>, ptr: i32, bytes: &[u8]) -> R
 /// (see `Replica::unmap_or_defer`): inside an import, its stubs are not reading an A-stack.
 fn flush_own(caller: &Caller<'_, DomainData>) {
     let data = caller.data();
+    if !data.has_deferred.load(std::sync::atomic::Ordering::Acquire) {
+        return;
+    }
     if let Some(k) = data.kernel.upgrade()
         && let Some(d) = k.domain_by_id(data.core.id)
         && let Some(r) = d.replicas.get(usize::from(data.replica))

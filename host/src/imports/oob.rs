@@ -5,7 +5,7 @@
 use super::call::client_binding;
 use super::{HostResult, answer, flush_own, kernel_of, status_of, write_guest};
 use crate::astack::page_round;
-use crate::binding::{Binding, OobView};
+use crate::binding::Binding;
 use crate::domain::DomainData;
 use crate::kernel::KernelInner;
 use crate::linkage::{self, ReplicaKey};
@@ -103,39 +103,52 @@ fn oob_inner(
         (cb.binding.clone(), ei, index, ps.extents[ei].first + index)
     };
     let okey = (proc as u32, first, dir);
-    let (cap, at) = match binding.oob(okey) {
-        Some((cap, at)) if cap >= min => (cap, at),
+    let found = binding.with_oob(okey, |at| (at.len, at.client));
+    let (cap, client) = match found {
+        Some((cap, client)) if cap >= min && client != crate::binding::UNMAPPED => (cap, client),
         existing => {
             if min == 0 && existing.is_none() {
                 // A request for 0 bytes only reports an existing segment.
                 return Err(Status::BadReply);
             }
-            new_oob(&binding, okey, min, &kernel, (key, caller.as_context_mut()))?
+            oob_slow(&binding, okey, min, &kernel, key, caller)?
         }
     };
-    let mut at = at;
-    if at.client == crate::binding::UNMAPPED {
-        // Made by a server thread that could not reach this client's store: map it here.
-        at.client = binding
-            .map_into_client(okey, caller.as_context_mut())
-            .map_err(|e| status_of(&e))?;
-    }
     if dir == lrpc_abi::OOB_IN {
         let cb = client_binding(caller.data_mut(), raw)?;
-        cb.procs[proc as usize].extents[ei].oob_in[index as usize] = OobView {
-            cap: cap as u32,
-            server: at
-                .server
-                .iter()
-                .map(|&s| u32::try_from(s).unwrap_or(u32::MAX))
-                .collect(),
-        };
+        let view = &mut cb.procs[proc as usize].extents[ei].oob_in[index as usize];
+        binding.with_oob(okey, |at| view.refresh(at));
     }
     let rec = lrpc_abi::segment::Segment {
-        addr: at.client as u32,
+        addr: client as u32,
         cap: cap as u32,
     };
     write_guest(caller, seg_ptr, &rec.encode())
+}
+
+/// The rare half of `oob`: makes (or grows) the segment, or maps it into this client when a
+/// server thread made it; its capacity and client address.
+#[cold]
+fn oob_slow(
+    binding: &Binding,
+    okey: crate::binding::OobKey,
+    min: usize,
+    kernel: &KernelInner,
+    key: ReplicaKey,
+    caller: &mut Caller<'_, DomainData>,
+) -> Result<(usize, usize), Status> {
+    let (cap, at) = match binding.oob(okey) {
+        Some((cap, at)) if cap >= min => (cap, at),
+        _ => new_oob(binding, okey, min, kernel, (key, caller.as_context_mut()))?,
+    };
+    let mut client = at.client;
+    if client == crate::binding::UNMAPPED {
+        // Made by a server thread that could not reach this client's store: map it here.
+        client = binding
+            .map_into_client(okey, caller.as_context_mut())
+            .map_err(|e| status_of(&e))?;
+    }
+    Ok((cap, client))
 }
 
 /// `lrpc.reply_oob(min_len, seg_ptr) -> status`, called by a server inside a call.
@@ -162,20 +175,39 @@ fn reply_oob_inner(
     let min = usize::try_from(min_len).map_err(|_| Status::BadPointer)?;
     let kernel = kernel_of(caller)?;
     let okey = (proc, index, lrpc_abi::OOB_OUT);
-    let (cap, at) = match binding.oob(okey) {
-        Some((cap, at)) if cap >= min => (cap, at),
-        _ => new_oob(binding, okey, min, &kernel, (me, caller.as_context_mut()))?,
+    let r = usize::from(me.replica);
+    let found = binding.with_oob(okey, |at| (at.len, at.server.get(r).copied()));
+    let (cap, here) = match found {
+        Some((cap, Some(here))) if cap >= min && here != crate::binding::UNMAPPED => (cap, here),
+        _ => reply_oob_slow(binding, okey, min, &kernel, me, caller)?,
     };
-    let mut here = at.server[usize::from(me.replica)];
-    if here == crate::binding::UNMAPPED {
-        // The segment was made while another replica served this A-stack: map it here.
-        here = binding
-            .map_into(okey, usize::from(me.replica), caller.as_context_mut())
-            .map_err(|e| status_of(&e))?;
-    }
     let rec = lrpc_abi::segment::Segment {
         addr: here as u32,
         cap: cap as u32,
     };
     write_guest(caller, seg_ptr, &rec.encode())
+}
+
+/// The rare half of `reply_oob`: makes (or grows) the segment, or maps it into this replica
+/// when it was made while another replica served the A-stack; its capacity and address here.
+#[cold]
+fn reply_oob_slow(
+    binding: &Binding,
+    okey: crate::binding::OobKey,
+    min: usize,
+    kernel: &KernelInner,
+    me: ReplicaKey,
+    caller: &mut Caller<'_, DomainData>,
+) -> Result<(usize, usize), Status> {
+    let (cap, at) = match binding.oob(okey) {
+        Some((cap, at)) if cap >= min => (cap, at),
+        _ => new_oob(binding, okey, min, kernel, (me, caller.as_context_mut()))?,
+    };
+    let mut here = at.server[usize::from(me.replica)];
+    if here == crate::binding::UNMAPPED {
+        here = binding
+            .map_into(okey, usize::from(me.replica), caller.as_context_mut())
+            .map_err(|e| status_of(&e))?;
+    }
+    Ok((cap, here))
 }
