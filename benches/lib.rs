@@ -447,7 +447,7 @@ impl Peer for GrpcPeer {
     /// `n` big-in-out calls of `size` pattern bytes, the first reply checked; 0, or -1.
     fn big_in_out(&mut self, size: i32, n: i32) -> i64 {
         let data = pattern(size);
-        let want: Vec<u8> = data.iter().rev().map(|b| b ^ 0x5a).collect();
+        let want: Vec<u8> = data.iter().map(|b| b ^ 0x5a).collect();
         let c = &mut self.client;
         self.rt.block_on(async {
             for i in 0..n.max(1) {

@@ -36,7 +36,7 @@ fn the_server_component_computes_on_the_bytes_it_is_given() {
     assert_eq!(server.big_in(vec![]).unwrap(), 0);
     assert_eq!(
         server.big_in_out(vec![1, 2, 3]).unwrap(),
-        [3 ^ 0x5a, 2 ^ 0x5a, 1 ^ 0x5a]
+        [1 ^ 0x5a, 2 ^ 0x5a, 3 ^ 0x5a]
     );
 }
 

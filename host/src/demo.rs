@@ -59,7 +59,7 @@ pub fn run(iters: u32) -> Result<Vec<DemoRow>, Error> {
     rows.push(timed(
         &client,
         "BigInOut",
-        "200 bytes in, 200 reversed and masked bytes out, verified".into(),
+        "200 bytes in, 200 masked bytes out, verified".into(),
         iters_i,
         |c, n| {
             let r: i32 = c.call("big_in_out_loop", (200, n))?;

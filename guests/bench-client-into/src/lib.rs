@@ -28,7 +28,7 @@ pub extern "C" fn big_in_out_loop(len: i32, iters: i32) -> i32 {
     let data: Vec<u8> = (0..len.max(0) as usize)
         .map(|i| (i * 7 + 3) as u8)
         .collect();
-    let want: Vec<u8> = data.iter().rev().map(|b| b ^ 0x5a).collect();
+    let want: Vec<u8> = data.iter().map(|b| b ^ 0x5a).collect();
     let mut out = vec![0u8; data.len()];
     CLIENT.with(|c| {
         let c = c.borrow();

@@ -28,7 +28,7 @@ impl bench::Server for Bench {
 
     fn big_in_out(&self, data: &[u8], out: &mut lrpc_sdk::rt::OutBuf<'_>) {
         if let Some(buf) = out.alloc(data.len()) {
-            for (o, b) in buf.iter_mut().zip(data.iter().rev()) {
+            for (o, b) in buf.iter_mut().zip(data) {
                 *o = b ^ 0x5a;
             }
         }

@@ -24,7 +24,7 @@ impl bench::Server for Bench {
     }
 
     fn big_in_out(&self, data: &[u8]) -> Vec<u8> {
-        data.iter().rev().map(|b| b ^ 0x5a).collect()
+        data.iter().map(|b| b ^ 0x5a).collect()
     }
 }
 

@@ -50,7 +50,7 @@ impl exports::lrpc::peers::runner::Guest for Runner {
 
     fn big_in_out_loop(size: i32, n: i32) -> i32 {
         let data = pattern(size);
-        let want: Vec<u8> = data.iter().rev().map(|b| b ^ 0x5a).collect();
+        let want: Vec<u8> = data.iter().map(|b| b ^ 0x5a).collect();
         if bench::big_in_out(&data) != want {
             return 1000;
         }

@@ -26,7 +26,7 @@ impl exports::lrpc::bench::bench::Guest for Bench {
     }
 
     fn big_in_out(data: Vec<u8>) -> Vec<u8> {
-        data.iter().rev().map(|b| b ^ 0x5a).collect()
+        data.iter().map(|b| b ^ 0x5a).collect()
     }
 }
 

@@ -490,7 +490,7 @@ impl peer::exports::lrpc::bench::bench::Handler<()> for PeerBench {
         _cx: (),
         data: wit_bindgen_wrpc::bytes::Bytes,
     ) -> anyhow::Result<wit_bindgen_wrpc::bytes::Bytes> {
-        Ok(data.iter().rev().map(|b| b ^ 0x5a).collect())
+        Ok(data.iter().map(|b| b ^ 0x5a).collect())
     }
 }
 
@@ -512,7 +512,7 @@ fn a_wit_bindgen_wrpc_peer_calls_our_exports() -> Result<()> {
             (200 << 8) | u32::from(data[0] ^ data[199])
         );
         let back = bench::big_in_out(&client, (), &data.clone().into()).await?;
-        let want: Vec<u8> = data.iter().rev().map(|b| b ^ 0x5a).collect();
+        let want: Vec<u8> = data.iter().map(|b| b ^ 0x5a).collect();
         assert_eq!(&back[..], &want[..]);
         anyhow::Ok(())
     })
