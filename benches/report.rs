@@ -405,15 +405,20 @@ fn main() {
         );
     }
     json.push_str("  },\n  \"ratios\": {\n");
-    for (i, (k, v)) in ratios.iter().enumerate() {
-        let v = v.map_or("null".to_string(), |v| format!("{v:.3}"));
-        let _ = writeln!(
-            json,
-            "    \"{k}\": {v}{}",
-            if i + 1 < ratios.len() { "," } else { "" }
-        );
-    }
-    json.push_str("  }\n}\n");
+    // The ratios other benchmarks merged in (remote, edge) stay until those benchmarks run again.
+    let kept: Vec<(String, String)> = std::fs::read_to_string(root.join("summary.json"))
+        .map(|old| other_ratios(&old, ratios.iter().map(|(k, _)| *k)))
+        .unwrap_or_default();
+    let mut lines: Vec<String> = ratios
+        .iter()
+        .map(|(k, v)| {
+            let v = v.map_or("null".to_string(), |v| format!("{v:.3}"));
+            format!("    \"{k}\": {v}")
+        })
+        .collect();
+    lines.extend(kept.iter().map(|(k, v)| format!("    \"{k}\": {v}")));
+    json.push_str(&lines.join(",\n"));
+    json.push_str("\n  }\n}\n");
     std::fs::write(root.join("summary.json"), json).expect("summary.json");
 
     let f = |k: &str| c(k).map_or("—".into(), |v| format!("{v:.1}"));
@@ -729,6 +734,30 @@ fn main() {
         ("urpc_t2_over_t1_throughput", "≥ 1.7"),
         ("urpc_null_latency_over_isolated_null", "≤ 10"),
     ];
+    // Ratios other benchmarks merged into `summary.json`, with their targets.
+    let others = [
+        ("multirpc_model_max_rel_error", "≤ 0.2"),
+        ("remote_null_over_grpc_uds_null", "≤ 0.5"),
+        ("edge_chain3_over_wasmtime_serve_rps", "≥ 1.5"),
+        ("edge_chain3_over_native_rps", "≥ 0.8"),
+        ("edge_chain3_p50_over_chain1_p50", "≤ 1.15"),
+        ("edge_fast_p99_loaded_over_alone", "≤ 2"),
+    ];
+    for (name, target) in others {
+        let Some(v) = kept
+            .iter()
+            .find(|(k, _)| k == name)
+            .and_then(|(_, v)| v.parse::<f64>().ok())
+        else {
+            continue;
+        };
+        let met = if meets(v, target) {
+            "met"
+        } else {
+            "**missed**"
+        };
+        let _ = writeln!(md, "| {name} | {v:.2} | {target} | {met} |");
+    }
     for ((name, v), (_, target)) in ratios.iter().zip(targets) {
         let ours = v.map_or("not measured".to_string(), |v| format!("{v:.2}"));
         let met = v.map_or("—", |v| {
@@ -755,6 +784,22 @@ fn main() {
     std::fs::write(root.join("REPORT.md"), md).expect("REPORT.md");
     draw(&root, &c).expect("drawing the plots");
     println!("wrote {}", root.join("REPORT.md").display());
+}
+
+/// The `(key, value)` lines of the `ratios` object of an earlier `summary.json` whose keys
+/// are not among `own` (this report's): what other benchmarks merged in.
+fn other_ratios<'a>(old: &str, own: impl Iterator<Item = &'a str>) -> Vec<(String, String)> {
+    let own: Vec<&str> = own.collect();
+    old.lines()
+        .skip_while(|l| l.trim() != "\"ratios\": {")
+        .skip(1)
+        .take_while(|l| !l.trim_start().starts_with('}'))
+        .filter_map(|l| {
+            let (k, v) = l.trim().trim_end_matches(',').split_once(':')?;
+            let k = k.trim().trim_matches('"');
+            (!own.contains(&k)).then(|| (k.to_owned(), v.trim().to_owned()))
+        })
+        .collect()
 }
 
 /// The report's PNG plots, from the measured cases `c`.
