@@ -129,6 +129,9 @@ pub const BY_NAME: &[(&str, &[u8])] = &[
     ("http-rewrite", HTTP_REWRITE),
     ("http-hello", HTTP_HELLO),
     ("http-faulty", HTTP_FAULTY),
+    ("comp-kv-server", COMP_KV_SERVER),
+    ("comp-probe", COMP_PROBE),
+    ("comp-driver", COMP_DRIVER),
 ];
 
 /// The embedded guest called `name` (as in [`BY_NAME`]).

@@ -183,7 +183,9 @@ fn worker(
                 .map_err(|e| match e {
                     CallFailure::Status(s) => RemoteError::Status(s),
                     CallFailure::Setup(s) => RemoteError::Driver(s),
-                    CallFailure::Driver(e) => RemoteError::Driver(e.to_string()),
+                    CallFailure::Driver(e) | CallFailure::Component(e) => {
+                        RemoteError::Driver(e.to_string())
+                    }
                 }),
         };
         // A terminated server leaves the driver's binding stale; a restarted server under the

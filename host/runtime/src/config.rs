@@ -4,6 +4,7 @@
 //! ```toml
 //! [kernel]
 //! deadline = "2s"                 # default deadline of a call into a domain
+//! wit = ["wit"]                   # WIT folders beside the embedded WIT (components' interfaces)
 //!
 //! [domains.store]
 //! guest = "kv-server"             # a built-in guest (`lrpc::artifacts::BY_NAME`) …
@@ -14,6 +15,20 @@
 //! [domains.client]
 //! guest = "kv-client"
 //! binds = [{ interface = "lrpc:kv/store", server = "store" }]
+//!
+//! [domains.probe]
+//! guest = "comp-probe"            # a component (told from the binary; `kind` may say so)
+//! kind = "component"
+//! exports = [{ interface = "lrpc:comp/probe" }]
+//! [domains.probe.wasi]            # WASI is granted per component domain, nothing by default
+//! env = { GREETING = "hi" }
+//! args = ["probe", "-v"]
+//! preopens = [{ host = "data", guest = "/data", writable = false }]
+//! stdout = "inherit"              # "discard" (default), "inherit" or "capture"
+//! network = ["127.0.0.1:6379"]    # addresses it may connect to; none by default
+//! [domains.probe.limits]
+//! memory = "64MiB"                # components: memory, fuel, deadline
+//! fuel = 100000000
 //!
 //! [run]
 //! entry = "client.selftest"       # what `lrpc run` calls
@@ -70,6 +85,8 @@ struct RawConfig {
 #[serde(deny_unknown_fields)]
 struct RawKernel {
     deadline: Option<Spanned<String>>,
+    #[serde(default)]
+    wit: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -77,12 +94,39 @@ struct RawKernel {
 struct RawDomain {
     guest: Option<Spanned<String>>,
     wasm: Option<Spanned<String>>,
+    kind: Option<Spanned<String>>,
     replicas: Option<Spanned<i64>>,
     #[serde(default)]
     exports: Vec<Spanned<RawExport>>,
     #[serde(default)]
     binds: Vec<Spanned<RawBind>>,
     limits: Option<Spanned<RawLimits>>,
+    wasi: Option<Spanned<RawWasi>>,
+    trust_fully: Option<Spanned<Vec<String>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWasi {
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    preopens: Vec<Spanned<RawPreopen>>,
+    stdout: Option<Spanned<String>>,
+    stderr: Option<Spanned<String>>,
+    #[serde(default)]
+    network: Vec<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPreopen {
+    host: Spanned<String>,
+    guest: Spanned<String>,
+    #[serde(default)]
+    writable: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -212,8 +256,21 @@ pub struct DomainSpec {
     /// Its quotas, when `[domains.<name>.limits]` sets any (the kernel's defaults for the
     /// rest).
     pub quotas: Option<lrpc::Quotas>,
+    /// Set when the binary is a component: its WASI grants, limits and fully trusted imports.
+    pub component: Option<ComponentSpec>,
     /// Line of its table in the file.
     pub line: usize,
+}
+
+/// What a component domain is given (see `lrpc::ComponentOptions`).
+#[derive(Debug, Clone, Default)]
+pub struct ComponentSpec {
+    /// `[domains.<name>.wasi]`.
+    pub wasi: lrpc::WasiGrants,
+    /// `[domains.<name>.limits]`: memory, fuel, deadline.
+    pub limits: lrpc::ComponentLimits,
+    /// `trust_fully`: imports whose servers are composed into the domain.
+    pub trust_fully: Vec<String>,
 }
 
 impl DomainSpec {
@@ -245,6 +302,8 @@ pub struct Config {
     pub file: PathBuf,
     /// Default call deadline.
     pub deadline: Option<Duration>,
+    /// Folders of WIT packages the kernel loads beside its embedded WIT (`[kernel] wit`).
+    pub wit: Vec<PathBuf>,
     /// Domains, by name.
     pub domains: BTreeMap<String, DomainSpec>,
     /// `domain.export` that `lrpc run` calls.
@@ -399,6 +458,14 @@ impl Config {
             .as_ref()
             .map(|d| cx.duration(d))
             .transpose()?;
+        let mut wit = Vec::new();
+        for w in &raw.kernel.wit {
+            let dir = cx.path(w);
+            if !dir.is_dir() {
+                return Err(cx.err(w, format!("no WIT folder {}", dir.display())));
+            }
+            wit.push(dir);
+        }
         let mut domains = BTreeMap::new();
         for (name, d) in &raw.domains {
             domains.insert(name.clone(), domain(&cx, name, d)?);
@@ -516,6 +583,7 @@ impl Config {
         Ok(Config {
             file: path.to_path_buf(),
             deadline,
+            wit,
             domains,
             entry,
             listen,
@@ -561,6 +629,47 @@ fn domain(cx: &Ctx<'_>, name: &str, d: &Spanned<RawDomain>) -> Result<DomainSpec
             return Err(cx.err(d, format!("domain `{name}` needs `guest` or `wasm`")));
         }
     };
+    let is_component = match &source {
+        Source::Builtin(_, bytes) => lrpc::is_component(bytes),
+        Source::File(p) => {
+            let mut head = [0u8; 8];
+            std::fs::File::open(p)
+                .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+                .is_ok_and(|()| lrpc::is_component(&head))
+        }
+    };
+    if let Some(k) = &r.kind {
+        match (k.get_ref().as_str(), is_component) {
+            ("component", true) | ("module", false) => {}
+            ("component", false) => {
+                return Err(cx.err(k, "the binary is a core module, not a component"));
+            }
+            ("module", true) => {
+                return Err(cx.err(k, "the binary is a component, not a core module"));
+            }
+            (other, _) => {
+                return Err(cx.err(
+                    k,
+                    format!("kind `{other}`: `module` or `component` expected"),
+                ));
+            }
+        }
+    }
+    if is_component {
+        return component_domain(cx, name, d, source);
+    }
+    if let Some(w) = &r.wasi {
+        return Err(cx.err(
+            w,
+            format!("WASI grants are for component domains; `{name}` is a core module"),
+        ));
+    }
+    if let Some(t) = &r.trust_fully {
+        return Err(cx.err(
+            t,
+            "`trust_fully` is for component domains (core modules trust through presentations)",
+        ));
+    }
     let replicas = match &r.replicas {
         Some(n) => cx.count(n, "replicas", 1024)?,
         None => 1,
@@ -667,7 +776,169 @@ fn domain(cx: &Ctx<'_>, name: &str, d: &Spanned<RawDomain>) -> Result<DomainSpec
         exports,
         binds,
         quotas,
+        component: None,
         line: cx.line(d.span().start),
+    })
+}
+
+/// A component domain's table: WASI grants, the limits a component takes (memory, fuel,
+/// deadline), exports and binds by interface, and fully trusted imports.
+fn component_domain(
+    cx: &Ctx<'_>,
+    name: &str,
+    d: &Spanned<RawDomain>,
+    source: Source,
+) -> Result<DomainSpec, ConfigError> {
+    let r = d.get_ref();
+    if let Some(n) = &r.replicas
+        && *n.get_ref() != 1
+    {
+        return Err(cx.err(n, "a component domain is one instance: drop `replicas`"));
+    }
+    let mut spec = ComponentSpec::default();
+    if let Some(l) = &r.limits {
+        let l = l.get_ref();
+        let module_only = [
+            ("bindings", l.bindings.as_ref().map(|s| s.span().start)),
+            ("mappings", l.mappings.as_ref().map(|s| s.span().start)),
+            (
+                "astack_bytes",
+                l.astack_bytes.as_ref().map(|s| s.span().start),
+            ),
+            ("oob_bytes", l.oob_bytes.as_ref().map(|s| s.span().start)),
+        ];
+        if let Some((what, at)) = module_only.iter().find_map(|(w, at)| at.map(|at| (*w, at))) {
+            return Err(cx.err_at(
+                at,
+                format!("`{what}` limits core-module domains; a component takes memory, fuel and deadline"),
+            ));
+        }
+        if let Some(m) = &l.memory {
+            spec.limits.memory = Some(usize::try_from(cx.size(m, "memory")?).unwrap_or(usize::MAX));
+        }
+        if let Some(f) = &l.fuel {
+            spec.limits.fuel = Some(cx.size(f, "fuel")?);
+        }
+        spec.limits.deadline = l.deadline.as_ref().map(|s| cx.duration(s)).transpose()?;
+    }
+    if let Some(w) = &r.wasi {
+        spec.wasi = wasi_grants(cx, w.get_ref())?;
+    }
+    if let Some(t) = &r.trust_fully {
+        spec.trust_fully = t.get_ref().clone();
+    }
+    let mut exports = Vec::new();
+    for e in &r.exports {
+        let er = e.get_ref();
+        let interface = er.interface.get_ref().clone();
+        if interface == PLUGIN_INTERFACE {
+            return Err(cx.err(&er.interface, "HTTP plugins are core-module domains"));
+        }
+        if let Some(p) = &er.presentation {
+            return Err(cx.err(
+                p,
+                "components pass values by the canonical ABI: drop `presentation`",
+            ));
+        }
+        if let Some(s) = &er.serving {
+            return Err(cx.err(
+                s,
+                "a component domain serves on the caller's thread: drop `serving`",
+            ));
+        }
+        if let Some(dl) = &er.deadline {
+            return Err(cx.err(
+                dl,
+                "a component domain has one deadline: set it under `[domains.<name>.limits]`",
+            ));
+        }
+        exports.push(Export {
+            name: er
+                .name
+                .as_ref()
+                .map_or(interface.clone(), |n| n.get_ref().clone()),
+            interface,
+            presentation: None,
+            serving: ServingMode::Migrate,
+            deadline: spec.limits.deadline,
+            line: cx.line(e.span().start),
+        });
+    }
+    let mut binds = Vec::new();
+    for b in &r.binds {
+        let br = b.get_ref();
+        if let Some(p) = &br.presentation {
+            return Err(cx.err(
+                p,
+                "components pass values by the canonical ABI: drop `presentation`",
+            ));
+        }
+        binds.push(Bind {
+            interface: br.interface.get_ref().clone(),
+            server: br.server.get_ref().clone(),
+            presentation: None,
+            line: cx.line(b.span().start),
+        });
+    }
+    Ok(DomainSpec {
+        name: name.to_string(),
+        source,
+        replicas: 1,
+        exports,
+        binds,
+        quotas: None,
+        component: Some(spec),
+        line: cx.line(d.span().start),
+    })
+}
+
+fn wasi_grants(cx: &Ctx<'_>, w: &RawWasi) -> Result<lrpc::WasiGrants, ConfigError> {
+    let stdio = |s: &Option<Spanned<String>>| -> Result<lrpc::Stdio, ConfigError> {
+        match s.as_ref().map(|v| (v, v.get_ref().as_str())) {
+            None | Some((_, "discard")) => Ok(lrpc::Stdio::Discard),
+            Some((_, "inherit")) => Ok(lrpc::Stdio::Inherit),
+            Some((_, "capture")) => Ok(lrpc::Stdio::Capture),
+            Some((v, other)) => Err(cx.err(
+                v,
+                format!("`{other}`: `discard`, `inherit` or `capture` expected"),
+            )),
+        }
+    };
+    let mut preopens = Vec::new();
+    for p in &w.preopens {
+        let pr = p.get_ref();
+        let host = cx.path(&pr.host);
+        if !host.is_dir() {
+            return Err(cx.err(&pr.host, format!("no directory {}", host.display())));
+        }
+        if !pr.guest.get_ref().starts_with('/') {
+            return Err(cx.err(
+                &pr.guest,
+                "the guest path of a preopen is absolute (`/data`)",
+            ));
+        }
+        preopens.push(lrpc::Preopen {
+            host,
+            guest: pr.guest.get_ref().clone(),
+            writable: pr.writable,
+        });
+    }
+    let mut network = Vec::new();
+    for a in &w.network {
+        network.push(a.get_ref().parse().map_err(|_| {
+            cx.err(
+                a,
+                format!("`{}`: an `ip:port` address expected", a.get_ref()),
+            )
+        })?);
+    }
+    Ok(lrpc::WasiGrants {
+        preopens,
+        env: w.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        args: w.args.clone(),
+        stdout: stdio(&w.stdout)?,
+        stderr: stdio(&w.stderr)?,
+        network,
     })
 }
 
@@ -679,6 +950,64 @@ mod tests {
         Config::parse(Path::new("app.toml"), text)
             .expect_err("the config is wrong")
             .to_string()
+    }
+
+    #[test]
+    fn component_domains_take_wasi_and_component_limits() {
+        let c = Config::parse(
+            Path::new("app.toml"),
+            "[domains.p]\nguest = \"comp-probe\"\nexports = [{ interface = \"lrpc:comp/probe\" }]\n\
+             [domains.p.wasi]\nenv = { A = \"1\" }\nargs = [\"x\"]\nstdout = \"capture\"\n\
+             network = [\"127.0.0.1:80\"]\n[domains.p.limits]\nmemory = \"8MiB\"\nfuel = 1000\n",
+        )
+        .expect("a valid config");
+        let p = &c.domains["p"];
+        let spec = p.component.as_ref().expect("a component");
+        assert_eq!(spec.wasi.env, [("A".to_string(), "1".to_string())]);
+        assert_eq!(spec.wasi.args, ["x"]);
+        assert_eq!(spec.wasi.stdout, lrpc::Stdio::Capture);
+        assert_eq!(spec.wasi.network.len(), 1);
+        assert_eq!(spec.limits.memory, Some(8 << 20));
+        assert_eq!(spec.limits.fuel, Some(1000));
+        assert!(
+            c.domains
+                .values()
+                .all(|d| d.name != "p" || d.quotas.is_none())
+        );
+    }
+
+    #[test]
+    fn component_mistakes_name_their_line() {
+        assert_eq!(
+            err("[domains.a]\nguest = \"kv-server\"\n[domains.a.wasi]\nargs = []\n"),
+            "app.toml:3: WASI grants are for component domains; `a` is a core module"
+        );
+        assert_eq!(
+            err("[domains.a]\nguest = \"kv-server\"\nkind = \"component\"\n"),
+            "app.toml:3: the binary is a core module, not a component"
+        );
+        assert_eq!(
+            err("[domains.a]\nguest = \"comp-probe\"\nkind = \"module\"\n"),
+            "app.toml:3: the binary is a component, not a core module"
+        );
+        assert!(
+            err("[domains.a]\nguest = \"comp-probe\"\n[domains.a.limits]\nastack_bytes = 4096\n")
+                .starts_with("app.toml:4: `astack_bytes` limits core-module domains")
+        );
+        assert!(
+            err("[domains.a]\nguest = \"comp-probe\"\n[domains.a.wasi]\nstdout = \"file\"\n")
+                .starts_with("app.toml:4: `file`: `discard`, `inherit` or `capture` expected")
+        );
+        assert!(
+            err(
+                "[domains.a]\nguest = \"comp-probe\"\n[domains.a.wasi]\nnetwork = [\"somewhere\"]\n"
+            )
+            .starts_with("app.toml:4: `somewhere`: an `ip:port` address expected")
+        );
+        assert!(
+            err("[domains.a]\nguest = \"comp-probe\"\nreplicas = 2\n")
+                .starts_with("app.toml:3: a component domain is one instance")
+        );
     }
 
     #[test]

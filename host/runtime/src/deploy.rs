@@ -50,6 +50,8 @@ pub struct Deployment {
     pub config: Config,
     /// Domains that are not plugins, by name.
     pub domains: BTreeMap<String, Domain>,
+    /// Component domains, by name.
+    pub components: BTreeMap<String, lrpc::ComponentDomain>,
     /// Plugins, by domain name.
     pub plugins: BTreeMap<String, Arc<Plugin>>,
     /// Counters and histograms.
@@ -64,11 +66,19 @@ impl Deployment {
             kc.deadline = d;
         }
         let kernel = Kernel::with_config(kc).map_err(kerr("starting the kernel"))?;
+        for dir in &config.wit {
+            kernel
+                .add_wit_dir(dir)
+                .map_err(kerr(format!("loading the WIT in {}", dir.display())))?;
+        }
         let metrics = Arc::new(Metrics::default());
         let mut domains = BTreeMap::new();
         let mut plugins = BTreeMap::new();
         // Servers first, so that clients' presentations and binds find them.
         for spec in config.domains.values() {
+            if spec.component.is_some() {
+                continue;
+            }
             if spec.plugin().is_some() {
                 let p = Plugin::start(&kernel, spec, metrics.clone())?;
                 plugins.insert(spec.name.clone(), p);
@@ -104,10 +114,12 @@ impl Deployment {
             }
             domains.insert(spec.name.clone(), d);
         }
+        let components = start_components(&kernel, &config)?;
         Ok(Deployment {
             kernel,
             config,
             domains,
+            components,
             plugins,
             metrics,
         })
@@ -146,6 +158,9 @@ impl Deployment {
         function: &str,
         args: &str,
     ) -> Result<String, CallFailure> {
+        if let Some(d) = self.component_exporting(interface) {
+            return call_component(d, interface, function, args);
+        }
         let name = self
             .export_name(interface)
             .ok_or_else(|| CallFailure::Setup(format!("no domain exports `{interface}`")))?;
@@ -180,6 +195,16 @@ impl Deployment {
         }
     }
 
+    /// The component domain exporting `interface`, if a component exports it.
+    fn component_exporting(&self, interface: &str) -> Option<&lrpc::ComponentDomain> {
+        let spec = self
+            .config
+            .domains
+            .values()
+            .find(|d| d.exports.iter().any(|e| e.interface == interface))?;
+        self.components.get(&spec.name)
+    }
+
     /// The name `interface` is exported under in this deployment.
     fn export_name(&self, interface: &str) -> Option<String> {
         if interface == PLUGIN_INTERFACE {
@@ -199,6 +224,113 @@ impl Deployment {
     }
 }
 
+/// Creates the component domains of `config` and exports what each exports. A component's
+/// imports are bound when it is created, so a domain waits until the domains it imports from
+/// exist: each pass creates those whose imports can be bound, until all are made or a pass
+/// makes none (then the first refusal is the error).
+fn start_components(
+    kernel: &Kernel,
+    config: &Config,
+) -> Result<BTreeMap<String, lrpc::ComponentDomain>, DeployError> {
+    let mut made = BTreeMap::new();
+    let mut pending: Vec<&DomainSpec> = config
+        .domains
+        .values()
+        .filter(|d| d.component.is_some())
+        .collect();
+    while !pending.is_empty() {
+        let mut refused = None;
+        let mut waiting = Vec::new();
+        let before = made.len();
+        for spec in pending {
+            match start_component(kernel, config, spec) {
+                Ok(d) => {
+                    made.insert(spec.name.clone(), d);
+                }
+                Err(e @ lrpc::Error::Unbound { .. }) => {
+                    refused.get_or_insert((spec.name.clone(), e));
+                    waiting.push(spec);
+                }
+                Err(e) => return Err(kerr(format!("domain `{}`", spec.name))(e)),
+            }
+        }
+        if made.len() == before
+            && let Some((name, e)) = refused
+        {
+            return Err(kerr(format!("domain `{name}`"))(e));
+        }
+        pending = waiting;
+    }
+    Ok(made)
+}
+
+fn start_component(
+    kernel: &Kernel,
+    config: &Config,
+    spec: &DomainSpec,
+) -> Result<lrpc::ComponentDomain, lrpc::Error> {
+    let c = spec.component.clone().unwrap_or_default();
+    let wasm = spec.source.load().map_err(|e| lrpc::Error::Compile {
+        domain: spec.name.clone(),
+        source: e.into(),
+    })?;
+    // A bind names the server domain: the import goes to that domain's export of the
+    // interface.
+    let bind = spec
+        .binds
+        .iter()
+        .map(|b| {
+            let export = config
+                .domains
+                .get(&b.server)
+                .and_then(|d| d.exports.iter().find(|e| e.interface == b.interface))
+                .map_or_else(|| b.interface.clone(), |e| e.name.clone());
+            (b.interface.clone(), export)
+        })
+        .collect();
+    let options = lrpc::ComponentOptions {
+        wasi: c.wasi,
+        limits: c.limits,
+        bind,
+        trust_fully: c.trust_fully,
+    };
+    let d = kernel.component(&spec.name, &wasm, options)?;
+    for e in &spec.exports {
+        kernel.export_component_as(&d, &e.interface, &e.name)?;
+    }
+    Ok(d)
+}
+
+/// `--call` into a component domain: the arguments parsed as WIT value text against the
+/// function's parameter types, the results printed the same way.
+fn call_component(
+    d: &lrpc::ComponentDomain,
+    interface: &str,
+    function: &str,
+    args: &str,
+) -> Result<String, CallFailure> {
+    let ty = d
+        .function_type(interface, function)
+        .ok_or_else(|| CallFailure::Setup(format!("`{interface}` has no function `{function}`")))?;
+    let types: Vec<wasmtime::component::Type> = ty.params().map(|(_, t)| t).collect();
+    let text = format!("{function}({args})");
+    let params = wasm_wave::untyped::UntypedFuncCall::parse(&text)
+        .and_then(|c| c.to_wasm_params::<wasmtime::component::Val>(&types))
+        .map_err(|e| CallFailure::Setup(format!("arguments of `{function}`: {e}")))?;
+    let results = d
+        .call(interface, function, &params)
+        .map_err(CallFailure::Component)?;
+    let printed = results
+        .iter()
+        .map(|v| wasm_wave::to_string(v).map_err(|e| CallFailure::Setup(e.to_string())))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(match printed.len() {
+        0 => "()".into(),
+        1 => printed.into_iter().next().unwrap_or_default(),
+        _ => format!("({})", printed.join(", ")),
+    })
+}
+
 /// A failed `--call`.
 #[derive(Debug, thiserror::Error)]
 pub enum CallFailure {
@@ -211,6 +343,9 @@ pub enum CallFailure {
     /// The driver domain faulted.
     #[error("the driver faulted: {0}")]
     Driver(lrpc::Error),
+    /// A call into a component domain failed.
+    #[error("the call failed: {0}")]
+    Component(lrpc::Error),
 }
 
 fn read(source: &Source) -> Result<Vec<u8>, DeployError> {

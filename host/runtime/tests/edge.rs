@@ -390,6 +390,38 @@ fn run_the_key_value_app() {
 }
 
 #[test]
+fn run_the_component_app() {
+    let config = app("components");
+    let c = config.to_str().expect("utf-8 path");
+    let call = |args: &[&str]| {
+        let mut all = vec!["run", c, "--call"];
+        all.extend_from_slice(args);
+        lrpc(&all)
+    };
+    // The driver's imports were bound by the kernel to the store and the probe.
+    let (ok, out, err) = call(&["lrpc:comp/driver.kv-selftest"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "ok(13)\n");
+    // WASI as the config grants it: the environment variable, and no file system.
+    let (ok, out, err) = call(&["lrpc:comp/probe.env", "\"GREETING\""]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "some(\"hello from the config\")\n");
+    let (ok, out, err) = call(&["lrpc:comp/probe.env", "\"HOME\""]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "none\n");
+    let (ok, out, err) = call(&["lrpc:comp/probe.read-file", "\"/etc/hostname\""]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("err("), "{out}");
+    // The limits: a call that spins is stopped at the domain's deadline.
+    let (ok, _, err) = call(&["lrpc:comp/probe.spin"]);
+    assert!(!ok);
+    assert!(err.contains("deadline"), "{err}");
+    let (ok, _, err) = call(&["lrpc:comp/probe.echo", "7"]);
+    assert!(!ok);
+    assert!(err.contains("arguments of `echo`"), "{err}");
+}
+
+#[test]
 fn config_mistakes_name_file_and_line() {
     let dir = scratch("config");
     let config = dir.join("bad.toml");

@@ -385,6 +385,28 @@ impl ComponentDomain {
         self.shared.terminated.load(Ordering::Acquire)
     }
 
+    /// The type of `function` of the exported `interface`, if the component exports it.
+    pub fn function_type(
+        &self,
+        interface: &str,
+        function: &str,
+    ) -> Option<wasmtime::component::types::ComponentFunc> {
+        let engine = &self.shared.engine;
+        match self
+            .shared
+            .component
+            .component_type()
+            .get_export(engine, interface)?
+            .ty
+        {
+            ComponentItem::ComponentInstance(i) => match i.get_export(engine, function)?.ty {
+                ComponentItem::ComponentFunc(f) => Some(f),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// Calls `function` of the exported `interface` with dynamically typed values, under the
     /// domain's deadline (and fuel). A fault kills the domain and is returned as
     /// [`Error::Fault`].
@@ -397,23 +419,9 @@ impl ComponentDomain {
                 export: format!("{interface}#{function}"),
                 source: "the component exports no such function".into(),
             })?;
-        let n = {
-            let ty = self
-                .shared
-                .component
-                .component_type()
-                .get_export(&self.shared.engine, interface)
-                .and_then(|e| match e.ty {
-                    ComponentItem::ComponentInstance(i) => i
-                        .get_export(&self.shared.engine, function)
-                        .and_then(|f| match f.ty {
-                            ComponentItem::ComponentFunc(f) => Some(f.results().len()),
-                            _ => None,
-                        }),
-                    _ => None,
-                });
-            ty.unwrap_or(0)
-        };
+        let n = self
+            .function_type(interface, function)
+            .map_or(0, |f| f.results().len());
         let mut results = vec![Val::Bool(false); n];
         self.shared.run(idx, params, &mut results)?;
         Ok(results)
