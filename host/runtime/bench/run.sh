@@ -26,7 +26,8 @@ cargo build --release -q --locked --manifest-path guests/Cargo.toml --target was
     --target-dir target/guests -p http-wasi-hello
 target/release/examples/embed host/runtime/bench/edge.toml "$addr" >/dev/null 2>&1 &
 server=$!
-wasmtime serve --addr "$wt_addr" target/guests/wasm32-wasip2/release/http_wasi_hello.wasm \
+# -Scli: the Rust standard library for wasip2 imports wasi:cli (environment, exit) as well.
+wasmtime serve -Scli --addr "$wt_addr" target/guests/wasm32-wasip2/release/http_wasi_hello.wasm \
     >/dev/null 2>&1 &
 wt=$!
 trap 'kill -TERM $server $wt 2>/dev/null || true; wait $server $wt 2>/dev/null || true' EXIT

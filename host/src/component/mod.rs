@@ -52,6 +52,7 @@
 
 mod fuse;
 mod typecheck;
+mod typed;
 mod wasi;
 
 pub use wasi::{Preopen, Stdio, WasiGrants};
@@ -159,6 +160,19 @@ impl WasiView for ComponentData {
 /// Failures kept per domain until the embedder takes them.
 const MAX_FAILURES: usize = 256;
 
+/// Records a failed call a domain made through an import (the latest [`MAX_FAILURES`]).
+fn record_failure(data: &mut ComponentData, interface: &str, function: &str, status: Status) {
+    let failures = &mut data.failures;
+    if failures.len() >= MAX_FAILURES {
+        failures.remove(0);
+    }
+    failures.push(CallFailure {
+        interface: interface.to_string(),
+        function: function.to_string(),
+        status,
+    });
+}
+
 /// The kernel's component machinery: the fuel-metering engine, made when the first domain
 /// with a fuel limit is created (metering slows every call, so domains without fuel do not
 /// pay for it and run on the kernel's own engine).
@@ -222,6 +236,9 @@ impl Host {
 struct Live {
     store: Store<ComponentData>,
     funcs: Vec<Func>,
+    /// The typed handles of `funcs` the typed path made (a `TypedFunc<P, R>` each), so that
+    /// their types are checked once, not on every call.
+    typed: Vec<Option<Box<dyn std::any::Any + Send + Sync>>>,
     bindings: Vec<Arc<Binding>>,
 }
 
@@ -275,6 +292,43 @@ impl Shared {
     /// Runs the exported function `idx` with the domain's deadline and fuel; a fault kills
     /// the domain.
     fn run(&self, idx: usize, params: &[Val], results: &mut [Val]) -> Result<(), Error> {
+        self.enter(idx, |live, func| {
+            Ok(func.call(&mut live.store, params, results))
+        })
+    }
+
+    /// [`Shared::run`] with static types (see `typed`).
+    fn run_typed<P, R>(&self, idx: usize, params: P) -> Result<R, Error>
+    where
+        P: wasmtime::component::ComponentNamedList + wasmtime::component::Lower + 'static,
+        R: wasmtime::component::ComponentNamedList + wasmtime::component::Lift + 'static,
+    {
+        type Typed<P, R> = wasmtime::component::TypedFunc<P, R>;
+        self.enter(idx, |live, func| {
+            let slot = &mut live.typed[idx];
+            let typed = match slot.as_ref().and_then(|t| t.downcast_ref::<Typed<P, R>>()) {
+                Some(t) => *t,
+                None => {
+                    let t = func.typed::<P, R>(&live.store).map_err(|e| Error::Guest {
+                        what: format!("calling into `{}`", self.name),
+                        reason: format!("{e:#}"),
+                    })?;
+                    *slot = Some(Box::new(t));
+                    t
+                }
+            };
+            Ok(typed.call(&mut live.store, params))
+        })
+    }
+
+    /// Enters the Store to run the exported function `idx` through `f`, with the domain's
+    /// deadline and fuel armed. `f` answers an error of its own (the call did not start) or
+    /// the call's outcome, whose error is a fault that kills the domain.
+    fn enter<T>(
+        &self,
+        idx: usize,
+        f: impl FnOnce(&mut Live, Func) -> Result<wasmtime::Result<T>, Error>,
+    ) -> Result<T, Error> {
         if self.terminated.load(Ordering::Acquire) {
             return Err(Error::Terminated(self.name.clone()));
         }
@@ -292,10 +346,10 @@ impl Shared {
             });
         };
         self.arm(&mut live.store);
-        let r = func.call(&mut live.store, params, results);
+        let r = f(live, func);
         live.store.data_mut().deadline_tick = 0;
         drop(guard);
-        r.map_err(|e| {
+        r?.map_err(|e| {
             let fault = Fault::classify(&e);
             self.set_dead(Some(fault.clone()));
             Error::Fault(fault)
@@ -339,6 +393,18 @@ impl Binding {
         self.server
             .run(idx, params, results)
             .map_err(|e| e.status())
+    }
+
+    /// [`Binding::call`] with static types (see `typed`).
+    fn call_typed<P, R>(&self, idx: usize, params: P) -> Result<R, Status>
+    where
+        P: wasmtime::component::ComponentNamedList + wasmtime::component::Lower + 'static,
+        R: wasmtime::component::ComponentNamedList + wasmtime::component::Lift + 'static,
+    {
+        if self.revoked.load(Ordering::Acquire) {
+            return Err(Status::StaleBinding);
+        }
+        self.server.run_typed(idx, params).map_err(|e| e.status())
     }
 }
 
@@ -762,6 +828,7 @@ fn instantiate(kernel: &Arc<KernelInner>, shared: &Arc<Shared>) -> Result<Live, 
         resolve_exports(&mut store, &instance, &shared.export_funcs).map_err(|e| fail(e.into()))?;
     Ok(Live {
         store,
+        typed: funcs.iter().map(|_| None).collect(),
         funcs,
         bindings,
     })
@@ -892,6 +959,11 @@ fn bind_imports(
                     "`{fname}`: resources, futures and streams can not cross component domains yet"
                 )));
             }
+            if typed::link(&mut li, fname, &want, &binding, *idx)
+                .map_err(|e| unbound(format!("`{fname}`: {e:#}")))?
+            {
+                continue;
+            }
             let (b, idx, iface, func) =
                 (binding.clone(), *idx, import.to_string(), fname.to_string());
             li.func_new(fname, move |mut ctx, ty, params, results| {
@@ -904,15 +976,7 @@ fn bind_imports(
                                 wasmtime::format_err!("{text}: no value to answer with")
                             })?;
                         }
-                        let failures = &mut ctx.data_mut().failures;
-                        if failures.len() >= MAX_FAILURES {
-                            failures.remove(0);
-                        }
-                        failures.push(CallFailure {
-                            interface: iface.clone(),
-                            function: func.clone(),
-                            status,
-                        });
+                        record_failure(ctx.data_mut(), &iface, &func, status);
                         Ok(())
                     }
                 }

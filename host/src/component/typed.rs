@@ -1,0 +1,157 @@
+//! Typed forwarding of the calls a component domain makes through its imports.
+//!
+//! The general path (`func_new` on the client's side, `Func::call` on the server's) carries
+//! every argument and result as a dynamically typed `Val`: a `list<u8>` becomes one `Val` per
+//! byte, and even a call without arguments pays for the dynamic checks and vectors. Functions
+//! whose parameters (at most two) and result (at most one) are among `u32`, `u64`, `string`
+//! and `list<u8>` — the shapes of most plugin and service interfaces — are linked instead with
+//! `func_wrap` and called with a `TypedFunc`: the canonical ABI's lifting and lowering run as
+//! compiled code, and byte lists move as one copy each way.
+//!
+//! The binding's checks, the server's deadline and fuel, and the failure answers are the same
+//! on both paths: a failed call answers the result type's zero value (0, an empty string or
+//! list), as the general path does for those types, and is recorded as a failure.
+
+use super::{Binding, ComponentData, record_failure};
+use std::sync::Arc;
+use wasmtime::component::types::{ComponentFunc, Type};
+use wasmtime::component::{ComponentNamedList, Lift, LinkerInstance, Lower};
+
+/// A value type the typed path carries.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    U32,
+    U64,
+    Str,
+    Bytes,
+}
+
+fn kind(t: &Type) -> Option<Kind> {
+    match t {
+        Type::U32 => Some(Kind::U32),
+        Type::U64 => Some(Kind::U64),
+        Type::String => Some(Kind::Str),
+        Type::List(l) if l.ty() == Type::U8 => Some(Kind::Bytes),
+        _ => None,
+    }
+}
+
+/// Runs `$body` with `$t` the Rust type of kind `$k`.
+macro_rules! with_kind {
+    ($k:expr, $t:ident => $body:expr) => {
+        match $k {
+            Kind::U32 => {
+                type $t = u32;
+                $body
+            }
+            Kind::U64 => {
+                type $t = u64;
+                $body
+            }
+            Kind::Str => {
+                type $t = String;
+                $body
+            }
+            Kind::Bytes => {
+                type $t = Vec<u8>;
+                $body
+            }
+        }
+    };
+}
+
+/// Runs `$body` with `$r` the Rust results tuple of an optional kind (`()` or `(T,)`).
+macro_rules! with_result {
+    ($k:expr, $r:ident => $body:expr) => {
+        match $k {
+            None => {
+                type $r = ();
+                $body
+            }
+            Some(k) => with_kind!(k, T => {
+                type $r = (T,);
+                $body
+            }),
+        }
+    };
+}
+
+/// Links function `name` of `li` (type `ty`, the server's function `idx`) with a typed host
+/// function forwarding through `binding`, when its signature is one the typed path carries.
+/// `Ok(false)`: it is not; the caller links the general path.
+pub(super) fn link(
+    li: &mut LinkerInstance<'_, ComponentData>,
+    name: &str,
+    ty: &ComponentFunc,
+    binding: &Arc<Binding>,
+    idx: usize,
+) -> wasmtime::Result<bool> {
+    let params: Option<Vec<Kind>> = ty.params().map(|(_, t)| kind(&t)).collect();
+    let results: Option<Vec<Kind>> = ty.results().map(|t| kind(&t)).collect();
+    let (Some(params), Some(results)) = (params, results) else {
+        return Ok(false);
+    };
+    if results.len() > 1 {
+        return Ok(false);
+    }
+    let result = results.first().copied();
+    let f = Forward {
+        binding: binding.clone(),
+        idx,
+        function: name.to_string(),
+    };
+    match params[..] {
+        [] => with_result!(result, R => f.link::<(), R>(li)),
+        [a] => with_kind!(a, A => with_result!(result, R => f.link::<(A,), R>(li))),
+        [a, b] => with_kind!(a, A => with_kind!(b, B => {
+            with_result!(result, R => f.link::<(A, B), R>(li))
+        })),
+        _ => return Ok(false),
+    }?;
+    Ok(true)
+}
+
+/// One typed import: the binding it goes through and the server function it reaches.
+struct Forward {
+    binding: Arc<Binding>,
+    idx: usize,
+    function: String,
+}
+
+impl Forward {
+    fn link<P, R>(self, li: &mut LinkerInstance<'_, ComponentData>) -> wasmtime::Result<()>
+    where
+        P: ComponentNamedList + Lift + Lower + Send + Sync + 'static,
+        R: ComponentNamedList + Lift + Lower + Default + Send + Sync + 'static,
+    {
+        let name = self.function.clone();
+        li.func_wrap(&name, move |mut ctx, params: P| {
+            match self.binding.call_typed::<P, R>(self.idx, params) {
+                Ok(r) => Ok(r),
+                Err(status) => {
+                    record_failure(
+                        ctx.data_mut(),
+                        &self.binding.interface,
+                        &self.function,
+                        status,
+                    );
+                    Ok(R::default())
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_typed_kinds() {
+        assert_eq!(kind(&Type::U32), Some(Kind::U32));
+        assert_eq!(kind(&Type::U64), Some(Kind::U64));
+        assert_eq!(kind(&Type::String), Some(Kind::Str));
+        assert_eq!(kind(&Type::S32), None);
+        assert_eq!(kind(&Type::Bool), None);
+    }
+}
