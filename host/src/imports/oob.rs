@@ -111,7 +111,7 @@ fn oob_inner(
                 // A request for 0 bytes only reports an existing segment.
                 return Err(Status::BadReply);
             }
-            oob_slow(&binding, okey, min, &kernel, key, caller)?
+            segment_slow(&binding, okey, min, &kernel, (key, Side::Client), caller)?
         }
     };
     if dir == lrpc_abi::OOB_IN {
@@ -126,29 +126,42 @@ fn oob_inner(
     write_guest(caller, seg_ptr, &rec.encode())
 }
 
-/// The rare half of `oob`: makes (or grows) the segment, or maps it into this client when a
-/// server thread made it; its capacity and client address.
+/// Which side asks for a segment: the client, or the server replica serving the call.
+#[derive(Clone, Copy)]
+enum Side {
+    Client,
+    Server,
+}
+
+/// The rare half of `oob` and `reply_oob`: makes (or grows) the segment to `min` bytes, and
+/// maps it into the asking replica (`key`, on `side`) when it was made where that replica's
+/// store could not be reached; its capacity and address there.
 #[cold]
-fn oob_slow(
+fn segment_slow(
     binding: &Binding,
     okey: crate::binding::OobKey,
     min: usize,
     kernel: &KernelInner,
-    key: ReplicaKey,
+    (key, side): (ReplicaKey, Side),
     caller: &mut Caller<'_, DomainData>,
 ) -> Result<(usize, usize), Status> {
     let (cap, at) = match binding.oob(okey) {
         Some((cap, at)) if cap >= min => (cap, at),
         _ => new_oob(binding, okey, min, kernel, (key, caller.as_context_mut()))?,
     };
-    let mut client = at.client;
-    if client == crate::binding::UNMAPPED {
-        // Made by a server thread that could not reach this client's store: map it here.
-        client = binding
-            .map_into_client(okey, caller.as_context_mut())
-            .map_err(|e| status_of(&e))?;
+    let replica = usize::from(key.replica);
+    let here = match side {
+        Side::Client => at.client,
+        Side::Server => at.server.get(replica).copied().ok_or(Status::NoCall)?,
+    };
+    if here != crate::binding::UNMAPPED {
+        return Ok((cap, here));
     }
-    Ok((cap, client))
+    let mapped = match side {
+        Side::Client => binding.map_into_client(okey, caller.as_context_mut()),
+        Side::Server => binding.map_into(okey, replica, caller.as_context_mut()),
+    };
+    Ok((cap, mapped.map_err(|e| status_of(&e))?))
 }
 
 /// `lrpc.reply_oob(min_len, seg_ptr) -> status`, called by a server inside a call.
@@ -179,35 +192,11 @@ fn reply_oob_inner(
     let found = binding.with_oob(okey, |at| (at.len, at.server.get(r).copied()));
     let (cap, here) = match found {
         Some((cap, Some(here))) if cap >= min && here != crate::binding::UNMAPPED => (cap, here),
-        _ => reply_oob_slow(binding, okey, min, &kernel, me, caller)?,
+        _ => segment_slow(binding, okey, min, &kernel, (me, Side::Server), caller)?,
     };
     let rec = lrpc_abi::segment::Segment {
         addr: here as u32,
         cap: cap as u32,
     };
     write_guest(caller, seg_ptr, &rec.encode())
-}
-
-/// The rare half of `reply_oob`: makes (or grows) the segment, or maps it into this replica
-/// when it was made while another replica served the A-stack; its capacity and address here.
-#[cold]
-fn reply_oob_slow(
-    binding: &Binding,
-    okey: crate::binding::OobKey,
-    min: usize,
-    kernel: &KernelInner,
-    me: ReplicaKey,
-    caller: &mut Caller<'_, DomainData>,
-) -> Result<(usize, usize), Status> {
-    let (cap, at) = match binding.oob(okey) {
-        Some((cap, at)) if cap >= min => (cap, at),
-        _ => new_oob(binding, okey, min, kernel, (me, caller.as_context_mut()))?,
-    };
-    let mut here = at.server[usize::from(me.replica)];
-    if here == crate::binding::UNMAPPED {
-        here = binding
-            .map_into(okey, usize::from(me.replica), caller.as_context_mut())
-            .map_err(|e| status_of(&e))?;
-    }
-    Ok((cap, here))
 }
