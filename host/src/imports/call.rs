@@ -205,9 +205,6 @@ pub(super) fn call(
     Ok(status as i32)
 }
 
-/// Not an entry's answer: the `in` segment could not be mapped into the serving replica.
-const OOB_FAILED: i32 = i32::MIN;
-
 /// The server address of the call's `in` segment in replica `i` (`at`, as `entry_args` read
 /// it), mapping the segment there first if it was created while that replica was busy (see
 /// `Binding::place_lazily`).
@@ -256,118 +253,171 @@ fn transfer(
     let server = &b.server;
     let deadline = now.saturating_add(b.deadline_ticks);
     if let Some(mailbox) = &b.export.mailbox {
-        let mut args = match entry_args(caller.data(), raw, proc, p, 0) {
-            Ok(a) => a,
-            Err(s) => return s,
-        };
-        let r0 = &server.replicas[0];
-        let oob = r0.with_store(b.deadline, |ctx| resolve_oob(b, p, proc, 0, &args, ctx));
-        match oob {
-            Ok(Ok(o)) => args.2 = o,
-            Ok(Err(s)) => return s,
-            Err(_) => return Status::ServerBusy,
-        }
-        return send_message(caller, b, mailbox, p, proc, deadline, args);
+        return transfer_message(caller, raw, p, proc, deadline, mailbox);
     }
-    // Why the call could not be sent (the `in` segment could not be mapped), when `run`
-    // answers `OOB_FAILED`.
-    let oob_refusal = std::cell::Cell::new(Status::ResourceExhausted);
-    // Runs the entry in replica `i` through `ctx`, with this call's linkage record on the
-    // thread's stack and the binding's deadline set on the server.
-    let run = |i: usize,
-               mut args: EntryArgs,
-               mut ctx: wasmtime::StoreContextMut<'_, DomainData>|
-     -> wasmtime::Result<i32> {
-        match resolve_oob(b, p, proc, i, &args, ctx.as_context_mut()) {
-            Ok(o) => args.2 = o,
-            Err(s) => {
-                oob_refusal.set(s);
-                return Ok(OOB_FAILED);
-            }
-        }
-        let saved = std::mem::replace(&mut ctx.data_mut().deadline_tick, deadline);
-        let r = b.export.entries[i][proc as usize].call(&mut ctx, args);
-        ctx.data_mut().deadline_tick = saved;
-        r
-    };
     // A free replica, starting from this thread's own so that threads do not contend for
-    // the same one; else one suspended in a call on this thread (re-entry, A→B→A); else wait
-    // for one (bounded by the deadline: a call cycle across threads must not deadlock).
+    // the same one. The common case is that one being free: the rest is `transfer_contended`.
     let n = server.replicas.len();
     let start = if n == 1 {
         0
     } else {
         crate::domain::thread_slot() % n
     };
-    let picked = (0..n)
-        // `start < n` and `k < n`: one subtraction instead of a division on the call path.
-        .map(|k| {
-            if start + k >= n {
-                start + k - n
-            } else {
-                start + k
-            }
-        })
-        .find_map(|i| server.replicas[i].store.try_lock().map(|g| (i, g)));
-    // Runs the call in replica `i`, whose store this thread has locked.
-    let run_locked = |caller: &mut Caller<'_, DomainData>,
-                      i: usize,
-                      mut store: Guard<'_, wasmtime::Store<DomainData>>|
-     -> Result<wasmtime::Result<i32>, Status> {
-        let args = entry_args(caller.data(), raw, proc, p, i)?;
-        let key = server.replicas[i].key;
-        Ok(linkage::with_record(
-            caller,
-            client_key,
-            key,
-            p.binding,
-            proc,
-            p.index,
-            || run(i, args, store.as_context_mut()),
-        ))
+    let call = RunArgs {
+        client_key,
+        raw,
+        p,
+        proc,
+        deadline,
     };
-    let outcome = match picked {
-        Some((i, store)) => run_locked(caller, i, store),
-        None => {
-            let reentered = (0..n).find_map(|i| {
-                let key = server.replicas[i].key;
-                let args = entry_args(caller.data(), raw, proc, p, i);
-                linkage::with_record(caller, client_key, key, p.binding, proc, p.index, || {
-                    linkage::reenter(key, |srv| match args {
-                        Ok(args) => run(i, args, srv.as_context_mut()),
-                        Err(s) => {
-                            oob_refusal.set(s);
-                            Ok(OOB_FAILED)
-                        }
-                    })
-                })
-            });
-            match reentered {
-                Some(r) => Ok(r),
-                None => match wait_lock(&server.replicas[start].store, b.deadline) {
-                    Some(store) => run_locked(caller, start, store),
-                    None => Err(Status::ServerBusy),
-                },
-            }
-        }
-    };
-    let outcome = match outcome {
-        Ok(o) => o,
-        Err(s) => return s,
+    let outcome = match server.replicas[start].store.try_lock() {
+        Some(store) => call.locked(caller, start, store),
+        None => call.contended(caller, start),
     };
     match outcome {
-        Ok(lrpc_abi::ENTRY_OK) => Status::Ok,
-        Ok(OOB_FAILED) => oob_refusal.get(),
-        Ok(_) => Status::ServerRejected,
-        Err(e) => {
-            let fault = Fault::classify(&e);
-            if let Some(k) = caller.data().kernel.upgrade() {
-                crate::terminate::terminate_shared(&k, server);
-            }
-            tracing::debug!(server = server.core.name, %fault, "server faulted during a call");
-            fault.status()
+        Ok(Ok(lrpc_abi::ENTRY_OK)) => Status::Ok,
+        Ok(Ok(_)) => Status::ServerRejected,
+        Ok(Err(e)) => server_faulted(caller, server, &e),
+        Err(s) => s,
+    }
+}
+
+/// A server's fault during a call: the server is terminated, the client gets the status.
+#[cold]
+fn server_faulted(
+    caller: &Caller<'_, DomainData>,
+    server: &crate::domain::DomainShared,
+    e: &wasmtime::Error,
+) -> Status {
+    let fault = Fault::classify(e);
+    if let Some(k) = caller.data().kernel.upgrade() {
+        crate::terminate::terminate_shared(&k, server);
+    }
+    tracing::debug!(server = server.core.name, %fault, "server faulted during a call");
+    fault.status()
+}
+
+/// What a call's entry into a server replica needs, whichever way the replica is reached.
+#[derive(Clone, Copy)]
+struct RunArgs<'a> {
+    client_key: ReplicaKey,
+    raw: u64,
+    p: &'a Prepared,
+    proc: u32,
+    deadline: u64,
+}
+
+/// The entry's outcome, or why the call was not sent (the slot changed, or the `in`
+/// segment could not be mapped into the replica).
+type Outcome = Result<wasmtime::Result<i32>, Status>;
+
+impl RunArgs<'_> {
+    /// Runs the call in replica `i`, whose store this thread has locked, with this call's
+    /// linkage record on the thread's stack.
+    #[inline]
+    fn locked(
+        self,
+        caller: &mut Caller<'_, DomainData>,
+        i: usize,
+        mut store: Guard<'_, wasmtime::Store<DomainData>>,
+    ) -> Outcome {
+        let b = self.p.binding.get();
+        let args = entry_args(caller.data(), self.raw, self.proc, self.p, i)?;
+        let key = b.server.replicas[i].key;
+        linkage::with_record(
+            caller,
+            self.client_key,
+            key,
+            self.p.binding,
+            self.proc,
+            self.p.index,
+            || self.entry(i, args, store.as_context_mut()),
+        )
+    }
+
+    /// Runs the entry in replica `i` through `ctx`, with the binding's deadline set on the
+    /// server.
+    #[inline]
+    fn entry(
+        self,
+        i: usize,
+        mut args: EntryArgs,
+        mut ctx: wasmtime::StoreContextMut<'_, DomainData>,
+    ) -> Outcome {
+        let b = self.p.binding.get();
+        args.2 = resolve_oob(b, self.p, self.proc, i, &args, ctx.as_context_mut())?;
+        let saved = std::mem::replace(&mut ctx.data_mut().deadline_tick, self.deadline);
+        let r = b.export.entries[i][self.proc as usize].call(&mut ctx, args);
+        ctx.data_mut().deadline_tick = saved;
+        Ok(r)
+    }
+
+    /// This thread's replica was busy: another free one; else one suspended in a call on this
+    /// thread (re-entry, A→B→A); else wait for one (bounded by the deadline: a call cycle
+    /// across threads must not deadlock).
+    #[cold]
+    #[inline(never)]
+    fn contended(self, caller: &mut Caller<'_, DomainData>, start: usize) -> Outcome {
+        let b = self.p.binding.get();
+        let server = &b.server;
+        let n = server.replicas.len();
+        let picked = (1..n)
+            .map(|k| (start + k) % n)
+            .find_map(|i| server.replicas[i].store.try_lock().map(|g| (i, g)));
+        if let Some((i, store)) = picked {
+            return self.locked(caller, i, store);
+        }
+        let reentered = (0..n).find_map(|i| {
+            let key = server.replicas[i].key;
+            let args = entry_args(caller.data(), self.raw, self.proc, self.p, i);
+            linkage::with_record(
+                caller,
+                self.client_key,
+                key,
+                self.p.binding,
+                self.proc,
+                self.p.index,
+                || {
+                    linkage::reenter(key, |srv| {
+                        args.and_then(|args| self.entry(i, args, srv.as_context_mut()))
+                    })
+                },
+            )
+        });
+        match reentered {
+            Some(r) => r,
+            None => match wait_lock(&server.replicas[start].store, b.deadline) {
+                Some(store) => self.locked(caller, start, store),
+                None => Err(Status::ServerBusy),
+            },
         }
     }
+}
+
+/// The message-passing path: the `in` segment resolved in the server's replica 0, then the
+/// request sent to the server's thread (`send_message`).
+#[cold]
+fn transfer_message(
+    caller: &mut Caller<'_, DomainData>,
+    raw: u64,
+    p: &Prepared,
+    proc: u32,
+    deadline: u64,
+    mailbox: &crate::mailbox::Mailbox,
+) -> Status {
+    let b = p.binding.get();
+    let mut args = match entry_args(caller.data(), raw, proc, p, 0) {
+        Ok(a) => a,
+        Err(s) => return s,
+    };
+    let r0 = &b.server.replicas[0];
+    let oob = r0.with_store(b.deadline, |ctx| resolve_oob(b, p, proc, 0, &args, ctx));
+    match oob {
+        Ok(Ok(o)) => args.2 = o,
+        Ok(Err(s)) => return s,
+        Err(_) => return Status::ServerBusy,
+    }
+    send_message(caller, b, mailbox, p, proc, deadline, args)
 }
 
 /// The message-passing baseline: copy the A-stack into a message for the server's thread and
