@@ -387,12 +387,7 @@ impl Binding {
 
     /// A call through the binding: checked, then run in the server on this thread.
     fn call(&self, idx: usize, params: &[Val], results: &mut [Val]) -> Result<(), Status> {
-        if self.revoked.load(Ordering::Acquire) {
-            return Err(Status::StaleBinding);
-        }
-        self.server
-            .run(idx, params, results)
-            .map_err(|e| e.status())
+        self.checked(|server| server.run(idx, params, results))
     }
 
     /// [`Binding::call`] with static types (see `typed`).
@@ -401,10 +396,16 @@ impl Binding {
         P: wasmtime::component::ComponentNamedList + wasmtime::component::Lower + 'static,
         R: wasmtime::component::ComponentNamedList + wasmtime::component::Lift + 'static,
     {
+        self.checked(|server| server.run_typed(idx, params))
+    }
+
+    /// Runs `f` on the server if the binding is not revoked; its error as a status.
+    #[inline]
+    fn checked<T>(&self, f: impl FnOnce(&Shared) -> Result<T, Error>) -> Result<T, Status> {
         if self.revoked.load(Ordering::Acquire) {
             return Err(Status::StaleBinding);
         }
-        self.server.run_typed(idx, params).map_err(|e| e.status())
+        f(&self.server).map_err(|e| e.status())
     }
 }
 

@@ -323,15 +323,27 @@ impl RunArgs<'_> {
     ) -> Outcome {
         let b = self.p.binding.get();
         let args = entry_args(caller.data(), self.raw, self.proc, self.p, i)?;
-        let key = b.server.replicas[i].key;
+        self.recorded(caller, b.server.replicas[i].key, || {
+            self.entry(i, args, store.as_context_mut())
+        })
+    }
+
+    /// Runs `f` with this call's linkage record (to `server`) on the thread's stack.
+    #[inline]
+    fn recorded<R>(
+        self,
+        caller: &mut Caller<'_, DomainData>,
+        server: ReplicaKey,
+        f: impl FnOnce() -> R,
+    ) -> R {
         linkage::with_record(
             caller,
             self.client_key,
-            key,
+            server,
             self.p.binding,
             self.proc,
             self.p.index,
-            || self.entry(i, args, store.as_context_mut()),
+            f,
         )
     }
 
@@ -370,19 +382,11 @@ impl RunArgs<'_> {
         let reentered = (0..n).find_map(|i| {
             let key = server.replicas[i].key;
             let args = entry_args(caller.data(), self.raw, self.proc, self.p, i);
-            linkage::with_record(
-                caller,
-                self.client_key,
-                key,
-                self.p.binding,
-                self.proc,
-                self.p.index,
-                || {
-                    linkage::reenter(key, |srv| {
-                        args.and_then(|args| self.entry(i, args, srv.as_context_mut()))
-                    })
-                },
-            )
+            self.recorded(caller, key, || {
+                linkage::reenter(key, |srv| {
+                    args.and_then(|args| self.entry(i, args, srv.as_context_mut()))
+                })
+            })
         });
         match reentered {
             Some(r) => r,

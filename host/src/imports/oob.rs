@@ -93,37 +93,69 @@ fn oob_inner(
     let min = usize::try_from(min_len).map_err(|_| Status::BadPointer)?;
     let kernel = kernel_of(caller)?;
     let key = caller.data().key();
-    let (binding, ei, index, first) = {
+    // One look at the client's slot: the procedure and A-stack checked, and in the common
+    // case (the segment exists, is big enough and is mapped here) the answer read and the
+    // call path's view of an `in` segment refreshed under one lock of the binding.
+    let (binding, okey, fast) = {
         let cb = client_binding(caller.data_mut(), raw)?;
         let ps = usize::try_from(proc)
             .ok()
-            .and_then(|p| cb.procs.get(p))
+            .and_then(|p| cb.procs.get_mut(p))
             .ok_or(Status::BadProcedure)?;
         let (ei, index) = ps.locate(astack as u32).ok_or(Status::BadAStack)?;
-        (cb.binding.clone(), ei, index, ps.extents[ei].first + index)
+        let e = &mut ps.extents[ei];
+        let okey = (proc as u32, e.first + index, dir);
+        let view = &mut e.oob_in[index as usize];
+        let fast = cb.binding.with_oob(okey, |at| {
+            let usable = at.len >= min && at.client != crate::binding::UNMAPPED;
+            if usable && dir == lrpc_abi::OOB_IN {
+                view.refresh(at);
+            }
+            (usable, at.len, at.client)
+        });
+        (cb.binding.clone(), okey, fast)
     };
-    let okey = (proc as u32, first, dir);
-    let found = binding.with_oob(okey, |at| (at.len, at.client));
-    let (cap, client) = match found {
-        Some((cap, client)) if cap >= min && client != crate::binding::UNMAPPED => (cap, client),
+    let (cap, client) = match fast {
+        Some((true, cap, client)) => (cap, client),
         existing => {
             if min == 0 && existing.is_none() {
                 // A request for 0 bytes only reports an existing segment.
                 return Err(Status::BadReply);
             }
-            segment_slow(&binding, okey, min, &kernel, (key, Side::Client), caller)?
+            let made = segment_slow(&binding, okey, min, &kernel, (key, Side::Client), caller)?;
+            if dir == lrpc_abi::OOB_IN {
+                refresh_view(caller, raw, proc, astack, &binding, okey)?;
+            }
+            made
         }
     };
-    if dir == lrpc_abi::OOB_IN {
-        let cb = client_binding(caller.data_mut(), raw)?;
-        let view = &mut cb.procs[proc as usize].extents[ei].oob_in[index as usize];
-        binding.with_oob(okey, |at| view.refresh(at));
-    }
     let rec = lrpc_abi::segment::Segment {
         addr: client as u32,
         cap: cap as u32,
     };
     write_guest(caller, seg_ptr, &rec.encode())
+}
+
+/// Brings the call path's view of an `in` segment up to date after it was made, grown or
+/// mapped (the rare case of `oob`).
+#[cold]
+fn refresh_view(
+    caller: &mut Caller<'_, DomainData>,
+    raw: u64,
+    proc: i32,
+    astack: i32,
+    binding: &Binding,
+    okey: crate::binding::OobKey,
+) -> Result<(), Status> {
+    let cb = client_binding(caller.data_mut(), raw)?;
+    let ps = usize::try_from(proc)
+        .ok()
+        .and_then(|p| cb.procs.get_mut(p))
+        .ok_or(Status::BadProcedure)?;
+    let (ei, index) = ps.locate(astack as u32).ok_or(Status::BadAStack)?;
+    let view = &mut ps.extents[ei].oob_in[index as usize];
+    binding.with_oob(okey, |at| view.refresh(at));
+    Ok(())
 }
 
 /// Which side asks for a segment: the client, or the server replica serving the call.
