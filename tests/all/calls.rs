@@ -103,3 +103,79 @@ fn the_pdl_follows_the_wit() {
         Err(lrpc::Error::UnknownInterface(_))
     ));
 }
+
+/// Page faults (minor and major) and `read`/`write` system calls of the calling thread so
+/// far, from `/proc/thread-self`. A call migrates the calling thread, so whatever the call
+/// path costs the operating system shows up here.
+fn thread_costs() -> (u64, u64) {
+    let num = |s: &str| s.trim().parse::<u64>().expect("a counter");
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("thread stat");
+    // Fields after the command name (which may hold spaces): state, ppid, …, minflt is the
+    // 8th, majflt the 10th.
+    let rest: Vec<&str> = stat[stat.rfind(')').expect("command name") + 1..]
+        .split_whitespace()
+        .collect();
+    let faults = num(rest[7]) + num(rest[9]);
+    let io = std::fs::read_to_string("/proc/thread-self/io").expect("thread io");
+    let syscalls = io
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("syscr:")
+                .or_else(|| l.strip_prefix("syscw:"))
+        })
+        .map(num)
+        .sum();
+    (faults, syscalls)
+}
+
+/// In the steady state a call costs no page fault and no `read`/`write` system call, at every
+/// size: the A-stacks and segments stay mapped, the stubs reuse their buffers. (Reading the
+/// counters costs a few system calls of its own, measured and taken off; a cost per call would
+/// show as thousands.)
+#[test]
+fn steady_state_calls_take_no_page_fault_and_no_read_or_write_call() {
+    let _guard = crate::shared();
+    let (_k, _s, client) = bench_pair();
+    const CALLS: i32 = 2000;
+    let null = client.func::<(i32,), i32>("null").unwrap();
+    let big_in = client.func::<(i32, i32), i64>("big_in").unwrap();
+    let big_in_out = client.func::<(i32, i32), i32>("big_in_out").unwrap();
+    let cases = [
+        ("null", 0),
+        ("big_in", 200),
+        ("big_in", 4096),
+        ("big_in", 65536),
+        ("big_in_out", 200),
+        ("big_in_out", 4096),
+        ("big_in_out", 65536),
+    ];
+    for (case, len) in cases {
+        let run = |n: i32| match case {
+            "null" => i64::from(null.call((n,)).unwrap()),
+            "big_in" => big_in.call((len, n)).unwrap(),
+            _ => i64::from(big_in_out.call((len, n)).unwrap()),
+        };
+        // Warm up: segments made and grown, stub and allocator buffers in place.
+        let warm = run(100);
+        assert!(warm >= 0, "{case}/{len} failed: {warm}");
+        // What reading the counters costs by itself.
+        let (a, b) = (thread_costs(), thread_costs());
+        let reading = b.1 - a.1;
+        let before = thread_costs();
+        let r = run(CALLS);
+        let after = thread_costs();
+        assert!(r >= 0, "{case}/{len} failed: {r}");
+        let (faults, syscalls) = (
+            after.0 - before.0,
+            (after.1 - before.1).saturating_sub(reading),
+        );
+        assert!(
+            faults <= 8,
+            "{case}/{len}: {faults} page faults in {CALLS} calls"
+        );
+        assert!(
+            syscalls <= 8,
+            "{case}/{len}: {syscalls} read/write system calls in {CALLS} calls"
+        );
+    }
+}

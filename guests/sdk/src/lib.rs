@@ -16,7 +16,7 @@ pub mod bulk;
 pub mod rt;
 pub mod sys;
 
-use core::cell::RefCell;
+use core::cell::{Cell, RefCell};
 pub use lrpc_abi::Status;
 /// The binary records the kernel writes (binding descriptors, extents, segments).
 pub use lrpc_abi::{desc, segment};
@@ -156,6 +156,11 @@ fn check(code: i32) -> Result<(), CallError> {
 
 /// The A-stacks of one procedure.
 struct ProcStacks {
+    /// The top of the free list when it is set (0: the top is `free`'s last element). A call
+    /// that nests no other call on this procedure takes and returns this one cell, without
+    /// touching the list (A-stack addresses are never 0: they lie in host-grown pages).
+    top: Cell<u32>,
+    /// The rest of the free list, LIFO.
     free: RefCell<Vec<u32>>,
     size: u32,
     /// The direct-linked entry, when the binding has one.
@@ -213,8 +218,10 @@ impl Binding {
             .map(|i| {
                 let e = desc::Extent::decode(&desc[desc::extent_at(i)..]).unwrap_or_default();
                 let d = desc::Direct::decode(&desc[desc::direct_at(n, i)..]).unwrap_or_default();
+                let mut free = extent(e);
                 ProcStacks {
-                    free: RefCell::new(extent(e)),
+                    top: Cell::new(free.pop().unwrap_or(0)),
+                    free: RefCell::new(free),
                     size: e.size,
                     fast: if direct { d.fast } else { 0 },
                     direct: direct.then(|| Direct {
@@ -246,6 +253,10 @@ impl Binding {
             .procs
             .get(proc as usize)
             .ok_or(CallError::BadProcedure)?;
+        let top = p.top.replace(0);
+        if top != 0 {
+            return Ok((top, p.size));
+        }
         // The free list's borrow ends with this statement: `take_more` borrows it again.
         let top = p.free.borrow_mut().pop();
         match top {
@@ -297,7 +308,10 @@ impl Binding {
     #[inline]
     pub(crate) fn put(&self, proc: u32, astack: u32) {
         if let Some(p) = self.procs.get(proc as usize) {
-            p.free.borrow_mut().push(astack);
+            let below = p.top.replace(astack);
+            if below != 0 {
+                p.free.borrow_mut().push(below);
+            }
         }
     }
 }

@@ -65,9 +65,10 @@ pub(super) fn client_binding(
 }
 
 /// What the call path keeps of the client's slot while the call is away: the binding,
-/// pinned, and where the call's A-stack lies among the procedure's. Small on purpose (it is
-/// built and read on every call); the server-side addresses are read once the serving
-/// replica is known (`entry_args`).
+/// pinned, where the call's A-stack lies among the procedure's, and the entry's arguments in
+/// the server's first replica (the common case: one replica, or this thread's is the first).
+/// Small on purpose (it is built and read on every call); the arguments in another replica
+/// are read once it is known (`entry_args`).
 struct Prepared {
     binding: Pinned,
     client_astack: u32,
@@ -77,10 +78,13 @@ struct Prepared {
     /// Index of the A-stack among the procedure's A-stacks (across extents).
     index: u32,
     size: u32,
+    /// The entry's arguments in replica 0.
+    first: EntryArgs,
 }
 
 fn prepare(data: &mut DomainData, raw: u64, proc: i32, astack: i32) -> Result<Prepared, Status> {
     let cb = client_binding(data, raw)?;
+    let borrow = borrow_mask(&cb.binding, proc as u32);
     let ps = usize::try_from(proc)
         .ok()
         .and_then(|p| cb.procs.get_mut(p))
@@ -99,12 +103,34 @@ fn prepare(data: &mut DomainData, raw: u64, proc: i32, astack: i32) -> Result<Pr
         local,
         index: e.first + local,
         size: e.size,
+        first: args_in(e, local, 0, borrow),
     })
 }
 
-/// The server entry's arguments for this call in replica `r`: A-stack address and capacity,
-/// `in` segment address and capacity, borrow mask. The segment address is `u32::MAX` when
-/// the segment is not mapped into that replica yet (see `resolve_oob`). Read from the
+/// The procedure's borrow mask on binding `b` (which `in` arguments the server reads in place).
+#[inline]
+fn borrow_mask(b: &Binding, proc: u32) -> i32 {
+    b.borrow.get(proc as usize).copied().unwrap_or(0)
+}
+
+/// The entry's arguments for A-stack `local` of extent `e` in server replica `r`: A-stack
+/// address and capacity, `in` segment address and capacity, borrow mask. The segment address
+/// is `u32::MAX` when the segment is not mapped into that replica yet (see `resolve_oob`).
+#[inline]
+fn args_in(e: &crate::binding::Extent, local: u32, r: usize, borrow: i32) -> EntryArgs {
+    let base = e.server_bases.get(r).copied().unwrap_or(0);
+    let oob = e.oob_in.get(local as usize);
+    let (oob_at, oob_cap) = oob.map_or((0, 0), |o| (o.server.get(r).copied().unwrap_or(0), o.cap));
+    (
+        base.wrapping_add(local * e.size) as i32,
+        e.size as i32,
+        oob_at as i32,
+        oob_cap as i32,
+        borrow,
+    )
+}
+
+/// The server entry's arguments for this call in replica `r` (see `args_in`). Read from the
 /// client's slot, which no guest code has run against since `prepare` marked the A-stack
 /// busy (so it is there; if it were not, the call is refused rather than sent anywhere).
 fn entry_args(
@@ -114,9 +140,10 @@ fn entry_args(
     p: &Prepared,
     r: usize,
 ) -> Result<EntryArgs, Status> {
+    if r == 0 {
+        return Ok(p.first);
+    }
     let (_, slot, _) = handle::unpack(raw);
-    let b = p.binding.get();
-    let borrow = b.borrow.get(proc as usize).copied().unwrap_or(0);
     let e = data
         .bindings
         .get(usize::from(slot))
@@ -124,19 +151,10 @@ fn entry_args(
         .and_then(|cb| cb.procs.get(proc as usize))
         .and_then(|ps| ps.extents.get(p.extent));
     let e = e.ok_or(Status::StaleBinding)?;
-    let base = e.server_bases.get(r).copied().unwrap_or(0);
-    let oob = e.oob_in.get(p.local as usize);
-    let (oob_at, oob_cap) = oob.map_or((0, 0), |o| (o.server.get(r).copied().unwrap_or(0), o.cap));
-    Ok((
-        base.wrapping_add(p.local * e.size) as i32,
-        e.size as i32,
-        oob_at as i32,
-        oob_cap as i32,
-        borrow,
-    ))
+    Ok(args_in(e, p.local, r, borrow_mask(p.binding.get(), proc)))
 }
 
-/// A server entry's arguments (see `entry_args`).
+/// A server entry's arguments (see `args_in`).
 type EntryArgs = (i32, i32, i32, i32, i32);
 
 /// Marks the call's A-stack free again. The binding is in its slot, or in the retired list
