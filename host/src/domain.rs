@@ -55,6 +55,9 @@ pub struct DomainData {
     pub(crate) coresident: std::collections::HashMap<String, crate::direct::Coresident>,
     /// Bindings unbound while a call on them was still in flight (see `linkage::Pinned`).
     pub(crate) retired: Vec<crate::binding::ClientBinding>,
+    /// Asynchronous bindings (URPC channels) this replica holds as client, indexed by the
+    /// handle's slot (see `channel::guest`).
+    pub(crate) channels: Vec<crate::channel::ChanSlot>,
     /// Ticks of the kernel's default deadline, for calls the embedder makes.
     pub(crate) default_deadline_ticks: u64,
     /// Tick at which the code running now must stop (0: no deadline).
@@ -352,6 +355,7 @@ pub(crate) fn instantiate(
         bindings: Vec::new(),
         coresident: Default::default(),
         retired: Vec::new(),
+        channels: Vec::new(),
         default_deadline_ticks: kernel.ticks_for(kernel.config.deadline),
         deadline_tick: kernel.deadline_tick(kernel.config.deadline),
         ticks: kernel.ticks.clone(),

@@ -527,3 +527,167 @@ fn an_idle_client_processor_serves_when_every_server_processor_is_busy() {
     }
     assert_eq!(wait(spin), Err(CallError::Failed(Status::DeadlineExceeded)));
 }
+
+// Guest clients: asynchronous bindings made by a guest (`lrpc.channel_bind`), the SDK's
+// `*_async` stubs and its executor of user-level threads.
+
+/// A bench pair whose server has `s` processors and whose client also holds an
+/// asynchronous binding.
+fn bench_async(s: usize) -> (Kernel, Domain, Processors, Domain) {
+    let (kernel, server, client) = crate::bench_pair();
+    let cpus = Processors::start(&kernel, &server, s).unwrap();
+    let r: i32 = client.call("bind_async", (0,)).unwrap();
+    assert_eq!(r, 0, "bind_async: {:?}", Status::try_from(r));
+    (kernel, server, cpus, client)
+}
+
+#[test]
+fn guest_async_calls_from_many_user_level_threads_equal_the_synchronous_path() {
+    let _guard = crate::shared();
+    for s in [1, 0] {
+        let (_kernel, _server, _cpus, client) = bench_async(s);
+        for (threads, iters, len) in [(1u64, 5u64, 0), (8, 20, 200), (3, 10, 1)] {
+            // Every answer is compared with the synchronous call inside the guest; the
+            // result is the sum of the add results: i + t over every thread and round.
+            let want = (0..threads)
+                .flat_map(|t| (0..iters).map(move |i| i + t))
+                .sum::<u64>() as i64;
+            let got: i64 = client
+                .call("async_rounds", (threads as i32, iters as i32, len, 1))
+                .unwrap();
+            assert_eq!(
+                got, want,
+                "S = {s}, {threads} threads × {iters}, {len} bytes"
+            );
+        }
+        let most: i32 = client.call("async_max_in_flight", ()).unwrap();
+        assert!(
+            most >= 8,
+            "S = {s}: the threads' calls were in flight together ({most} at most)"
+        );
+        assert!(!client.is_terminated());
+    }
+}
+
+#[test]
+fn a_guest_client_donates_its_processor_when_the_server_has_none() {
+    let _guard = crate::shared();
+    let (_kernel, _server, cpus, client) = bench_async(0);
+    assert_eq!(cpus.threads(), 0);
+    // Nobody but the client's own processor runs the server: every reply is donated work.
+    for threads in [1, 4] {
+        let r: i64 = client.call("async_null", (threads, 200)).unwrap();
+        assert_eq!(r, 0, "{threads} threads");
+    }
+    let r: i64 = client.call("async_rounds", (4, 10, 64, 1)).unwrap();
+    assert_eq!(
+        r,
+        (0..4i64)
+            .flat_map(|t| (0..10).map(move |i| i + t))
+            .sum::<i64>()
+    );
+    // The processors stopped (dropped): later bindings still work by donation.
+    drop(cpus);
+    assert_eq!(
+        client
+            .call::<(i32, i32), i64>("async_null", (2, 50))
+            .unwrap(),
+        0
+    );
+}
+
+#[test]
+fn a_guest_client_without_server_processors_is_refused() {
+    let _guard = crate::shared();
+    let (_kernel, _server, client) = crate::bench_pair();
+    let r: i32 = client.call("bind_async", (0,)).unwrap();
+    assert_eq!(r, Status::NoProcessors as i32);
+    let r: i32 = client.call("bind_async", (100_000,)).unwrap();
+    assert_eq!(
+        r,
+        Status::ResourceExhausted as i32,
+        "more slots than a channel has"
+    );
+    assert_eq!(client.call::<(i32,), i32>("null", (3,)).unwrap(), 0);
+}
+
+/// A faulty server with `s` processors and a faulty client holding an asynchronous
+/// binding only.
+fn faulty_async(s: usize) -> (Kernel, Domain, Processors, Domain) {
+    let (kernel, server) = crate::faulty_server(None);
+    let cpus = Processors::start(&kernel, &server, s).unwrap();
+    let client = kernel
+        .domain("faulty-client", lrpc::artifacts::FAULTY_CLIENT)
+        .unwrap();
+    assert_eq!(client.call::<(), i32>("bind_async", ()).unwrap(), 0);
+    (kernel, server, cpus, client)
+}
+
+#[test]
+fn a_server_trap_fails_a_guest_s_calls_in_flight_and_the_guest_keeps_running() {
+    let _guard = crate::shared();
+    for s in [1, 0] {
+        let (_kernel, server, _cpus, client) = faulty_async(s);
+        assert_eq!(client.call::<(i32,), i64>("async_echo", (41,)).unwrap(), 42);
+        // Thread 0 sends busy(20 ms) and crash; five more threads send echoes meanwhile.
+        let r: i64 = client.call("async_crash", (6, 20)).unwrap();
+        let (ok, failed, other) = (r / 1_000_000, r / 1000 % 1000, r % 1000);
+        assert_eq!(other, 0, "S = {s}: no call failed otherwise ({r})");
+        assert_eq!(ok + failed, 7, "S = {s}: every call answered ({r})");
+        assert!(failed >= 2, "S = {s}: crash and a later call failed ({r})");
+        assert!(server.is_terminated(), "a trapped server is terminated");
+        assert!(!client.is_terminated(), "its guest client is not");
+        // Later calls fail with call-failed; the client's own code keeps running.
+        let r: i64 = client.call("async_echo", (1,)).unwrap();
+        let status = Status::try_from(-r as i32).unwrap();
+        assert!(status.is_call_failed(), "S = {s}: {status:?}");
+        assert_eq!(client.call::<(), i32>("unbind_async", ()).unwrap(), 0);
+        assert_eq!(client.usage(), lrpc::Usage::default());
+    }
+}
+
+#[test]
+fn a_guest_s_channel_leaks_no_mappings_after_unbind() {
+    let _guard = crate::exclusive();
+    let maps = crate::memfd_mappings();
+    let (kernel, server, cpus, client) = faulty_async(1);
+    assert_eq!(
+        crate::memfd_mappings(),
+        maps + 2,
+        "mapped into the client and the server only"
+    );
+    assert_eq!(client.usage().mappings, 1);
+    assert_eq!(server.usage().mappings, 1);
+    assert_eq!(client.call::<(i32,), i64>("async_echo", (1,)).unwrap(), 2);
+    assert_eq!(client.call::<(), i32>("unbind_async", ()).unwrap(), 0);
+    assert_eq!(client.usage(), lrpc::Usage::default());
+    assert_eq!(server.usage(), lrpc::Usage::default());
+    assert_eq!(crate::memfd_mappings(), maps, "both mappings gone");
+    let sizes = (client.memory_size().unwrap(), server.memory_size().unwrap());
+    for i in 0..30 {
+        assert_eq!(client.call::<(), i32>("bind_async", ()).unwrap(), 0);
+        assert_eq!(
+            client.call::<(i32,), i64>("async_echo", (i,)).unwrap(),
+            i64::from(i) + 1
+        );
+        assert_eq!(client.call::<(), i32>("unbind_async", ()).unwrap(), 0);
+        assert_eq!(
+            client.call::<(i32,), i64>("async_echo", (i,)).unwrap(),
+            crate::neg(Status::StaleBinding)
+        );
+    }
+    assert_eq!(client.usage(), lrpc::Usage::default());
+    assert_eq!(server.usage(), lrpc::Usage::default());
+    assert_eq!(
+        (client.memory_size().unwrap(), server.memory_size().unwrap()),
+        sizes,
+        "the pages are reused: no memory grown per binding"
+    );
+    // A client dropped with its channel bound gives the server's side back too.
+    assert_eq!(client.call::<(), i32>("bind_async", ()).unwrap(), 0);
+    assert_eq!(server.usage().mappings, 1);
+    drop(client);
+    assert_eq!(server.usage(), lrpc::Usage::default());
+    drop((cpus, server, kernel));
+    assert_eq!(crate::memfd_mappings(), maps);
+}
