@@ -691,3 +691,26 @@ fn a_guest_s_channel_leaks_no_mappings_after_unbind() {
     drop((cpus, server, kernel));
     assert_eq!(crate::memfd_mappings(), maps);
 }
+
+#[test]
+fn guest_async_key_value_calls_equal_the_synchronous_path() {
+    let _guard = crate::shared();
+    for s in [1, 0] {
+        let kernel = Kernel::new().unwrap();
+        let mut servers = Vec::new();
+        for name in ["kv-sync", "kv-async"] {
+            let d = kernel.domain(name, lrpc::artifacts::KV_SERVER).unwrap();
+            kernel
+                .export_as(&d, "lrpc:kv/store", name, ExportOptions::default())
+                .unwrap();
+            servers.push(d);
+        }
+        let _cpus = Processors::start(&kernel, &servers[1], s).unwrap();
+        let client = kernel
+            .domain("kv-client", lrpc::artifacts::KV_CLIENT)
+            .unwrap();
+        let r: i64 = client.call("async_compare", (3, 20)).unwrap();
+        // The script's 19 comparisons and three per reader round.
+        assert_eq!(r, 19 + 3 * 3 * 20, "S = {s}: {r}");
+    }
+}

@@ -539,3 +539,198 @@ impl<R> Drop for Reply<R> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SLOTS: u32 = 4;
+    const SIZE: u32 = 64;
+    const ASTACKS: usize = 4096;
+
+    /// A private buffer standing in for the segment, touched only through raw pointers
+    /// (by the channel and by the test playing the server).
+    struct Seg(*mut [u64]);
+
+    impl Drop for Seg {
+        fn drop(&mut self) {
+            // SAFETY: made by `Box::into_raw` in `segment`, freed once.
+            drop(unsafe { Box::from_raw(self.0) });
+        }
+    }
+
+    fn segment() -> Seg {
+        let words = (ASTACKS + (SIZE * SLOTS) as usize) / 8;
+        Seg(Box::into_raw(vec![0u64; words].into_boxed_slice()))
+    }
+
+    /// A channel over `seg` (no kernel: waiting answers `NoCall`).
+    fn fake(seg: &Seg) -> Channel {
+        let n = SLOTS as usize;
+        Channel {
+            inner: Rc::new(Inner {
+                handle: Cell::new(1),
+                base: seg.0 as *mut u64 as usize,
+                slots: SLOTS,
+                size: SIZE,
+                astacks: ASTACKS,
+                nprocs: 2,
+                state: RefCell::new(State {
+                    req_head: 0,
+                    rep_tail: 0,
+                    slots: vec![Slot::Free; n],
+                    seqs: vec![0; n],
+                    free: (0..SLOTS).rev().collect(),
+                    wakers: (0..n).map(|_| None).collect(),
+                    failure: None,
+                    in_flight: 0,
+                    max_in_flight: 0,
+                }),
+            }),
+        }
+    }
+
+    fn word(seg: &Seg, off: usize) -> u32 {
+        load(seg.0 as *mut u64 as usize + off)
+    }
+
+    fn set(seg: &Seg, off: usize, v: u32) {
+        store(seg.0 as *mut u64 as usize + off, v);
+    }
+
+    /// Plays the server: answers request `n` (counting from 0) with `status`, writing `result`
+    /// on its slot's A-stack, and names `(slot, seq)` as given when `forge` is set.
+    fn reply(seg: &Seg, n: u32, status: i32, result: u32, forge: Option<(u32, u32)>) {
+        let e = chan::req_entry(SLOTS, n);
+        let (slot, seq) = forge.unwrap_or((word(seg, e), word(seg, e + 4)));
+        set(seg, ASTACKS + (SIZE * word(seg, e)) as usize, result);
+        let r = chan::rep_entry(SLOTS, n);
+        set(seg, r, slot);
+        set(seg, r + 4, seq);
+        set(seg, r + 8, status as u32);
+        set(seg, chan::REP_HEAD, n + 1);
+    }
+
+    fn add(ch: &Channel, a: u32) -> Reply<u32> {
+        ch.submit(1, true, 0, 4, |w| w.u32(a), |r| r.u32())
+    }
+
+    fn poll<R>(r: &mut Reply<R>) -> Poll<Result<R, CallError>> {
+        Pin::new(r).poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    #[test]
+    fn a_reply_reaches_its_call_and_arguments_reach_the_ring() {
+        let seg = segment();
+        let ch = fake(&seg);
+        let mut call = add(&ch, 41);
+        assert!(poll(&mut call).is_pending());
+        assert_eq!(word(&seg, chan::REQ_HEAD), 1, "published");
+        let e = chan::req_entry(SLOTS, 0);
+        assert_eq!(
+            (word(&seg, e + 4), word(&seg, e + 8)),
+            (1, 1),
+            "seq 1, proc 1"
+        );
+        let slot = word(&seg, e);
+        assert_eq!(word(&seg, ASTACKS + (SIZE * slot) as usize), 41);
+        reply(&seg, 0, 0, 42, None);
+        assert_eq!(poll(&mut call), Poll::Ready(Ok(42)));
+        assert_eq!(word(&seg, chan::REP_TAIL), 1, "taken");
+        assert_eq!(ch.in_flight(), 0);
+        // A failure status is the call's error.
+        let mut call = add(&ch, 1);
+        reply(&seg, 1, Status::ServerRejected as i32, 0, None);
+        assert_eq!(poll(&mut call), Poll::Ready(Err(CallError::ServerRejected)));
+    }
+
+    use crate::Status;
+
+    #[test]
+    fn forged_replies_and_heads_refuse_the_channel() {
+        // A reply with another sequence number.
+        let seg = segment();
+        let ch = fake(&seg);
+        let mut call = add(&ch, 1);
+        let slot = word(&seg, chan::req_entry(SLOTS, 0));
+        reply(&seg, 0, 0, 2, Some((slot, 7)));
+        assert_eq!(poll(&mut call), Poll::Ready(Err(CallError::ChannelRefused)));
+        let mut later = add(&ch, 1);
+        assert_eq!(
+            poll(&mut later),
+            Poll::Ready(Err(CallError::ChannelRefused))
+        );
+
+        // A reply naming a slot out of range.
+        let seg = segment();
+        let ch = fake(&seg);
+        let mut call = add(&ch, 1);
+        reply(&seg, 0, 0, 2, Some((SLOTS, 1)));
+        assert_eq!(poll(&mut call), Poll::Ready(Err(CallError::ChannelRefused)));
+
+        // A reply head far ahead of the tail.
+        let seg = segment();
+        let ch = fake(&seg);
+        let mut call = add(&ch, 1);
+        set(&seg, chan::REP_HEAD, u32::MAX);
+        assert_eq!(poll(&mut call), Poll::Ready(Err(CallError::ChannelRefused)));
+    }
+
+    #[test]
+    fn a_result_longer_than_the_a_stack_is_refused() {
+        let seg = segment();
+        let ch = fake(&seg);
+        let mut call = ch.submit(0, false, 4, 0, |w| w.u32(5), |r| Ok(r.list_u8()?.to_vec()));
+        let at = ASTACKS + (SIZE * word(&seg, chan::req_entry(SLOTS, 0))) as usize;
+        assert_eq!((word(&seg, at), word(&seg, at + 4)), (0, 4), "the header");
+        reply(&seg, 0, 0, 0, None);
+        set(&seg, at + 4, SIZE);
+        assert_eq!(poll(&mut call), Poll::Ready(Err(CallError::BadReply)));
+        // Arguments that do not fit a slot are refused before anything is published.
+        let big = [0u8; SIZE as usize];
+        let mut call = ch.submit(0, false, 4 + big.len(), 0, |w| w.list_u8(&big), |_| Ok(()));
+        assert_eq!(
+            poll(&mut call),
+            Poll::Ready(Err(CallError::ResourceExhausted))
+        );
+        assert_eq!(word(&seg, chan::REQ_HEAD), 1);
+    }
+
+    #[test]
+    fn a_cancelled_call_s_late_reply_is_discarded() {
+        let seg = segment();
+        let ch = fake(&seg);
+        let first = add(&ch, 1);
+        let slot = word(&seg, chan::req_entry(SLOTS, 0));
+        drop(first);
+        assert_eq!(ch.in_flight(), 1, "the slot waits for its reply");
+        let mut second = add(&ch, 2);
+        reply(&seg, 0, 0, 99, None);
+        reply(&seg, 1, 0, 3, None);
+        assert_eq!(poll(&mut second), Poll::Ready(Ok(3)));
+        assert_eq!(ch.in_flight(), 0);
+        assert_eq!(
+            ch.inner.state.borrow().free.len(),
+            SLOTS as usize,
+            "the cancelled call's slot {slot} is free again"
+        );
+        let mut third = add(&ch, 3);
+        reply(&seg, 2, 0, 4, None);
+        assert_eq!(poll(&mut third), Poll::Ready(Ok(4)));
+    }
+
+    #[test]
+    fn every_slot_busy_is_a_refusal_not_a_wait() {
+        let seg = segment();
+        let ch = fake(&seg);
+        let calls: Vec<_> = (0..SLOTS).map(|i| add(&ch, i)).collect();
+        assert_eq!(ch.max_in_flight(), SLOTS as usize);
+        let mut more = add(&ch, 9);
+        assert_eq!(
+            poll(&mut more),
+            Poll::Ready(Err(CallError::ResourceExhausted))
+        );
+        drop(calls);
+        drop(ch);
+    }
+}

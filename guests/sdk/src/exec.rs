@@ -166,3 +166,46 @@ pub async fn yield_now() {
     })
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_interleave_at_their_yields_and_join() {
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let r = block_on({
+            let log = log.clone();
+            async move {
+                let hs: Vec<_> = (0..3u32)
+                    .map(|t| {
+                        let log = log.clone();
+                        spawn(async move {
+                            for i in 0..2u32 {
+                                log.borrow_mut().push((t, i));
+                                yield_now().await;
+                            }
+                            t * 10
+                        })
+                    })
+                    .collect();
+                let mut sum = 0;
+                for h in hs {
+                    sum += h.await;
+                }
+                sum
+            }
+        });
+        assert_eq!(r, Ok(30));
+        assert_eq!(
+            *log.borrow(),
+            [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)],
+            "each yield lets the others run"
+        );
+    }
+
+    #[test]
+    fn a_future_nothing_can_wake_stalls() {
+        assert_eq!(block_on(core::future::pending::<()>()), Err(Stalled));
+    }
+}

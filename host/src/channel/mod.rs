@@ -9,7 +9,10 @@
 //! of the server through the same window mechanism as A-stacks (`Replica::alloc_window`,
 //! `MemoryRange::map`). Its client is the embedder: the kernel is its processor and reaches
 //! the segment through its mapping in the server's memory, so the segment is in no third
-//! domain's memory (see `ring` for the layout).
+//! domain's memory (see `ring` for the layout). Or its client is a guest domain
+//! (`lrpc.channel_bind`, see `guest`): then the segment is mapped into the calling client
+//! replica too, the guest's SDK plays the client side below in the guest's own memory, and
+//! the server side is the same code, trusting the client's values no more than the server's.
 //!
 //! ```text
 //!  client (embedder thread / tokio task)          server's processors (S OS threads)
