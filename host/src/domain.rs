@@ -106,6 +106,9 @@ pub(crate) struct Book {
     pub exports: Vec<String>,
     /// Handles of its live bindings, to tell a foreign handle from a forged one.
     pub handles: HashSet<u64>,
+    /// Asynchronous bindings (URPC channels) its replicas hold as client, closed when it is
+    /// terminated (each replica's table owns them: see `channel::guest`).
+    pub channels: Vec<Weak<crate::channel::ChannelShared>>,
 }
 
 /// One instance of a domain. Aligned to two cache lines so that the locks of neighbouring

@@ -688,6 +688,15 @@ fn a_guest_s_channel_leaks_no_mappings_after_unbind() {
     assert_eq!(server.usage().mappings, 1);
     drop(client);
     assert_eq!(server.usage(), lrpc::Usage::default());
+    // So does a client terminated with its channel bound, at once.
+    let client = kernel
+        .domain("faulty-client-2", lrpc::artifacts::FAULTY_CLIENT)
+        .unwrap();
+    assert_eq!(client.call::<(), i32>("bind_async", ()).unwrap(), 0);
+    assert_eq!(server.usage().mappings, 1);
+    kernel.terminate(&client);
+    assert_eq!(server.usage(), lrpc::Usage::default());
+    drop(client);
     drop((cpus, server, kernel));
     assert_eq!(crate::memfd_mappings(), maps);
 }
@@ -712,5 +721,40 @@ fn guest_async_key_value_calls_equal_the_synchronous_path() {
         let r: i64 = client.call("async_compare", (3, 20)).unwrap();
         // The script's 19 comparisons and three per reader round.
         assert_eq!(r, 19 + 3 * 3 * 20, "S = {s}: {r}");
+    }
+}
+
+/// Where the channel segments lie in `d`'s memory (page-aligned pages starting with the
+/// channel magic).
+fn channel_segments(d: &Domain) -> Vec<usize> {
+    let size = d.memory_size().unwrap();
+    let mem = d.read_memory(0, size).unwrap();
+    (0..size)
+        .step_by(4096)
+        .filter(|&off| mem[off..off + 4] == 0x5552_5043u32.to_le_bytes())
+        .collect()
+}
+
+#[test]
+fn a_hostile_server_s_ring_values_refuse_a_guest_s_channel() {
+    let _guard = crate::shared();
+    // A reply head far ahead, then a reply naming a slot with no call in flight.
+    for (word, value) in [(192usize, 1000u32), (192, 1)] {
+        let (_kernel, server, _cpus, client) = faulty_async(0);
+        let at = channel_segments(&server);
+        assert_eq!(at.len(), 1, "one channel in the server's memory");
+        assert_eq!(client.call::<(i32,), i64>("async_echo", (1,)).unwrap(), 2);
+        // The server (here: the test, writing its memory) forges the reply head.
+        server
+            .write_memory(at[0] + word, &(value + 1).to_le_bytes())
+            .unwrap();
+        let r: i64 = client.call("async_echo", (2,)).unwrap();
+        assert_eq!(r, crate::neg(Status::ChannelRefused), "{word}: {value}");
+        // Refused for good; the client keeps running and unbinds cleanly.
+        let r: i64 = client.call("async_echo", (3,)).unwrap();
+        assert_eq!(r, crate::neg(Status::ChannelRefused));
+        assert_eq!(client.call::<(), i32>("unbind_async", ()).unwrap(), 0);
+        assert_eq!(client.usage(), lrpc::Usage::default());
+        assert!(!client.is_terminated());
     }
 }

@@ -937,7 +937,7 @@ impl ChannelShared {
     /// Closes the channel: fails calls in flight, takes the segment out of the server's
     /// memories and gives back its charge. Its pages return to the replicas' window
     /// allocators when the last user of the channel is gone (`Drop`).
-    fn close(&self) {
+    pub(crate) fn close(&self) {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }

@@ -102,6 +102,11 @@ fn bind_inner(
     )
     .map_err(|e| status_of(&e))?;
     desc.handle = raw;
+    {
+        let mut book = crate::domain::lock(&client.core.book);
+        book.channels.retain(|w| w.strong_count() > 0);
+        book.channels.push(std::sync::Arc::downgrade(&gc.ch));
+    }
     let data = caller.data_mut();
     if slot == data.channels.len() {
         data.channels.push(ChanSlot::default());
