@@ -436,8 +436,9 @@ impl Gen<'_> {
     /// run the futures on `::lrpc_sdk::exec`.
     pub struct AsyncClient {{ channel: ::lrpc_sdk::chan::Channel }}
     impl AsyncClient {{
-        /// Binds asynchronously to the interface exported under its own name.
-        pub fn bind() -> Result<AsyncClient, CallError> {{ AsyncClient::bind_with(INTERFACE, 0) }}
+        /// Binds asynchronously to the interface exported under its own name (with the
+        /// client presentation's `channel-slots`, or the kernel's default).
+        pub fn bind() -> Result<AsyncClient, CallError> {{ AsyncClient::bind_with(INTERFACE, {slots}) }}
         /// Binds asynchronously to the interface exported under `name`, with `slots` calls in
         /// flight at most (0: the kernel's default).
         pub fn bind_with(name: &str, slots: u32) -> Result<AsyncClient, CallError> {{
@@ -449,7 +450,8 @@ impl Gen<'_> {
         pub fn unbind(self) -> Result<(), CallError> {{ self.channel.unbind() }}
 {asyncs}    }}
 ",
-            plan.name
+            plan.name,
+            slots = self.client.and_then(|c| c.channel_slots).unwrap_or(0)
         );
         self.out.push_str(o);
     }

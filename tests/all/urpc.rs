@@ -560,9 +560,12 @@ fn guest_async_calls_from_many_user_level_threads_equal_the_synchronous_path() {
                 "S = {s}, {threads} threads × {iters}, {len} bytes"
             );
         }
+        // Each thread sends two calls before it awaits one; with S = 0 nothing is served
+        // before every thread has sent (the guest runs the server only when idle).
         let most: i32 = client.call("async_max_in_flight", ()).unwrap();
+        let least = if s == 0 { 16 } else { 2 };
         assert!(
-            most >= 8,
+            most >= least,
             "S = {s}: the threads' calls were in flight together ({most} at most)"
         );
         assert!(!client.is_terminated());
