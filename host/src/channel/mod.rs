@@ -711,8 +711,6 @@ impl ChannelShared {
                             drop(store);
                             drop(s);
                             tracing::debug!(server = server.core.name, %fault, "server faulted serving a channel");
-                            // Every channel of the server learns the fault itself before
-                            // the server is marked terminated (which later calls see).
                             // The fault is recorded before the server is marked terminated,
                             // so that every channel of these processors that learns of the
                             // termination (`check_server`) fails with the fault's status;
