@@ -761,3 +761,109 @@ fn a_hostile_server_s_ring_values_refuse_a_guest_s_channel() {
         assert!(!client.is_terminated());
     }
 }
+
+#[test]
+fn every_channel_import_survives_arbitrary_arguments() {
+    let _guard = crate::shared();
+    let (kernel, server, client) = crate::bench_pair();
+    let _cpus = Processors::start(&kernel, &server, 1).unwrap();
+    let fp = kernel.interface("lrpc:bench/bench").unwrap().fingerprint as i64;
+    let h = kernel.domain("hostile", lrpc::artifacts::HOSTILE).unwrap();
+    let handle: i64 = h.call("chan_bind_raw", (fp, 4)).unwrap();
+    assert!(handle > 0, "{handle}");
+    let base: i32 = h.call("chan_base", ()).unwrap();
+    let scratch: i32 = h.call("scratch", ()).unwrap();
+    let pages: i32 = h.call("mem_pages", ()).unwrap();
+    let mem = i64::from(pages) * 65536;
+    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let pick32 = |r: u64| -> i32 {
+        match r % 8 {
+            0 => 0,
+            1 => -1,
+            2 => i32::MAX,
+            3 => scratch + (r >> 8) as i32 % 64,
+            4 => base + (r >> 8) as i32 % 600,
+            5 => (mem - 8) as i32,
+            6 => (r >> 32) as i32 % 70_000,
+            _ => (r >> 16) as i32,
+        }
+    };
+    let pick64 = |r: u64| -> i64 {
+        match r % 4 {
+            0 => handle,
+            1 => handle + ((r >> 8) % 5) as i64 - 2,
+            2 => -1,
+            _ => (r >> 3) as i64,
+        }
+    };
+    let valid = |s: i32| Status::try_from(s).is_ok();
+    for _ in 0..1500 {
+        let r = next();
+        let s: i32 = match r % 5 {
+            0 => h
+                .call(
+                    "chan_bind_any",
+                    (
+                        pick32(next()),
+                        pick32(next()) % 600,
+                        fp,
+                        pick32(next()) % 300,
+                        pick32(next()),
+                        pick32(next()),
+                    ),
+                )
+                .unwrap(),
+            // Waits are short: a wait with nothing in flight lasts its whole timeout.
+            1 | 2 => h
+                .call(
+                    "chan_wait_raw",
+                    (pick64(next()), pick32(next()), pick32(next()) % 50),
+                )
+                .unwrap(),
+            3 => {
+                // Garbage into the segment: counters, ring entries, A-stacks.
+                let at = base + (next() % 8192) as i32;
+                h.call::<(i32, i32), ()>("poke", (at, next() as i32))
+                    .unwrap();
+                0
+            }
+            _ => match pick64(next()) {
+                // The channel stays bound, so that the waits and pokes reach it.
+                x if x == handle => 0,
+                x => h.call("chan_unbind_raw", (x,)).unwrap(),
+            },
+        };
+        assert!(valid(s), "a channel import answered {s}, not a status");
+    }
+    assert!(!h.is_terminated(), "refusals never trap the caller");
+    assert!(!server.is_terminated(), "the server is untouched");
+    assert_eq!(
+        h.call::<(i64,), i32>("chan_unbind_raw", (handle,)).unwrap(),
+        0
+    );
+    assert_eq!(
+        h.call::<(i64,), i32>("chan_unbind_raw", (handle,)).unwrap(),
+        Status::StaleBinding as i32
+    );
+    assert_eq!(client.call::<(i32, i32), i64>("add", (2, 3)).unwrap(), 5);
+    assert_eq!(client.call::<(i32,), i32>("bind_async", (0,)).unwrap(), 0);
+    assert_eq!(
+        client
+            .call::<(i32, i32, i32, i32), i64>("async_rounds", (2, 3, 50, 1))
+            .unwrap(),
+        9
+    );
+    drop(h);
+    assert_eq!(client.call::<(), i32>("unbind_async", ()).unwrap(), 0);
+    assert_eq!(
+        server.usage(),
+        lrpc::Usage::default(),
+        "the hostile channels are gone"
+    );
+}

@@ -42,6 +42,9 @@ use core::task::{Context, Poll, Waker};
 use lrpc_abi::{chan, header};
 use std::rc::{Rc, Weak};
 
+/// The channel descriptor `channel_bind` writes (for code speaking the raw ABI).
+pub use lrpc_abi::chan::{DESC_LEN, Desc};
+
 /// How long one `channel_wait` may block when a single channel has calls in flight, in
 /// microseconds (the kernel returns as soon as a reply lands; the executor then looks
 /// again).
