@@ -161,3 +161,73 @@ pub fn pingpong_floor(rounds: usize) -> f64 {
     peer.join().expect("the ping-pong peer");
     best
 }
+
+/// The same Null calls made by a guest client: the bench client domain holds the
+/// asynchronous binding (`lrpc.channel_bind`) and runs T user-level threads on the SDK's
+/// executor (`lrpc_sdk::exec`), each awaiting `null_async()` in a loop; it enters the kernel
+/// only when none of them can run (`lrpc.channel_wait`: wait, or donate with S = 0).
+pub struct GuestUrpc {
+    _kernel: Kernel,
+    _server: Domain,
+    _cpus: Processors,
+    client: Domain,
+}
+
+impl GuestUrpc {
+    /// The server with `s` processors of its own, the guest client bound to it both ways
+    /// (synchronously too, to check the asynchronous answers against).
+    pub fn new(s: usize) -> GuestUrpc {
+        let kernel = Kernel::new().expect("kernel");
+        let server = kernel
+            .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
+            .expect("server");
+        kernel.export(&server, "lrpc:bench/bench").expect("export");
+        let cpus = Processors::start(&kernel, &server, s).expect("processors");
+        let client = kernel
+            .domain("bench-client", lrpc::artifacts::BENCH_CLIENT)
+            .expect("client");
+        assert_eq!(client.call::<(), i32>("bind", ()).expect("bind"), 0);
+        let r: i32 = client.call("bind_async", (0,)).expect("bind_async");
+        assert_eq!(r, 0, "bind_async");
+        GuestUrpc {
+            _kernel: kernel,
+            _server: server,
+            _cpus: cpus,
+            client,
+        }
+    }
+
+    /// Checks the answers of every bench procedure against the synchronous path, from two
+    /// user-level threads.
+    pub fn check(&self) {
+        let r: i64 = self
+            .client
+            .call("async_rounds", (2, 3, 200, 1))
+            .expect("async_rounds");
+        assert_eq!(r, 3 + 6, "the guest's asynchronous answers");
+    }
+
+    /// The fastest of `rounds` rounds of `t` threads (2,000 calls in all per round).
+    pub fn best(&self, t: usize, rounds: usize) -> Point {
+        let per_thread = (2_000 / t as u32).max(1);
+        (0..rounds.max(1))
+            .map(|_| self.run(t, per_thread))
+            .max_by(|a, b| a.calls_per_sec.total_cmp(&b.calls_per_sec))
+            .expect("at least one round")
+    }
+
+    /// `t` user-level threads in the guest making `calls` Null calls each.
+    pub fn run(&self, t: usize, calls: u32) -> Point {
+        let start = Instant::now();
+        let r: i64 = self
+            .client
+            .call("async_null", (t as i32, calls as i32))
+            .expect("async_null");
+        assert_eq!(r, 0, "async_null");
+        let elapsed = start.elapsed().as_nanos() as f64;
+        Point {
+            latency_ns: elapsed / f64::from(calls),
+            calls_per_sec: (t as f64 * f64::from(calls)) / (elapsed / 1e9),
+        }
+    }
+}

@@ -55,6 +55,9 @@ pub struct DomainData {
     pub(crate) coresident: std::collections::HashMap<String, crate::direct::Coresident>,
     /// Bindings unbound while a call on them was still in flight (see `linkage::Pinned`).
     pub(crate) retired: Vec<crate::binding::ClientBinding>,
+    /// Asynchronous bindings (URPC channels) this replica holds as client, indexed by the
+    /// handle's slot (see `channel::guest`).
+    pub(crate) channels: Vec<crate::channel::ChanSlot>,
     /// Ticks of the kernel's default deadline, for calls the embedder makes.
     pub(crate) default_deadline_ticks: u64,
     /// Tick at which the code running now must stop (0: no deadline).
@@ -103,6 +106,9 @@ pub(crate) struct Book {
     pub exports: Vec<String>,
     /// Handles of its live bindings, to tell a foreign handle from a forged one.
     pub handles: HashSet<u64>,
+    /// Asynchronous bindings (URPC channels) its replicas hold as client, closed when it is
+    /// terminated (each replica's table owns them: see `channel::guest`).
+    pub channels: Vec<Weak<crate::channel::ChannelShared>>,
 }
 
 /// One instance of a domain. Aligned to two cache lines so that the locks of neighbouring
@@ -352,6 +358,7 @@ pub(crate) fn instantiate(
         bindings: Vec::new(),
         coresident: Default::default(),
         retired: Vec::new(),
+        channels: Vec::new(),
         default_deadline_ticks: kernel.ticks_for(kernel.config.deadline),
         deadline_tick: kernel.deadline_tick(kernel.config.deadline),
         ticks: kernel.ticks.clone(),

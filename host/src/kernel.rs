@@ -55,6 +55,9 @@ pub(crate) struct KernelInner {
     pub clerk: Clerk,
     /// Component domains' machinery (the fuel-metering engine).
     pub components: crate::component::Host,
+    /// Every server's processors for asynchronous bindings (`channel::Processors`), so that a
+    /// guest's `channel_bind` finds the processors of the server it binds to.
+    pub processors: Mutex<Vec<std::sync::Weak<crate::channel::ProcShared>>>,
     wit: RwLock<Vec<Wit>>,
     domains: Mutex<DomainTable>,
     modules: Mutex<HashMap<u64, Module>>,
@@ -217,6 +220,7 @@ impl Kernel {
                 ticks,
                 clerk: Clerk::default(),
                 components: Default::default(),
+                processors: Mutex::new(Vec::new()),
                 wit: RwLock::new(vec![wit]),
                 domains: Mutex::new(DomainTable::default()),
                 modules: Mutex::new(HashMap::new()),

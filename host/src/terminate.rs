@@ -31,4 +31,10 @@ pub(crate) fn terminate_shared(kernel: &KernelInner, domain: &DomainShared) {
     for b in as_client {
         b.revoke_with(RevokeReason::ClientTerminated, None);
     }
+    // Its asynchronous bindings: out of the servers' memories now, out of its own when the
+    // guest is gone (it runs no more code meanwhile).
+    let channels = std::mem::take(&mut lock(&domain.core.book).channels);
+    for ch in channels.iter().filter_map(std::sync::Weak::upgrade) {
+        ch.close();
+    }
 }

@@ -5,6 +5,7 @@
 //! interface = "lrpc:bench/bench"
 //! side = "server"                 # or "client"
 //! trust = "none"                  # none | leaky | leaky+unprotected (toward the peer)
+//! channel-slots = 16              # client only: calls in flight on an asynchronous binding
 //!
 //! [function.big-in]
 //! in.data = "preserved"           # server: preserved; client: trashable
@@ -82,6 +83,8 @@ struct RawFile {
     #[serde(default)]
     trust: Option<Spanned<Trust>>,
     #[serde(default)]
+    channel_slots: Option<Spanned<u32>>,
+    #[serde(default)]
     function: BTreeMap<Spanned<String>, Spanned<RawFunction>>,
 }
 
@@ -128,6 +131,10 @@ pub struct SidePresentation {
     pub trust: Trust,
     /// Annotations by procedure index.
     pub functions: BTreeMap<usize, FunctionAnnotations>,
+    /// Client side: how many calls may be in flight on an asynchronous binding (a URPC
+    /// channel's slots) the generated `AsyncClient::bind` asks for; `None`: the kernel's
+    /// default.
+    pub channel_slots: Option<u32>,
 }
 
 impl SidePresentation {
@@ -139,6 +146,7 @@ impl SidePresentation {
             side,
             trust: Trust::None,
             functions: BTreeMap::new(),
+            channel_slots: None,
         }
     }
 
@@ -264,12 +272,27 @@ impl SidePresentation {
             }
             functions.insert(pi, ann);
         }
+        if let Some(n) = &raw.channel_slots {
+            if side == Side::Server {
+                return Err(at(
+                    n.span(),
+                    "`channel-slots` is the client's request for its asynchronous binding".into(),
+                ));
+            }
+            if *n.get_ref() == 0 || *n.get_ref() > MAX_CHANNEL_SLOTS {
+                return Err(at(
+                    n.span(),
+                    format!("`channel-slots` must be between 1 and {MAX_CHANNEL_SLOTS}"),
+                ));
+            }
+        }
         Ok(SidePresentation {
             origin: origin.to_string(),
             interface: plan.name.clone(),
             side,
             trust: raw.trust.map_or(Trust::None, |t| *t.get_ref()),
             functions,
+            channel_slots: raw.channel_slots.map(|n| *n.get_ref()),
         })
     }
 
@@ -278,6 +301,9 @@ impl SidePresentation {
         self.functions.get(&proc).cloned().unwrap_or_default()
     }
 }
+
+/// Most slots a channel may have.
+const MAX_CHANNEL_SLOTS: u32 = lrpc_abi::chan::MAX_SLOTS;
 
 fn side_name(s: Side) -> &'static str {
     match s {

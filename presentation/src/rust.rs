@@ -301,6 +301,8 @@ impl Gen<'_> {
 ",
             plan.name
         );
+        // The asynchronous client's methods, collected beside the synchronous ones.
+        let mut asyncs = String::new();
         for (id, p) in plan.procs.iter().enumerate() {
             let special = |k: usize| Self::special(self.client, id, k);
             let mut params: Vec<String> = p
@@ -370,6 +372,23 @@ impl Gen<'_> {
                 p.bounded,
                 p.out_bound.unwrap_or(0)
             );
+            if !into {
+                // The same encoding on a channel slot's A-stack; the decoder captures
+                // nothing, so it travels in the future as a function pointer.
+                let ret = p.result.as_ref().map_or("()".into(), |t| self.owned(t));
+                let _ = writeln!(
+                    asyncs,
+                    "        /// Sends a call of `{}`; the future resolves to its reply.
+        pub fn {}_async(&self, {}) -> ::lrpc_sdk::chan::Reply<{ret}> {{
+            self.channel.submit({id}, {}, {size}, {}, |__w: &mut Writer| {{ {enc} }}, |__r: &mut Reader<'_>| Ok({dec}))
+        }}",
+                    p.name,
+                    snake(&p.name).trim_start_matches("r#"),
+                    params.join(", "),
+                    p.bounded,
+                    p.out_bound.unwrap_or(0)
+                );
+            }
             let _ = writeln!(o, "        /// Calls `{}`.", p.name);
             let fast = p
                 .fast
@@ -410,6 +429,30 @@ impl Gen<'_> {
             let _ = writeln!(o, "        }}");
         }
         let _ = writeln!(o, "    }}");
+        let _ = write!(
+            o,
+            "    /// An asynchronous binding to `{}` (a URPC channel), held by this domain as client:
+    /// each `*_async` method sends its request at once and returns the future of its reply;
+    /// run the futures on `::lrpc_sdk::exec`.
+    pub struct AsyncClient {{ channel: ::lrpc_sdk::chan::Channel }}
+    impl AsyncClient {{
+        /// Binds asynchronously to the interface exported under its own name (with the
+        /// client presentation's `channel-slots`, or the kernel's default).
+        pub fn bind() -> Result<AsyncClient, CallError> {{ AsyncClient::bind_with(INTERFACE, {slots}) }}
+        /// Binds asynchronously to the interface exported under `name`, with `slots` calls in
+        /// flight at most (0: the kernel's default).
+        pub fn bind_with(name: &str, slots: u32) -> Result<AsyncClient, CallError> {{
+            Ok(AsyncClient {{ channel: ::lrpc_sdk::chan::Channel::bind(name, FINGERPRINT, PROCS, slots)? }})
+        }}
+        /// The underlying channel.
+        pub fn channel(&self) -> &::lrpc_sdk::chan::Channel {{ &self.channel }}
+        /// Unbinds, reporting the kernel's answer (dropping also unbinds).
+        pub fn unbind(self) -> Result<(), CallError> {{ self.channel.unbind() }}
+{asyncs}    }}
+",
+            plan.name,
+            slots = self.client.and_then(|c| c.channel_slots).unwrap_or(0)
+        );
         self.out.push_str(o);
     }
 

@@ -99,6 +99,8 @@ fn mistakes_are_refused_with_file_line_and_reason() {
             "unknown variant",
         ),
         ("trust = \"some\"\n", 3, "unknown variant"),
+        ("channel-slots = 0\n", 3, "between 1 and 256"),
+        ("channel-slots = 257\n", 3, "between 1 and 256"),
         ("[function.big-in]\ncolour = 1\n", 4, "unknown field"),
         ("[function.big-in\n", 3, ""),
     ];
@@ -193,4 +195,22 @@ fn trust_decides_residue_clearing_and_transport() {
         err.to_string().contains("expected a client presentation"),
         "{err}"
     );
+}
+
+#[test]
+fn a_client_asks_for_its_asynchronous_binding_s_slots() {
+    let text = "interface = \"lrpc:bench/bench\"\nside = \"client\"\nchannel-slots = 8\n";
+    let p = parse(text).unwrap();
+    assert_eq!(p.channel_slots, Some(8));
+    let w = wit();
+    let plan = w.interface("lrpc:bench/bench").unwrap();
+    let code = lrpc_presentation::generate_rust_with(&plan, Some(&p), None);
+    assert!(
+        code.contains("AsyncClient::bind_with(INTERFACE, 8)"),
+        "the generated bind asks for 8 slots"
+    );
+    let (l, r) =
+        refused("interface = \"lrpc:bench/bench\"\nside = \"server\"\nchannel-slots = 8\n");
+    assert_eq!(l, 3);
+    assert!(r.contains("client's request"), "{r}");
 }

@@ -527,3 +527,343 @@ fn an_idle_client_processor_serves_when_every_server_processor_is_busy() {
     }
     assert_eq!(wait(spin), Err(CallError::Failed(Status::DeadlineExceeded)));
 }
+
+// Guest clients: asynchronous bindings made by a guest (`lrpc.channel_bind`), the SDK's
+// `*_async` stubs and its executor of user-level threads.
+
+/// A bench pair whose server has `s` processors and whose client also holds an
+/// asynchronous binding.
+fn bench_async(s: usize) -> (Kernel, Domain, Processors, Domain) {
+    let (kernel, server, client) = crate::bench_pair();
+    let cpus = Processors::start(&kernel, &server, s).unwrap();
+    let r: i32 = client.call("bind_async", (0,)).unwrap();
+    assert_eq!(r, 0, "bind_async: {:?}", Status::try_from(r));
+    (kernel, server, cpus, client)
+}
+
+#[test]
+fn guest_async_calls_from_many_user_level_threads_equal_the_synchronous_path() {
+    let _guard = crate::shared();
+    for s in [1, 0] {
+        let (_kernel, _server, _cpus, client) = bench_async(s);
+        for (threads, iters, len) in [(1u64, 5u64, 0), (8, 20, 200), (3, 10, 1)] {
+            // Every answer is compared with the synchronous call inside the guest; the
+            // result is the sum of the add results: i + t over every thread and round.
+            let want = (0..threads)
+                .flat_map(|t| (0..iters).map(move |i| i + t))
+                .sum::<u64>() as i64;
+            let got: i64 = client
+                .call("async_rounds", (threads as i32, iters as i32, len, 1))
+                .unwrap();
+            assert_eq!(
+                got, want,
+                "S = {s}, {threads} threads × {iters}, {len} bytes"
+            );
+        }
+        // Each thread sends two calls before it awaits one; with S = 0 nothing is served
+        // before every thread has sent (the guest runs the server only when idle).
+        let most: i32 = client.call("async_max_in_flight", ()).unwrap();
+        let least = if s == 0 { 16 } else { 2 };
+        assert!(
+            most >= least,
+            "S = {s}: the threads' calls were in flight together ({most} at most)"
+        );
+        assert!(!client.is_terminated());
+    }
+}
+
+#[test]
+fn a_guest_client_donates_its_processor_when_the_server_has_none() {
+    let _guard = crate::shared();
+    let (_kernel, _server, cpus, client) = bench_async(0);
+    assert_eq!(cpus.threads(), 0);
+    // Nobody but the client's own processor runs the server: every reply is donated work.
+    for threads in [1, 4] {
+        let r: i64 = client.call("async_null", (threads, 200)).unwrap();
+        assert_eq!(r, 0, "{threads} threads");
+    }
+    let r: i64 = client.call("async_rounds", (4, 10, 64, 1)).unwrap();
+    assert_eq!(
+        r,
+        (0..4i64)
+            .flat_map(|t| (0..10).map(move |i| i + t))
+            .sum::<i64>()
+    );
+    // The processors stopped (dropped): later bindings still work by donation.
+    drop(cpus);
+    assert_eq!(
+        client
+            .call::<(i32, i32), i64>("async_null", (2, 50))
+            .unwrap(),
+        0
+    );
+}
+
+#[test]
+fn a_guest_client_without_server_processors_is_refused() {
+    let _guard = crate::shared();
+    let (_kernel, _server, client) = crate::bench_pair();
+    let r: i32 = client.call("bind_async", (0,)).unwrap();
+    assert_eq!(r, Status::NoProcessors as i32);
+    let r: i32 = client.call("bind_async", (100_000,)).unwrap();
+    assert_eq!(
+        r,
+        Status::ResourceExhausted as i32,
+        "more slots than a channel has"
+    );
+    assert_eq!(client.call::<(i32,), i32>("null", (3,)).unwrap(), 0);
+}
+
+/// A faulty server with `s` processors and a faulty client holding an asynchronous
+/// binding only.
+fn faulty_async(s: usize) -> (Kernel, Domain, Processors, Domain) {
+    let (kernel, server) = crate::faulty_server(None);
+    let cpus = Processors::start(&kernel, &server, s).unwrap();
+    let client = kernel
+        .domain("faulty-client", lrpc::artifacts::FAULTY_CLIENT)
+        .unwrap();
+    assert_eq!(client.call::<(), i32>("bind_async", ()).unwrap(), 0);
+    (kernel, server, cpus, client)
+}
+
+#[test]
+fn a_server_trap_fails_a_guest_s_calls_in_flight_and_the_guest_keeps_running() {
+    let _guard = crate::shared();
+    for s in [1, 0] {
+        let (_kernel, server, _cpus, client) = faulty_async(s);
+        assert_eq!(client.call::<(i32,), i64>("async_echo", (41,)).unwrap(), 42);
+        // Thread 0 sends busy(20 ms) and crash; five more threads send echoes meanwhile.
+        let r: i64 = client.call("async_crash", (6, 20)).unwrap();
+        let (ok, failed, other) = (r / 1_000_000, r / 1000 % 1000, r % 1000);
+        assert_eq!(other, 0, "S = {s}: no call failed otherwise ({r})");
+        assert_eq!(ok + failed, 7, "S = {s}: every call answered ({r})");
+        assert!(failed >= 2, "S = {s}: crash and a later call failed ({r})");
+        assert!(server.is_terminated(), "a trapped server is terminated");
+        assert!(!client.is_terminated(), "its guest client is not");
+        // Later calls fail with call-failed; the client's own code keeps running.
+        let r: i64 = client.call("async_echo", (1,)).unwrap();
+        let status = Status::try_from(-r as i32).unwrap();
+        assert!(status.is_call_failed(), "S = {s}: {status:?}");
+        assert_eq!(client.call::<(), i32>("unbind_async", ()).unwrap(), 0);
+        assert_eq!(client.usage(), lrpc::Usage::default());
+    }
+}
+
+#[test]
+fn a_guest_s_channel_leaks_no_mappings_after_unbind() {
+    let _guard = crate::exclusive();
+    let maps = crate::memfd_mappings();
+    let (kernel, server, cpus, client) = faulty_async(1);
+    assert_eq!(
+        crate::memfd_mappings(),
+        maps + 2,
+        "mapped into the client and the server only"
+    );
+    assert_eq!(client.usage().mappings, 1);
+    assert_eq!(server.usage().mappings, 1);
+    assert_eq!(client.call::<(i32,), i64>("async_echo", (1,)).unwrap(), 2);
+    assert_eq!(client.call::<(), i32>("unbind_async", ()).unwrap(), 0);
+    assert_eq!(client.usage(), lrpc::Usage::default());
+    assert_eq!(server.usage(), lrpc::Usage::default());
+    assert_eq!(crate::memfd_mappings(), maps, "both mappings gone");
+    let sizes = (client.memory_size().unwrap(), server.memory_size().unwrap());
+    for i in 0..30 {
+        assert_eq!(client.call::<(), i32>("bind_async", ()).unwrap(), 0);
+        assert_eq!(
+            client.call::<(i32,), i64>("async_echo", (i,)).unwrap(),
+            i64::from(i) + 1
+        );
+        assert_eq!(client.call::<(), i32>("unbind_async", ()).unwrap(), 0);
+        assert_eq!(
+            client.call::<(i32,), i64>("async_echo", (i,)).unwrap(),
+            crate::neg(Status::StaleBinding)
+        );
+    }
+    assert_eq!(client.usage(), lrpc::Usage::default());
+    assert_eq!(server.usage(), lrpc::Usage::default());
+    assert_eq!(
+        (client.memory_size().unwrap(), server.memory_size().unwrap()),
+        sizes,
+        "the pages are reused: no memory grown per binding"
+    );
+    // A client dropped with its channel bound gives the server's side back too.
+    assert_eq!(client.call::<(), i32>("bind_async", ()).unwrap(), 0);
+    assert_eq!(server.usage().mappings, 1);
+    drop(client);
+    assert_eq!(server.usage(), lrpc::Usage::default());
+    // So does a client terminated with its channel bound, at once.
+    let client = kernel
+        .domain("faulty-client-2", lrpc::artifacts::FAULTY_CLIENT)
+        .unwrap();
+    assert_eq!(client.call::<(), i32>("bind_async", ()).unwrap(), 0);
+    assert_eq!(server.usage().mappings, 1);
+    kernel.terminate(&client);
+    assert_eq!(server.usage(), lrpc::Usage::default());
+    drop(client);
+    drop((cpus, server, kernel));
+    assert_eq!(crate::memfd_mappings(), maps);
+}
+
+#[test]
+fn guest_async_key_value_calls_equal_the_synchronous_path() {
+    let _guard = crate::shared();
+    for s in [1, 0] {
+        let kernel = Kernel::new().unwrap();
+        let mut servers = Vec::new();
+        for name in ["kv-sync", "kv-async"] {
+            let d = kernel.domain(name, lrpc::artifacts::KV_SERVER).unwrap();
+            kernel
+                .export_as(&d, "lrpc:kv/store", name, ExportOptions::default())
+                .unwrap();
+            servers.push(d);
+        }
+        let _cpus = Processors::start(&kernel, &servers[1], s).unwrap();
+        let client = kernel
+            .domain("kv-client", lrpc::artifacts::KV_CLIENT)
+            .unwrap();
+        let r: i64 = client.call("async_compare", (3, 20)).unwrap();
+        // The script's 19 comparisons and three per reader round.
+        assert_eq!(r, 19 + 3 * 3 * 20, "S = {s}: {r}");
+    }
+}
+
+/// Where the channel segments lie in `d`'s memory (page-aligned pages starting with the
+/// channel magic).
+fn channel_segments(d: &Domain) -> Vec<usize> {
+    let size = d.memory_size().unwrap();
+    let mem = d.read_memory(0, size).unwrap();
+    (0..size)
+        .step_by(4096)
+        .filter(|&off| mem[off..off + 4] == 0x5552_5043u32.to_le_bytes())
+        .collect()
+}
+
+#[test]
+fn a_hostile_server_s_ring_values_refuse_a_guest_s_channel() {
+    let _guard = crate::shared();
+    // A reply head far ahead, then a reply naming a slot with no call in flight.
+    for (word, value) in [(192usize, 1000u32), (192, 1)] {
+        let (_kernel, server, _cpus, client) = faulty_async(0);
+        let at = channel_segments(&server);
+        assert_eq!(at.len(), 1, "one channel in the server's memory");
+        assert_eq!(client.call::<(i32,), i64>("async_echo", (1,)).unwrap(), 2);
+        // The server (here: the test, writing its memory) forges the reply head.
+        server
+            .write_memory(at[0] + word, &(value + 1).to_le_bytes())
+            .unwrap();
+        let r: i64 = client.call("async_echo", (2,)).unwrap();
+        assert_eq!(r, crate::neg(Status::ChannelRefused), "{word}: {value}");
+        // Refused for good; the client keeps running and unbinds cleanly.
+        let r: i64 = client.call("async_echo", (3,)).unwrap();
+        assert_eq!(r, crate::neg(Status::ChannelRefused));
+        assert_eq!(client.call::<(), i32>("unbind_async", ()).unwrap(), 0);
+        assert_eq!(client.usage(), lrpc::Usage::default());
+        assert!(!client.is_terminated());
+    }
+}
+
+#[test]
+fn every_channel_import_survives_arbitrary_arguments() {
+    let _guard = crate::shared();
+    let (kernel, server, client) = crate::bench_pair();
+    let _cpus = Processors::start(&kernel, &server, 1).unwrap();
+    let fp = kernel.interface("lrpc:bench/bench").unwrap().fingerprint as i64;
+    let h = kernel.domain("hostile", lrpc::artifacts::HOSTILE).unwrap();
+    let handle: i64 = h.call("chan_bind_raw", (fp, 4)).unwrap();
+    assert!(handle > 0, "{handle}");
+    let base: i32 = h.call("chan_base", ()).unwrap();
+    let scratch: i32 = h.call("scratch", ()).unwrap();
+    let pages: i32 = h.call("mem_pages", ()).unwrap();
+    let mem = i64::from(pages) * 65536;
+    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let pick32 = |r: u64| -> i32 {
+        match r % 8 {
+            0 => 0,
+            1 => -1,
+            2 => i32::MAX,
+            3 => scratch + (r >> 8) as i32 % 64,
+            4 => base + (r >> 8) as i32 % 600,
+            5 => (mem - 8) as i32,
+            6 => (r >> 32) as i32 % 70_000,
+            _ => (r >> 16) as i32,
+        }
+    };
+    let pick64 = |r: u64| -> i64 {
+        match r % 4 {
+            0 => handle,
+            1 => handle + ((r >> 8) % 5) as i64 - 2,
+            2 => -1,
+            _ => (r >> 3) as i64,
+        }
+    };
+    let valid = |s: i32| Status::try_from(s).is_ok();
+    for _ in 0..1500 {
+        let r = next();
+        let s: i32 = match r % 5 {
+            0 => h
+                .call(
+                    "chan_bind_any",
+                    (
+                        pick32(next()),
+                        pick32(next()) % 600,
+                        fp,
+                        pick32(next()) % 300,
+                        pick32(next()),
+                        pick32(next()),
+                    ),
+                )
+                .unwrap(),
+            // Waits are short: a wait with nothing in flight lasts its whole timeout.
+            1 | 2 => h
+                .call(
+                    "chan_wait_raw",
+                    (pick64(next()), pick32(next()), pick32(next()) % 50),
+                )
+                .unwrap(),
+            3 => {
+                // Garbage into the segment: counters, ring entries, A-stacks.
+                let at = base + (next() % 8192) as i32;
+                h.call::<(i32, i32), ()>("poke", (at, next() as i32))
+                    .unwrap();
+                0
+            }
+            _ => match pick64(next()) {
+                // The channel stays bound, so that the waits and pokes reach it.
+                x if x == handle => 0,
+                x => h.call("chan_unbind_raw", (x,)).unwrap(),
+            },
+        };
+        assert!(valid(s), "a channel import answered {s}, not a status");
+    }
+    assert!(!h.is_terminated(), "refusals never trap the caller");
+    assert!(!server.is_terminated(), "the server is untouched");
+    assert_eq!(
+        h.call::<(i64,), i32>("chan_unbind_raw", (handle,)).unwrap(),
+        0
+    );
+    assert_eq!(
+        h.call::<(i64,), i32>("chan_unbind_raw", (handle,)).unwrap(),
+        Status::StaleBinding as i32
+    );
+    assert_eq!(client.call::<(i32, i32), i64>("add", (2, 3)).unwrap(), 5);
+    assert_eq!(client.call::<(i32,), i32>("bind_async", (0,)).unwrap(), 0);
+    assert_eq!(
+        client
+            .call::<(i32, i32, i32, i32), i64>("async_rounds", (2, 3, 50, 1))
+            .unwrap(),
+        9
+    );
+    drop(h);
+    assert_eq!(client.call::<(), i32>("unbind_async", ()).unwrap(), 0);
+    assert_eq!(
+        server.usage(),
+        lrpc::Usage::default(),
+        "the hostile channels are gone"
+    );
+}

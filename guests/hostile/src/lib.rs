@@ -163,3 +163,59 @@ pub extern "C" fn scratch() -> i32 {
     }
     AREA.with(|a| a.borrow_mut().as_mut_ptr() as i32)
 }
+
+thread_local! {
+    static CHAN_BASE: core::cell::Cell<i32> = const { core::cell::Cell::new(0) };
+}
+
+/// Binds `lrpc:bench/bench` asynchronously claiming `fingerprint`, with `slots` slots;
+/// returns the channel's handle or `-(status)`, and remembers where its segment is.
+#[unsafe(no_mangle)]
+pub extern "C" fn chan_bind_raw(fingerprint: i64, slots: i32) -> i64 {
+    let mut rec = [0u8; lrpc_sdk::chan::DESC_LEN];
+    let s = sys::channel_bind(
+        NAME.as_ptr() as i32,
+        NAME.len() as i32,
+        fingerprint,
+        slots,
+        rec.as_mut_ptr() as i32,
+        rec.len() as i32,
+    );
+    if s != 0 {
+        return -i64::from(s);
+    }
+    let d = lrpc_sdk::chan::Desc::decode(&rec).unwrap_or_default();
+    CHAN_BASE.with(|c| c.set(d.base as i32));
+    d.handle as i64
+}
+
+/// Where the segment of the channel `chan_bind_raw` made lies in this domain's memory.
+#[unsafe(no_mangle)]
+pub extern "C" fn chan_base() -> i32 {
+    CHAN_BASE.with(|c| c.get())
+}
+
+/// A raw `channel_bind` with every argument chosen by the caller.
+#[unsafe(no_mangle)]
+pub extern "C" fn chan_bind_any(
+    name_ptr: i32,
+    name_len: i32,
+    fingerprint: i64,
+    slots: i32,
+    desc_ptr: i32,
+    desc_cap: i32,
+) -> i32 {
+    sys::channel_bind(name_ptr, name_len, fingerprint, slots, desc_ptr, desc_cap)
+}
+
+/// A raw `channel_wait`.
+#[unsafe(no_mangle)]
+pub extern "C" fn chan_wait_raw(handle: i64, rep_tail: i32, timeout_us: i32) -> i32 {
+    sys::channel_wait(handle, rep_tail, timeout_us)
+}
+
+/// A raw `channel_unbind`.
+#[unsafe(no_mangle)]
+pub extern "C" fn chan_unbind_raw(handle: i64) -> i32 {
+    sys::channel_unbind(handle)
+}

@@ -5,6 +5,9 @@
 //!   free lists of A-stacks (the A-stack queue of LRPC lives here, in the client).
 //! * [`rt`]: what generated stubs use: a writer into A-stack memory, a reader over a private
 //!   copy, the client call sequence and the server entry sequence.
+//! * [`chan`]: asynchronous bindings (URPC channels): calls as messages in memory shared
+//!   with the server, futures of their replies; [`exec`]: the user-level threads that await
+//!   them.
 //! * [`CallError`]: every way a call can fail, typed.
 //!
 //! Memory shared with another domain (A-stacks, out-of-band segments) is only touched through
@@ -13,6 +16,8 @@
 #![warn(missing_docs)]
 
 pub mod bulk;
+pub mod chan;
+pub mod exec;
 pub mod rt;
 pub mod sys;
 
@@ -102,6 +107,10 @@ call_errors! {
     QuotaMemory,
     /// The out-of-band segment does not exist.
     NoSegment,
+    /// The server has no processors for asynchronous bindings.
+    NoProcessors,
+    /// A value read from a channel was out of range: the channel was refused.
+    ChannelRefused,
 }
 
 impl CallError {

@@ -31,6 +31,19 @@ mod imp {
         ) -> i32;
         #[link_name = "reply_oob"]
         fn lrpc_reply_oob(min_len: i32, seg_ptr: i32) -> i32;
+        #[link_name = "channel_bind"]
+        fn lrpc_channel_bind(
+            name_ptr: i32,
+            name_len: i32,
+            fingerprint: i64,
+            slots: i32,
+            desc_ptr: i32,
+            desc_cap: i32,
+        ) -> i32;
+        #[link_name = "channel_wait"]
+        fn lrpc_channel_wait(handle: i64, rep_tail: i32, timeout_us: i32) -> i32;
+        #[link_name = "channel_unbind"]
+        fn lrpc_channel_unbind(handle: i64) -> i32;
     }
 
     // SAFETY (all wrappers below): the kernel imports take plain integers; every pointer
@@ -78,6 +91,31 @@ mod imp {
         // SAFETY: see above.
         unsafe { lrpc_reply_oob(min_len, seg_ptr) }
     }
+    /// The `channel_bind` import ([`lrpc_abi::import::CHANNEL_BIND`]): an asynchronous
+    /// binding with `slots` slots (0: the default), its descriptor written at `desc_ptr`.
+    pub fn channel_bind(
+        name_ptr: i32,
+        name_len: i32,
+        fingerprint: i64,
+        slots: i32,
+        desc_ptr: i32,
+        desc_cap: i32,
+    ) -> i32 {
+        // SAFETY: see above.
+        unsafe { lrpc_channel_bind(name_ptr, name_len, fingerprint, slots, desc_ptr, desc_cap) }
+    }
+    /// The `channel_wait` import ([`lrpc_abi::import::CHANNEL_WAIT`]): waits (or donates
+    /// this processor to the server) until the reply head moves past `rep_tail`.
+    pub fn channel_wait(handle: i64, rep_tail: i32, timeout_us: i32) -> i32 {
+        // SAFETY: see above.
+        unsafe { lrpc_channel_wait(handle, rep_tail, timeout_us) }
+    }
+    /// The `channel_unbind` import ([`lrpc_abi::import::CHANNEL_UNBIND`]): closes channel
+    /// `handle`.
+    pub fn channel_unbind(handle: i64) -> i32 {
+        // SAFETY: see above.
+        unsafe { lrpc_channel_unbind(handle) }
+    }
 }
 
 /// Without a kernel, every import answers `Status::NoCall`.
@@ -104,6 +142,15 @@ mod imp {
         NO
     }
     pub fn reply_oob(_: i32, _: i32) -> i32 {
+        NO
+    }
+    pub fn channel_bind(_: i32, _: i32, _: i64, _: i32, _: i32, _: i32) -> i32 {
+        NO
+    }
+    pub fn channel_wait(_: i64, _: i32, _: i32) -> i32 {
+        NO
+    }
+    pub fn channel_unbind(_: i64) -> i32 {
         NO
     }
 }

@@ -42,6 +42,27 @@ pub mod import {
     /// makes sure the current call's [`OOB_OUT`](crate::OOB_OUT) segment holds at least
     /// `min_len` bytes and writes its server address and capacity (two u32) at `seg_ptr`.
     pub const REPLY_OOB: &str = "reply_oob";
+    /// `channel_bind(name_ptr: i32, name_len: i32, fingerprint: i64, slots: i32, desc_ptr: i32,
+    /// desc_cap: i32) -> i32`
+    ///
+    /// Makes an asynchronous binding (a URPC channel, see [`chan`](crate::chan)) from the
+    /// calling domain to the interface exported under `name`, served by the processors the
+    /// embedder started for its server. The channel's segment is mapped into the calling
+    /// replica's memory and the server's. On success writes a channel descriptor
+    /// ([`chan::Desc`](crate::chan::Desc), [`chan::DESC_LEN`](crate::chan::DESC_LEN) bytes) at
+    /// `desc_ptr`. Refuses with [`Status::NoProcessors`](crate::Status::NoProcessors) when the
+    /// server has none.
+    pub const CHANNEL_BIND: &str = "channel_bind";
+    /// `channel_wait(handle: i64, rep_tail: i32, timeout_us: i32) -> i32`: called when the
+    /// domain has nothing to run: returns as soon as the channel's reply head differs from
+    /// `rep_tail` (replies to harvest) or after about `timeout_us` microseconds (status
+    /// `Ok` either way), or with the status that failed the channel. Meanwhile it wakes the
+    /// server's processors, and runs the server's loop on the calling thread when the server
+    /// has no processor free (URPC's processor donation).
+    pub const CHANNEL_WAIT: &str = "channel_wait";
+    /// `channel_unbind(handle: i64) -> i32`: closes the channel and takes its segment out of
+    /// both memories.
+    pub const CHANNEL_UNBIND: &str = "channel_unbind";
 }
 
 /// Out-of-band segment carrying arguments (client to server).
@@ -277,6 +298,132 @@ mod words {
     }
 }
 
+/// URPC channels: the layout of a channel's segment and the descriptor `channel_bind` writes.
+///
+/// ```text
+/// 0        u32 magic, u32 slots, u32 A-stack size          (written once by the kernel)
+/// 64       u32 request head   (client: requests published)
+/// 128      u32 request tail   (server: requests taken)
+/// 192      u32 reply head     (server: replies published)
+/// 256      u32 reply tail     (client: replies taken)
+/// 512      request ring: `slots` entries of 16 bytes: u32 slot, u32 seq, u32 proc, u32 0
+/// 512+16s  reply ring:   `slots` entries of 16 bytes: u32 slot, u32 seq, i32 status, u32 0
+/// A        `slots` A-stacks of `size` bytes each (A is in the descriptor)
+/// ```
+///
+/// Each counter sits on its own cache line so that the two sides' writes never share one.
+/// Counters run freely (wrapping `u32`); an entry lives at `counter % slots`. An A-stack
+/// holds a request's arguments and then its results, encoded as on a synchronous binding
+/// (with the [`header`](crate::header) for unbounded procedures; out-of-band segments are
+/// not used: what does not fit is refused).
+pub mod chan {
+    /// Identifies a channel segment (written by the kernel, never trusted).
+    pub const MAGIC: u32 = 0x5552_5043; // "URPC"
+    /// Offset of the request head (client writes).
+    pub const REQ_HEAD: usize = 64;
+    /// Offset of the request tail (server writes).
+    pub const REQ_TAIL: usize = 128;
+    /// Offset of the reply head (server writes).
+    pub const REP_HEAD: usize = 192;
+    /// Offset of the reply tail (client writes).
+    pub const REP_TAIL: usize = 256;
+    /// Offset of the request ring.
+    pub const RINGS: usize = 512;
+    /// Bytes of one ring entry.
+    pub const ENTRY: usize = 16;
+    /// Most slots (calls in flight) one channel may have.
+    pub const MAX_SLOTS: u32 = 256;
+    /// Slots of a channel when the client does not say.
+    pub const DEFAULT_SLOTS: u32 = 32;
+
+    /// Offset of request entry `counter % slots` (`slots` > 0).
+    pub const fn req_entry(slots: u32, counter: u32) -> usize {
+        RINGS + ENTRY * (counter % slots) as usize
+    }
+
+    /// Offset of reply entry `counter % slots` (`slots` > 0).
+    pub const fn rep_entry(slots: u32, counter: u32) -> usize {
+        RINGS + ENTRY * (slots + counter % slots) as usize
+    }
+
+    /// Bytes of a channel descriptor.
+    pub const DESC_LEN: usize = 32;
+
+    /// The channel descriptor `channel_bind` writes.
+    ///
+    /// ```text
+    /// 0   u64 handle
+    /// 8   u32 base     client address of the segment
+    /// 12  u32 len      bytes of the segment
+    /// 16  u32 slots
+    /// 20  u32 size     bytes per A-stack
+    /// 24  u32 astacks  offset of slot 0's A-stack in the segment
+    /// 28  u32 nprocs   procedures of the interface
+    /// ```
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct Desc {
+        /// The channel's handle.
+        pub handle: u64,
+        /// Client address of the segment.
+        pub base: u32,
+        /// Bytes of the segment.
+        pub len: u32,
+        /// Calls that may be in flight at once.
+        pub slots: u32,
+        /// Bytes per A-stack.
+        pub size: u32,
+        /// Offset of slot 0's A-stack in the segment.
+        pub astacks: u32,
+        /// Procedures of the interface.
+        pub nprocs: u32,
+    }
+
+    impl Desc {
+        /// The record's bytes.
+        pub fn encode(&self) -> [u8; DESC_LEN] {
+            let mut b = [0; DESC_LEN];
+            b[..8].copy_from_slice(&self.handle.to_le_bytes());
+            let w: [u8; 24] = crate::words::put([
+                self.base,
+                self.len,
+                self.slots,
+                self.size,
+                self.astacks,
+                self.nprocs,
+            ]);
+            b[8..].copy_from_slice(&w);
+            b
+        }
+
+        /// Reads a record from the start of `b`; `None` if `b` is too short.
+        pub fn decode(b: &[u8]) -> Option<Desc> {
+            let handle = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
+            let [base, len, slots, size, astacks, nprocs] = crate::words::get(b.get(8..)?)?;
+            Some(Desc {
+                handle,
+                base,
+                len,
+                slots,
+                size,
+                astacks,
+                nprocs,
+            })
+        }
+
+        /// Whether the layout is consistent: rings before the A-stacks, every A-stack inside
+        /// the segment, at least one slot and at most [`MAX_SLOTS`].
+        pub fn is_sane(&self) -> bool {
+            let rings = RINGS as u64 + 2 * ENTRY as u64 * self.slots as u64;
+            let end = self.astacks as u64 + self.size as u64 * self.slots as u64;
+            self.slots > 0
+                && self.slots <= MAX_SLOTS
+                && rings <= self.astacks as u64
+                && end <= self.len as u64
+                && self.base as u64 + self.len as u64 <= u32::MAX as u64 + 1
+        }
+    }
+}
+
 /// A-stack header for procedures whose arguments or results have no fixed bound.
 ///
 /// ```text
@@ -378,6 +525,11 @@ statuses! {
     QuotaMemory = 23,
     /// The out-of-band segment the call names does not exist (any more).
     NoSegment = 24,
+    /// The server has no processors for asynchronous bindings (the embedder started none).
+    NoProcessors = 25,
+    /// A value read from a channel was out of range (a ring index, a slot, a sequence
+    /// number): the channel was refused and every call on it fails.
+    ChannelRefused = 26,
 }
 
 impl Status {
@@ -432,6 +584,10 @@ impl Status {
             Status::QuotaMappings => "the domain's quota of window mappings is used up",
             Status::QuotaMemory => "a linear memory would grow past the domain's memory quota",
             Status::NoSegment => "the out-of-band segment does not exist",
+            Status::NoProcessors => "the server has no processors for asynchronous bindings",
+            Status::ChannelRefused => {
+                "the channel was refused: a value read from it was out of range"
+            }
         }
     }
 }
@@ -514,6 +670,22 @@ mod tests {
         assert_eq!(segment::Segment::decode(&[0; 7]), None);
         assert_eq!(desc::direct_at(3, 1), desc::len(3) - 2 * desc::DIRECT_LEN);
         assert_eq!(desc::extent_at(0), desc::HEADER_LEN);
+        let c = chan::Desc {
+            handle: 0x0102_0304_0506_0708,
+            base: 0x4_0000,
+            len: 8192,
+            slots: 32,
+            size: 64,
+            astacks: 4096,
+            nprocs: 4,
+        };
+        assert_eq!(chan::Desc::decode(&c.encode()), Some(c));
+        assert!(c.is_sane());
+        assert!(!chan::Desc { slots: 0, ..c }.is_sane());
+        assert!(!chan::Desc { size: 4096, ..c }.is_sane());
+        assert!(!chan::Desc { astacks: 512, ..c }.is_sane());
+        assert_eq!(chan::Desc::decode(&[0; chan::DESC_LEN - 1]), None);
+        assert_eq!(chan::rep_entry(32, 33), chan::RINGS + chan::ENTRY * 33);
     }
 
     #[test]

@@ -9,7 +9,10 @@
 //! of the server through the same window mechanism as A-stacks (`Replica::alloc_window`,
 //! `MemoryRange::map`). Its client is the embedder: the kernel is its processor and reaches
 //! the segment through its mapping in the server's memory, so the segment is in no third
-//! domain's memory (see `ring` for the layout).
+//! domain's memory (see `ring` for the layout). Or its client is a guest domain
+//! (`lrpc.channel_bind`, see `guest`): then the segment is mapped into the calling client
+//! replica too, the guest's SDK plays the client side below in the guest's own memory, and
+//! the server side is the same code, trusting the client's values no more than the server's.
 //!
 //! ```text
 //!  client (embedder thread / tokio task)          server's processors (S OS threads)
@@ -74,6 +77,7 @@
 //! polls. A cancelled call (its future dropped) keeps its slot until its reply arrives, and
 //! that reply is discarded: it can never be delivered to the slot's next call.
 
+pub(crate) mod guest;
 mod ring;
 #[cfg(feature = "tokio")]
 mod tokio_api;
@@ -83,13 +87,14 @@ use crate::domain::{Domain, DomainData, DomainShared, lock, wait_lock};
 use crate::error::{Error, Fault};
 use crate::kernel::{Kernel, KernelInner};
 use crate::quota::Charge;
+pub(crate) use guest::{ChanSlot, HANDLE_BIT, MAX_WAIT};
 use lrpc_abi::Status;
 use lrpc_lock::TryLock;
 use lrpc_presentation::{Side, SidePresentation};
 use ring::{Layout, REP_HEAD, REP_TAIL, REQ_HEAD, REQ_TAIL, Window};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
@@ -164,9 +169,9 @@ pub struct Processors {
     threads: Vec<JoinHandle<()>>,
 }
 
-struct ProcShared {
+pub(crate) struct ProcShared {
     kernel: Weak<KernelInner>,
-    server: Arc<DomainShared>,
+    pub(crate) server: Arc<DomainShared>,
     channels: Mutex<Vec<Weak<ChannelShared>>>,
     /// Bumped whenever `channels` changes, so processors refresh their copy.
     version: AtomicU64,
@@ -174,6 +179,9 @@ struct ProcShared {
     running: AtomicUsize,
     /// Processors running requests now (when all are, idle clients donate).
     busy: AtomicUsize,
+    /// The status of the fault that terminated the server while it served one of these
+    /// processors' channels (0: none).
+    fault: AtomicI32,
     stop: AtomicBool,
     sleepers: AtomicUsize,
     park: Mutex<()>,
@@ -206,11 +214,18 @@ impl Processors {
             version: AtomicU64::new(0),
             running: AtomicUsize::new(threads),
             busy: AtomicUsize::new(0),
+            fault: AtomicI32::new(0),
             stop: AtomicBool::new(false),
             sleepers: AtomicUsize::new(0),
             park: Mutex::new(()),
             wake: Condvar::new(),
         });
+        {
+            // The registry through which guests' `channel_bind` finds these processors.
+            let mut all = lock(&kernel.inner.processors);
+            all.retain(|w| w.strong_count() > 0);
+            all.push(Arc::downgrade(&shared));
+        }
         let mut handles = Vec::with_capacity(threads);
         for i in 0..threads {
             let s = shared.clone();
@@ -262,11 +277,28 @@ impl Processors {
         if p.server.core.terminated.load(Ordering::Acquire) {
             return Err(Error::Terminated(p.server.core.name.clone()));
         }
-        let ch = ChannelShared::new(&kernel, p.clone(), export, options)?;
+        let (ch, _segment) = ChannelShared::new(&kernel, p.clone(), export, options, false)?;
         let ch = Arc::new(ch);
-        lock(&p.channels).push(Arc::downgrade(&ch));
-        p.version.fetch_add(1, Ordering::Release);
+        p.attach(&ch);
         Ok(AsyncBinding { ch })
+    }
+}
+
+impl ProcShared {
+    /// Puts a new channel on the processors' list.
+    fn attach(&self, ch: &Arc<ChannelShared>) {
+        lock(&self.channels).push(Arc::downgrade(ch));
+        self.version.fetch_add(1, Ordering::Release);
+    }
+
+    /// The live processors registered for `server` (see [`Processors::start`]), the latest
+    /// started first.
+    pub(crate) fn of(kernel: &KernelInner, server: &Arc<DomainShared>) -> Option<Arc<ProcShared>> {
+        lock(&kernel.processors)
+            .iter()
+            .rev()
+            .filter_map(Weak::upgrade)
+            .find(|p| Arc::ptr_eq(&p.server, server) && !p.stop.load(Ordering::Acquire))
     }
 }
 
@@ -411,6 +443,14 @@ pub(crate) struct ChannelShared {
     failed: AtomicBool,
     closed: AtomicBool,
     charge: Charge,
+    /// The client is a guest domain (see `guest`): it keeps its own client side in its
+    /// memory, and the host's `client` half is unused but for the failure.
+    guest: bool,
+    /// A guest client waiting in `channel_wait` parks here; the server side wakes it when
+    /// it posts replies or the channel fails.
+    guest_park: Mutex<()>,
+    guest_wake: Condvar,
+    guest_sleepers: AtomicUsize,
 }
 
 impl ChannelShared {
@@ -419,7 +459,8 @@ impl ChannelShared {
         procs: Arc<ProcShared>,
         export: Arc<ExportEntry>,
         options: ChannelOptions,
-    ) -> Result<ChannelShared, Error> {
+        guest: bool,
+    ) -> Result<(ChannelShared, crate::astack::Segment), Error> {
         let server = procs.server.clone();
         let bad = |why: String| Error::Presentation(why);
         if options.slots == 0 || options.slots > ring::MAX_SLOTS {
@@ -461,7 +502,7 @@ impl ChannelShared {
         };
         server.core.account.charge(&charge)?;
         let placed = place(kernel, &server, &export, &layout);
-        let (offsets, base) = match placed {
+        let (offsets, base, segment) = match placed {
             Ok(p) => p,
             Err(e) => {
                 server.core.account.refund(&charge);
@@ -482,7 +523,7 @@ impl ChannelShared {
         window.store(4, layout.slots);
         window.store(8, layout.size);
         let n = options.slots as usize;
-        Ok(ChannelShared {
+        let ch = ChannelShared {
             kernel: Arc::downgrade(&procs.kernel.upgrade().ok_or(Error::KernelGone)?),
             procs,
             export,
@@ -509,7 +550,12 @@ impl ChannelShared {
             failed: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             charge,
-        })
+            guest,
+            guest_park: Mutex::new(()),
+            guest_wake: Condvar::new(),
+            guest_sleepers: AtomicUsize::new(0),
+        };
+        Ok((ch, segment))
     }
 
     fn is_closed(&self) -> bool {
@@ -525,9 +571,14 @@ impl ChannelShared {
     /// Fails every call in flight with `err` and refuses later ones.
     fn fail(&self, err: CallError) {
         let mut c = lock(&self.client);
-        // Replies posted before the failure still reach their calls.
-        self.harvest(&mut c);
+        // Replies posted before the failure still reach their calls (a guest client
+        // harvests its own, before it asks why the channel failed).
+        if !self.guest {
+            self.harvest(&mut c);
+        }
         self.fail_locked(&mut c, err);
+        drop(c);
+        self.wake_guest();
     }
 
     fn fail_locked(&self, c: &mut ClientSide, err: CallError) {
@@ -561,7 +612,13 @@ impl ChannelShared {
     fn check_server(&self) -> bool {
         if self.procs.server.core.terminated.load(Ordering::Acquire) {
             if !self.failed.load(Ordering::Acquire) {
-                self.fail(CallError::Failed(Status::ServerTerminated));
+                // A fault of the server while one of these processors ran it, or a
+                // termination from elsewhere.
+                let status = Status::try_from(self.procs.fault.load(Ordering::Acquire))
+                    .ok()
+                    .filter(|s| *s != Status::Ok)
+                    .unwrap_or(Status::ServerTerminated);
+                self.fail(CallError::Failed(status));
             }
             return false;
         }
@@ -654,9 +711,24 @@ impl ChannelShared {
                             drop(store);
                             drop(s);
                             tracing::debug!(server = server.core.name, %fault, "server faulted serving a channel");
-                            // Every channel of the server learns the fault itself before
-                            // the server is marked terminated (which later calls see).
+                            // The fault is recorded before the server is marked terminated,
+                            // so that every channel of these processors that learns of the
+                            // termination (`check_server`) fails with the fault's status;
+                            // and the server is terminated before any call fails, so that a
+                            // client seeing its call fail sees the server terminated.
                             let err = CallError::Failed(fault.status());
+                            self.procs
+                                .fault
+                                .compare_exchange(
+                                    0,
+                                    fault.status() as i32,
+                                    Ordering::AcqRel,
+                                    Ordering::Acquire,
+                                )
+                                .ok();
+                            if let Some(k) = &kernel {
+                                crate::terminate::terminate_shared(k, server);
+                            }
                             self.fail(err.clone());
                             let others: Vec<_> = lock(&self.procs.channels)
                                 .iter()
@@ -664,9 +736,6 @@ impl ChannelShared {
                                 .collect();
                             for ch in others {
                                 ch.fail(err.clone());
-                            }
-                            if let Some(k) = &kernel {
-                                crate::terminate::terminate_shared(k, server);
                             }
                             return done;
                         }
@@ -694,7 +763,24 @@ impl ChannelShared {
         drop(store);
         drop(s);
         self.wake(&replied[..nreplied]);
+        if done > 0 {
+            self.wake_guest();
+        }
         done
+    }
+
+    /// Wakes a guest client parked in `channel_wait`, if one is. The caller published
+    /// replies (or the failure) before; the fence pairs with the waiter's, which counts
+    /// itself a sleeper before it looks at the reply head one last time.
+    fn wake_guest(&self) {
+        if !self.guest {
+            return;
+        }
+        fence(Ordering::SeqCst);
+        if self.guest_sleepers.load(Ordering::SeqCst) > 0 {
+            let _g = lock(&self.guest_park);
+            self.guest_wake.notify_all();
+        }
     }
 
     /// Wakes the futures waiting for replies just posted to `slots`. Only slots whose
@@ -849,7 +935,7 @@ impl ChannelShared {
     /// Closes the channel: fails calls in flight, takes the segment out of the server's
     /// memories and gives back its charge. Its pages return to the replicas' window
     /// allocators when the last user of the channel is gone (`Drop`).
-    fn close(&self) {
+    pub(crate) fn close(&self) {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -887,7 +973,7 @@ fn place(
     server: &DomainShared,
     export: &ExportEntry,
     layout: &Layout,
-) -> Result<(Box<[usize]>, *mut u8), Error> {
+) -> Result<(Box<[usize]>, *mut u8, crate::astack::Segment), Error> {
     let _ = kernel;
     let segment = crate::astack::Segment::new(layout.len).map_err(Error::Memfd)?;
     let len = segment.len();
@@ -927,7 +1013,7 @@ fn place(
         }
         offsets.push(off);
     }
-    Ok((offsets.into_boxed_slice(), base0))
+    Ok((offsets.into_boxed_slice(), base0, segment))
 }
 
 /// A free replica of `server`, or the first one after waiting up to `wait`.

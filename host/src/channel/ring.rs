@@ -1,18 +1,6 @@
-//! The layout of a channel's segment and the host's word and byte accesses to it.
-//!
-//! ```text
-//! 0        u32 magic, u32 slots, u32 A-stack size          (written once by the kernel)
-//! 64       u32 request head   (client: requests published)
-//! 128      u32 request tail   (server: requests taken)
-//! 192      u32 reply head     (server: replies published)
-//! 256      u32 reply tail     (client: replies taken)
-//! 512      request ring: `slots` entries of 16 bytes: u32 slot, u32 seq, u32 proc, u32 0
-//! 512+16s  reply ring:   `slots` entries of 16 bytes: u32 slot, u32 seq, i32 status, u32 0
-//! A        (next page) `slots` A-stacks of `size` bytes each
-//! ```
-//!
-//! Each counter sits on its own cache line so that the two sides' writes never share one.
-//! Counters run freely (wrapping `u32`); an entry lives at `counter % slots`.
+//! The layout of a channel's segment (defined once, in `lrpc_abi::chan`, for the kernel and
+//! guest clients alike; the A-stacks start on the page after the rings) and the host's word
+//! and byte accesses to it.
 //!
 //! This module is the channel's only `unsafe`: every access is bounds checked against the
 //! segment's length first, so no value read from the segment can make the host touch memory
@@ -24,22 +12,8 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Identifies a channel segment (written by the kernel, never trusted).
-pub(crate) const MAGIC: u32 = 0x5552_5043; // "URPC"
-/// Offset of the request head (client writes).
-pub(crate) const REQ_HEAD: usize = 64;
-/// Offset of the request tail (server writes).
-pub(crate) const REQ_TAIL: usize = 128;
-/// Offset of the reply head (server writes).
-pub(crate) const REP_HEAD: usize = 192;
-/// Offset of the reply tail (client writes).
-pub(crate) const REP_TAIL: usize = 256;
-/// Offset of the request ring.
-pub(crate) const RINGS: usize = 512;
-/// Bytes of one ring entry.
-pub(crate) const ENTRY: usize = 16;
-/// Most slots (calls in flight) one channel may have.
-pub(crate) const MAX_SLOTS: u32 = 256;
+use lrpc_abi::chan::{ENTRY, RINGS};
+pub(crate) use lrpc_abi::chan::{MAGIC, MAX_SLOTS, REP_HEAD, REP_TAIL, REQ_HEAD, REQ_TAIL};
 
 /// Where each part of a channel with `slots` slots of `size`-byte A-stacks lies.
 #[derive(Debug, Clone, Copy)]
@@ -67,12 +41,12 @@ impl Layout {
 
     /// Offset of request entry `counter % slots`.
     pub(crate) fn req_entry(&self, counter: u32) -> usize {
-        RINGS + ENTRY * (counter % self.slots) as usize
+        lrpc_abi::chan::req_entry(self.slots, counter)
     }
 
     /// Offset of reply entry `counter % slots`.
     pub(crate) fn rep_entry(&self, counter: u32) -> usize {
-        RINGS + ENTRY * (self.slots + counter % self.slots) as usize
+        lrpc_abi::chan::rep_entry(self.slots, counter)
     }
 
     /// Offset of slot `slot`'s A-stack (`slot < slots`).

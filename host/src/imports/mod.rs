@@ -1,6 +1,7 @@
 //! The kernel imports guests call, one module per job: binding (`bind`, `unbind`, and
-//! `astacks_more`, which grows a binding's A-stacks), the call itself (`call`, the hot path)
-//! and out-of-band segments (`oob`, `reply_oob`). What they share — reading and writing guest
+//! `astacks_more`, which grows a binding's A-stacks), the call itself (`call`, the hot path),
+//! out-of-band segments (`oob`, `reply_oob`) and asynchronous bindings (`channel_bind`,
+//! `channel_wait`, `channel_unbind`). What they share — reading and writing guest
 //! memory, finding the kernel, mapping errors to statuses — lives here, below all three.
 //!
 //! Every value a guest passes in is an untrusted integer; every failure is a status code
@@ -8,6 +9,7 @@
 
 mod bind;
 mod call;
+mod channel;
 mod oob;
 
 use crate::domain::DomainData;
@@ -33,6 +35,9 @@ pub(crate) fn define(linker: &mut Linker<DomainData>) -> wasmtime::Result<()> {
     linker.func_wrap(m, lrpc_abi::import::ASTACKS_MORE, bind::astacks_more)?;
     linker.func_wrap(m, lrpc_abi::import::OOB, oob::oob)?;
     linker.func_wrap(m, lrpc_abi::import::REPLY_OOB, oob::reply_oob)?;
+    linker.func_wrap(m, lrpc_abi::import::CHANNEL_BIND, channel::channel_bind)?;
+    linker.func_wrap(m, lrpc_abi::import::CHANNEL_WAIT, channel::channel_wait)?;
+    linker.func_wrap(m, lrpc_abi::import::CHANNEL_UNBIND, channel::channel_unbind)?;
     Ok(())
 }
 

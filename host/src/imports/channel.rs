@@ -1,0 +1,182 @@
+//! `lrpc.channel_bind`, `lrpc.channel_wait` and `lrpc.channel_unbind`: asynchronous
+//! bindings (URPC channels) held by guest clients. What the kernel does for them is in
+//! `channel::guest`; this module checks what the guest passes and answers with statuses.
+
+use super::{HostResult, answer, flush_own, kernel_of, read_guest, status_of, write_guest};
+use crate::channel::{ChanSlot, HANDLE_BIT, MAX_WAIT, ProcShared};
+use crate::domain::DomainData;
+use lrpc_abi::{Status, chan, handle};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use wasmtime::{AsContextMut, Caller};
+
+/// Longest interface name `channel_bind` reads from a guest.
+const MAX_NAME: usize = 512;
+
+/// `lrpc.channel_bind(name_ptr, name_len, fingerprint, slots, desc_ptr, desc_cap) -> status`.
+pub(super) fn channel_bind(
+    mut caller: Caller<'_, DomainData>,
+    name_ptr: i32,
+    name_len: i32,
+    fingerprint: i64,
+    slots: i32,
+    desc_ptr: i32,
+    desc_cap: i32,
+) -> HostResult<i32> {
+    answer(bind_inner(
+        &mut caller,
+        name_ptr,
+        name_len,
+        fingerprint as u64,
+        slots,
+        desc_ptr,
+        desc_cap,
+    ))
+}
+
+fn bind_inner(
+    caller: &mut Caller<'_, DomainData>,
+    name_ptr: i32,
+    name_len: i32,
+    fingerprint: u64,
+    slots: i32,
+    desc_ptr: i32,
+    desc_cap: i32,
+) -> Result<(), Status> {
+    flush_own(caller);
+    let len = usize::try_from(name_len).map_err(|_| Status::BadPointer)?;
+    if len > MAX_NAME {
+        return Err(Status::UnknownInterface);
+    }
+    let slots = match u32::try_from(slots) {
+        Ok(0) => chan::DEFAULT_SLOTS,
+        Ok(n) if n <= chan::MAX_SLOTS => n,
+        _ => return Err(Status::ResourceExhausted),
+    };
+    if usize::try_from(desc_cap).map_or(true, |c| c < chan::DESC_LEN) {
+        return Err(Status::BadPointer);
+    }
+    // Check the descriptor's place before allocating anything.
+    write_guest(caller, desc_ptr, &[0; chan::DESC_LEN])?;
+    let name = read_guest(caller, name_ptr, len).ok_or(Status::BadPointer)?;
+    let name = String::from_utf8(name).map_err(|_| Status::UnknownInterface)?;
+    let kernel = kernel_of(caller)?;
+    let export = kernel.clerk.get(&name).ok_or(Status::UnknownInterface)?;
+    if export.plan.fingerprint != fingerprint {
+        return Err(Status::InterfaceMismatch);
+    }
+    let key = caller.data().key();
+    if export.server.core.id == key.domain {
+        return Err(Status::SelfBinding);
+    }
+    if export.server.core.terminated.load(Ordering::Acquire) {
+        return Err(Status::ServerTerminated);
+    }
+    let procs = ProcShared::of(&kernel, &export.server).ok_or(Status::NoProcessors)?;
+    let client = kernel
+        .domain_by_id(key.domain)
+        .ok_or(Status::ResourceExhausted)?;
+    let replica = client
+        .replicas
+        .get(usize::from(key.replica))
+        .ok_or(Status::ResourceExhausted)?;
+    let data = caller.data();
+    let slot = data
+        .channels
+        .iter()
+        .position(|s| s.live.is_none() && s.generation < u32::MAX)
+        .unwrap_or(data.channels.len());
+    let slot16 = u16::try_from(slot)
+        .ok()
+        .filter(|s| s & HANDLE_BIT == 0)
+        .ok_or(Status::QuotaBindings)?;
+    let generation = data.channels.get(slot).map_or(0, |s| s.generation) + 1;
+    let raw = handle::pack(key.domain, slot16 | HANDLE_BIT, generation);
+    let (gc, mut desc) = crate::channel::guest::bind(
+        &kernel,
+        &procs,
+        export,
+        slots,
+        replica,
+        caller.as_context_mut(),
+    )
+    .map_err(|e| status_of(&e))?;
+    desc.handle = raw;
+    {
+        let mut book = crate::domain::lock(&client.core.book);
+        book.channels.retain(|w| w.strong_count() > 0);
+        book.channels.push(std::sync::Arc::downgrade(&gc.ch));
+    }
+    let data = caller.data_mut();
+    if slot == data.channels.len() {
+        data.channels.push(ChanSlot::default());
+    }
+    data.channels[slot] = ChanSlot {
+        generation,
+        live: Some(gc),
+    };
+    write_guest(caller, desc_ptr, &desc.encode())
+}
+
+/// The table index of the caller's live channel `raw`, or the refusal status.
+fn channel_slot(data: &DomainData, raw: u64) -> Result<usize, Status> {
+    let (owner, slot, generation) = handle::unpack(raw);
+    if owner != data.core.id {
+        return Err(Status::ForeignBinding);
+    }
+    if slot & HANDLE_BIT == 0 {
+        return Err(Status::ForgedBinding);
+    }
+    let i = usize::from(slot & !HANDLE_BIT);
+    match data.channels.get(i) {
+        Some(s) if s.generation == generation && s.live.is_some() => Ok(i),
+        Some(s) if generation != 0 && generation <= s.generation => Err(Status::StaleBinding),
+        _ => Err(Status::ForgedBinding),
+    }
+}
+
+/// `lrpc.channel_wait(handle, rep_tail, timeout_us) -> status`.
+pub(super) fn channel_wait(
+    mut caller: Caller<'_, DomainData>,
+    raw: i64,
+    rep_tail: i32,
+    timeout_us: i32,
+) -> HostResult<i32> {
+    flush_own(&caller);
+    let data = caller.data_mut();
+    let ch = match channel_slot(data, raw as u64) {
+        Ok(i) => match &data.channels[i].live {
+            Some(gc) => gc.ch.clone(),
+            None => return answer(Err(Status::StaleBinding)),
+        },
+        Err(s) => return answer(Err(s)),
+    };
+    let timeout = Duration::from_micros(u64::try_from(timeout_us).unwrap_or(0)).min(MAX_WAIT);
+    answer(ch.wait_guest(rep_tail as u32, timeout))
+}
+
+/// `lrpc.channel_unbind(handle) -> status`.
+pub(super) fn channel_unbind(mut caller: Caller<'_, DomainData>, raw: i64) -> HostResult<i32> {
+    answer(unbind_inner(&mut caller, raw as u64))
+}
+
+fn unbind_inner(caller: &mut Caller<'_, DomainData>, raw: u64) -> Result<(), Status> {
+    let key = caller.data().key();
+    let i = channel_slot(caller.data(), raw)?;
+    let gc = caller.data_mut().channels[i]
+        .live
+        .take()
+        .ok_or(Status::StaleBinding)?;
+    let (off, len) = (gc.client_off, gc.len());
+    // Closing first takes the segment out of the server's memories; then out of this one
+    // (running now, in this import: its stubs read none of it).
+    drop(gc);
+    let kernel = kernel_of(caller)?;
+    if let Some(d) = kernel.domain_by_id(key.domain)
+        && let Some(r) = d.replicas.get(usize::from(key.replica))
+    {
+        r.unmap_free(off, len);
+    }
+    flush_own(caller);
+    Ok(())
+}
