@@ -8,6 +8,7 @@
 
 mod bind;
 mod call;
+mod mixed;
 mod oob;
 
 use crate::domain::DomainData;
