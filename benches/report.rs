@@ -321,6 +321,13 @@ fn main() {
             ),
         ),
         (
+            "component_host_64k_over_component_to_astack_64k",
+            ratio(
+                c("table-iv/component-host/big-in/65536"),
+                c("table-iv/component-to-astack/big-in/65536"),
+            ),
+        ),
+        (
             "component_host_null_over_isolated_null",
             ratio(
                 c("table-iv/component-host/null"),
@@ -722,6 +729,7 @@ fn main() {
         ("message_passing_null_over_isolated_null", "≥ 100"),
         ("grpc_uds_null_over_isolated_null", "≥ 1000"),
         ("component_kernel_null_over_component_host_null", "≤ 1.1"),
+        ("component_host_64k_over_component_to_astack_64k", "≥ 1"),
         ("component_host_null_over_isolated_null", "≥ 5"),
         ("direct_null_over_component_fused_null", "≤ 1.0"),
         ("component_fused_64k_over_borrow_64k", "≥ 3"),

@@ -347,6 +347,128 @@ fn get(plan: &InterfacePlan, ty: &Ty, src: &mut Src<'_>) -> Result<Val, CodecErr
     })
 }
 
+/// A value the typed paths carry (`u32`, `u64`, `string`, `list<u8>`), encoded and decoded
+/// in the same layout as [`encode`] and [`decode`] without going through `Val`s.
+pub(crate) trait Flat: Sized {
+    /// Appends the encoding.
+    fn put(&self, out: &mut Vec<u8>);
+    /// The bytes after the length prefix of a string or byte list (written straight from
+    /// the value, without an intermediate copy, when it is the last parameter).
+    fn tail(&self) -> Option<&[u8]> {
+        None
+    }
+    /// Takes a value off the front of `src` (untrusted bytes).
+    fn get(src: &mut &[u8]) -> Option<Self>;
+}
+
+fn take<'a>(src: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+    let (head, rest) = src.split_at_checked(n)?;
+    *src = rest;
+    Some(head)
+}
+
+impl Flat for u32 {
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn get(src: &mut &[u8]) -> Option<u32> {
+        Some(u32::from_le_bytes(take(src, 4)?.try_into().ok()?))
+    }
+}
+
+impl Flat for u64 {
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn get(src: &mut &[u8]) -> Option<u64> {
+        Some(u64::from_le_bytes(take(src, 8)?.try_into().ok()?))
+    }
+}
+
+impl Flat for Vec<u8> {
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.len() as u32).to_le_bytes());
+        out.extend_from_slice(self);
+    }
+    fn tail(&self) -> Option<&[u8]> {
+        Some(self)
+    }
+    fn get(src: &mut &[u8]) -> Option<Vec<u8>> {
+        let n = u32::get(src)? as usize;
+        Some(take(src, n)?.to_vec())
+    }
+}
+
+impl Flat for String {
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.len() as u32).to_le_bytes());
+        out.extend_from_slice(self.as_bytes());
+    }
+    fn tail(&self) -> Option<&[u8]> {
+        Some(self.as_bytes())
+    }
+    fn get(src: &mut &[u8]) -> Option<String> {
+        let n = u32::get(src)? as usize;
+        std::str::from_utf8(take(src, n)?).ok().map(str::to_string)
+    }
+}
+
+/// The parameters or the result of a typed function: `()`, `(A,)` or `(A, B)`.
+pub(crate) trait FlatList: Sized {
+    /// Encodes all but the last value's data into `head`; returns that data (see
+    /// [`Flat::tail`]), to be written after `head`.
+    fn split(&self, head: &mut Vec<u8>) -> &[u8];
+    /// Decodes from `src`; with `exact`, every byte must be used.
+    fn get(src: &[u8], exact: bool) -> Option<Self>;
+}
+
+/// The last value: its length prefix into `head` and its data apart, or all of it into
+/// `head`.
+fn split_last<'a, T: Flat>(v: &'a T, head: &mut Vec<u8>) -> Result<&'a [u8], ()> {
+    match v.tail() {
+        Some(t) if u32::try_from(t.len()).is_ok() => {
+            head.extend_from_slice(&(t.len() as u32).to_le_bytes());
+            Ok(t)
+        }
+        Some(_) => Err(()),
+        None => {
+            v.put(head);
+            Ok(&[])
+        }
+    }
+}
+
+impl FlatList for () {
+    fn split(&self, _: &mut Vec<u8>) -> &[u8] {
+        &[]
+    }
+    fn get(src: &[u8], exact: bool) -> Option<()> {
+        (!exact || src.is_empty()).then_some(())
+    }
+}
+
+impl<A: Flat> FlatList for (A,) {
+    fn split(&self, head: &mut Vec<u8>) -> &[u8] {
+        split_last(&self.0, head).unwrap_or(&[])
+    }
+    fn get(mut src: &[u8], exact: bool) -> Option<(A,)> {
+        let a = A::get(&mut src)?;
+        (!exact || src.is_empty()).then_some((a,))
+    }
+}
+
+impl<A: Flat, B: Flat> FlatList for (A, B) {
+    fn split(&self, head: &mut Vec<u8>) -> &[u8] {
+        self.0.put(head);
+        split_last(&self.1, head).unwrap_or(&[])
+    }
+    fn get(mut src: &[u8], exact: bool) -> Option<(A, B)> {
+        let a = A::get(&mut src)?;
+        let b = B::get(&mut src)?;
+        (!exact || src.is_empty()).then_some((a, b))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -422,6 +544,34 @@ mod tests {
             &result.expect("result"),
             Val::Tuple(vec![Val::Char('\0'), Val::S64(-1), Val::Float64(1.5)]),
         );
+    }
+
+    #[test]
+    fn the_typed_encoding_is_the_same() {
+        let plan = kv();
+        let (params, _) = tys(&plan, "put");
+        let v = (String::from("ключ"), vec![1u8, 2, 3]);
+        let mut head = Vec::new();
+        let tail = v.split(&mut head);
+        let mut typed = head.clone();
+        typed.extend_from_slice(tail);
+        let mut dynamic = Vec::new();
+        encode(
+            &plan,
+            &[&params[0], &params[1]],
+            &[
+                Val::String("ключ".into()),
+                Val::List(vec![Val::U8(1), Val::U8(2), Val::U8(3)]),
+            ],
+            &mut dynamic,
+        )
+        .expect("encode");
+        assert_eq!(typed, dynamic);
+        assert_eq!(<(String, Vec<u8>)>::get(&typed, true), Some(v));
+        assert_eq!(<(u32,)>::get(&[1, 0, 0, 0, 9], true), None);
+        assert_eq!(<(u32,)>::get(&[1, 0, 0, 0, 9], false), Some((1,)));
+        assert_eq!(<(String,)>::get(&[1, 0, 0, 0, 0xff], true), None);
+        assert_eq!(<(Vec<u8>,)>::get(&[9, 0, 0, 0, 1], true), None);
     }
 
     #[test]

@@ -26,6 +26,7 @@
 //! The component's import types are checked against the interface's WIT at bind time;
 //! interfaces carrying resources have no plan and can not pair with a core domain.
 
+use super::codec::FlatList;
 use super::{ComponentData, ComponentExport, Shared, codec, failed_value, record_failure};
 use crate::astack::page_round;
 use crate::clerk::ExportEntry;
@@ -238,7 +239,7 @@ impl CoreBinding {
         let mut args = Vec::new();
         codec::encode(plan, &param_tys(pp), params, &mut args)
             .map_err(|_| Status::ResourceExhausted)?;
-        let reply = self.enter(plan, proc, &args)?;
+        let reply = self.enter(plan, proc, &[&args])?;
         if let (Some(t), Some(slot)) = (&pp.result, results.first_mut()) {
             let vals = if pp.bounded {
                 codec::decode_prefix(plan, &[t], &reply)
@@ -253,13 +254,34 @@ impl CoreBinding {
         Ok(())
     }
 
+    /// [`CoreBinding::call`] with static types (see `typed`): no `Val`s, and the data of the
+    /// last parameter written straight from the value.
+    fn call_typed<P: FlatList, R: FlatList>(
+        self: &Arc<Self>,
+        proc: usize,
+        params: P,
+    ) -> Result<R, Status> {
+        if self.revoked.load(Ordering::Acquire) {
+            return Err(Status::StaleBinding);
+        }
+        if self.export.server.core.terminated.load(Ordering::Acquire) {
+            return Err(Status::ServerTerminated);
+        }
+        let plan = &self.export.plan;
+        let pp = plan.procs.get(proc).ok_or(Status::BadProcedure)?;
+        let mut head = Vec::with_capacity(16);
+        let tail = params.split(&mut head);
+        let reply = self.enter(plan, proc, &[&head, tail])?;
+        R::get(&reply, !pp.bounded).ok_or(Status::BadReply)
+    }
+
     /// Runs the call in a free server replica (this thread's first), or one suspended in a
     /// call on this thread (re-entry), or waits for one up to the deadline.
     fn enter(
         self: &Arc<Self>,
         plan: &InterfacePlan,
         proc: usize,
-        args: &[u8],
+        args: &[&[u8]],
     ) -> Result<Vec<u8>, Status> {
         let server = &self.export.server;
         let n = server.replicas.len();
@@ -286,7 +308,7 @@ impl CoreBinding {
         plan: &InterfacePlan,
         r: usize,
         proc: usize,
-        args: &[u8],
+        args: &[&[u8]],
         mut ctx: StoreContextMut<'_, DomainData>,
     ) -> Result<Vec<u8>, Status> {
         let server = &self.export.server;
@@ -296,6 +318,15 @@ impl CoreBinding {
         let size = pp.astack_size as usize;
         let write = |ctx: &mut StoreContextMut<'_, DomainData>, at: usize, b: &[u8]| {
             mem.write(ctx, at, b).map_err(|_| Status::ResourceExhausted)
+        };
+        // The arguments, in pieces written one after another (see `FlatList::split`).
+        let len: usize = args.iter().map(|a| a.len()).sum();
+        let put = |ctx: &mut StoreContextMut<'_, DomainData>, mut at: usize| {
+            for a in args {
+                write(ctx, at, a)?;
+                at += a.len();
+            }
+            Ok::<(), Status>(())
         };
         let (astack, oob) = {
             let mut w = lock(&self.windows[r]);
@@ -307,15 +338,18 @@ impl CoreBinding {
             }
             let astack = w.astack.0;
             let oob = if pp.bounded {
-                write(&mut ctx, astack, args)?;
+                if len > size {
+                    return Err(Status::ResourceExhausted);
+                }
+                put(&mut ctx, astack)?;
                 (0, 0)
-            } else if args.len() <= size.saturating_sub(header::LEN) {
-                write(&mut ctx, astack + header::LEN, args)?;
-                write(&mut ctx, astack, &head(0, args.len())?)?;
+            } else if len <= size.saturating_sub(header::LEN) {
+                put(&mut ctx, astack + header::LEN)?;
+                write(&mut ctx, astack, &head(0, len)?)?;
                 (0, 0)
             } else {
-                if w.oob_in.1 < args.len() {
-                    let len = segment_len(args.len(), self.max_oob)?;
+                if w.oob_in.1 < len {
+                    let len = segment_len(len, self.max_oob)?;
                     let off = replica
                         .alloc_window(ctx.as_context_mut(), len)
                         .map_err(|e| e.status())?;
@@ -324,14 +358,16 @@ impl CoreBinding {
                         replica.unmap_free(old.0, old.1);
                     }
                 }
-                write(&mut ctx, w.oob_in.0, args)?;
-                write(&mut ctx, astack, &head(header::OOB, args.len())?)?;
+                put(&mut ctx, w.oob_in.0)?;
+                write(&mut ctx, astack, &head(header::OOB, len)?)?;
                 w.oob_in
             };
             (astack, oob)
         };
         let addr = |x: usize| i32::try_from(x).map_err(|_| Status::ResourceExhausted);
-        let entry_args = (addr(astack)?, addr(size)?, addr(oob.0)?, addr(oob.1)?, 0);
+        // Every `in` parameter may be read in place (borrow mask all ones): only the kernel
+        // writes this A-stack, and it waits for the call.
+        let entry_args = (addr(astack)?, addr(size)?, addr(oob.0)?, addr(oob.1)?, -1);
         let deadline = self
             .ticks
             .load(Ordering::Relaxed)
@@ -454,6 +490,7 @@ pub(super) fn bind_core(
             .collect(),
         export,
     });
+    let inst_funcs = funcs.clone();
     for (fname, _) in funcs {
         let proc = binding
             .export
@@ -462,6 +499,16 @@ pub(super) fn bind_core(
             .iter()
             .position(|p| p.name == fname)
             .ok_or_else(|| format!("`{fname}` is not served"))?;
+        let to = ToCore {
+            binding: binding.clone(),
+            proc,
+            function: fname.clone(),
+        };
+        if let Some(ty) = inst_func(&inst_funcs, &fname)
+            && super::typed::link(li, &fname, ty, to).map_err(|e| format!("`{fname}`: {e:#}"))?
+        {
+            continue;
+        }
         let b = binding.clone();
         let iface = import.to_string();
         li.func_new(&fname.clone(), move |mut ctx, ty, params, results| match b
@@ -481,6 +528,28 @@ pub(super) fn bind_core(
         .map_err(|e| format!("{e:#}"))?;
     }
     Ok(binding)
+}
+
+/// The type of imported function `name`.
+fn inst_func<'a>(funcs: &'a [(String, ComponentFunc)], name: &str) -> Option<&'a ComponentFunc> {
+    funcs.iter().find(|(n, _)| n == name).map(|(_, t)| t)
+}
+
+/// A typed import of a core server's procedure.
+struct ToCore {
+    binding: Arc<CoreBinding>,
+    proc: usize,
+    function: String,
+}
+
+impl super::typed::Forwarder for ToCore {
+    fn call<P: super::typed::Args, R: super::typed::Args>(&self, params: P) -> Result<R, Status> {
+        self.binding.call_typed(self.proc, params)
+    }
+
+    fn names(&self) -> (&str, &str) {
+        (&self.binding.interface, &self.function)
+    }
 }
 
 /// Faces of a terminated component domain: terminated too, which revokes their bindings.

@@ -1005,7 +1005,12 @@ fn bind_imports(
                     "`{fname}`: resources, futures and streams can not cross component domains yet"
                 )));
             }
-            if typed::link(&mut li, fname, &want, &binding, *idx)
+            let to = typed::ToComponent {
+                binding: binding.clone(),
+                idx: *idx,
+                function: fname.to_string(),
+            };
+            if typed::link(&mut li, fname, &want, to)
                 .map_err(|e| unbound(format!("`{fname}`: {e:#}")))?
             {
                 continue;
