@@ -14,9 +14,10 @@
 //!   interface under its WIT name, after checking every function against the WIT the kernel
 //!   knows; a mismatch is refused with the function and the reason.
 //! * **Imports bound at instantiation.** Each non-WASI import of a component is bound, when
-//!   the domain is created, to the component domain exporting that interface (the one
-//!   registered under the interface's name, or the export named in
-//!   [`ComponentOptions::bind`]); the import's types are checked against the export's. Each
+//!   the domain is created, to the domain exporting that interface (the one registered under
+//!   the interface's name, or the export named in [`ComponentOptions::bind`]); the import's
+//!   types are checked against the export's. The server may be a component or a core
+//!   (A-stack) domain, and core clients may bind to a component's export: see `mixed`. Each
 //!   import is a Binding Object ([`ComponentBindingInfo`]): checked on every call, revoked
 //!   when either side is terminated. A call runs on the calling thread: the import's host
 //!   function locks the server's Store and calls its export (the thread migrates; nothing is
