@@ -576,6 +576,46 @@ fn main() {
         f("table-iv/floor/intra-component"),
         f("table-iv/floor/intra-instance")
     );
+    let _ = writeln!(
+        md,
+        "## Mixed pairs: component and A-stack domains through the kernel\n"
+    );
+    let _ = writeln!(
+        md,
+        "| case | components, host-linked (ns) | component → component (ns) | component → A-stack (ns) | A-stack → component (ns) | A-stack → A-stack, isolated (ns) |"
+    );
+    let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- |");
+    for case in [
+        "null",
+        "add",
+        "big-in/200",
+        "big-in/65536",
+        "big-in-out/65536",
+    ] {
+        let _ = writeln!(
+            md,
+            "| {case} | {} | {} | {} | {} | {} |",
+            f(&format!("table-iv/component-host/{case}")),
+            f(&format!("table-iv/component-kernel/{case}")),
+            f(&format!("table-iv/component-to-astack/{case}")),
+            f(&format!("table-iv/astack-to-component/{case}")),
+            f(&format!("table-iv/isolated/{case}")),
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\nThe kernel translates each mixed call between component values and the A-stack \
+         layout of the interface's plan. A component client of an A-stack server \
+         (`u32`, `u64`, `string` and `list<u8>` signatures) copies a byte list twice, as the \
+         host-linked components do (lifted into the host, then written into the server's \
+         A-stack or `in` segment), but the server reads it in place instead of allocating a \
+         buffer for it through its `realloc` and freeing it after the call \
+         (component_host_64k_over_component_to_astack_64k: {}).\n",
+        x(ratio(
+            c("table-iv/component-host/big-in/65536"),
+            c("table-iv/component-to-astack/big-in/65536")
+        ))
+    );
     let _ = writeln!(md, "## LRPC Fig. 2: throughput vs calling threads\n");
     let _ = writeln!(
         md,
