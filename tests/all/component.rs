@@ -919,3 +919,39 @@ fn component_mixed_pairs_fail_calls_not_clients() {
             .any(|b| b.interface == KV && !b.live)
     );
 }
+
+#[test]
+fn component_mixed_untrusted_requests_are_refused() {
+    let _g = crate::shared();
+    // A core client's A-stack bytes are checked before the component sees them: a string
+    // that is not UTF-8, a length past the bytes sent, a bad enum case, trailing bytes.
+    let (_k, _server, client) = pairing(true, false);
+    let Client::Core(c) = &client else {
+        unreachable!()
+    };
+    let plan = &c.kv;
+    let proc = |f: &str| plan.procs.iter().position(|p| p.name == f).expect("f");
+    let raw = |f: &str, bytes: &[u8]| {
+        let p = &plan.procs[proc(f)];
+        c.driver
+            .call(0, proc(f), p.bounded, p.out_bound.unwrap_or(0), bytes)
+    };
+    let refused = |r: Result<Vec<u8>, lrpc_runtime::deploy::CallFailure>| match r {
+        Err(lrpc_runtime::deploy::CallFailure::Status(s)) => s == Status::ServerRejected,
+        _ => false,
+    };
+    assert!(refused(raw("get", &[2, 0, 0, 0, 0xc3, 0x28])));
+    assert!(refused(raw("get", &[9, 0, 0, 0, b'a'])));
+    assert!(refused(raw("get", &[1, 0, 0, 0, b'a', 0])));
+    assert!(refused(raw("put", &[1, 0, 0, 0, b'a', 0, 0, 0, 0, 2])));
+    assert!(refused(raw("keys", &[7])));
+    // The client and the server go on.
+    assert_eq!(
+        client.call(
+            KV,
+            "put",
+            vec![s("a"), Val::List(vec![]), Val::Enum("text".into())]
+        ),
+        Ok(Some(Val::Result(Ok(Some(Box::new(Val::U64(1)))))))
+    );
+}
