@@ -58,7 +58,10 @@ impl Target {
         params: &[Val],
         results: &mut [Val],
     ) -> Result<(), Error> {
-        let idx = *self.funcs.get(proc).ok_or(Error::NoSegment)?;
+        let idx = *self.funcs.get(proc).ok_or_else(|| Error::Guest {
+            what: format!("calling into `{}`", self.server.name),
+            reason: format!("no procedure {proc}"),
+        })?;
         self.server.run(idx, params, results)
     }
 }
