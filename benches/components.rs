@@ -11,6 +11,8 @@
 //!   project.
 //!
 //! Both run the client's call loops (`lrpc:peers/runner`), like the kernel's bench client.
+//! [`KernelLinked`] runs them on the kernel, bound to the server component or (a mixed pair)
+//! to the core bench server.
 
 use crate::Peer;
 use wasmtime::component::{Component, ComponentExportIndex, Instance, Linker, TypedFunc};
@@ -239,7 +241,7 @@ impl Peer for HostLinked {
 /// its Binding Object and run on the calling thread in the server's Store.
 pub struct KernelLinked {
     client: lrpc::ComponentDomain,
-    _server: lrpc::ComponentDomain,
+    _server: Box<dyn std::any::Any>,
     _kernel: lrpc::Kernel,
 }
 
@@ -252,7 +254,22 @@ impl KernelLinked {
         let client = kernel.component("bench-client", CLIENT, Default::default())?;
         Ok(KernelLinked {
             client,
-            _server: server,
+            _server: Box::new(server),
+            _kernel: kernel,
+        })
+    }
+
+    /// A mixed pair: the same client component, its import bound by the clerk to the core
+    /// bench server's export (the kernel encodes each call onto an A-stack of its own in the
+    /// server's memory and decodes the results).
+    pub fn to_astack() -> Result<KernelLinked, lrpc::Error> {
+        let kernel = lrpc::Kernel::new()?;
+        let server = kernel.domain("bench-server", lrpc::artifacts::BENCH_SERVER)?;
+        kernel.export(&server, BENCH)?;
+        let client = kernel.component("bench-client", CLIENT, Default::default())?;
+        Ok(KernelLinked {
+            client,
+            _server: Box::new(server),
             _kernel: kernel,
         })
     }

@@ -570,6 +570,35 @@ pub fn peers(grpc_exe: &std::path::Path) -> Vec<(&'static str, MakePeer, f64)> {
             0.5,
         ),
         (
+            "component-to-astack",
+            Box::new(|| {
+                Box::new(components::KernelLinked::to_astack().expect("a mixed pair"))
+                    as Box<dyn Peer>
+            }),
+            0.5,
+        ),
+        (
+            "astack-to-component",
+            Box::new(|| {
+                let kernel = Kernel::new().expect("kernel");
+                let server = kernel
+                    .component("bench-server", components::SERVER, Default::default())
+                    .expect("server component");
+                kernel
+                    .export_component(&server, "lrpc:bench/bench")
+                    .expect("export");
+                let client = kernel
+                    .domain("bench-client", lrpc::artifacts::BENCH_CLIENT)
+                    .expect("client");
+                assert_eq!(client.call::<(), i32>("bind", ()).expect("bind"), 0);
+                Box::new(OnKernel {
+                    peer: Lrpc::new(kernel.clone(), &client),
+                    _kernel: kernel,
+                })
+            }),
+            0.5,
+        ),
+        (
             "component-fused",
             Box::new(|| {
                 let kernel = Kernel::new().expect("kernel");

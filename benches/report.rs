@@ -321,6 +321,13 @@ fn main() {
             ),
         ),
         (
+            "component_host_64k_over_component_to_astack_64k",
+            ratio(
+                c("table-iv/component-host/big-in/65536"),
+                c("table-iv/component-to-astack/big-in/65536"),
+            ),
+        ),
+        (
             "component_host_null_over_isolated_null",
             ratio(
                 c("table-iv/component-host/null"),
@@ -569,6 +576,46 @@ fn main() {
         f("table-iv/floor/intra-component"),
         f("table-iv/floor/intra-instance")
     );
+    let _ = writeln!(
+        md,
+        "## Mixed pairs: component and A-stack domains through the kernel\n"
+    );
+    let _ = writeln!(
+        md,
+        "| case | components, host-linked (ns) | component → component (ns) | component → A-stack (ns) | A-stack → component (ns) | A-stack → A-stack, isolated (ns) |"
+    );
+    let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- |");
+    for case in [
+        "null",
+        "add",
+        "big-in/200",
+        "big-in/65536",
+        "big-in-out/65536",
+    ] {
+        let _ = writeln!(
+            md,
+            "| {case} | {} | {} | {} | {} | {} |",
+            f(&format!("table-iv/component-host/{case}")),
+            f(&format!("table-iv/component-kernel/{case}")),
+            f(&format!("table-iv/component-to-astack/{case}")),
+            f(&format!("table-iv/astack-to-component/{case}")),
+            f(&format!("table-iv/isolated/{case}")),
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\nThe kernel translates each mixed call between component values and the A-stack \
+         layout of the interface's plan. A component client of an A-stack server \
+         (`u32`, `u64`, `string` and `list<u8>` signatures) copies a byte list twice, as the \
+         host-linked components do (lifted into the host, then written into the server's \
+         A-stack or `in` segment), but the server reads it in place instead of allocating a \
+         buffer for it through its `realloc` and freeing it after the call \
+         (component_host_64k_over_component_to_astack_64k: {}).\n",
+        x(ratio(
+            c("table-iv/component-host/big-in/65536"),
+            c("table-iv/component-to-astack/big-in/65536")
+        ))
+    );
     let _ = writeln!(md, "## LRPC Fig. 2: throughput vs calling threads\n");
     let _ = writeln!(
         md,
@@ -722,6 +769,7 @@ fn main() {
         ("message_passing_null_over_isolated_null", "≥ 100"),
         ("grpc_uds_null_over_isolated_null", "≥ 1000"),
         ("component_kernel_null_over_component_host_null", "≤ 1.1"),
+        ("component_host_64k_over_component_to_astack_64k", "≥ 1"),
         ("component_host_null_over_isolated_null", "≥ 5"),
         ("direct_null_over_component_fused_null", "≤ 1.0"),
         ("component_fused_64k_over_borrow_64k", "≥ 3"),

@@ -30,7 +30,13 @@ const GUESTS: &[&str] = &[
 const COMPONENT_CORES: &[&str] = &["component_server", "component_client"];
 /// Component guests, built for WASI preview 2: run by the kernel as component domains.
 const COMPONENT_TARGET: &str = "wasm32-wasip2";
-const COMPONENT_GUESTS: &[&str] = &["comp-kv-server", "comp-probe", "comp-driver"];
+const COMPONENT_GUESTS: &[&str] = &[
+    "comp-kv-server",
+    "comp-probe",
+    "comp-driver",
+    "comp-relay",
+    "comp-bench-server",
+];
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));

@@ -12,6 +12,8 @@ fn every_peer_answers_every_procedure_correctly() {
             "direct",
             "component-host",
             "component-kernel",
+            "component-to-astack",
+            "astack-to-component",
             "component-fused",
             "message-passing",
             "grpc-uds"

@@ -107,6 +107,17 @@ guest!(
     COMP_DRIVER,
     "comp_driver.wasm"
 );
+guest!(
+    /// A component importing `lrpc:kv/store` and `lrpc:bench/bench` and forwarding every
+    /// call to them (`lrpc:relay/forward`): a client of either kind of server.
+    COMP_RELAY,
+    "comp_relay.wasm"
+);
+guest!(
+    /// A component serving `lrpc:bench/bench` with the core `bench-server`'s answers.
+    COMP_BENCH_SERVER,
+    "comp_bench_server.wasm"
+);
 
 /// Where the build put the Python key-value server (`guests/comp-py-kv`, a component made
 /// by componentize-py). Not embedded: it carries a Python interpreter (about 18 MB).
@@ -132,6 +143,8 @@ pub const BY_NAME: &[(&str, &[u8])] = &[
     ("comp-kv-server", COMP_KV_SERVER),
     ("comp-probe", COMP_PROBE),
     ("comp-driver", COMP_DRIVER),
+    ("comp-relay", COMP_RELAY),
+    ("comp-bench-server", COMP_BENCH_SERVER),
 ];
 
 /// The embedded guest called `name` (as in [`BY_NAME`]).

@@ -55,6 +55,9 @@ pub(crate) struct ExportEntry {
     pub presentation: SidePresentation,
     /// The server thread's queue, when it serves on a thread of its own.
     pub mailbox: Option<Mailbox>,
+    /// The component domain behind the export, when `server` is its core face (a mixed
+    /// pair: the kernel translates each call, see `component::mixed`).
+    pub component: Option<crate::component::mixed::Target>,
 }
 
 /// The registry.
@@ -135,6 +138,7 @@ impl Clerk {
             deadline,
             presentation,
             mailbox,
+            component: None,
         });
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
         if map.contains_key(name) || self.component(name).is_some() {

@@ -131,7 +131,51 @@ impl KernelInner {
             .map(f)
     }
 
-    fn plan(&self, interface: &str) -> Result<InterfacePlan, Error> {
+    /// Reserves a free slot of the domain table (until the domain is created or the slot is
+    /// freed again) and returns its id.
+    fn reserve_id(&self) -> Result<u16, Error> {
+        let mut t = lock(&self.domains);
+        let free = t.slots.iter().position(Slot::is_free);
+        let id = free.unwrap_or(t.slots.len());
+        if id > usize::from(u16::MAX) {
+            return Err(Error::TooManyDomains);
+        }
+        if id == t.slots.len() {
+            t.slots.push(Slot::Free);
+        }
+        t.slots[id] = Slot::Reserved;
+        Ok(id as u16)
+    }
+
+    /// The core face of a component domain's export (see `component::mixed`): a domain of
+    /// the table with no replicas, the server side of the bindings core clients make to the
+    /// export. Its book lists those bindings, so that terminating it revokes them.
+    pub(crate) fn face(&self, name: &str) -> Result<Arc<DomainShared>, Error> {
+        // The smallest module: a face has no instance, but a domain has a module.
+        const EMPTY: &[u8] = b"\0asm\x01\0\0\0";
+        let module = Module::new(&self.engine, EMPTY).map_err(|e| Error::Compile {
+            domain: name.to_string(),
+            source: boxed(e),
+        })?;
+        let id = self.reserve_id()?;
+        let core = Arc::new(DomainCore {
+            id,
+            name: name.to_string(),
+            presentations: Vec::new(),
+            terminated: AtomicBool::new(false),
+            book: Mutex::new(Default::default()),
+            account: Arc::new(Account::new(name, self.config.quotas)),
+        });
+        let shared = Arc::new(DomainShared {
+            core,
+            replicas: Box::new([]),
+            module,
+        });
+        lock(&self.domains).slots[usize::from(id)] = Slot::Live(Arc::downgrade(&shared));
+        Ok(shared)
+    }
+
+    pub(crate) fn plan(&self, interface: &str) -> Result<InterfacePlan, Error> {
         self.plan_with(interface, &Presentation::default())
     }
 
@@ -305,20 +349,7 @@ impl Kernel {
             });
         }
         let module = self.module(name, wasm)?;
-        let id = {
-            let mut t = lock(&self.inner.domains);
-            let free = t.slots.iter().position(Slot::is_free);
-            let id = free.unwrap_or(t.slots.len());
-            if id > usize::from(u16::MAX) {
-                return Err(Error::TooManyDomains);
-            }
-            if id == t.slots.len() {
-                t.slots.push(Slot::Free);
-            }
-            // Reserve the slot until the domain is created.
-            t.slots[id] = Slot::Reserved;
-            id as u16
-        };
+        let id = self.inner.reserve_id()?;
         if let Some(p) = options
             .presentations
             .iter()

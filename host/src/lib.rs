@@ -36,6 +36,7 @@ pub mod demo;
 
 pub use binding::BindingInfo;
 pub use clerk::{ExportOptions, Serving};
+pub use component::codec;
 pub use component::{
     AnyDomain, CallFailure, ComponentBindingInfo, ComponentDomain, ComponentLimits,
     ComponentOptions, Preopen, Stdio, WasiGrants, is_component,
@@ -46,6 +47,6 @@ pub use kernel::{DomainOptions, EMBEDDED_WIT, Kernel, KernelConfig};
 pub use lrpc_abi::Status;
 pub use lrpc_presentation::{
     Combination, InterfacePlan, ProcCombination, ProcPlan, Side, SidePresentation, Transport,
-    Trust, Wit,
+    Trust, Ty, Wit,
 };
 pub use quota::{Quotas, Usage};

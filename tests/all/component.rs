@@ -498,3 +498,460 @@ fn component_fully_trusting_pair_is_composed_at_creation() {
     k.restart_component(&d).expect("restart");
     assert_eq!(call1(&d, DRIVER, "ping", &[]), Val::U32(42));
 }
+
+// ---------------------------------------------------------------------------------------
+// Mixed pairs: component and core (A-stack) domains bound to each other. Each pairing runs
+// the same calls with the same random values; every pairing must answer alike.
+
+use lrpc::artifacts::{BENCH_SERVER, COMP_BENCH_SERVER, COMP_RELAY, KV_SERVER};
+use lrpc::{InterfacePlan, Ty, codec};
+use lrpc_runtime::driver::Driver;
+
+const BENCH: &str = "lrpc:bench/bench";
+const FORWARD: &str = "lrpc:relay/forward";
+
+/// A small deterministic generator (xorshift64*), so a failure can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.below(xs.len())]
+    }
+
+    fn bytes(&mut self, len: usize) -> Val {
+        Val::List((0..len).map(|_| Val::U8(self.next() as u8)).collect())
+    }
+
+    /// A string of `chars` characters, many of them outside ASCII.
+    fn text(&mut self, chars: usize) -> String {
+        const POOL: &[char] = &['a', 'z', '0', '-', 'é', 'ß', 'ж', '✓', '𝄞', '🔑', ' '];
+        (0..chars).map(|_| *self.pick(POOL)).collect()
+    }
+}
+
+/// One client of a pairing: a core client (the runtime's driver domain, speaking the
+/// A-stack encoding through `lrpc.bind` and `lrpc.call`) or the relay component.
+enum Client {
+    Core(Box<CoreClient>),
+    Component(ComponentDomain),
+}
+
+/// A core client and the plans of the interfaces it is bound to.
+struct CoreClient {
+    driver: Driver,
+    kv: InterfacePlan,
+    bench: InterfacePlan,
+}
+
+impl Client {
+    /// Calls `function` of `interface` with `args`; its result (`None` when it has none),
+    /// or the failure's text.
+    fn call(&self, interface: &str, function: &str, args: Vec<Val>) -> Result<Option<Val>, String> {
+        match self {
+            Client::Component(d) => {
+                let name = if interface == KV {
+                    format!("kv-{function}")
+                } else {
+                    function.to_string()
+                };
+                let mut r = d
+                    .call(FORWARD, &name, &args)
+                    .map_err(|e| format!("{e:#}"))?;
+                let failures = d.take_failures();
+                if !failures.is_empty() {
+                    return Err(format!("{failures:?}"));
+                }
+                Ok(r.pop())
+            }
+            Client::Core(c) => {
+                let CoreClient { driver, kv, bench } = &**c;
+                let (slot, plan) = if interface == KV { (0, kv) } else { (1, bench) };
+                let proc = plan
+                    .procs
+                    .iter()
+                    .position(|p| p.name == function)
+                    .expect("a function of the interface");
+                let p = &plan.procs[proc];
+                let tys: Vec<&Ty> = p.params.iter().map(|(_, t)| t).collect();
+                let mut bytes = Vec::new();
+                codec::encode(plan, &tys, &args, &mut bytes).map_err(|e| e.to_string())?;
+                let out = driver
+                    .call(slot, proc, p.bounded, p.out_bound.unwrap_or(0), &bytes)
+                    .map_err(|e| format!("{e:?}"))?;
+                let Some(t) = &p.result else {
+                    return Ok(None);
+                };
+                let vals = if p.bounded {
+                    codec::decode_prefix(plan, &[t], &out)
+                } else {
+                    codec::decode(plan, &[t], &out)
+                };
+                Ok(vals.map_err(|e| e.to_string())?.pop())
+            }
+        }
+    }
+}
+
+/// What keeps a pairing's servers alive.
+#[allow(dead_code, reason = "held, not read")]
+enum Server {
+    Core(lrpc::Domain, lrpc::Domain),
+    Component(ComponentDomain, ComponentDomain),
+}
+
+/// A kernel with key-value and bench servers of one kind, and a client of one kind bound to
+/// both by name.
+fn pairing(component_server: bool, component_client: bool) -> (Kernel, Server, Client) {
+    let k = Kernel::new().expect("kernel");
+    let server = if component_server {
+        let kv = k
+            .component("kv", COMP_KV_SERVER, ComponentOptions::default())
+            .expect("kv");
+        k.export_component(&kv, KV).expect("export kv");
+        let b = k
+            .component("bench", COMP_BENCH_SERVER, ComponentOptions::default())
+            .expect("bench");
+        k.export_component(&b, BENCH).expect("export bench");
+        Server::Component(kv, b)
+    } else {
+        let kv = k.domain("kv", KV_SERVER).expect("kv");
+        k.export(&kv, KV).expect("export kv");
+        let b = k.domain("bench", BENCH_SERVER).expect("bench");
+        k.export(&b, BENCH).expect("export bench");
+        Server::Core(kv, b)
+    };
+    let client = if component_client {
+        Client::Component(
+            k.component("relay", COMP_RELAY, ComponentOptions::default())
+                .expect("relay bound to both servers"),
+        )
+    } else {
+        let driver = Driver::new(&k, "driver").expect("driver");
+        let kv = k.interface(KV).expect("kv plan");
+        let bench = k.interface(BENCH).expect("bench plan");
+        driver
+            .bind(0, KV, kv.fingerprint, kv.procs.len())
+            .expect("bind kv");
+        driver
+            .bind(1, BENCH, bench.fingerprint, bench.procs.len())
+            .expect("bind bench");
+        Client::Core(Box::new(CoreClient { driver, kv, bench }))
+    };
+    (k, server, client)
+}
+
+/// The four pairings, named: core→core, core→component, component→core,
+/// component→component.
+fn pairings() -> Vec<(&'static str, (Kernel, Server, Client))> {
+    vec![
+        ("core→core", pairing(false, false)),
+        ("core→component", pairing(true, false)),
+        ("component→core", pairing(false, true)),
+        ("component→component", pairing(true, true)),
+    ]
+}
+
+/// Byte lengths from empty to well past an A-stack (1500 bytes) and a 64 KiB segment.
+const LENGTHS: &[usize] = &[0, 1, 7, 200, 1491, 1492, 1500, 4096, 65_536, 200_000];
+
+/// Runs `calls` (interface, function, arguments) through every pairing and checks they all
+/// answer alike; returns the answers.
+fn agree(calls: &[(&str, &str, Vec<Val>)]) -> Vec<Result<Option<Val>, String>> {
+    let mut first: Option<(&str, Vec<_>)> = None;
+    for (name, (_k, _s, client)) in pairings() {
+        let answers: Vec<_> = calls
+            .iter()
+            .map(|(i, f, a)| client.call(i, f, a.clone()))
+            .collect();
+        for (c, a) in calls.iter().zip(&answers) {
+            assert!(a.is_ok(), "{name}: {}#{}: {a:?}", c.0, c.1);
+        }
+        match &first {
+            None => first = Some((name, answers)),
+            Some((n0, a0)) => {
+                for ((c, a), b) in calls.iter().zip(a0).zip(&answers) {
+                    assert!(a == b, "{}#{}: {n0} and {name} differ", c.0, c.1);
+                }
+            }
+        }
+    }
+    first.expect("four pairings").1
+}
+
+#[test]
+fn component_mixed_pairs_agree_on_the_bench_interface() {
+    let _g = crate::shared();
+    let mut rng = Rng(0x6d69_7865_6421);
+    let mut calls = vec![(BENCH, "null", vec![])];
+    for _ in 0..8 {
+        let (a, b) = (rng.next() as u32, rng.next() as u32);
+        calls.push((BENCH, "add", vec![Val::U32(a), Val::U32(b)]));
+    }
+    for &len in LENGTHS {
+        calls.push((BENCH, "big-in", vec![rng.bytes(len)]));
+        calls.push((BENCH, "big-in-out", vec![rng.bytes(len)]));
+    }
+    let answers = agree(&calls);
+    // The answers are the bench server's, not merely alike.
+    for ((_, f, args), got) in calls.iter().zip(answers) {
+        let want = match (*f, &args[..]) {
+            ("null", _) => None,
+            ("add", [Val::U32(a), Val::U32(b)]) => Some(Val::U32(a.wrapping_add(*b))),
+            ("big-in", [Val::List(d)]) => {
+                let b = |v: &Val| match v {
+                    Val::U8(x) => *x,
+                    _ => unreachable!(),
+                };
+                let ends = match &d[..] {
+                    [] => 0,
+                    [x] => b(x),
+                    [x, .., y] => b(x) ^ b(y),
+                };
+                Some(Val::U32(((d.len() as u32) << 8) | u32::from(ends)))
+            }
+            ("big-in-out", [Val::List(d)]) => Some(Val::List(
+                d.iter()
+                    .map(|v| match v {
+                        Val::U8(x) => Val::U8(x ^ 0x5a),
+                        _ => unreachable!(),
+                    })
+                    .collect(),
+            )),
+            _ => unreachable!(),
+        };
+        assert_eq!(got, Ok(want), "{f}");
+    }
+}
+
+#[test]
+fn component_mixed_pairs_agree_on_the_key_value_interface() {
+    let _g = crate::shared();
+    let mut rng = Rng(0x6b76_2d6d_6978);
+    let kinds = ["text", "binary"];
+    let mut keys: Vec<String> = Vec::new();
+    let mut calls: Vec<(&str, &str, Vec<Val>)> = Vec::new();
+    for i in 0..40 {
+        match rng.below(8) {
+            0..=2 => {
+                let key = if i % 9 == 0 && !keys.is_empty() {
+                    rng.pick(&keys).clone()
+                } else {
+                    let chars = 1 + rng.below(12);
+                    let k = format!("{}-{}", rng.text(chars), i);
+                    keys.push(k.clone());
+                    k
+                };
+                let len = *rng.pick(LENGTHS);
+                calls.push((
+                    KV,
+                    "put",
+                    vec![
+                        s(&key),
+                        rng.bytes(len),
+                        Val::Enum(rng.pick(&kinds).to_string()),
+                    ],
+                ));
+            }
+            3 => {
+                let key = match rng.below(3) {
+                    0 if !keys.is_empty() => rng.pick(&keys).clone(),
+                    1 => String::new(),
+                    _ => rng.text(3),
+                };
+                calls.push((KV, "get", vec![s(&key)]));
+            }
+            4 if !keys.is_empty() => {
+                let key = rng.pick(&keys).clone();
+                calls.push((KV, "get", vec![s(&key)]));
+                calls.push((KV, "delete", vec![s(&key)]));
+            }
+            5 => {
+                let prefix = match rng.below(2) {
+                    0 => None,
+                    _ => Some(Box::new(s(&rng.text(1)))),
+                };
+                calls.push((KV, "keys", vec![Val::Option(prefix)]));
+            }
+            6 => {
+                let c = char::from_u32(rng.next() as u32 % 0x11_0000).unwrap_or('\u{d7ff}');
+                let delta = rng.next() as i64;
+                let scale = (rng.next() % 1_000_000) as f64 / 7.0 - 5000.0;
+                calls.push((
+                    KV,
+                    "measure",
+                    vec![Val::Char(c), Val::S64(delta), Val::Float64(scale)],
+                ));
+            }
+            _ => calls.push((KV, "stats", vec![])),
+        }
+    }
+    // The error cases, each once: an invalid key, a value too large, a missing key, a key
+    // past the limit; the rights flags.
+    calls.push((
+        KV,
+        "put",
+        vec![s(""), rng.bytes(3), Val::Enum("text".into())],
+    ));
+    calls.push((
+        KV,
+        "put",
+        vec![
+            s("big"),
+            rng.bytes((1 << 20) + 1),
+            Val::Enum("binary".into()),
+        ],
+    ));
+    calls.push((KV, "get", vec![s("nope, ничего")]));
+    calls.push((KV, "get", vec![s(&"k".repeat(300))]));
+    calls.push((KV, "rights", vec![]));
+    calls.push((KV, "keys", vec![Val::Option(None)]));
+    calls.push((KV, "stats", vec![]));
+    let answers = agree(&calls);
+    let err = |e: Val| Ok(Some(Val::Result(Err(Some(Box::new(e))))));
+    let n = answers.len();
+    assert_eq!(
+        answers[n - 7],
+        err(Val::Variant("invalid-key".into(), None))
+    );
+    assert_eq!(
+        answers[n - 6],
+        err(Val::Variant(
+            "too-large".into(),
+            Some(Box::new(Val::U32(1 << 20)))
+        ))
+    );
+    assert_eq!(
+        answers[n - 5],
+        err(Val::Variant(
+            "not-found".into(),
+            Some(Box::new(s("nope, ничего")))
+        ))
+    );
+    assert_eq!(
+        answers[n - 3],
+        Ok(Some(Val::Flags(vec![
+            "read".into(),
+            "write".into(),
+            "scan".into()
+        ])))
+    );
+}
+
+#[test]
+fn component_mixed_pairs_fail_calls_not_clients() {
+    let _g = crate::shared();
+    // A core client of a component server that traps: a call-failed status; the client
+    // binds on and calls again once the server is restarted.
+    let k = kernel();
+    let p = probe_with(&k, ComponentOptions::default());
+    let driver = Driver::new(&k, "driver").expect("driver");
+    let plan = k.interface(PROBE).expect("probe plan");
+    driver
+        .bind(0, PROBE, plan.fingerprint, plan.procs.len())
+        .expect("a core client binds to a component's export");
+    let proc = |f: &str| plan.procs.iter().position(|p| p.name == f).expect("f");
+    let echo = |text: &str| {
+        let p = &plan.procs[proc("echo")];
+        let mut args = Vec::new();
+        codec::encode(&plan, &[&Ty::String], &[s(text)], &mut args).expect("encode");
+        driver
+            .call(0, proc("echo"), p.bounded, 0, &args)
+            .map(|out| codec::decode(&plan, &[&Ty::String], &out).expect("decode"))
+    };
+    assert_eq!(echo("hé ✓").expect("echo"), vec![s("hé ✓")]);
+    let trap = &plan.procs[proc("trap")];
+    match driver.call(0, proc("trap"), trap.bounded, 4, &[]) {
+        Err(lrpc_runtime::deploy::CallFailure::Status(st)) => {
+            assert_eq!(st, Status::ServerTrapped)
+        }
+        other => panic!("expected a call-failed status, got {other:?}"),
+    }
+    assert!(p.dead().is_some());
+    assert!(echo("x").is_err(), "the dead server is not entered");
+    k.restart_component(&p).expect("restart");
+    assert_eq!(echo("again").expect("echo"), vec![s("again")]);
+    // Terminating the component revokes the core client's binding.
+    k.terminate_component(&p);
+    match echo("gone") {
+        Err(lrpc_runtime::deploy::CallFailure::Status(st)) => {
+            assert_eq!(st, Status::ServerTerminated)
+        }
+        other => panic!("expected ServerTerminated, got {other:?}"),
+    }
+
+    // A component client of core servers, one terminated: the call answers the error
+    // channel's zero value, the failure is recorded, and the client goes on.
+    let (k, server, client) = pairing(false, true);
+    let (Server::Core(kv, _), Client::Component(relay)) = (&server, &client) else {
+        unreachable!()
+    };
+    assert_eq!(
+        client.call(BENCH, "add", vec![Val::U32(2), Val::U32(3)]),
+        Ok(Some(Val::U32(5)))
+    );
+    k.terminate(kv);
+    let got = relay
+        .call(FORWARD, "kv-stats", &[])
+        .expect("the client is not trapped");
+    assert_eq!(got, vec![Val::Tuple(vec![Val::U32(0), Val::U64(0)])]);
+    let failures = relay.take_failures();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(failures[0].status, Status::ServerTerminated);
+    assert_eq!(
+        client.call(BENCH, "add", vec![Val::U32(7), Val::U32(8)]),
+        Ok(Some(Val::U32(15)))
+    );
+    assert!(
+        relay
+            .bindings()
+            .iter()
+            .any(|b| b.interface == KV && !b.live)
+    );
+}
+
+#[test]
+fn component_mixed_untrusted_requests_are_refused() {
+    let _g = crate::shared();
+    // A core client's A-stack bytes are checked before the component sees them: a string
+    // that is not UTF-8, a length past the bytes sent, a bad enum case, trailing bytes.
+    let (_k, _server, client) = pairing(true, false);
+    let Client::Core(c) = &client else {
+        unreachable!()
+    };
+    let plan = &c.kv;
+    let proc = |f: &str| plan.procs.iter().position(|p| p.name == f).expect("f");
+    let raw = |f: &str, bytes: &[u8]| {
+        let p = &plan.procs[proc(f)];
+        c.driver
+            .call(0, proc(f), p.bounded, p.out_bound.unwrap_or(0), bytes)
+    };
+    let refused = |r: Result<Vec<u8>, lrpc_runtime::deploy::CallFailure>| match r {
+        Err(lrpc_runtime::deploy::CallFailure::Status(s)) => s == Status::ServerRejected,
+        _ => false,
+    };
+    assert!(refused(raw("get", &[2, 0, 0, 0, 0xc3, 0x28])));
+    assert!(refused(raw("get", &[9, 0, 0, 0, b'a'])));
+    assert!(refused(raw("get", &[1, 0, 0, 0, b'a', 0])));
+    assert!(refused(raw("put", &[1, 0, 0, 0, b'a', 0, 0, 0, 0, 2])));
+    assert!(refused(raw("keys", &[7])));
+    // The client and the server go on.
+    assert_eq!(
+        client.call(
+            KV,
+            "put",
+            vec![s("a"), Val::List(vec![]), Val::Enum("text".into())]
+        ),
+        Ok(Some(Val::Result(Ok(Some(Box::new(Val::U64(1)))))))
+    );
+}

@@ -14,9 +14,10 @@
 //!   interface under its WIT name, after checking every function against the WIT the kernel
 //!   knows; a mismatch is refused with the function and the reason.
 //! * **Imports bound at instantiation.** Each non-WASI import of a component is bound, when
-//!   the domain is created, to the component domain exporting that interface (the one
-//!   registered under the interface's name, or the export named in
-//!   [`ComponentOptions::bind`]); the import's types are checked against the export's. Each
+//!   the domain is created, to the domain exporting that interface (the one registered under
+//!   the interface's name, or the export named in [`ComponentOptions::bind`]); the import's
+//!   types are checked against the export's. The server may be a component or a core
+//!   (A-stack) domain, and core clients may bind to a component's export: see `mixed`. Each
 //!   import is a Binding Object ([`ComponentBindingInfo`]): checked on every call, revoked
 //!   when either side is terminated. A call runs on the calling thread: the import's host
 //!   function locks the server's Store and calls its export (the thread migrates; nothing is
@@ -50,7 +51,9 @@
 //! as `ServerBusy`. Resources, futures and streams can not cross component domains yet; an
 //! import whose functions carry them is refused at bind time, naming the function.
 
+pub mod codec;
 mod fuse;
+pub(crate) mod mixed;
 mod typecheck;
 mod typed;
 mod wasi;
@@ -240,6 +243,20 @@ struct Live {
     /// their types are checked once, not on every call.
     typed: Vec<Option<Box<dyn std::any::Any + Send + Sync>>>,
     bindings: Vec<Arc<Binding>>,
+    /// Imports bound to core domains' exports (mixed pairs).
+    to_core: Vec<Arc<mixed::CoreBinding>>,
+}
+
+impl Live {
+    /// Revokes the bindings of this instance's imports.
+    fn revoke(&self) {
+        for b in &self.bindings {
+            b.revoked.store(true, Ordering::Release);
+        }
+        for b in &self.to_core {
+            b.revoked.store(true, Ordering::Release);
+        }
+    }
 }
 
 /// A component domain, shared by its handles, its exports and the bindings to it.
@@ -267,6 +284,8 @@ pub(crate) struct Shared {
     output: wasi::Output,
     server_bindings: Mutex<Vec<Weak<Binding>>>,
     exports: Mutex<Vec<String>>,
+    /// The core faces of its exports (see `mixed`).
+    faces: Mutex<Vec<Arc<crate::domain::DomainShared>>>,
 }
 
 impl Shared {
@@ -415,6 +434,8 @@ pub(crate) struct ComponentExport {
     server: Arc<Shared>,
     /// `(function, type, index into the server's functions)`.
     funcs: Vec<(String, ComponentFunc, usize)>,
+    /// What core clients bind to (see `mixed`), when the interface has a plan.
+    face: Option<Arc<crate::clerk::ExportEntry>>,
 }
 
 /// A component domain, as the embedder holds it. Cloning gives another handle to the same
@@ -517,7 +538,16 @@ impl ComponentDomain {
         match wait_lock(&self.shared.live, SETUP_WAIT) {
             Some(g) => g
                 .as_ref()
-                .map(|l| l.bindings.iter().map(|b| b.info()).collect())
+                .map(|l| {
+                    let core = l.to_core.iter().map(|b| ComponentBindingInfo {
+                        interface: b.interface.clone(),
+                        export: b.export.name.clone(),
+                        server: b.export.server.core.name.clone(),
+                        live: !b.revoked.load(Ordering::Acquire)
+                            && !b.export.server.core.terminated.load(Ordering::Acquire),
+                    });
+                    l.bindings.iter().map(|b| b.info()).chain(core).collect()
+                })
                 .unwrap_or_default(),
             None => Vec::new(),
         }
@@ -646,6 +676,7 @@ impl Kernel {
             output: Default::default(),
             server_bindings: Mutex::new(Vec::new()),
             exports: Mutex::new(Vec::new()),
+            faces: Mutex::new(Vec::new()),
         });
         let live = instantiate(inner, &shared)?;
         *wait_lock(&shared.live, SETUP_WAIT).ok_or(Error::Busy)? = Some(live);
@@ -717,12 +748,14 @@ impl Kernel {
                 .ok_or_else(|| mismatch(&f, "no such exported function".into()))?;
             funcs.push((f, t, idx));
         }
+        let face = mixed::face(&self.inner, shared, interface, name)?;
         self.inner.clerk.export_component(
             name,
             Arc::new(ComponentExport {
                 interface: interface.to_string(),
                 server: shared.clone(),
                 funcs,
+                face,
             }),
         )?;
         lock(&shared.exports).push(name.to_string());
@@ -741,9 +774,7 @@ impl Kernel {
         let mut guard = wait_lock(&shared.live, SETUP_WAIT).ok_or(Error::Busy)?;
         let live = instantiate(&self.inner, shared)?;
         if let Some(old) = guard.replace(live) {
-            for b in &old.bindings {
-                b.revoked.store(true, Ordering::Release);
-            }
+            old.revoke();
         }
         shared.set_dead(None);
         Ok(())
@@ -762,13 +793,13 @@ impl Kernel {
                 b.revoked.store(true, Ordering::Release);
             }
         }
+        let faces = std::mem::take(&mut *lock(&shared.faces));
+        mixed::terminate_faces(&self.inner, &faces);
         // Running code is interrupted at the next tick; then the Store can be dropped.
         if let Some(mut g) = wait_lock(&shared.live, SETUP_WAIT)
             && let Some(old) = g.take()
         {
-            for b in &old.bindings {
-                b.revoked.store(true, Ordering::Release);
-            }
+            old.revoke();
         }
     }
 }
@@ -819,7 +850,7 @@ fn instantiate(kernel: &Arc<KernelInner>, shared: &Arc<Shared>) -> Result<Live, 
     store.set_epoch_deadline(1);
     let mut linker: Linker<ComponentData> = Linker::new(&shared.engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| fail(boxed(e)))?;
-    let bindings = bind_imports(kernel, shared, &mut linker)?;
+    let (bindings, to_core) = bind_imports(kernel, shared, &mut linker)?;
     shared.arm(&mut store);
     let instance = linker
         .instantiate(&mut store, &shared.component)
@@ -832,6 +863,7 @@ fn instantiate(kernel: &Arc<KernelInner>, shared: &Arc<Shared>) -> Result<Live, 
         typed: funcs.iter().map(|_| None).collect(),
         funcs,
         bindings,
+        to_core,
     })
 }
 
@@ -879,15 +911,19 @@ fn holds_handles(t: &Type) -> bool {
     }
 }
 
+/// The bindings of a domain's imports: to component domains, and to core domains.
+type Bound = (Vec<Arc<Binding>>, Vec<Arc<mixed::CoreBinding>>);
+
 /// Binds every non-WASI import of the domain to its server's export, defining each
 /// imported function in `linker` as a call through the binding.
 fn bind_imports(
     kernel: &Arc<KernelInner>,
     shared: &Arc<Shared>,
     linker: &mut Linker<ComponentData>,
-) -> Result<Vec<Arc<Binding>>, Error> {
+) -> Result<Bound, Error> {
     let engine = &shared.engine;
     let mut bindings = Vec::new();
+    let mut to_core = Vec::new();
     for (import, item) in shared.component.component_type().imports(engine) {
         if import.starts_with("wasi:") {
             continue;
@@ -908,10 +944,20 @@ fn bind_imports(
             .iter()
             .find(|(i, _)| i == import)
             .map_or(import, |(_, e)| e.as_str());
-        let export = kernel
-            .clerk
-            .component(export_name)
-            .ok_or_else(|| unbound(format!("nothing is exported under `{export_name}`")))?;
+        let Some(export) = kernel.clerk.component(export_name) else {
+            // A core domain's export: a mixed pair.
+            let core = kernel
+                .clerk
+                .get(export_name)
+                .ok_or_else(|| unbound(format!("nothing is exported under `{export_name}`")))?;
+            let mut li = linker
+                .instance(import)
+                .map_err(|e| unbound(format!("{e:#}")))?;
+            to_core.push(
+                mixed::bind_core(kernel, shared, import, &inst, core, &mut li).map_err(unbound)?,
+            );
+            continue;
+        };
         if export.interface != import {
             return Err(unbound(format!(
                 "`{export_name}` serves `{}`",
@@ -960,7 +1006,12 @@ fn bind_imports(
                     "`{fname}`: resources, futures and streams can not cross component domains yet"
                 )));
             }
-            if typed::link(&mut li, fname, &want, &binding, *idx)
+            let to = typed::ToComponent {
+                binding: binding.clone(),
+                idx: *idx,
+                function: fname.to_string(),
+            };
+            if typed::link(&mut li, fname, &want, to)
                 .map_err(|e| unbound(format!("`{fname}`: {e:#}")))?
             {
                 continue;
@@ -987,7 +1038,7 @@ fn bind_imports(
         lock(&export.server.server_bindings).push(Arc::downgrade(&binding));
         bindings.push(binding);
     }
-    Ok(bindings)
+    Ok((bindings, to_core))
 }
 
 /// What a failed call answers (see the module's documentation): the error channel when the

@@ -12,7 +12,9 @@
 //! on both paths: a failed call answers the result type's zero value (0, an empty string or
 //! list), as the general path does for those types, and is recorded as a failure.
 
+use super::codec::FlatList;
 use super::{Binding, ComponentData, record_failure};
+use lrpc_abi::Status;
 use std::sync::Arc;
 use wasmtime::component::types::{ComponentFunc, Type};
 use wasmtime::component::{ComponentNamedList, Lift, LinkerInstance, Lower};
@@ -76,15 +78,32 @@ macro_rules! with_result {
     };
 }
 
-/// Links function `name` of `li` (type `ty`, the server's function `idx`) with a typed host
-/// function forwarding through `binding`, when its signature is one the typed path carries.
-/// `Ok(false)`: it is not; the caller links the general path.
-pub(super) fn link(
+/// What the typed path carries as parameters or results: `()`, `(A,)` or `(A, B)` of the
+/// kinds above, lifted and lowered by the canonical ABI and encoded for an A-stack.
+pub(super) trait Args:
+    ComponentNamedList + Lift + Lower + FlatList + Send + Sync + 'static
+{
+}
+
+impl<T: ComponentNamedList + Lift + Lower + FlatList + Send + Sync + 'static> Args for T {}
+
+/// Where a typed import's calls go: a component server's export, or (a mixed pair) a core
+/// server's procedure.
+pub(super) trait Forwarder: Send + Sync + 'static {
+    /// One call; its results, or why it failed.
+    fn call<P: Args, R: Args>(&self, params: P) -> Result<R, Status>;
+    /// The interface and function, for the failure record.
+    fn names(&self) -> (&str, &str);
+}
+
+/// Links function `name` of `li` (type `ty`) with a typed host function forwarding through
+/// `f`, when its signature is one the typed path carries. `Ok(false)`: it is not; the caller
+/// links the general path.
+pub(super) fn link<F: Forwarder>(
     li: &mut LinkerInstance<'_, ComponentData>,
     name: &str,
     ty: &ComponentFunc,
-    binding: &Arc<Binding>,
-    idx: usize,
+    f: F,
 ) -> wasmtime::Result<bool> {
     let params: Option<Vec<Kind>> = ty.params().map(|(_, t)| kind(&t)).collect();
     let results: Option<Vec<Kind>> = ty.results().map(|t| kind(&t)).collect();
@@ -95,46 +114,56 @@ pub(super) fn link(
         return Ok(false);
     }
     let result = results.first().copied();
-    let f = Forward {
-        binding: binding.clone(),
-        idx,
-        function: name.to_string(),
-    };
+    let f = Forward { to: f };
     match params[..] {
-        [] => with_result!(result, R => f.link::<(), R>(li)),
-        [a] => with_kind!(a, A => with_result!(result, R => f.link::<(A,), R>(li))),
+        [] => with_result!(result, R => f.link::<(), R>(li, name)),
+        [a] => with_kind!(a, A => with_result!(result, R => f.link::<(A,), R>(li, name))),
         [a, b] => with_kind!(a, A => with_kind!(b, B => {
-            with_result!(result, R => f.link::<(A, B), R>(li))
+            with_result!(result, R => f.link::<(A, B), R>(li, name))
         })),
         _ => return Ok(false),
     }?;
     Ok(true)
 }
 
-/// One typed import: the binding it goes through and the server function it reaches.
-struct Forward {
-    binding: Arc<Binding>,
-    idx: usize,
-    function: String,
+/// A typed import of a component server's export: the binding and the server's function.
+pub(super) struct ToComponent {
+    pub binding: Arc<Binding>,
+    pub idx: usize,
+    pub function: String,
 }
 
-impl Forward {
-    fn link<P, R>(self, li: &mut LinkerInstance<'_, ComponentData>) -> wasmtime::Result<()>
+impl Forwarder for ToComponent {
+    fn call<P: Args, R: Args>(&self, params: P) -> Result<R, Status> {
+        self.binding.call_typed::<P, R>(self.idx, params)
+    }
+
+    fn names(&self) -> (&str, &str) {
+        (&self.binding.interface, &self.function)
+    }
+}
+
+/// One typed import.
+struct Forward<F> {
+    to: F,
+}
+
+impl<F: Forwarder> Forward<F> {
+    fn link<P, R>(
+        self,
+        li: &mut LinkerInstance<'_, ComponentData>,
+        name: &str,
+    ) -> wasmtime::Result<()>
     where
-        P: ComponentNamedList + Lift + Lower + Send + Sync + 'static,
-        R: ComponentNamedList + Lift + Lower + Default + Send + Sync + 'static,
+        P: Args,
+        R: Args + Default,
     {
-        let name = self.function.clone();
-        li.func_wrap(&name, move |mut ctx, params: P| {
-            match self.binding.call_typed::<P, R>(self.idx, params) {
+        li.func_wrap(name, move |mut ctx, params: P| {
+            match self.to.call::<P, R>(params) {
                 Ok(r) => Ok(r),
                 Err(status) => {
-                    record_failure(
-                        ctx.data_mut(),
-                        &self.binding.interface,
-                        &self.function,
-                        status,
-                    );
+                    let (interface, function) = self.to.names();
+                    record_failure(ctx.data_mut(), interface, function, status);
                     Ok(R::default())
                 }
             }

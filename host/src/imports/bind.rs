@@ -52,7 +52,15 @@ fn bind_inner(
     let name = read_guest(caller, name_ptr, len).ok_or(Status::BadPointer)?;
     let name = String::from_utf8(name).map_err(|_| Status::UnknownInterface)?;
     let kernel = kernel_of(caller)?;
-    let export = kernel.clerk.get(&name).ok_or(Status::UnknownInterface)?;
+    // A core server's export, or the core face of a component domain's (a mixed pair).
+    let export = match kernel.clerk.get(&name) {
+        Some(e) => e,
+        None => kernel
+            .clerk
+            .component(&name)
+            .and_then(|c| c.face())
+            .ok_or(Status::UnknownInterface)?,
+    };
     if export.plan.fingerprint != fingerprint {
         return Err(Status::InterfaceMismatch);
     }
@@ -84,7 +92,9 @@ fn bind_inner(
     let combination =
         lrpc_presentation::combine(&export.plan, &client_presentation, &export.presentation)
             .map_err(|_| Status::InterfaceMismatch)?;
-    let direct = combination.transport == lrpc_presentation::Transport::Direct;
+    // A component server has no module to link into the client: always the isolated path.
+    let direct =
+        combination.transport == lrpc_presentation::Transport::Direct && export.component.is_none();
     let mut flags = if combination.clear_residue {
         desc::FLAG_CLEAR_RESIDUE
     } else {

@@ -273,6 +273,9 @@ fn transfer(
     if let Some(mailbox) = &b.export.mailbox {
         return transfer_message(caller, raw, p, proc, deadline, mailbox);
     }
+    if let Some(target) = &b.export.component {
+        return to_component(caller, client_key, p, proc, target);
+    }
     // A free replica, starting from this thread's own so that threads do not contend for
     // the same one. The common case is that one being free: the rest is `transfer_contended`.
     let n = server.replicas.len();
@@ -298,6 +301,24 @@ fn transfer(
         Ok(Err(e)) => server_faulted(caller, server, &e),
         Err(s) => s,
     }
+}
+
+/// A call whose server is a component domain (see `mixed`).
+#[cold]
+fn to_component(
+    caller: &mut Caller<'_, DomainData>,
+    client_key: ReplicaKey,
+    p: &Prepared,
+    proc: u32,
+    target: &crate::component::mixed::Target,
+) -> Status {
+    let a = super::mixed::AStack {
+        at: p.client_astack,
+        cap: p.size,
+        proc,
+        index: p.index,
+    };
+    super::mixed::to_component(caller, client_key, p.binding, target, &a)
 }
 
 /// A server's fault during a call: the server is terminated, the client gets the status.

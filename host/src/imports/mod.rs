@@ -10,6 +10,7 @@
 mod bind;
 mod call;
 mod channel;
+mod mixed;
 mod oob;
 
 use crate::domain::DomainData;

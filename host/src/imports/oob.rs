@@ -160,7 +160,7 @@ fn refresh_view(
 
 /// Which side asks for a segment: the client, or the server replica serving the call.
 #[derive(Clone, Copy)]
-enum Side {
+pub(super) enum Side {
     Client,
     Server,
 }
@@ -169,7 +169,7 @@ enum Side {
 /// maps it into the asking replica (`key`, on `side`) when it was made where that replica's
 /// store could not be reached; its capacity and address there.
 #[cold]
-fn segment_slow(
+pub(super) fn segment_slow(
     binding: &Binding,
     okey: crate::binding::OobKey,
     min: usize,
@@ -212,12 +212,18 @@ fn reply_oob_inner(
 ) -> Result<(), Status> {
     write_guest(caller, seg_ptr, &[0; lrpc_abi::segment::LEN])?;
     let me = caller.data().key();
-    let (_, server, pinned, proc, index) = linkage::current().ok_or(Status::NoCall)?;
-    if server != me {
-        return Err(Status::NoCall);
-    }
-    let binding = pinned.get();
     let min = usize::try_from(min_len).map_err(|_| Status::BadPointer)?;
+    let (pinned, proc, index) = match linkage::current() {
+        Some((_, server, pinned, proc, index)) if server == me => (pinned, proc, index),
+        // Not a core client's call: one a component client makes through the kernel?
+        _ => {
+            let (addr, cap) =
+                crate::component::mixed::reply_window(me, caller.as_context_mut(), min)?;
+            let rec = lrpc_abi::segment::Segment { addr, cap };
+            return write_guest(caller, seg_ptr, &rec.encode());
+        }
+    };
+    let binding = pinned.get();
     let kernel = kernel_of(caller)?;
     let okey = (proc, index, lrpc_abi::OOB_OUT);
     let r = usize::from(me.replica);

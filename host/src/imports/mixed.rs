@@ -1,0 +1,143 @@
+//! `lrpc.call` on a binding whose server is a component domain (a mixed pair, see
+//! `component::mixed`): the kernel is the server's entry stub. It reads the request off the
+//! client's A-stack (or its `in` segment), decodes it by the plan into component values —
+//! every length, tag and byte of it untrusted — calls the component's export under its
+//! deadline, and encodes the results back onto the A-stack, or into the `out` segment when
+//! they do not fit, as a core server's stub would.
+
+use super::memory;
+use super::oob::{Side, segment_slow};
+use crate::component::codec;
+use crate::component::mixed::Target;
+use crate::domain::DomainData;
+use crate::linkage::{self, Pinned, ReplicaKey};
+use lrpc_abi::{Status, header};
+use wasmtime::Caller;
+use wasmtime::component::Val;
+
+/// Where the call's A-stack is: client address, capacity, procedure, index among the
+/// procedure's A-stacks.
+pub(super) struct AStack {
+    pub at: u32,
+    pub cap: u32,
+    pub proc: u32,
+    pub index: u32,
+}
+
+/// Serves one call of a core client on a component server; the call's status.
+pub(super) fn to_component(
+    caller: &mut Caller<'_, DomainData>,
+    client_key: ReplicaKey,
+    binding: Pinned,
+    target: &Target,
+    a: &AStack,
+) -> Status {
+    let b = binding.get();
+    let plan = &b.export.plan;
+    let Some(pp) = plan.procs.get(a.proc as usize) else {
+        return Status::BadProcedure;
+    };
+    let Some(mem) = memory(caller) else {
+        return Status::BadPointer;
+    };
+    let (base, cap) = (a.at as usize, a.cap as usize);
+    let read = |caller: &Caller<'_, DomainData>, at: usize, len: usize| {
+        let mut buf = vec![0; len];
+        mem.read(caller, at, &mut buf).ok().map(|()| buf)
+    };
+    // The request, as the client's stub laid it out.
+    let request = if pp.bounded {
+        read(caller, base, pp.in_bound.unwrap_or(0).min(cap))
+    } else {
+        read(caller, base, header::LEN).and_then(|h| {
+            let flags = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+            let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
+            let (at, room) = if flags & header::OOB != 0 {
+                b.with_oob((a.proc, a.index, lrpc_abi::OOB_IN), |at| {
+                    (at.client, at.len)
+                })?
+            } else {
+                (base + header::LEN, cap.saturating_sub(header::LEN))
+            };
+            if len > room || at == crate::binding::UNMAPPED {
+                return None;
+            }
+            read(caller, at, len)
+        })
+    };
+    let Some(request) = request else {
+        return Status::ServerRejected;
+    };
+    let params: Vec<&_> = pp.params.iter().map(|(_, t)| t).collect();
+    let decoded = if pp.bounded {
+        codec::decode_prefix(plan, &params, &request)
+    } else {
+        codec::decode(plan, &params, &request)
+    };
+    let Ok(args) = decoded else {
+        return Status::ServerRejected;
+    };
+    let mut results = vec![Val::Bool(false); usize::from(pp.result.is_some())];
+    let server = ReplicaKey {
+        domain: b.server.core.id,
+        replica: 0,
+    };
+    // On the thread's linkage stack like any call, so that the component may call back into
+    // this client (A→B→A re-enters it).
+    let ran = linkage::with_record(caller, client_key, server, binding, a.proc, a.index, || {
+        target.run(a.proc as usize, &args, &mut results)
+    });
+    if let Err(e) = ran {
+        return e.status();
+    }
+    let mut reply = Vec::new();
+    if let Some(t) = &pp.result
+        && codec::encode(plan, &[t], &results, &mut reply).is_err()
+    {
+        return Status::ServerRejected;
+    }
+    let written = if pp.bounded {
+        (reply.len() <= cap)
+            .then(|| mem.write(&mut *caller, base, &reply).ok())
+            .flatten()
+    } else {
+        write_reply(caller, b, a, &reply)
+    };
+    match written {
+        Some(()) => Status::Ok,
+        None => Status::ResourceExhausted,
+    }
+}
+
+/// Writes an unbounded reply: header and payload on the A-stack, or the payload in the
+/// binding's `out` segment for this A-stack (made or grown as the client's `oob` would).
+fn write_reply(
+    caller: &mut Caller<'_, DomainData>,
+    b: &crate::binding::Binding,
+    a: &AStack,
+    reply: &[u8],
+) -> Option<()> {
+    let mem = memory(caller)?;
+    let len = u32::try_from(reply.len()).ok()?;
+    let base = a.at as usize;
+    let inline = reply.len() <= (a.cap as usize).saturating_sub(header::LEN);
+    let flags = if inline {
+        mem.write(&mut *caller, base + header::LEN, reply).ok()?;
+        0
+    } else {
+        let kernel = caller.data().kernel.upgrade()?;
+        let key = caller.data().key();
+        let okey = (a.proc, a.index, lrpc_abi::OOB_OUT);
+        let (seg_cap, at) =
+            segment_slow(b, okey, reply.len(), &kernel, (key, Side::Client), caller).ok()?;
+        if seg_cap < reply.len() {
+            return None;
+        }
+        mem.write(&mut *caller, at, reply).ok()?;
+        header::OOB
+    };
+    let mut h = [0u8; header::LEN];
+    h[..4].copy_from_slice(&flags.to_le_bytes());
+    h[4..].copy_from_slice(&len.to_le_bytes());
+    mem.write(&mut *caller, base, &h).ok()
+}
