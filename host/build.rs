@@ -34,6 +34,7 @@ const COMPONENT_GUESTS: &[&str] = &[
     "comp-kv-server",
     "comp-probe",
     "comp-driver",
+    "comp-holder",
     "comp-relay",
     "comp-bench-server",
 ];

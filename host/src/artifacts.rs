@@ -108,6 +108,12 @@ guest!(
     "comp_driver.wasm"
 );
 guest!(
+    /// A component serving `lrpc:comp/holder`, importing `lrpc:comp/counters` (a resource
+    /// whose handles cross to the server's domain).
+    COMP_HOLDER,
+    "comp_holder.wasm"
+);
+guest!(
     /// A component importing `lrpc:kv/store` and `lrpc:bench/bench` and forwarding every
     /// call to them (`lrpc:relay/forward`): a client of either kind of server.
     COMP_RELAY,
@@ -143,6 +149,7 @@ pub const BY_NAME: &[(&str, &[u8])] = &[
     ("comp-kv-server", COMP_KV_SERVER),
     ("comp-probe", COMP_PROBE),
     ("comp-driver", COMP_DRIVER),
+    ("comp-holder", COMP_HOLDER),
     ("comp-relay", COMP_RELAY),
     ("comp-bench-server", COMP_BENCH_SERVER),
 ];

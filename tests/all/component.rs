@@ -2,7 +2,7 @@
 //! (`guests/comp-*`), exported through the clerk, their imports bound to other component
 //! domains; failures, restart, WASI capabilities and limits.
 
-use lrpc::artifacts::{COMP_DRIVER, COMP_KV_SERVER, COMP_PROBE};
+use lrpc::artifacts::{COMP_DRIVER, COMP_HOLDER, COMP_KV_SERVER, COMP_PROBE};
 use lrpc::{
     AnyDomain, ComponentDomain, ComponentLimits, ComponentOptions, Error, Fault, Kernel, Preopen,
     Status, Stdio, WasiGrants,
@@ -14,6 +14,8 @@ use wasmtime::component::Val;
 const PROBE: &str = "lrpc:comp/probe";
 const DRIVER: &str = "lrpc:comp/driver";
 const KV: &str = "lrpc:kv/store";
+const COUNTERS: &str = "lrpc:comp/counters";
+const HOLDER: &str = "lrpc:comp/holder";
 
 /// A kernel that knows the component guests' WIT (`guests/comp-wit`).
 fn kernel() -> Kernel {
@@ -499,13 +501,115 @@ fn component_fully_trusting_pair_is_composed_at_creation() {
     assert_eq!(call1(&d, DRIVER, "ping", &[]), Val::U32(42));
 }
 
+#[test]
+fn component_resource_passed_and_called_across_a_pair() {
+    let _g = crate::shared();
+    let k = kernel();
+    let p = probe_with(&k, ComponentOptions::default());
+    k.export_component(&p, COUNTERS).expect("export counters");
+    let h = k
+        .component("holder", COMP_HOLDER, ComponentOptions::default())
+        .expect("holder bound to the counters");
+    assert!(
+        h.bindings()
+            .iter()
+            .any(|b| b.interface == COUNTERS && b.server == "probe" && b.live)
+    );
+    let live = |p: &ComponentDomain| call1(p, COUNTERS, "live", &[]);
+    let selftest_ok = Val::Result(Ok(Some(Box::new(Val::U64(19)))));
+    // Constructor, `make`, methods, a borrow lent to `total`, drops: every handle the
+    // client dropped was dropped in the server too.
+    for _ in 0..3 {
+        assert_eq!(call1(&h, HOLDER, "counters-selftest", &[]), selftest_ok);
+        assert_eq!(live(&p), Val::U32(0));
+    }
+    // A handle kept between calls.
+    call1_unit(&h, HOLDER, "keep", &[Val::U64(7)]);
+    assert_eq!(live(&p), Val::U32(1));
+    assert_eq!(call1(&h, HOLDER, "kept-add", &[Val::U64(2)]), Val::U64(9));
+    call1_unit(&h, HOLDER, "keep", &[Val::U64(100)]);
+    assert_eq!(live(&p), Val::U32(1), "the first kept counter was dropped");
+    assert_eq!(call1(&h, HOLDER, "kept-add", &[Val::U64(1)]), Val::U64(101));
+    call1_unit(&h, HOLDER, "release", &[]);
+    assert_eq!(live(&p), Val::U32(0));
+    assert!(h.take_failures().is_empty());
+
+    // The server dies: calls with handles fail (recorded), the client keeps answering.
+    call1_unit(&h, HOLDER, "keep", &[Val::U64(1)]);
+    assert!(p.call(PROBE, "trap", &[]).is_err());
+    assert!(p.dead().is_some());
+    assert_eq!(call1(&h, HOLDER, "kept-add", &[Val::U64(1)]), Val::U64(0));
+    match call1(&h, HOLDER, "counters-selftest", &[]) {
+        Val::Result(Err(_)) => {}
+        other => panic!("expected the self-test to fail, got {other:?}"),
+    }
+    let failures = h.take_failures();
+    assert!(!failures.is_empty());
+    assert!(failures.iter().all(|f| f.interface == COUNTERS));
+    assert_eq!(failures[0].status, Status::ServerTrapped);
+    // Restarted: the handle kept into the old instance is stale; new handles work.
+    k.restart_component(&p).expect("restart");
+    assert_eq!(call1(&h, HOLDER, "kept-add", &[Val::U64(1)]), Val::U64(0));
+    let failures = h.take_failures();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(failures[0].function, "[method]counter.add");
+    assert_eq!(failures[0].status, Status::StaleBinding);
+    call1_unit(&h, HOLDER, "release", &[]);
+    assert_eq!(call1(&h, HOLDER, "counters-selftest", &[]), selftest_ok);
+    assert_eq!(live(&p), Val::U32(0));
+    assert!(h.take_failures().is_empty());
+    // A client that goes away (restarted or terminated): the handles it held are dropped in
+    // the server.
+    let h2 = k
+        .component("holder-2", COMP_HOLDER, ComponentOptions::default())
+        .expect("a second holder");
+    call1_unit(&h2, HOLDER, "keep", &[Val::U64(5)]);
+    assert_eq!(live(&p), Val::U32(1));
+    k.restart_component(&h2).expect("restart the client");
+    assert_eq!(live(&p), Val::U32(0));
+    call1_unit(&h2, HOLDER, "keep", &[Val::U64(5)]);
+    assert_eq!(live(&p), Val::U32(1));
+    k.terminate_component(&h2);
+    assert_eq!(live(&p), Val::U32(0));
+    // Terminated: handles fail as stale bindings.
+    call1_unit(&h, HOLDER, "keep", &[Val::U64(3)]);
+    k.terminate_component(&p);
+    assert_eq!(call1(&h, HOLDER, "kept-add", &[Val::U64(1)]), Val::U64(0));
+    call1_unit(&h, HOLDER, "release", &[]);
+    assert_eq!(h.take_failures()[0].status, Status::StaleBinding);
+}
+
+#[test]
+fn component_resources_refused_for_an_astack_pairing() {
+    let _g = crate::shared();
+    let k = kernel();
+    // The plan, which core (A-stack) domains and the core face of a component's export go
+    // by, refuses an interface carrying resources, naming the function.
+    let e = k.interface(COUNTERS).expect_err("no plan for resources");
+    let text = format!("{e:#}");
+    assert!(text.contains("`[constructor]counter`"), "{text}");
+    // So a component exporting it gets no core face: a core client's bind is refused.
+    let p = probe_with(&k, ComponentOptions::default());
+    k.export_component(&p, COUNTERS).expect("export counters");
+    let driver = Driver::new(&k, "driver").expect("core client");
+    match driver.bind(0, COUNTERS, 0, 6) {
+        Err(BindError::Status(Status::UnknownInterface)) => {}
+        other => panic!("expected the bind refused, got {other:?}"),
+    }
+}
+
+fn call1_unit(d: &ComponentDomain, iface: &str, f: &str, args: &[Val]) {
+    let r = d.call(iface, f, args).expect("call");
+    assert!(r.is_empty(), "{f}: no result");
+}
+
 // ---------------------------------------------------------------------------------------
 // Mixed pairs: component and core (A-stack) domains bound to each other. Each pairing runs
 // the same calls with the same random values; every pairing must answer alike.
 
 use lrpc::artifacts::{BENCH_SERVER, COMP_BENCH_SERVER, COMP_RELAY, KV_SERVER};
 use lrpc::{InterfacePlan, Ty, codec};
-use lrpc_runtime::driver::Driver;
+use lrpc_runtime::driver::{BindError, Driver};
 
 const BENCH: &str = "lrpc:bench/bench";
 const FORWARD: &str = "lrpc:relay/forward";

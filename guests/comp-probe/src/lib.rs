@@ -9,11 +9,13 @@ wit_bindgen::generate!({
     world: "lrpc:comp-worlds/probe",
 });
 
+use exports::lrpc::comp::counters::{self, GuestCounter};
 use exports::lrpc::comp::probe::Guest;
 use std::cell::Cell;
 
 thread_local! {
     static CALLS: Cell<u64> = const { Cell::new(0) };
+    static LIVE: Cell<u32> = const { Cell::new(0) };
 }
 
 struct Probe;
@@ -76,6 +78,51 @@ impl Guest for Probe {
             c.set(c.get() + 1);
             c.get()
         })
+    }
+}
+
+/// A counter of `lrpc:comp/counters`; the live count follows its creation and drop.
+struct Count {
+    value: Cell<u64>,
+}
+
+impl Drop for Count {
+    fn drop(&mut self) {
+        LIVE.with(|l| l.set(l.get().saturating_sub(1)));
+    }
+}
+
+impl GuestCounter for Count {
+    fn new(start: u64) -> Self {
+        LIVE.with(|l| l.set(l.get().saturating_add(1)));
+        Count {
+            value: Cell::new(start),
+        }
+    }
+
+    fn add(&self, n: u64) -> u64 {
+        self.value.set(self.value.get().wrapping_add(n));
+        self.value.get()
+    }
+
+    fn get(&self) -> u64 {
+        self.value.get()
+    }
+}
+
+impl counters::Guest for Probe {
+    type Counter = Count;
+
+    fn make(start: u64) -> counters::Counter {
+        counters::Counter::new(Count::new(start))
+    }
+
+    fn total(c: counters::CounterBorrow<'_>) -> u64 {
+        c.get::<Count>().get()
+    }
+
+    fn live() -> u32 {
+        LIVE.with(|l| l.get())
     }
 }
 

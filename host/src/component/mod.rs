@@ -39,7 +39,8 @@
 //!   it is a string, else its zero value), the failure's text when E is `string`, and E's zero
 //!   value otherwise;
 //! * any other function returns the zero value of its result type (0, false, "", empty list,
-//!   `none`, the first case of an enum or variant, no flags).
+//!   `none`, the first case of an enum or variant, no flags; for a resource, a handle with
+//!   nothing behind it, which every later call fails as stale).
 //!
 //! Either way the kernel records the failure in the client domain
 //! ([`ComponentDomain::take_failures`]), so the embedder, which supervises its plugins, learns
@@ -48,11 +49,25 @@
 //!
 //! A call back into a domain that is itself waiting in an outgoing call (A→B→A) is not
 //! re-entered (its Store is held by the waiting call): it waits for the deadline and fails
-//! as `ServerBusy`. Resources, futures and streams can not cross component domains yet; an
-//! import whose functions carry them is refused at bind time, naming the function.
+//! as `ServerBusy`.
+//!
+//! **Resources.** Between two component domains, functions pass resource handles (`own<T>`,
+//! `borrow<T>`; constructors, methods and static functions are functions like the others):
+//! the client's import defines each resource of the interface as a host resource of the
+//! binding, and the binding keeps a table from the client's handles to the server's (see
+//! `handles`). Such functions take the dynamic path, their handles translated in both
+//! directions; both sides' types are checked against the kernel's WIT (the resource types of
+//! two components never compare equal). The client dropping a handle drops the server's;
+//! handles into a restarted or terminated server are stale and calls with them fail (as
+//! above, `StaleBinding`); the handles of a client that goes away are dropped in its
+//! servers. A core (A-stack) domain can not carry handles: an interface with resources has
+//! no plan, so it gets no core face and a component's import of it can not bind to a core
+//! export (`mixed`). Futures and streams can not cross component domains yet; an import
+//! whose functions carry them is refused at bind time, naming the function.
 
 pub mod codec;
 mod fuse;
+mod handles;
 pub(crate) mod mixed;
 mod typecheck;
 mod typed;
@@ -71,7 +86,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use wasmtime::component::types::{ComponentFunc, ComponentItem, Type};
-use wasmtime::component::{Component, Func, Instance, Linker, ResourceTable, Val};
+use wasmtime::component::{Component, Func, Instance, Linker, ResourceTable, ResourceType, Val};
 use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
@@ -245,9 +260,26 @@ struct Live {
     bindings: Vec<Arc<Binding>>,
     /// Imports bound to core domains' exports (mixed pairs).
     to_core: Vec<Arc<mixed::CoreBinding>>,
+    /// The instance's number, unique in the process: resource handles into it carry it
+    /// (see `handles`), so that handles into an earlier instance are known stale.
+    instance: u64,
 }
 
+/// The next [`Live::instance`].
+static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
+
 impl Live {
+    /// Drops, in each server, the handles this (revoked) instance held through its bindings:
+    /// the client is gone, so nothing will drop them otherwise. Called without the client's
+    /// Store lock held (each drop takes its server's).
+    fn release_handles(&self) {
+        for b in &self.bindings {
+            for (server, instance) in b.handles.take_all() {
+                b.server.drop_handle(server, instance);
+            }
+        }
+    }
+
     /// Revokes the bindings of this instance's imports.
     fn revoke(&self) {
         for b in &self.bindings {
@@ -340,6 +372,52 @@ impl Shared {
         })
     }
 
+    /// [`Shared::run`] with resource handles among the parameters: `instances` are the
+    /// server instances they came from. Answers the instance that ran the call, or `None`
+    /// (without entering) when a handle is from another instance (stale).
+    fn run_handles(
+        &self,
+        idx: usize,
+        params: &[Val],
+        results: &mut [Val],
+        instances: &[u64],
+    ) -> Result<Option<u64>, Error> {
+        self.enter(idx, |live, func| {
+            if instances.iter().any(|i| *i != live.instance) {
+                return Ok(Ok(None));
+            }
+            Ok(func
+                .call(&mut live.store, params, results)
+                .map(|()| Some(live.instance)))
+        })
+    }
+
+    /// Drops a handle of the server's instance `instance` that a client no longer holds,
+    /// under the Store lock and deadline of a call. Nothing to do when that instance is gone
+    /// or the domain dead or terminated (its handles went with the Store); a fault while the
+    /// server's destructor runs kills the server, as a call's would.
+    fn drop_handle(&self, handle: wasmtime::component::ResourceAny, instance: u64) {
+        if self.terminated.load(Ordering::Acquire) || self.is_dead().is_some() {
+            return;
+        }
+        let Some(mut guard) = wait_lock(&self.live, self.deadline) else {
+            return;
+        };
+        let Some(live) = guard.as_mut() else {
+            return;
+        };
+        if live.instance != instance {
+            return;
+        }
+        self.arm(&mut live.store);
+        let r = handle.resource_drop(&mut live.store);
+        live.store.data_mut().deadline_tick = 0;
+        drop(guard);
+        if let Err(e) = r {
+            self.set_dead(Some(Fault::classify(&e)));
+        }
+    }
+
     /// Enters the Store to run the exported function `idx` through `f`, with the domain's
     /// deadline and fuel armed. `f` answers an error of its own (the call did not start) or
     /// the call's outcome, whose error is a fault that kills the domain.
@@ -392,6 +470,8 @@ pub(crate) struct Binding {
     export: String,
     server: Arc<Shared>,
     revoked: AtomicBool,
+    /// The resource handles the client holds into the server through this binding.
+    handles: Arc<handles::Handles>,
 }
 
 impl Binding {
@@ -773,8 +853,11 @@ impl Kernel {
         }
         let mut guard = wait_lock(&shared.live, SETUP_WAIT).ok_or(Error::Busy)?;
         let live = instantiate(&self.inner, shared)?;
-        if let Some(old) = guard.replace(live) {
+        let old = guard.replace(live);
+        drop(guard);
+        if let Some(old) = old {
             old.revoke();
+            old.release_handles();
         }
         shared.set_dead(None);
         Ok(())
@@ -796,10 +879,10 @@ impl Kernel {
         let faces = std::mem::take(&mut *lock(&shared.faces));
         mixed::terminate_faces(&self.inner, &faces);
         // Running code is interrupted at the next tick; then the Store can be dropped.
-        if let Some(mut g) = wait_lock(&shared.live, SETUP_WAIT)
-            && let Some(old) = g.take()
-        {
+        let old = wait_lock(&shared.live, SETUP_WAIT).and_then(|mut g| g.take());
+        if let Some(old) = old {
             old.revoke();
+            old.release_handles();
         }
     }
 }
@@ -864,6 +947,7 @@ fn instantiate(kernel: &Arc<KernelInner>, shared: &Arc<Shared>) -> Result<Live, 
         funcs,
         bindings,
         to_core,
+        instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
     })
 }
 
@@ -889,26 +973,86 @@ fn resolve_exports(
     Ok(funcs)
 }
 
-/// Whether a type holds a resource handle, a future or a stream: values the kernel can not
-/// carry between two Stores yet.
+/// Whether a type holds a resource handle (`own` or `borrow`).
 fn holds_handles(t: &Type) -> bool {
+    holds(t, &|t| matches!(t, Type::Own(_) | Type::Borrow(_)))
+}
+
+/// Whether a type holds a future, a stream, an error context or a map: values the kernel
+/// can not carry between two Stores yet.
+fn holds_async(t: &Type) -> bool {
+    holds(t, &|t| {
+        matches!(
+            t,
+            Type::Future(_) | Type::Stream(_) | Type::ErrorContext | Type::Map(_)
+        )
+    })
+}
+
+/// Whether `t` or a type inside it is one `leaf` picks.
+fn holds(t: &Type, leaf: &dyn Fn(&Type) -> bool) -> bool {
+    if leaf(t) {
+        return true;
+    }
+    let inner = |t: &Type| holds(t, leaf);
     match t {
-        Type::Own(_) | Type::Borrow(_) | Type::Future(_) | Type::Stream(_) | Type::ErrorContext => {
-            true
-        }
-        Type::List(l) => holds_handles(&l.ty()),
-        Type::FixedLengthList(l) => holds_handles(&l.ty()),
-        Type::Map(_) => true,
-        Type::Record(r) => r.fields().any(|f| holds_handles(&f.ty)),
-        Type::Tuple(t) => t.types().any(|t| holds_handles(&t)),
-        Type::Variant(v) => v.cases().any(|c| c.ty.as_ref().is_some_and(holds_handles)),
-        Type::Option(o) => holds_handles(&o.ty()),
+        Type::List(l) => inner(&l.ty()),
+        Type::FixedLengthList(l) => inner(&l.ty()),
+        Type::Record(r) => r.fields().any(|f| inner(&f.ty)),
+        Type::Tuple(t) => t.types().any(|t| inner(&t)),
+        Type::Variant(v) => v.cases().any(|c| c.ty.as_ref().is_some_and(inner)),
+        Type::Option(o) => inner(&o.ty()),
         Type::Result(r) => {
-            r.ok().as_ref().is_some_and(holds_handles)
-                || r.err().as_ref().is_some_and(holds_handles)
+            r.ok().as_ref().is_some_and(inner) || r.err().as_ref().is_some_and(inner)
         }
         _ => false,
     }
+}
+
+/// Links the imported function `fname` (type `want`), whose values carry resource handles,
+/// as a call through `binding` on the dynamic path, its handles translated by `handles`.
+fn link_with_handles(
+    li: &mut wasmtime::component::LinkerInstance<'_, ComponentData>,
+    fname: &str,
+    want: &ComponentFunc,
+    binding: &Arc<Binding>,
+    idx: usize,
+    handles: &Arc<handles::Handles>,
+    interface: &str,
+) -> wasmtime::Result<()> {
+    let result_types: Vec<Type> = want.results().collect();
+    let (b, h) = (binding.clone(), handles.clone());
+    let (iface, func) = (interface.to_string(), fname.to_string());
+    li.func_new(fname, move |mut ctx, _ty, params, results| {
+        let outcome = (|| {
+            let mut instances = Vec::new();
+            let server_params = params
+                .iter()
+                .map(|v| h.to_server(&mut ctx, v, &mut instances))
+                .collect::<Result<Vec<Val>, Status>>()?;
+            let mut server_results = vec![Val::Bool(false); results.len()];
+            let instance = b
+                .checked(|server| {
+                    server.run_handles(idx, &server_params, &mut server_results, &instances)
+                })?
+                .ok_or(Status::StaleBinding)?;
+            for ((slot, v), t) in results.iter_mut().zip(server_results).zip(&result_types) {
+                *slot = h.to_client(&mut ctx, v, t, instance)?;
+            }
+            Ok::<(), Status>(())
+        })();
+        let Err(status) = outcome else {
+            return Ok(());
+        };
+        let text = format!("{iface}#{func}: {status:?}");
+        for (slot, t) in results.iter_mut().zip(&result_types) {
+            let mut handle = |t: &Type| h.failed_handle(&mut ctx, t);
+            *slot = failed_value_with(t, &text, &mut handle)
+                .ok_or_else(|| wasmtime::format_err!("{text}: no value to answer with"))?;
+        }
+        record_failure(ctx.data_mut(), &iface, &func, status);
+        Ok(())
+    })
 }
 
 /// The bindings of a domain's imports: to component domains, and to core domains.
@@ -967,30 +1111,85 @@ fn bind_imports(
         if Arc::ptr_eq(&export.server, shared) {
             return Err(unbound("a domain can not bind to itself".into()));
         }
+        let mut resources = Vec::new();
+        let mut funcs = Vec::new();
+        for (name, item) in inst.exports(engine) {
+            match item.ty {
+                ComponentItem::ComponentFunc(f) => funcs.push((name, f)),
+                ComponentItem::Resource(r) => resources.push((name.to_string(), r)),
+                ComponentItem::Type(_) => {}
+                _ => {
+                    return Err(unbound(format!(
+                        "`{name}`: only functions and resources can cross component domains"
+                    )));
+                }
+            }
+        }
+        let handles = Arc::new(handles::Handles::new(resources));
         let binding = Arc::new(Binding {
             interface: import.to_string(),
             export: export_name.to_string(),
             server: export.server.clone(),
             revoked: AtomicBool::new(false),
+            handles: handles.clone(),
         });
         let mut li = linker
             .instance(import)
             .map_err(|e| unbound(format!("{e:#}")))?;
-        for (fname, fitem) in inst.exports(engine) {
-            let want = match fitem.ty {
-                ComponentItem::ComponentFunc(f) => f,
-                ComponentItem::Type(_) => continue,
-                _ => {
-                    return Err(unbound(format!(
-                        "`{fname}`: resources can not cross component domains yet"
-                    )));
+        for (rname, ty) in handles.kinds() {
+            let (h, b) = (handles.clone(), binding.clone());
+            li.resource(rname, ResourceType::host_dynamic(ty), move |_, rep| {
+                // The client dropped its handle: drop the server's.
+                if let Some((Some(server), instance)) = h.take(rep)
+                    && !b.revoked.load(Ordering::Acquire)
+                {
+                    b.server.drop_handle(server, instance);
                 }
-            };
+                Ok(())
+            })
+            .map_err(|e| unbound(format!("`{rname}`: {e:#}")))?;
+        }
+        for (fname, want) in funcs {
             let (_, have, idx) = export
                 .funcs
                 .iter()
                 .find(|(n, ..)| n == fname)
                 .ok_or_else(|| unbound(format!("the server does not export `{fname}`")))?;
+            if want.params().any(|(_, t)| holds_async(&t))
+                || want.results().any(|t| holds_async(&t))
+            {
+                return Err(unbound(format!(
+                    "`{fname}`: futures, streams and maps can not cross component domains yet"
+                )));
+            }
+            let carries = want.params().any(|(_, t)| holds_handles(&t))
+                || want.results().any(|t| holds_handles(&t));
+            if carries {
+                // Resource types differ between the two components; both sides are checked
+                // against the kernel's WIT instead (the server's at export).
+                let checked = kernel.with_wit(import, |wit| {
+                    let resolve = wit.resolve();
+                    let id = typecheck::interface_id(resolve, import)
+                        .ok_or_else(|| "the interface is not in the kernel's WIT".to_string())?;
+                    let f = resolve.interfaces[id]
+                        .functions
+                        .get(fname)
+                        .ok_or_else(|| "not in the WIT interface".to_string())?;
+                    typecheck::check_func(resolve, f, &want)
+                });
+                match checked {
+                    Some(Ok(())) => {}
+                    Some(Err(r)) => return Err(unbound(format!("`{fname}`: {r}"))),
+                    None => {
+                        return Err(unbound(format!(
+                            "`{fname}` carries resources: the kernel needs the interface's WIT"
+                        )));
+                    }
+                }
+                link_with_handles(&mut li, fname, &want, &binding, *idx, &handles, import)
+                    .map_err(|e| unbound(format!("`{fname}`: {e:#}")))?;
+                continue;
+            }
             let same = want
                 .params()
                 .map(|(_, t)| t)
@@ -998,13 +1197,6 @@ fn bind_imports(
                 && want.results().eq(have.results());
             if !same {
                 return Err(unbound(format!("`{fname}` has another type in the server")));
-            }
-            if want.params().any(|(_, t)| holds_handles(&t))
-                || want.results().any(|t| holds_handles(&t))
-            {
-                return Err(unbound(format!(
-                    "`{fname}`: resources, futures and streams can not cross component domains yet"
-                )));
             }
             let to = typed::ToComponent {
                 binding: binding.clone(),
@@ -1044,19 +1236,27 @@ fn bind_imports(
 /// What a failed call answers (see the module's documentation): the error channel when the
 /// result is a `result`, the zero value otherwise.
 fn failed_value(t: &Type, text: &str) -> Option<Val> {
+    failed_value_with(t, text, &mut |_| None)
+}
+
+/// A handle a failed call answers where its result holds one (see `handles`).
+type HandleFor<'a> = dyn FnMut(&Type) -> Option<Val> + 'a;
+
+/// [`failed_value`], with `handle` making the handles the value holds.
+fn failed_value_with(t: &Type, text: &str, handle: &mut HandleFor<'_>) -> Option<Val> {
     match t {
         Type::Result(r) => {
             let err = match r.err() {
                 None => None,
-                Some(e) => Some(Box::new(error_value(&e, text)?)),
+                Some(e) => Some(Box::new(error_value(&e, text, handle)?)),
             };
             Some(Val::Result(Err(err)))
         }
-        other => zero(other),
+        other => zero(other, handle),
     }
 }
 
-fn error_value(t: &Type, text: &str) -> Option<Val> {
+fn error_value(t: &Type, text: &str, handle: &mut HandleFor<'_>) -> Option<Val> {
     match t {
         Type::String => Some(Val::String(text.to_string())),
         Type::Enum(e) if e.names().any(|n| n == "call-failed") => {
@@ -1067,18 +1267,18 @@ fn error_value(t: &Type, text: &str) -> Option<Val> {
                 let payload = match c.ty {
                     None => None,
                     Some(Type::String) => Some(Box::new(Val::String(text.to_string()))),
-                    Some(p) => Some(Box::new(zero(&p)?)),
+                    Some(p) => Some(Box::new(zero(&p, handle)?)),
                 };
                 Some(Val::Variant("call-failed".into(), payload))
             }
-            None => zero(t),
+            None => zero(t, handle),
         },
-        other => zero(other),
+        other => zero(other, handle),
     }
 }
 
-/// The zero value of a type; `None` for handles, futures and streams.
-fn zero(t: &Type) -> Option<Val> {
+/// The zero value of a type; handles come from `handle`; `None` for futures and streams.
+fn zero(t: &Type, handle: &mut HandleFor<'_>) -> Option<Val> {
     Some(match t {
         Type::Bool => Val::Bool(false),
         Type::S8 => Val::S8(0),
@@ -1096,15 +1296,15 @@ fn zero(t: &Type) -> Option<Val> {
         Type::List(_) => Val::List(Vec::new()),
         Type::Record(r) => Val::Record(
             r.fields()
-                .map(|f| Some((f.name.to_string(), zero(&f.ty)?)))
+                .map(|f| Some((f.name.to_string(), zero(&f.ty, handle)?)))
                 .collect::<Option<_>>()?,
         ),
-        Type::Tuple(t) => Val::Tuple(t.types().map(|t| zero(&t)).collect::<Option<_>>()?),
+        Type::Tuple(t) => Val::Tuple(t.types().map(|t| zero(&t, handle)).collect::<Option<_>>()?),
         Type::Variant(v) => {
             let c = v.cases().next()?;
             let payload = match c.ty {
                 None => None,
-                Some(p) => Some(Box::new(zero(&p)?)),
+                Some(p) => Some(Box::new(zero(&p, handle)?)),
             };
             Val::Variant(c.name.to_string(), payload)
         }
@@ -1112,15 +1312,13 @@ fn zero(t: &Type) -> Option<Val> {
         Type::Option(_) => Val::Option(None),
         Type::Result(r) => Val::Result(Ok(match r.ok() {
             None => None,
-            Some(t) => Some(Box::new(zero(&t)?)),
+            Some(t) => Some(Box::new(zero(&t, handle)?)),
         })),
         Type::Flags(_) => Val::Flags(Vec::new()),
         Type::Map(_) => Val::Map(Vec::new()),
-        Type::FixedLengthList(_)
-        | Type::Own(_)
-        | Type::Borrow(_)
-        | Type::Future(_)
-        | Type::Stream(_)
-        | Type::ErrorContext => return None,
+        Type::Own(_) | Type::Borrow(_) => return handle(t),
+        Type::FixedLengthList(_) | Type::Future(_) | Type::Stream(_) | Type::ErrorContext => {
+            return None;
+        }
     })
 }

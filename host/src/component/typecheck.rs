@@ -158,7 +158,11 @@ fn check_def(resolve: &Resolve, id: TypeId, have: &C) -> Result<(), String> {
         (TypeDefKind::List(t), C::List(h)) => {
             check(resolve, t, &h.ty()).map_err(|e| format!("list: {e}"))
         }
+        // A handle of a resource the interface defines: the resource types of two
+        // components never compare equal, so handles are matched by kind (and, at bind
+        // time, by the resource's name in the interface).
         (TypeDefKind::Handle(Handle::Own(_)), C::Own(_))
+        | (TypeDefKind::Resource, C::Own(_))
         | (TypeDefKind::Handle(Handle::Borrow(_)), C::Borrow(_)) => Ok(()),
         (kind_w, _) => Err(mismatch(wit_kind(kind_w), have)),
     }
