@@ -1059,3 +1059,105 @@ fn component_mixed_untrusted_requests_are_refused() {
         Ok(Some(Val::Result(Ok(Some(Box::new(Val::U64(1)))))))
     );
 }
+
+/// The key-value server component keeps its entries in the directory it is granted at
+/// `/data` (WASI files through a preopen): a fresh instance after a restart answers with
+/// what the last one stored, versions included, and a deleted entry's file is gone. The
+/// same guest without the grant keeps entries in memory only.
+#[test]
+fn component_kv_server_keeps_its_entries_in_a_granted_directory() {
+    let dir = scratch("kv-data");
+    let grant = |host: &Path| ComponentOptions {
+        wasi: WasiGrants {
+            preopens: vec![Preopen {
+                host: host.to_path_buf(),
+                guest: "/data".into(),
+                writable: true,
+            }],
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let bytes = |b: &[u8]| Val::List(b.iter().map(|&x| Val::U8(x)).collect());
+    let text = Val::Enum("text".into());
+    let version = |v: Val| match v {
+        Val::Result(Ok(Some(b))) => match *b {
+            Val::U64(n) => n,
+            other => panic!("not a version: {other:?}"),
+        },
+        other => panic!("put failed: {other:?}"),
+    };
+    let entry = |v: Val| match v {
+        Val::Result(Ok(Some(b))) => match *b {
+            Val::Record(fields) => {
+                let value = match &fields[1].1 {
+                    Val::List(l) => l
+                        .iter()
+                        .map(|x| match x {
+                            Val::U8(b) => *b,
+                            other => panic!("not a byte: {other:?}"),
+                        })
+                        .collect::<Vec<u8>>(),
+                    other => panic!("not a list: {other:?}"),
+                };
+                let version = match fields[3].1 {
+                    Val::U64(n) => n,
+                    ref other => panic!("not a version: {other:?}"),
+                };
+                Some((value, version))
+            }
+            other => panic!("not an entry: {other:?}"),
+        },
+        Val::Result(Err(_)) => None,
+        other => panic!("not a result: {other:?}"),
+    };
+    let long_key = "k".repeat(200) + "é";
+
+    let k = kernel();
+    let kv = k
+        .component("kv", COMP_KV_SERVER, grant(&dir))
+        .expect("kv server");
+    let put = |key: &str, value: &[u8]| {
+        version(call1(&kv, KV, "put", &[s(key), bytes(value), text.clone()]))
+    };
+    assert_eq!(put("greeting", b"hello"), 1);
+    assert_eq!(put("greeting", b"hello again"), 2);
+    assert_eq!(put(&long_key, b"long"), 1);
+    assert_eq!(put("gone", b"soon"), 1);
+    assert_eq!(call1(&kv, KV, "delete", &[s("gone")]), Val::Bool(true));
+    let files = std::fs::read_dir(&dir).expect("data dir").count();
+    assert_eq!(files, 2, "one file per entry, none for the deleted one");
+
+    k.restart_component(&kv).expect("restart");
+    let get = |key: &str| entry(call1(&kv, KV, "get", &[s(key)]));
+    assert_eq!(get("greeting"), Some((b"hello again".to_vec(), 2)));
+    assert_eq!(get(&long_key), Some((b"long".to_vec(), 1)));
+    assert_eq!(get("gone"), None);
+    assert_eq!(put("greeting", b"third"), 3, "versions carry over");
+
+    // A second domain granted the same directory sees the same store.
+    let other = k
+        .component("kv-2", COMP_KV_SERVER, grant(&dir))
+        .expect("second kv server");
+    assert_eq!(
+        entry(call1(&other, KV, "get", &[s("greeting")])),
+        Some((b"third".to_vec(), 3))
+    );
+
+    // Without the grant: memory only.
+    let volatile = k
+        .component("kv-mem", COMP_KV_SERVER, ComponentOptions::default())
+        .expect("kv server without a grant");
+    assert_eq!(
+        version(call1(
+            &volatile,
+            KV,
+            "put",
+            &[s("x"), bytes(b"y"), text.clone()]
+        )),
+        1
+    );
+    k.restart_component(&volatile).expect("restart");
+    assert_eq!(entry(call1(&volatile, KV, "get", &[s("x")])), None);
+    let _ = std::fs::remove_dir_all(&dir);
+}
