@@ -285,6 +285,21 @@ fn main() {
         }
     }
 
+    // The same calls made by a guest: T user-level threads on the SDK's executor inside the
+    // bench client domain, its channel mapped into its own memory.
+    for s in [0usize, 1] {
+        let g = lrpc_benches::urpc::GuestUrpc::new(s);
+        g.check();
+        for t in [1usize, 2, 4, 8] {
+            let p = g.best(t, 10);
+            cases.insert(format!("urpc-guest/c1-s{s}/latency/t{t}"), p.latency_ns);
+            cases.insert(
+                format!("urpc-guest/c1-s{s}/ns-per-call/t{t}"),
+                1e9 / p.calls_per_sec,
+            );
+        }
+    }
+
     let c = |k: &str| cases.get(k).copied();
     let ratio = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b);
     let ratios: Vec<(&str, Option<f64>)> = vec![
@@ -693,6 +708,25 @@ fn main() {
             c("table-iv/isolated/null")
         ))
     );
+    let _ = writeln!(
+        md,
+        "The same Null calls from a guest client (`bench.null_async()` on T user-level threads \
+         of the SDK's executor inside the client domain, its channel mapped into its memory; \
+         best of 10 rounds of 2,000 calls):\n\n| T | (1,0) latency (ns) | (1,0) calls/s | (1,1) \
+         latency (ns) | (1,1) calls/s |\n| --- | --- | --- | --- | --- |"
+    );
+    for t in [1, 2, 4, 8] {
+        let per_sec = |k: String| c(&k).map_or("—".into(), |v| format!("{:.0}", 1e9 / v));
+        let _ = writeln!(
+            md,
+            "| {t} | {} | {} | {} | {} |",
+            f(&format!("urpc-guest/c1-s0/latency/t{t}")),
+            per_sec(format!("urpc-guest/c1-s0/ns-per-call/t{t}")),
+            f(&format!("urpc-guest/c1-s1/latency/t{t}")),
+            per_sec(format!("urpc-guest/c1-s1/ns-per-call/t{t}")),
+        );
+    }
+    let _ = writeln!(md);
     let _ = writeln!(md, "## Flick Fig. 10: `in` buffers, copy vs borrow\n");
     let _ = writeln!(
         md,
