@@ -53,11 +53,18 @@ pub(crate) struct ExportEntry {
     pub deadline: Duration,
     /// The server's presentation.
     pub presentation: SidePresentation,
+    /// How calls reach the server when they do not migrate into its replicas: `None` on
+    /// the call path's common case, so it is one test there.
+    pub detour: Option<Detour>,
+}
+
+/// The other ways than migration a call reaches an export's server.
+pub(crate) enum Detour {
     /// The server thread's queue, when it serves on a thread of its own.
-    pub mailbox: Option<Mailbox>,
+    Mailbox(Mailbox),
     /// The component domain behind the export, when `server` is its core face (a mixed
     /// pair: the kernel translates each call, see `component::mixed`).
-    pub component: Option<crate::component::mixed::Target>,
+    Component(crate::component::mixed::Target),
 }
 
 /// The registry.
@@ -124,11 +131,11 @@ impl Clerk {
             }
             entries.push(funcs.into_boxed_slice());
         }
-        let mailbox = match serving {
+        let detour = match serving {
             Serving::Migrate => None,
-            Serving::OwnThread => {
-                Some(Mailbox::start(name, server, entries[0].to_vec()).map_err(Error::Thread)?)
-            }
+            Serving::OwnThread => Some(Detour::Mailbox(
+                Mailbox::start(name, server, entries[0].to_vec()).map_err(Error::Thread)?,
+            )),
         };
         let entry = Arc::new(ExportEntry {
             name: name.to_string(),
@@ -137,8 +144,7 @@ impl Clerk {
             entries: entries.into_boxed_slice(),
             deadline,
             presentation,
-            mailbox,
-            component: None,
+            detour,
         });
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
         if map.contains_key(name) || self.component(name).is_some() {

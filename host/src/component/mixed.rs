@@ -29,7 +29,7 @@
 use super::codec::FlatList;
 use super::{ComponentData, ComponentExport, Shared, codec, failed_value, record_failure};
 use crate::astack::page_round;
-use crate::clerk::ExportEntry;
+use crate::clerk::{Detour, ExportEntry};
 use crate::domain::{DomainData, DomainShared, lock, thread_slot};
 use crate::error::{Error, Fault};
 use crate::kernel::KernelInner;
@@ -104,11 +104,10 @@ pub(super) fn face(
         entries: Box::new([]),
         deadline: shared.deadline,
         presentation: SidePresentation::default_for(interface, Side::Server),
-        mailbox: None,
-        component: Some(Target {
+        detour: Some(Detour::Component(Target {
             server: shared.clone(),
             funcs,
-        }),
+        })),
     })))
 }
 

@@ -3,7 +3,10 @@
 //! when nested calls have used them all (LRPC 5.2).
 
 use super::call::{bad_handle, client_binding};
-use super::{HostResult, answer, flush_own, kernel_of, read_guest, status_of, write_guest};
+use super::{
+    HostResult, answer, bindable, checked_name_len, flush_own, kernel_of, read_name, status_of,
+    write_guest,
+};
 use crate::astack::page_round;
 use crate::binding::{Binding, ClientBinding, ClientSlot, Extent, OobView, ProcStacks, layout};
 use crate::domain::{DomainData, lock};
@@ -13,9 +16,6 @@ use lrpc_presentation::{Side, SidePresentation};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use wasmtime::{AsContextMut, Caller};
-
-/// Longest interface name `bind` reads from a guest.
-const MAX_NAME: usize = 512;
 
 /// `lrpc.bind(name_ptr, name_len, fingerprint, desc_ptr, desc_cap) -> status`.
 pub(super) fn bind(
@@ -45,12 +45,8 @@ fn bind_inner(
     desc_cap: i32,
 ) -> Result<(), Status> {
     flush_own(caller);
-    let len = usize::try_from(name_len).map_err(|_| Status::BadPointer)?;
-    if len > MAX_NAME {
-        return Err(Status::UnknownInterface);
-    }
-    let name = read_guest(caller, name_ptr, len).ok_or(Status::BadPointer)?;
-    let name = String::from_utf8(name).map_err(|_| Status::UnknownInterface)?;
+    let len = checked_name_len(name_len)?;
+    let name = read_name(caller, name_ptr, len)?;
     let kernel = kernel_of(caller)?;
     // A core server's export, or the core face of a component domain's (a mixed pair).
     let export = match kernel.clerk.get(&name) {
@@ -73,12 +69,7 @@ fn bind_inner(
     write_guest(caller, desc_ptr, &vec![0; desc_len])?;
     let data = caller.data();
     let key = data.key();
-    if export.server.core.id == key.domain {
-        return Err(Status::SelfBinding);
-    }
-    if export.server.core.terminated.load(Ordering::Acquire) {
-        return Err(Status::ServerTerminated);
-    }
+    bindable(&export.server, key.domain)?;
     let client = kernel
         .domain_by_id(key.domain)
         .ok_or(Status::ResourceExhausted)?;
@@ -93,8 +84,8 @@ fn bind_inner(
         lrpc_presentation::combine(&export.plan, &client_presentation, &export.presentation)
             .map_err(|_| Status::InterfaceMismatch)?;
     // A component server has no module to link into the client: always the isolated path.
-    let direct =
-        combination.transport == lrpc_presentation::Transport::Direct && export.component.is_none();
+    let direct = combination.transport == lrpc_presentation::Transport::Direct
+        && !matches!(export.detour, Some(crate::clerk::Detour::Component(_)));
     let mut flags = if combination.clear_residue {
         desc::FLAG_CLEAR_RESIDUE
     } else {

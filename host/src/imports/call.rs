@@ -9,6 +9,7 @@
 
 use super::{HostResult, flush_own};
 use crate::binding::{Binding, ClientBinding, ClientSlot};
+use crate::clerk::Detour;
 use crate::domain::{DomainData, Interrupt, lock, wait_lock};
 use crate::error::Fault;
 use crate::linkage::{self, Pinned, ReplicaKey};
@@ -270,11 +271,11 @@ fn transfer(
     let b = p.binding.get();
     let server = &b.server;
     let deadline = now.saturating_add(b.deadline_ticks);
-    if let Some(mailbox) = &b.export.mailbox {
-        return transfer_message(caller, raw, p, proc, deadline, mailbox);
-    }
-    if let Some(target) = &b.export.component {
-        return to_component(caller, client_key, p, proc, target);
+    if let Some(d) = &b.export.detour {
+        return match d {
+            Detour::Mailbox(mailbox) => transfer_message(caller, raw, p, proc, deadline, mailbox),
+            Detour::Component(target) => to_component(caller, client_key, p, proc, target),
+        };
     }
     // A free replica, starting from this thread's own so that threads do not contend for
     // the same one. The common case is that one being free: the rest is `transfer_contended`.

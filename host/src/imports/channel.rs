@@ -2,16 +2,15 @@
 //! bindings (URPC channels) held by guest clients. What the kernel does for them is in
 //! `channel::guest`; this module checks what the guest passes and answers with statuses.
 
-use super::{HostResult, answer, flush_own, kernel_of, read_guest, status_of, write_guest};
+use super::{
+    HostResult, answer, bindable, checked_name_len, flush_own, kernel_of, read_name, status_of,
+    write_guest,
+};
 use crate::channel::{ChanSlot, HANDLE_BIT, MAX_WAIT, ProcShared};
 use crate::domain::DomainData;
 use lrpc_abi::{Status, chan, handle};
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 use wasmtime::{AsContextMut, Caller};
-
-/// Longest interface name `channel_bind` reads from a guest.
-const MAX_NAME: usize = 512;
 
 /// `lrpc.channel_bind(name_ptr, name_len, fingerprint, slots, desc_ptr, desc_cap) -> status`.
 pub(super) fn channel_bind(
@@ -44,10 +43,7 @@ fn bind_inner(
     desc_cap: i32,
 ) -> Result<(), Status> {
     flush_own(caller);
-    let len = usize::try_from(name_len).map_err(|_| Status::BadPointer)?;
-    if len > MAX_NAME {
-        return Err(Status::UnknownInterface);
-    }
+    let len = checked_name_len(name_len)?;
     let slots = match u32::try_from(slots) {
         Ok(0) => chan::DEFAULT_SLOTS,
         Ok(n) if n <= chan::MAX_SLOTS => n,
@@ -58,20 +54,14 @@ fn bind_inner(
     }
     // Check the descriptor's place before allocating anything.
     write_guest(caller, desc_ptr, &[0; chan::DESC_LEN])?;
-    let name = read_guest(caller, name_ptr, len).ok_or(Status::BadPointer)?;
-    let name = String::from_utf8(name).map_err(|_| Status::UnknownInterface)?;
+    let name = read_name(caller, name_ptr, len)?;
     let kernel = kernel_of(caller)?;
     let export = kernel.clerk.get(&name).ok_or(Status::UnknownInterface)?;
     if export.plan.fingerprint != fingerprint {
         return Err(Status::InterfaceMismatch);
     }
     let key = caller.data().key();
-    if export.server.core.id == key.domain {
-        return Err(Status::SelfBinding);
-    }
-    if export.server.core.terminated.load(Ordering::Acquire) {
-        return Err(Status::ServerTerminated);
-    }
+    bindable(&export.server, key.domain)?;
     let procs = ProcShared::of(&kernel, &export.server).ok_or(Status::NoProcessors)?;
     let client = kernel
         .domain_by_id(key.domain)

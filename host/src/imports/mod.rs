@@ -78,6 +78,39 @@ fn flush_own(caller: &Caller<'_, DomainData>) {
     }
 }
 
+/// Longest interface name a bind import reads from a guest.
+const MAX_NAME: usize = 512;
+
+/// The length of an interface name a guest passes, checked before anything is read.
+fn checked_name_len(name_len: i32) -> Result<usize, Status> {
+    let len = usize::try_from(name_len).map_err(|_| Status::BadPointer)?;
+    if len > MAX_NAME {
+        return Err(Status::UnknownInterface);
+    }
+    Ok(len)
+}
+
+/// The interface name of `len` bytes (checked by `checked_name_len`) at `ptr` in the caller's memory.
+fn read_name(caller: &mut Caller<'_, DomainData>, ptr: i32, len: usize) -> Result<String, Status> {
+    let name = read_guest(caller, ptr, len).ok_or(Status::BadPointer)?;
+    String::from_utf8(name).map_err(|_| Status::UnknownInterface)
+}
+
+/// Whether a domain (`client`) may bind to `server`: not to itself, not to a dead one.
+fn bindable(server: &crate::domain::DomainShared, client: u16) -> Result<(), Status> {
+    if server.core.id == client {
+        return Err(Status::SelfBinding);
+    }
+    if server
+        .core
+        .terminated
+        .load(std::sync::atomic::Ordering::Acquire)
+    {
+        return Err(Status::ServerTerminated);
+    }
+    Ok(())
+}
+
 fn kernel_of(caller: &Caller<'_, DomainData>) -> Result<Arc<KernelInner>, Status> {
     caller
         .data()
