@@ -35,12 +35,7 @@ pub struct Urpc {
 impl Urpc {
     /// The server with `s` processors of its own.
     pub fn new(s: usize) -> Urpc {
-        let kernel = Kernel::new().expect("kernel");
-        let server = kernel
-            .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
-            .expect("server");
-        kernel.export(&server, "lrpc:bench/bench").expect("export");
-        let cpus = Processors::start(&kernel, &server, s).expect("processors");
+        let (kernel, server, cpus) = served(s);
         let binding = cpus
             .bind("lrpc:bench/bench", ChannelOptions::default())
             .expect("bind");
@@ -162,6 +157,17 @@ pub fn pingpong_floor(rounds: usize) -> f64 {
     best
 }
 
+/// The bench server exported on a kernel of its own, with `s` processors.
+fn served(s: usize) -> (Kernel, Domain, Processors) {
+    let kernel = Kernel::new().expect("kernel");
+    let server = kernel
+        .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
+        .expect("server");
+    kernel.export(&server, "lrpc:bench/bench").expect("export");
+    let cpus = Processors::start(&kernel, &server, s).expect("processors");
+    (kernel, server, cpus)
+}
+
 /// The same Null calls made by a guest client: the bench client domain holds the
 /// asynchronous binding (`lrpc.channel_bind`) and runs T user-level threads on the SDK's
 /// executor (`lrpc_sdk::exec`), each awaiting `null_async()` in a loop; it enters the kernel
@@ -177,12 +183,7 @@ impl GuestUrpc {
     /// The server with `s` processors of its own, the guest client bound to it both ways
     /// (synchronously too, to check the asynchronous answers against).
     pub fn new(s: usize) -> GuestUrpc {
-        let kernel = Kernel::new().expect("kernel");
-        let server = kernel
-            .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
-            .expect("server");
-        kernel.export(&server, "lrpc:bench/bench").expect("export");
-        let cpus = Processors::start(&kernel, &server, s).expect("processors");
+        let (kernel, server, cpus) = served(s);
         let client = kernel
             .domain("bench-client", lrpc::artifacts::BENCH_CLIENT)
             .expect("client");

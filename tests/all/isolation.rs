@@ -158,32 +158,9 @@ fn every_kernel_import_survives_arbitrary_arguments() {
     let mem = i64::from(pages) * 65536;
     // A deterministic stream of values mixing plausible and absurd ones.
     let mut x = 0x2545_f491_4f6c_dd1d_u64;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    let pick32 = |r: u64| -> i32 {
-        match r % 8 {
-            0 => 0,
-            1 => -1,
-            2 => i32::MAX,
-            3 => scratch + (r >> 8) as i32 % 64,
-            4 => a0 + (r >> 8) as i32 % 64,
-            5 => (mem - 8) as i32,
-            6 => (r >> 32) as i32 % 70_000,
-            _ => (r >> 16) as i32,
-        }
-    };
-    let pick64 = |r: u64| -> i64 {
-        match r % 4 {
-            0 => handle,
-            1 => handle + ((r >> 8) % 5) as i64 - 2,
-            2 => -1,
-            _ => (r >> 3) as i64,
-        }
-    };
+    let mut next = || crate::xorshift(&mut x);
+    let pick32 = |r: u64| crate::pick32(r, scratch, a0, 64, mem);
+    let pick64 = |r: u64| crate::pick64(r, handle);
     let valid = |s: i32| lrpc::Status::try_from(s).is_ok();
     for _ in 0..4000 {
         let r = next();

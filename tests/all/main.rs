@@ -139,3 +139,37 @@ pub fn memfd_mappings() -> usize {
 pub fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").expect("fd dir").count()
 }
+
+/// The next value of a xorshift stream: deterministic arguments for the raw-import tests.
+pub fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+/// A 32-bit import argument from random `r`, mixing plausible values (inside the guest's
+/// scratch buffer, within `near_span` bytes of `near`, the memory's last word) with absurd
+/// ones (0, -1, `i32::MAX`, past the memory of `mem` bytes, anything).
+pub fn pick32(r: u64, scratch: i32, near: i32, near_span: i32, mem: i64) -> i32 {
+    match r % 8 {
+        0 => 0,
+        1 => -1,
+        2 => i32::MAX,
+        3 => scratch + (r >> 8) as i32 % 64,
+        4 => near + (r >> 8) as i32 % near_span,
+        5 => (mem - 8) as i32,
+        6 => (r >> 32) as i32 % 70_000,
+        _ => (r >> 16) as i32,
+    }
+}
+
+/// A 64-bit handle argument from random `r`: `handle`, its neighbours, -1 or anything.
+pub fn pick64(r: u64, handle: i64) -> i64 {
+    match r % 4 {
+        0 => handle,
+        1 => handle + ((r >> 8) % 5) as i64 - 2,
+        2 => -1,
+        _ => (r >> 3) as i64,
+    }
+}
