@@ -18,6 +18,7 @@ use crate::error::Error;
 use crate::linkage::ReplicaKey;
 use crate::quota::{Account, Charge};
 use lrpc_presentation::Combination;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -64,7 +65,7 @@ impl ClientBinding {
     pub fn any_busy(&self) -> bool {
         self.procs
             .iter()
-            .any(|p| p.extents.iter().any(|e| e.busy.iter().any(|&b| b)))
+            .any(|p| p.extents.iter().any(|e| e.busy.iter().any(Cell::get)))
     }
 }
 
@@ -85,11 +86,17 @@ pub(crate) struct Extent {
     pub count: u32,
     /// Index of the first A-stack of this extent among the procedure's A-stacks.
     pub first: u32,
-    /// A-stacks in use by a call in flight.
-    pub busy: Vec<bool>,
+    /// A-stacks in use by a call in flight (created with the extent, never resized: a call
+    /// in flight clears its flag through a `linkage::BusyFlag`).
+    pub busy: Box<[Cell<bool>]>,
     /// The `in` out-of-band segment of each A-stack: capacity and server addresses per
     /// replica (all zero when none).
     pub oob_in: Vec<OobView>,
+}
+
+/// The busy flags of an extent of `count` A-stacks, all clear.
+pub(crate) fn idle(count: u32) -> Box<[Cell<bool>]> {
+    (0..count).map(|_| Cell::new(false)).collect()
 }
 
 /// Where an out-of-band segment is, as the call path needs it.
@@ -709,7 +716,7 @@ mod tests {
             recip: reciprocal(size),
             count,
             first: 0,
-            busy: vec![false; count as usize],
+            busy: crate::binding::idle(count),
             oob_in: Vec::new(),
         }
     }

@@ -228,3 +228,36 @@ impl Pinned {
         unsafe { &*self.0 }
     }
 }
+
+/// An A-stack's busy flag, held by the call that set it, so that the call clears it when it
+/// returns without looking the binding up again.
+///
+/// The flag is an element of an extent's busy list (`Extent::busy`), a heap buffer that is
+/// created with the extent and never resized. The client replica keeps the binding that
+/// owns the extent alive while any of its flags is set, exactly as for [`Pinned`]: `unbind`
+/// retires a binding with a call in flight instead of dropping it, and a retired binding is
+/// dropped only after its last flag was cleared. The flags are `Cell`s reached through shared
+/// references only, so nested code that reads or sets other flags of the same list while
+/// this call is away (re-entry) never holds an exclusive reference to this one.
+#[derive(Clone, Copy)]
+pub(crate) struct BusyFlag(*const Cell<bool>);
+
+impl BusyFlag {
+    /// Pins `flag`, which the caller has just set.
+    #[inline]
+    pub(crate) fn new(flag: &Cell<bool>) -> BusyFlag {
+        BusyFlag(flag)
+    }
+
+    /// Clears the flag: the call that set it has returned.
+    #[inline]
+    pub(crate) fn clear(self) {
+        // SAFETY: the flag was set by the call holding this `BusyFlag` and has not been
+        // cleared yet (each call clears its own flag once, here), so the binding owning the
+        // extent is still in the client replica's slot or retired list (see the type's
+        // documentation), and the busy list's buffer, never resized, has not moved. The
+        // `BusyFlag` is not `Send` (a raw pointer): it is used on the thread of that call,
+        // which holds the client replica's store. Only shared references to the `Cell` exist.
+        unsafe { (*self.0).set(false) }
+    }
+}

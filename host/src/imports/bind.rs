@@ -173,7 +173,7 @@ fn bind_inner(
                 recip: crate::binding::reciprocal(size),
                 count,
                 first: 0,
-                busy: vec![false; count as usize],
+                busy: crate::binding::idle(count),
                 oob_in: vec![empty_oob(replicas); count as usize],
             }],
         });
@@ -332,7 +332,7 @@ fn astacks_more_inner(
         recip: crate::binding::reciprocal(size),
         count,
         first,
-        busy: vec![false; count as usize],
+        busy: crate::binding::idle(count),
         oob_in: vec![empty_oob(at.server.len()); count as usize],
     };
     let client_base = at.client as u32;

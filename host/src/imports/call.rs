@@ -12,7 +12,7 @@ use crate::binding::{Binding, ClientBinding, ClientSlot};
 use crate::clerk::Detour;
 use crate::domain::{DomainData, Interrupt, lock, wait_lock};
 use crate::error::Fault;
-use crate::linkage::{self, Pinned, ReplicaKey};
+use crate::linkage::{self, BusyFlag, Pinned, ReplicaKey};
 use lrpc_abi::{Status, handle};
 use lrpc_lock::Guard;
 use std::sync::atomic::Ordering;
@@ -45,33 +45,42 @@ pub(super) fn client_binding(
     data: &mut DomainData,
     raw: u64,
 ) -> Result<&mut ClientBinding, Status> {
-    let (owner, slot, generation) = handle::unpack(raw);
-    let me = data.core.id;
-    let ok = owner == me
-        && data
-            .bindings
-            .get(usize::from(slot))
-            .is_some_and(|s| s.generation == generation && s.live.is_some());
-    if !ok {
-        return Err(bad_handle(data, raw));
-    }
-    let cb = data.bindings[usize::from(slot)]
+    live_binding(data, raw)?;
+    let (_, slot, _) = handle::unpack(raw);
+    data.bindings[usize::from(slot)]
         .live
         .as_mut()
-        .expect("checked above");
-    if !cb.binding.is_live() {
-        return Err(cb.binding.dead_status());
+        .ok_or(Status::ForgedBinding)
+}
+
+/// The caller's live binding for `raw`, shared (all the call path needs: the A-stacks' busy
+/// flags are cells), or the refusal status.
+#[inline]
+fn live_binding(data: &DomainData, raw: u64) -> Result<&ClientBinding, Status> {
+    let (owner, slot, generation) = handle::unpack(raw);
+    match data.bindings.get(usize::from(slot)) {
+        Some(ClientSlot {
+            generation: g,
+            live: Some(cb),
+        }) if *g == generation && owner == data.core.id => {
+            if cb.binding.is_live() {
+                Ok(cb)
+            } else {
+                Err(cb.binding.dead_status())
+            }
+        }
+        _ => Err(bad_handle(data, raw)),
     }
-    Ok(cb)
 }
 
 /// What the call path keeps of the client's slot while the call is away: the binding,
-/// pinned, where the call's A-stack lies among the procedure's, and the entry's arguments in
-/// the server's first replica (the common case: one replica, or this thread's is the first).
-/// Small on purpose (it is built and read on every call); the arguments in another replica
-/// are read once it is known (`entry_args`).
+/// pinned, the A-stack's busy flag, where the A-stack lies among the procedure's, and the
+/// entry's arguments in the server's first replica (the common case: one replica, or this
+/// thread's is the first). Small on purpose (it is built and read on every call); the
+/// arguments in another replica are read once it is known (`entry_args`).
 struct Prepared {
     binding: Pinned,
+    busy: BusyFlag,
     client_astack: u32,
     /// The extent, and the A-stack's index within it.
     extent: usize,
@@ -83,28 +92,29 @@ struct Prepared {
     first: EntryArgs,
 }
 
-fn prepare(data: &mut DomainData, raw: u64, proc: i32, astack: i32) -> Result<Prepared, Status> {
-    let cb = client_binding(data, raw)?;
-    let borrow = borrow_mask(&cb.binding, proc as u32);
-    let ps = usize::try_from(proc)
-        .ok()
-        .and_then(|p| cb.procs.get_mut(p))
+#[inline]
+fn prepare(data: &DomainData, raw: u64, proc: i32, astack: i32) -> Result<Prepared, Status> {
+    let cb = live_binding(data, raw)?;
+    // A negative `proc` becomes an index past every procedure.
+    let ps = cb
+        .procs
+        .get(proc as u32 as usize)
         .ok_or(Status::BadProcedure)?;
     let (extent, local) = ps.locate(astack as u32).ok_or(Status::BadAStack)?;
-    let e = &mut ps.extents[extent];
-    let busy = &mut e.busy[local as usize];
-    if *busy {
+    let e = &ps.extents[extent];
+    let busy = e.busy.get(local as usize).ok_or(Status::BadAStack)?;
+    if busy.replace(true) {
         return Err(Status::AStackBusy);
     }
-    *busy = true;
     Ok(Prepared {
         binding: Pinned::new(&cb.binding),
+        busy: BusyFlag::new(busy),
         client_astack: astack as u32,
         extent,
         local,
         index: e.first + local,
         size: e.size,
-        first: args_in(e, local, 0, borrow),
+        first: args_in(e, local, 0, borrow_mask(&cb.binding, proc as u32)),
     })
 }
 
@@ -161,31 +171,12 @@ type EntryArgs = (i32, i32, i32, i32, i32);
 /// Marks the call's A-stack free again. The binding is in its slot, or in the retired list
 /// if it was unbound while the call was in flight; a retired binding whose last call
 /// finished is dropped here.
-fn release(data: &mut DomainData, raw: u64, proc: i32, p: &Prepared) {
-    fn clear(cb: &mut ClientBinding, proc: i32, p: &Prepared) {
-        if let Some(b) = cb
-            .procs
-            .get_mut(proc as usize)
-            .and_then(|ps| ps.extents.get_mut(p.extent))
-            .and_then(|e| e.busy.get_mut(p.local as usize))
-        {
-            *b = false;
-        }
+#[inline]
+fn release(data: &mut DomainData, p: &Prepared) {
+    p.busy.clear();
+    if !data.retired.is_empty() {
+        data.retired.retain(ClientBinding::any_busy);
     }
-    let (_, slot, generation) = handle::unpack(raw);
-    if let Some(ClientSlot {
-        generation: g,
-        live: Some(cb),
-    }) = data.bindings.get_mut(usize::from(slot))
-        && *g == generation
-    {
-        clear(cb, proc, p);
-        return;
-    }
-    if let Some(cb) = data.retired.iter_mut().find(|cb| cb.binding.handle == raw) {
-        clear(cb, proc, p);
-    }
-    data.retired.retain(|cb| cb.any_busy());
 }
 
 /// `lrpc.call(handle, proc, astack) -> status`.
@@ -209,8 +200,7 @@ pub(super) fn call(
         // so whatever the server wrote did not reach the client.
         status = p.binding.get().dead_status();
     }
-    let data = caller.data_mut();
-    release(data, raw, proc, &p);
+    release(caller.data_mut(), &p);
     if status != Status::Ok {
         // A failed call's stub reads nothing off the A-stack: windows revoked while this
         // client ran can go now (see `Replica::unmap_or_defer`).
