@@ -9,7 +9,8 @@
 //! same A-stack. See `ARCHITECTURE.md` for the path of a call.
 //!
 //! One module per LRPC concept: [`domain`](crate::Domain), `clerk`, `binding`, `astack`
-//! (the memory mappings; one of the two modules allowed `unsafe`), `linkage` (the other),
+//! (A-stacks: extents, placement and the memory mappings, `astack::map` being one of the two
+//! modules allowed `unsafe`), `linkage` (the other),
 //! `imports` (the kernel imports: binding, the call path, out-of-band segments), `terminate`, and [`channel`]: URPC's
 //! asynchronous calls over pairwise shared-memory rings, served by a server's own processors
 //! (with a tokio-friendly future; the `tokio` feature adds timeouts).

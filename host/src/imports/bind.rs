@@ -8,7 +8,8 @@ use super::{
     write_guest,
 };
 use crate::astack::page_round;
-use crate::binding::{Binding, ClientBinding, ClientSlot, Extent, OobView, ProcStacks, layout};
+use crate::astack::{Extent, OobView, ProcStacks, layout};
+use crate::binding::{Binding, ClientBinding, ClientSlot};
 use crate::domain::{DomainData, lock};
 use crate::quota::Charge;
 use lrpc_abi::{Status, desc, handle};
@@ -170,7 +171,7 @@ fn bind_inner(
                 client_base,
                 server_bases: at.server.iter().map(|s| (s + offs[i]) as u32).collect(),
                 size,
-                recip: crate::binding::reciprocal(size),
+                recip: crate::astack::reciprocal(size),
                 count,
                 first: 0,
                 busy: vec![false; count as usize],
@@ -297,7 +298,7 @@ fn astacks_more_inner(
             .ok()
             .and_then(|p| cb.procs.get(p))
             .ok_or(Status::BadProcedure)?;
-        if ps.extents.len() >= crate::binding::MAX_EXTENTS {
+        if ps.extents.len() >= crate::astack::MAX_EXTENTS {
             return Err(Status::QuotaAStacks);
         }
         let last = ps.extents.last().expect("every procedure has an extent");
@@ -329,7 +330,7 @@ fn astacks_more_inner(
         client_base: at.client as u32,
         server_bases: at.server.iter().map(|&s| s as u32).collect(),
         size,
-        recip: crate::binding::reciprocal(size),
+        recip: crate::astack::reciprocal(size),
         count,
         first,
         busy: vec![false; count as usize],

@@ -118,7 +118,7 @@ fn borrow_mask(b: &Binding, proc: u32) -> i32 {
 /// address and capacity, `in` segment address and capacity, borrow mask. The segment address
 /// is `u32::MAX` when the segment is not mapped into that replica yet (see `resolve_oob`).
 #[inline]
-fn args_in(e: &crate::binding::Extent, local: u32, r: usize, borrow: i32) -> EntryArgs {
+fn args_in(e: &crate::astack::Extent, local: u32, r: usize, borrow: i32) -> EntryArgs {
     let base = e.server_bases.get(r).copied().unwrap_or(0);
     let oob = e.oob_in.get(local as usize);
     let (oob_at, oob_cap) = oob.map_or((0, 0), |o| (o.server.get(r).copied().unwrap_or(0), o.cap));

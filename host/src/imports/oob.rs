@@ -29,11 +29,11 @@ fn oob_capacity(min: usize, max: usize) -> Result<usize, Status> {
 /// unmapping) the one it had; `own` is the store of the replica asking.
 fn new_oob(
     binding: &Binding,
-    okey: crate::binding::OobKey,
+    okey: crate::astack::OobKey,
     min: usize,
     kernel: &KernelInner,
     own: (ReplicaKey, wasmtime::StoreContextMut<'_, DomainData>),
-) -> Result<(usize, crate::binding::Placement), Status> {
+) -> Result<(usize, crate::astack::Placement), Status> {
     let cap = oob_capacity(min, kernel.config.max_oob)?;
     let charge = Charge {
         oob_bytes: cap as u64,
@@ -107,7 +107,7 @@ fn oob_inner(
         let okey = (proc as u32, e.first + index, dir);
         let view = &mut e.oob_in[index as usize];
         let fast = cb.binding.with_oob(okey, |at| {
-            let usable = at.len >= min && at.client != crate::binding::UNMAPPED;
+            let usable = at.len >= min && at.client != crate::astack::UNMAPPED;
             if usable && dir == lrpc_abi::OOB_IN {
                 view.refresh(at);
             }
@@ -145,7 +145,7 @@ fn refresh_view(
     proc: i32,
     astack: i32,
     binding: &Binding,
-    okey: crate::binding::OobKey,
+    okey: crate::astack::OobKey,
 ) -> Result<(), Status> {
     let cb = client_binding(caller.data_mut(), raw)?;
     let ps = usize::try_from(proc)
@@ -171,7 +171,7 @@ pub(super) enum Side {
 #[cold]
 pub(super) fn segment_slow(
     binding: &Binding,
-    okey: crate::binding::OobKey,
+    okey: crate::astack::OobKey,
     min: usize,
     kernel: &KernelInner,
     (key, side): (ReplicaKey, Side),
@@ -186,7 +186,7 @@ pub(super) fn segment_slow(
         Side::Client => at.client,
         Side::Server => at.server.get(replica).copied().ok_or(Status::NoCall)?,
     };
-    if here != crate::binding::UNMAPPED {
+    if here != crate::astack::UNMAPPED {
         return Ok((cap, here));
     }
     let mapped = match side {
@@ -229,7 +229,7 @@ fn reply_oob_inner(
     let r = usize::from(me.replica);
     let found = binding.with_oob(okey, |at| (at.len, at.server.get(r).copied()));
     let (cap, here) = match found {
-        Some((cap, Some(here))) if cap >= min && here != crate::binding::UNMAPPED => (cap, here),
+        Some((cap, Some(here))) if cap >= min && here != crate::astack::UNMAPPED => (cap, here),
         _ => segment_slow(binding, okey, min, &kernel, (me, Side::Server), caller)?,
     };
     let rec = lrpc_abi::segment::Segment {
