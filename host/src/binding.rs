@@ -12,7 +12,7 @@
 //!   flight and the domains' books. It owns the memfd segments and knows where each is mapped,
 //!   so it can be revoked from any thread (termination) without the client's store.
 
-use crate::astack::{Mappings, MemoryRange, ProcStacks};
+use crate::astack::{DirectWindow, Mappings, ProcStacks};
 use crate::clerk::ExportEntry;
 use crate::domain::{DomainShared, lock};
 use crate::error::Error;
@@ -81,7 +81,7 @@ pub(crate) struct Binding {
     /// The segments this binding owns and where each is mapped (see `astack::place`).
     pub(crate) mappings: Mutex<Mappings>,
     /// Where the A-stacks are mapped into a direct-linked server copy (in the client's store).
-    pub(crate) direct: Mutex<Option<(MemoryRange, usize, usize)>>,
+    pub(crate) direct: Mutex<Option<DirectWindow>>,
     /// The client domain's quota account, and what this binding has charged to it.
     account: Arc<Account>,
     charged: Mutex<Charge>,

@@ -2,6 +2,7 @@
 //! every server replica (pairwise allocation, LRPC 3.2), the out-of-band segments beside the
 //! A-stacks, and taking them all out again when the binding is revoked.
 
+use super::alloc::WindowAlloc;
 use super::map::{MemoryRange, Segment};
 use crate::binding::Binding;
 use crate::domain::{DomainData, DomainShared, lock};
@@ -9,6 +10,7 @@ use crate::error::Error;
 use crate::linkage::ReplicaKey;
 use crate::quota::Charge;
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use wasmtime::{AsContextMut, StoreContextMut};
 
 /// Where one segment is mapped: client offset, and an offset per server replica.
@@ -55,6 +57,15 @@ impl Mapped {
 
 /// Which out-of-band segment: procedure, A-stack index, direction.
 pub(crate) type OobKey = (u32, u32, i32);
+
+/// Where a binding's A-stacks are mapped into a direct-linked server copy, which lives in
+/// the client's store, and the copy's window space the pages go back to.
+pub(crate) struct DirectWindow {
+    pub range: MemoryRange,
+    pub windows: Arc<Mutex<WindowAlloc>>,
+    pub offset: usize,
+    pub len: usize,
+}
 
 /// A server replica a segment is not (yet) mapped into.
 pub(crate) const UNMAPPED: usize = usize::MAX;
@@ -191,8 +202,8 @@ impl Binding {
 
     /// Records where the A-stacks are mapped into a direct-linked server copy, to unmap them
     /// on revocation.
-    pub(crate) fn adopt_direct(&self, range: MemoryRange, offset: usize, len: usize) {
-        *lock(&self.direct) = Some((range, offset, len));
+    pub(crate) fn adopt_direct(&self, window: DirectWindow) {
+        *lock(&self.direct) = Some(window);
     }
 
     /// Records an A-stack segment as owned by this binding (or unmaps it at once if the
@@ -355,8 +366,10 @@ impl Binding {
     /// Takes the A-stacks out of a direct-linked server copy. The copy lives in the client's
     /// store: unmapped only while the client (`client`) lives.
     pub(crate) fn unmap_direct(&self, client: Option<&DomainShared>) {
-        if let (Some(_), Some((range, off, len))) = (client, lock(&self.direct).take()) {
-            let _ = range.unmap(off, len);
+        if let (Some(_), Some(w)) = (client, lock(&self.direct).take())
+            && w.range.unmap(w.offset, w.len).is_ok()
+        {
+            lock(&w.windows).give_back(w.offset, w.len);
         }
     }
 

@@ -145,7 +145,12 @@ fn bind_inner(
         match crate::direct::link(caller, &kernel.linker, &export, &segment) {
             Ok(d) => {
                 flags |= desc::FLAG_DIRECT;
-                binding.adopt_direct(d.range, d.offset, segment.len());
+                binding.adopt_direct(crate::astack::DirectWindow {
+                    range: d.range,
+                    windows: d.windows.clone(),
+                    offset: d.offset,
+                    len: segment.len(),
+                });
                 Some(d)
             }
             Err(_) => None,
