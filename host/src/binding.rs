@@ -14,10 +14,11 @@
 
 use crate::astack::{DirectWindow, Mappings, ProcStacks};
 use crate::clerk::ExportEntry;
-use crate::domain::{DomainShared, lock};
+use crate::domain::DomainShared;
 use crate::error::Error;
 use crate::linkage::ReplicaKey;
 use crate::quota::{Account, Charge};
+use crate::sync::lock;
 use lrpc_presentation::Combination;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, Weak};

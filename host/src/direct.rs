@@ -18,7 +18,8 @@
 
 use crate::astack::{MemoryRange, Segment, WindowAlloc, grown_offset};
 use crate::clerk::ExportEntry;
-use crate::domain::{DomainData, lock};
+use crate::domain::DomainData;
+use crate::sync::lock;
 use lrpc_abi::Status;
 use std::sync::{Arc, Mutex};
 use wasmtime::{AsContextMut, Caller, Instance, Memory, Ref};

@@ -20,26 +20,19 @@ use crate::linkage::{self, ReplicaKey};
 use lrpc_lock::{Guard, TryLock};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 use wasmtime::{
     AsContextMut, Instance, Memory, Module, Store, StoreContextMut, StoreLimits,
     StoreLimitsBuilder, TypedFunc, UpdateDeadline, WasmParams, WasmResults,
 };
 
+// The component domains (`component/`) take these helpers through here.
+pub(crate) use crate::error::Interrupt;
+pub(crate) use crate::sync::{lock, wait_lock};
+
 /// How long setup operations (export, export lookup) wait for a busy replica.
 pub(crate) const SETUP_WAIT: Duration = Duration::from_secs(30);
-
-/// What the epoch callback raises to stop a domain's code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum Interrupt {
-    /// The domain was terminated while running.
-    #[error("the domain was terminated")]
-    Terminated,
-    /// The running call passed its deadline.
-    #[error("the call ran past its deadline")]
-    Deadline,
-}
 
 /// The per-`Store` data of a replica.
 pub struct DomainData {
@@ -145,12 +138,6 @@ impl Drop for DomainShared {
     }
 }
 
-/// Locks a mutex, recovering the data if a panic poisoned it (state is kept consistent by
-/// construction; a poisoned lock only means a panic happened elsewhere).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Replica {
     /// The memory as a window-mapping range, up to the host-grown high-water mark.
     #[allow(unsafe_code, reason = "the range's contract, argued below")]
@@ -187,30 +174,6 @@ impl Replica {
 /// A replica stayed locked by another thread for the whole wait.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Busy;
-
-/// Locks `m`, polling with back-off for at most `wait`. A `Store` lock is held for the whole
-/// of a call, which may legitimately be long; a cycle of calls across threads (T1: A→B while
-/// T2: B→A) would deadlock a blocking lock, so waiting is bounded by the caller's deadline.
-pub(crate) fn wait_lock<T>(m: &TryLock<T>, wait: Duration) -> Option<Guard<'_, T>> {
-    let start = Instant::now();
-    let mut spins = 0u32;
-    loop {
-        if let Some(g) = m.try_lock() {
-            return Some(g);
-        }
-        if start.elapsed() >= wait {
-            return None;
-        }
-        spins += 1;
-        if spins < 64 {
-            std::hint::spin_loop();
-        } else if spins < 256 {
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(Duration::from_micros(50));
-        }
-    }
-}
 
 /// Creates one replica of a domain.
 pub(crate) fn instantiate(

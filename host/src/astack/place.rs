@@ -5,10 +5,11 @@
 use super::alloc::WindowAlloc;
 use super::map::{MemoryRange, Segment};
 use crate::binding::Binding;
-use crate::domain::{DomainData, DomainShared, lock};
+use crate::domain::{DomainData, DomainShared};
 use crate::error::Error;
 use crate::linkage::ReplicaKey;
 use crate::quota::Charge;
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use wasmtime::{AsContextMut, StoreContextMut};

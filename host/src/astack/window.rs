@@ -5,8 +5,9 @@
 
 use super::alloc::{WindowAlloc, grown_offset};
 use super::map::{MemoryRange, WASM_PAGE};
-use crate::domain::{DomainData, Replica, lock};
+use crate::domain::{DomainData, Replica};
 use crate::error::Error;
+use crate::sync::lock;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};

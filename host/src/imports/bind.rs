@@ -2,16 +2,16 @@
 //! presentations, A-stack placement, the descriptor), revoking it, and growing its A-stacks
 //! when nested calls have used them all (LRPC 5.2).
 
-use super::call::{bad_handle, client_binding};
 use super::{
-    HostResult, answer, bindable, checked_name_len, flush_own, kernel_of, read_name, status_of,
-    write_guest,
+    HostResult, answer, bad_handle, bindable, checked_name_len, client_binding, flush_own,
+    kernel_of, read_name, status_of, write_guest,
 };
 use crate::astack::page_round;
 use crate::astack::{Extent, OobView, ProcStacks, layout};
 use crate::binding::{Binding, ClientBinding, ClientSlot};
-use crate::domain::{DomainData, lock};
+use crate::domain::DomainData;
 use crate::quota::Charge;
+use crate::sync::lock;
 use lrpc_abi::{Status, desc, handle};
 use lrpc_presentation::{Side, SidePresentation};
 use std::sync::Arc;

@@ -7,63 +7,17 @@
 //! translates the A-stack address and calls the server's entry stub on the same thread. A
 //! server that faults is terminated and the client gets a call-failed status.
 
-use super::{HostResult, flush_own};
+use super::{HostResult, client_binding, flush_own};
 use crate::binding::{Binding, ClientBinding, ClientSlot};
 use crate::clerk::Detour;
-use crate::domain::{DomainData, Interrupt, lock, wait_lock};
-use crate::error::Fault;
+use crate::domain::DomainData;
+use crate::error::{Fault, Interrupt};
 use crate::linkage::{self, Pinned, ReplicaKey};
+use crate::sync::{lock, wait_lock};
 use lrpc_abi::{Status, handle};
 use lrpc_lock::Guard;
 use std::sync::atomic::Ordering;
 use wasmtime::{AsContextMut, Caller};
-
-/// Classifies a handle that does not name one of the caller's live bindings.
-pub(super) fn bad_handle(data: &DomainData, raw: u64) -> Status {
-    let (owner, slot, generation) = handle::unpack(raw);
-    if owner == data.core.id {
-        return match data.bindings.get(usize::from(slot)) {
-            Some(s) if generation != 0 && generation <= s.generation => Status::StaleBinding,
-            _ => Status::ForgedBinding,
-        };
-    }
-    // Someone else's handle? Ask the domain it names (a slow path: refusals only).
-    let foreign = data.kernel.upgrade().is_some_and(|k| {
-        k.domain_by_id(owner)
-            .is_some_and(|d| lock(&d.core.book).handles.contains(&raw))
-    });
-    if foreign {
-        Status::ForeignBinding
-    } else {
-        Status::ForgedBinding
-    }
-}
-
-/// Looks up the caller's live binding for `raw`, or the refusal status.
-#[inline]
-pub(super) fn client_binding(
-    data: &mut DomainData,
-    raw: u64,
-) -> Result<&mut ClientBinding, Status> {
-    let (owner, slot, generation) = handle::unpack(raw);
-    let me = data.core.id;
-    let ok = owner == me
-        && data
-            .bindings
-            .get(usize::from(slot))
-            .is_some_and(|s| s.generation == generation && s.live.is_some());
-    if !ok {
-        return Err(bad_handle(data, raw));
-    }
-    let cb = data.bindings[usize::from(slot)]
-        .live
-        .as_mut()
-        .expect("checked above");
-    if !cb.binding.is_live() {
-        return Err(cb.binding.dead_status());
-    }
-    Ok(cb)
-}
 
 /// What the call path keeps of the client's slot while the call is away: the binding,
 /// pinned, where the call's A-stack lies among the procedure's, and the entry's arguments in

@@ -93,7 +93,7 @@ fn bind_inner(
     .map_err(|e| status_of(&e))?;
     desc.handle = raw;
     {
-        let mut book = crate::domain::lock(&client.core.book);
+        let mut book = crate::sync::lock(&client.core.book);
         book.channels.retain(|w| w.strong_count() > 0);
         book.channels.push(std::sync::Arc::downgrade(&gc.ch));
     }

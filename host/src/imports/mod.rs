@@ -2,7 +2,8 @@
 //! `astacks_more`, which grows a binding's A-stacks), the call itself (`call`, the hot path),
 //! out-of-band segments (`oob`, `reply_oob`) and asynchronous bindings (`channel_bind`,
 //! `channel_wait`, `channel_unbind`). What they share — reading and writing guest
-//! memory, finding the kernel, mapping errors to statuses — lives here, below all three.
+//! memory, finding the kernel, checking a Binding Object's handle, mapping errors to
+//! statuses — lives here, below all of them, so that the job modules import no cycle.
 //!
 //! Every value a guest passes in is an untrusted integer; every failure is a status code
 //! returned to the guest, which keeps running.
@@ -13,10 +14,12 @@ mod channel;
 mod mixed;
 mod oob;
 
+use crate::binding::ClientBinding;
 use crate::domain::DomainData;
 use crate::error::Error;
 use crate::kernel::KernelInner;
-use lrpc_abi::Status;
+use crate::sync::lock;
+use lrpc_abi::{Status, handle};
 use std::sync::Arc;
 use wasmtime::{Caller, Linker, Memory};
 
@@ -121,4 +124,48 @@ fn kernel_of(caller: &Caller<'_, DomainData>) -> Result<Arc<KernelInner>, Status
 
 fn status_of(e: &Error) -> Status {
     e.status()
+}
+
+/// Classifies a handle that does not name one of the caller's live bindings.
+fn bad_handle(data: &DomainData, raw: u64) -> Status {
+    let (owner, slot, generation) = handle::unpack(raw);
+    if owner == data.core.id {
+        return match data.bindings.get(usize::from(slot)) {
+            Some(s) if generation != 0 && generation <= s.generation => Status::StaleBinding,
+            _ => Status::ForgedBinding,
+        };
+    }
+    // Someone else's handle? Ask the domain it names (a slow path: refusals only).
+    let foreign = data.kernel.upgrade().is_some_and(|k| {
+        k.domain_by_id(owner)
+            .is_some_and(|d| lock(&d.core.book).handles.contains(&raw))
+    });
+    if foreign {
+        Status::ForeignBinding
+    } else {
+        Status::ForgedBinding
+    }
+}
+
+/// Looks up the caller's live binding for `raw`, or the refusal status.
+#[inline]
+fn client_binding(data: &mut DomainData, raw: u64) -> Result<&mut ClientBinding, Status> {
+    let (owner, slot, generation) = handle::unpack(raw);
+    let me = data.core.id;
+    let ok = owner == me
+        && data
+            .bindings
+            .get(usize::from(slot))
+            .is_some_and(|s| s.generation == generation && s.live.is_some());
+    if !ok {
+        return Err(bad_handle(data, raw));
+    }
+    let cb = data.bindings[usize::from(slot)]
+        .live
+        .as_mut()
+        .expect("checked above");
+    if !cb.binding.is_live() {
+        return Err(cb.binding.dead_status());
+    }
+    Ok(cb)
 }

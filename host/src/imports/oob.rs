@@ -2,8 +2,7 @@
 //! than an A-stack (another window shared by the same pair, attached to one A-stack, grown on
 //! demand and reused).
 
-use super::call::client_binding;
-use super::{HostResult, answer, flush_own, kernel_of, status_of, write_guest};
+use super::{HostResult, answer, client_binding, flush_own, kernel_of, status_of, write_guest};
 use crate::astack::page_round;
 use crate::binding::Binding;
 use crate::domain::DomainData;
