@@ -4,10 +4,18 @@
 //! and a compare per extent.
 
 use super::map::{PAGE, page_round};
-use super::place::Placement;
+use lrpc_abi::Status;
 
 /// Maximum extents of A-stacks per procedure (the first one plus growth, LRPC 5.2).
 pub(crate) const MAX_EXTENTS: usize = 32;
+
+/// Where one segment is mapped: client offset, and an offset per server replica.
+#[derive(Debug, Clone)]
+pub(crate) struct Placement {
+    pub client: usize,
+    pub server: Box<[usize]>,
+    pub len: usize,
+}
 
 /// The A-stacks of one procedure of one binding.
 pub(crate) struct ProcStacks {
@@ -81,6 +89,21 @@ impl ProcStacks {
         }
         None
     }
+}
+
+/// The extent holding A-stack `astack` of procedure `proc` (both as a guest passed them)
+/// and the A-stack's index in it, or the refusal.
+pub(crate) fn astack_mut(
+    procs: &mut [ProcStacks],
+    proc: i32,
+    astack: i32,
+) -> Result<(&mut Extent, u32), Status> {
+    let ps = usize::try_from(proc)
+        .ok()
+        .and_then(|p| procs.get_mut(p))
+        .ok_or(Status::BadProcedure)?;
+    let (ei, index) = ps.locate(astack as u32).ok_or(Status::BadAStack)?;
+    Ok((&mut ps.extents[ei], index))
 }
 
 /// The multiplier that divides a 32-bit offset by `size` (≥ 2): `(off · m) >> 64 = off / size`

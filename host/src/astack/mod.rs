@@ -5,7 +5,8 @@
 //! * [`alloc`] — the window allocator: where windows go in a memory, for a domain replica
 //!   and for a direct-linked server copy alike;
 //! * [`window`] — a replica's window space, unmapping and deferred unmapping;
-//! * [`extent`] — the A-stacks of one procedure as the call path finds them;
+//! * [`extent`] — the A-stacks of one procedure as the call path finds them, and where a
+//!   segment is placed;
 //! * [`place`] — a binding's segments placed into the client replica and every server
 //!   replica, out-of-band segments, and revocation's unmapping.
 
@@ -16,7 +17,9 @@ pub(crate) mod place;
 pub(crate) mod window;
 
 pub(crate) use alloc::{WindowAlloc, grown_offset};
-pub(crate) use extent::{Extent, MAX_EXTENTS, OobView, ProcStacks, layout, reciprocal};
+pub(crate) use extent::{
+    Extent, MAX_EXTENTS, OobView, Placement, ProcStacks, astack_mut, layout, reciprocal,
+};
 pub(crate) use map::{MemoryRange, Segment, page_round};
-pub(crate) use place::{DirectWindow, Mappings, OobKey, Placement, UNMAPPED};
+pub(crate) use place::{DirectWindow, Mappings, OobKey, UNMAPPED};
 pub(crate) use window::ReplicaWindows;

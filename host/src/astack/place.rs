@@ -3,6 +3,7 @@
 //! A-stacks, and taking them all out again when the binding is revoked.
 
 use super::alloc::WindowAlloc;
+use super::extent::Placement;
 use super::map::{MemoryRange, Segment};
 use crate::binding::Binding;
 use crate::domain::{DomainData, DomainShared};
@@ -13,14 +14,6 @@ use crate::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use wasmtime::{AsContextMut, StoreContextMut};
-
-/// Where one segment is mapped: client offset, and an offset per server replica.
-#[derive(Debug, Clone)]
-pub(crate) struct Placement {
-    pub client: usize,
-    pub server: Box<[usize]>,
-    pub len: usize,
-}
 
 /// A mapped segment owned by a binding. Its memory file stays open only while some server
 /// replica still waits for a lazy mapping ([`UNMAPPED`]); mapped pages need no open file.

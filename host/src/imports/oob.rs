@@ -3,6 +3,7 @@
 //! demand and reused).
 
 use super::{HostResult, answer, client_binding, flush_own, kernel_of, status_of, write_guest};
+use crate::astack::astack_mut;
 use crate::astack::page_round;
 use crate::binding::Binding;
 use crate::domain::DomainData;
@@ -97,12 +98,7 @@ fn oob_inner(
     // call path's view of an `in` segment refreshed under one lock of the binding.
     let (binding, okey, fast) = {
         let cb = client_binding(caller.data_mut(), raw)?;
-        let ps = usize::try_from(proc)
-            .ok()
-            .and_then(|p| cb.procs.get_mut(p))
-            .ok_or(Status::BadProcedure)?;
-        let (ei, index) = ps.locate(astack as u32).ok_or(Status::BadAStack)?;
-        let e = &mut ps.extents[ei];
+        let (e, index) = astack_mut(&mut cb.procs, proc, astack)?;
         let okey = (proc as u32, e.first + index, dir);
         let view = &mut e.oob_in[index as usize];
         let fast = cb.binding.with_oob(okey, |at| {
@@ -147,12 +143,8 @@ fn refresh_view(
     okey: crate::astack::OobKey,
 ) -> Result<(), Status> {
     let cb = client_binding(caller.data_mut(), raw)?;
-    let ps = usize::try_from(proc)
-        .ok()
-        .and_then(|p| cb.procs.get_mut(p))
-        .ok_or(Status::BadProcedure)?;
-    let (ei, index) = ps.locate(astack as u32).ok_or(Status::BadAStack)?;
-    let view = &mut ps.extents[ei].oob_in[index as usize];
+    let (e, index) = astack_mut(&mut cb.procs, proc, astack)?;
+    let view = &mut e.oob_in[index as usize];
     binding.with_oob(okey, |at| view.refresh(at));
     Ok(())
 }
