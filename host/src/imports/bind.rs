@@ -3,8 +3,8 @@
 //! when nested calls have used them all (LRPC 5.2).
 
 use super::{
-    HostResult, answer, bad_handle, bindable, checked_name_len, client_binding, flush_own,
-    kernel_of, read_name, status_of, write_guest,
+    HostResult, answer, bad_handle, bindable, checked_name_len, client_binding, find_export,
+    flush_own, status_of, write_guest,
 };
 use crate::astack::page_round;
 use crate::astack::{Extent, OobView, ProcStacks, layout};
@@ -47,20 +47,8 @@ fn bind_inner(
 ) -> Result<(), Status> {
     flush_own(caller);
     let len = checked_name_len(name_len)?;
-    let name = read_name(caller, name_ptr, len)?;
-    let kernel = kernel_of(caller)?;
     // A core server's export, or the core face of a component domain's (a mixed pair).
-    let export = match kernel.clerk.get(&name) {
-        Some(e) => e,
-        None => kernel
-            .clerk
-            .component(&name)
-            .and_then(|c| c.face())
-            .ok_or(Status::UnknownInterface)?,
-    };
-    if export.plan.fingerprint != fingerprint {
-        return Err(Status::InterfaceMismatch);
-    }
+    let (kernel, export) = find_export(caller, name_ptr, len, fingerprint, true)?;
     let nprocs = export.plan.procs.len();
     let desc_len = desc::len(nprocs);
     if usize::try_from(desc_cap).map_or(true, |c| c < desc_len) {

@@ -15,6 +15,7 @@ mod mixed;
 mod oob;
 
 use crate::binding::ClientBinding;
+use crate::clerk::ExportEntry;
 use crate::domain::DomainData;
 use crate::error::Error;
 use crate::kernel::KernelInner;
@@ -97,6 +98,33 @@ fn checked_name_len(name_len: i32) -> Result<usize, Status> {
 fn read_name(caller: &mut Caller<'_, DomainData>, ptr: i32, len: usize) -> Result<String, Status> {
     let name = read_guest(caller, ptr, len).ok_or(Status::BadPointer)?;
     String::from_utf8(name).map_err(|_| Status::UnknownInterface)
+}
+
+/// Reads the interface name a guest passes and finds its export, checked against the
+/// fingerprint the guest's stubs were generated for. With `faces`, the core face of a
+/// component domain's export counts too (a mixed pair).
+fn find_export(
+    caller: &mut Caller<'_, DomainData>,
+    name_ptr: i32,
+    len: usize,
+    fingerprint: u64,
+    faces: bool,
+) -> Result<(Arc<KernelInner>, Arc<ExportEntry>), Status> {
+    let name = read_name(caller, name_ptr, len)?;
+    let kernel = kernel_of(caller)?;
+    let export = match kernel.clerk.get(&name) {
+        Some(e) => e,
+        None if faces => kernel
+            .clerk
+            .component(&name)
+            .and_then(|c| c.face())
+            .ok_or(Status::UnknownInterface)?,
+        None => return Err(Status::UnknownInterface),
+    };
+    if export.plan.fingerprint != fingerprint {
+        return Err(Status::InterfaceMismatch);
+    }
+    Ok((kernel, export))
 }
 
 /// Whether a domain (`client`) may bind to `server`: not to itself, not to a dead one.
