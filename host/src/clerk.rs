@@ -6,9 +6,10 @@
 //! module really has each entry with the right type; binding then needs no further checks
 //! of the server.
 
-use crate::domain::{DomainShared, SETUP_WAIT, lock, wait_lock};
+use crate::domain::{DomainShared, SETUP_WAIT};
 use crate::error::Error;
 use crate::mailbox::Mailbox;
+use crate::sync::{lock, wait_lock};
 use lrpc_presentation::{InterfacePlan, SidePresentation};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};

@@ -12,12 +12,16 @@
 //! * a trap in the copy unwinds the client too (it runs in the client's store), and the
 //!   kernel then terminates the client domain.
 //!
-//! Arguments and results that do not fit on an A-stack take the isolated path.
+//! Arguments and results that do not fit on an A-stack take the isolated path. The A-stack
+//! windows in a copy's memory come from the same window allocator as a replica's
+//! (`astack::alloc`), so a copy reuses the pages of its unbound bindings.
 
-use crate::astack::{MemoryRange, Segment};
+use crate::astack::{MemoryRange, Segment, WindowAlloc, grown_offset};
 use crate::clerk::ExportEntry;
-use crate::domain::{DomainData, WASM_PAGE};
+use crate::domain::DomainData;
+use crate::sync::lock;
 use lrpc_abi::Status;
+use std::sync::{Arc, Mutex};
 use wasmtime::{AsContextMut, Caller, Instance, Memory, Ref};
 
 /// A server copy living in a client's store.
@@ -25,6 +29,8 @@ use wasmtime::{AsContextMut, Caller, Instance, Memory, Ref};
 pub(crate) struct Coresident {
     memory: Memory,
     base: usize,
+    /// The copy's window space (shared with the bindings that hold windows in it).
+    windows: Arc<Mutex<WindowAlloc>>,
     /// Function-table index of each procedure's entry in the client's table.
     pub entries: Vec<u32>,
     /// Function-table index + 1 of each procedure's register entry (0: none).
@@ -37,7 +43,8 @@ impl Coresident {
     fn range(&self, len: usize) -> MemoryRange {
         // SAFETY: `base` is the copy's linear memory in the client's Store (read when the copy
         // was instantiated; memories never move), which lives as long as the client replica;
-        // `link` passes the size it has just grown the memory to, and the range is used for
+        // `link` passes the end of the window space it has grown the memory to (at most the
+        // memory's size), and the range is used for
         // the binding's windows, which are unmapped before that Store goes away.
         unsafe { MemoryRange::new(self.base as *mut u8, len) }
     }
@@ -51,8 +58,10 @@ pub(crate) struct DirectPlacement {
     pub fast: Vec<u32>,
     /// Offset of the A-stack segment in the copy's memory.
     pub offset: usize,
-    /// The copy's memory, up to the end of the segment.
+    /// The copy's memory, up to the end of its window space.
     pub range: MemoryRange,
+    /// The copy's window allocator, which the segment's pages go back to on revocation.
+    pub windows: Arc<Mutex<WindowAlloc>>,
 }
 
 /// Instantiates (or reuses) the server copy in the caller's store and maps `segment` into it.
@@ -73,24 +82,25 @@ pub(crate) fn link(
             co
         }
     };
-    let pages = segment.len().div_ceil(WASM_PAGE);
-    let old = co
-        .memory
-        .grow(caller.as_context_mut(), pages as u64)
-        .map_err(|_| Status::ResourceExhausted)?;
-    let offset = usize::try_from(old)
-        .ok()
-        .and_then(|p| p.checked_mul(WASM_PAGE))
-        .ok_or(Status::ResourceExhausted)?;
-    let range = co.range(offset + pages * WASM_PAGE);
-    range
-        .map(offset, segment)
-        .map_err(|_| Status::ResourceExhausted)?;
+    let len = segment.len();
+    let offset = lock(&co.windows).take(len, |pages| {
+        let old = co
+            .memory
+            .grow(caller.as_context_mut(), pages as u64)
+            .map_err(|_| Status::ResourceExhausted)?;
+        grown_offset(old).ok_or(Status::ResourceExhausted)
+    })?;
+    let range = co.range(lock(&co.windows).high());
+    if range.map(offset, segment).is_err() {
+        lock(&co.windows).give_back(offset, len);
+        return Err(Status::ResourceExhausted);
+    }
     Ok(DirectPlacement {
         entries: co.entries,
         fast: co.fast,
         offset,
         range,
+        windows: co.windows,
     })
 }
 
@@ -140,6 +150,7 @@ fn instantiate(
     Ok(Coresident {
         memory,
         base,
+        windows: Arc::default(),
         entries,
         fast,
     })

@@ -12,7 +12,7 @@
 //! A domain whose instance traps is terminated: after a trap the guest's shadow stack
 //! pointer is not restored, so the instance is not trusted to run again.
 
-use crate::astack::{MemoryRange, PAGE};
+use crate::astack::{MemoryRange, ReplicaWindows};
 use crate::binding::{Binding, ClientSlot};
 use crate::error::{Error, Fault};
 use crate::kernel::KernelInner;
@@ -20,29 +20,19 @@ use crate::linkage::{self, ReplicaKey};
 use lrpc_lock::{Guard, TryLock};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 use wasmtime::{
     AsContextMut, Instance, Memory, Module, Store, StoreContextMut, StoreLimits,
     StoreLimitsBuilder, TypedFunc, UpdateDeadline, WasmParams, WasmResults,
 };
 
+// The component domains (`component/`) take these helpers through here.
+pub(crate) use crate::error::Interrupt;
+pub(crate) use crate::sync::{lock, wait_lock};
+
 /// How long setup operations (export, export lookup) wait for a busy replica.
 pub(crate) const SETUP_WAIT: Duration = Duration::from_secs(30);
-
-/// Wasm page size.
-pub(crate) const WASM_PAGE: usize = 65536;
-
-/// What the epoch callback raises to stop a domain's code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum Interrupt {
-    /// The domain was terminated while running.
-    #[error("the domain was terminated")]
-    Terminated,
-    /// The running call passed its deadline.
-    #[error("the call ran past its deadline")]
-    Deadline,
-}
 
 /// The per-`Store` data of a replica.
 pub struct DomainData {
@@ -120,19 +110,8 @@ pub(crate) struct Replica {
     pub instance: Instance,
     pub memory: Memory,
     base: usize,
-    pub windows: Mutex<WindowAlloc>,
-    /// Windows revoked while this replica was running (see [`Replica::unmap_or_defer`]).
-    deferred: Mutex<Vec<(usize, usize)>>,
-    has_deferred: Arc<AtomicBool>,
-}
-
-/// Host-grown pages of one replica's memory that hold windows, managed page by page.
-#[derive(Default, Debug)]
-pub(crate) struct WindowAlloc {
-    /// Free page-aligned ranges `(offset, len)`.
-    free: Vec<(usize, usize)>,
-    /// End of the highest host-grown range; the memory is at least this large.
-    high: usize,
+    /// The replica's window space and the windows waiting to be unmapped.
+    pub windows: ReplicaWindows,
 }
 
 /// A domain: its replicas and shared state.
@@ -159,12 +138,6 @@ impl Drop for DomainShared {
     }
 }
 
-/// Locks a mutex, recovering the data if a panic poisoned it (state is kept consistent by
-/// construction; a poisoned lock only means a panic happened elsewhere).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Replica {
     /// The memory as a window-mapping range, up to the host-grown high-water mark.
     #[allow(unsafe_code, reason = "the range's contract, argued below")]
@@ -173,124 +146,6 @@ impl Replica {
         // as the replica's Store; callers pass at most the size the host has grown it to, and
         // use the range only while they hold the replica (its shared state keeps the Store).
         unsafe { MemoryRange::new(self.base as *mut u8, high) }
-    }
-
-    /// Allocates `len` bytes (page multiple) of window space, growing the memory through
-    /// `ctx` (this replica's store) when no free range fits.
-    pub(crate) fn alloc_window(
-        &self,
-        mut ctx: impl AsContextMut<Data = DomainData>,
-        len: usize,
-    ) -> Result<usize, Error> {
-        debug_assert!(len.is_multiple_of(PAGE));
-        let mut w = lock(&self.windows);
-        if let Some(i) = w.free.iter().position(|&(_, l)| l >= len) {
-            let (off, l) = w.free[i];
-            if l == len {
-                w.free.swap_remove(i);
-            } else {
-                w.free[i] = (off + len, l - len);
-            }
-            return Ok(off);
-        }
-        let pages = len.div_ceil(WASM_PAGE);
-        let account = ctx.as_context_mut().data().core.account.clone();
-        let size = self.memory.data_size(&ctx) as u64;
-        account.check(
-            crate::error::Quota::Memory,
-            size.saturating_add((pages * WASM_PAGE) as u64),
-        )?;
-        let grow_error = |source: crate::error::BoxError| Error::Grow {
-            domain: account.domain.clone(),
-            source,
-        };
-        let old = self
-            .memory
-            .grow(&mut ctx, pages as u64)
-            .map_err(|e| grow_error(crate::error::boxed(e)))?;
-        let off = usize::try_from(old)
-            .ok()
-            .and_then(|p| p.checked_mul(WASM_PAGE))
-            .ok_or_else(|| grow_error("the memory offset overflows".into()))?;
-        let grown = pages * WASM_PAGE;
-        if grown > len {
-            w.free.push((off + len, grown - len));
-        }
-        w.high = w.high.max(off + grown);
-        Ok(off)
-    }
-
-    /// Returns a window range to the free list (its pages must already be unmapped).
-    pub(crate) fn free_window(&self, off: usize, len: usize) {
-        let mut w = lock(&self.windows);
-        w.free.push((off, len));
-        // Coalesce neighbours so repeated bind/unbind cycles reuse the same pages.
-        w.free.sort_unstable();
-        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(w.free.len());
-        for &(o, l) in &w.free {
-            match merged.last_mut() {
-                Some((mo, ml)) if *mo + *ml == o => *ml += l,
-                _ => merged.push((o, l)),
-            }
-        }
-        w.free = merged;
-    }
-
-    /// Takes a window out of this memory and returns its pages to the window allocator. A
-    /// failed unmap leaves the range allocated (never reused) rather than reusing pages that
-    /// may still be shared.
-    pub(crate) fn unmap_free(&self, off: usize, len: usize) {
-        match self.window_range().unmap(off, len) {
-            Ok(()) => self.free_window(off, len),
-            Err(e) => tracing::error!(
-                domain = self.key.domain,
-                replica = self.key.replica,
-                off,
-                len,
-                "unmapping a window failed: {e}"
-            ),
-        }
-    }
-
-    /// Takes a **client's** window out of its memory when revoking a binding from any thread.
-    ///
-    /// A client may be running right now, between a call that returned `Ok` and its stub
-    /// reading the results off the A-stack; zeroing the window under it would hand it zeros
-    /// as a successful answer. So the window goes at once only when the client is not
-    /// running (its store is free); otherwise it stays in the client's memory — already gone
-    /// from the server's, so it is the client's private memory now — until the client next
-    /// enters the kernel or returns to the embedder ([`flush_deferred`](Self::flush_deferred)),
-    /// and its pages are not reused until then.
-    pub(crate) fn unmap_or_defer(&self, off: usize, len: usize) {
-        match self.store.try_lock() {
-            Some(_running_excluded) => self.unmap_free(off, len),
-            None => {
-                lock(&self.deferred).push((off, len));
-                self.has_deferred.store(true, Ordering::Release);
-            }
-        }
-    }
-
-    /// Unmaps the windows whose revocation waited for this replica to stop running. The
-    /// caller holds the replica's store (it is the replica's thread, in an import or just
-    /// back from a call into it).
-    pub(crate) fn flush_deferred(&self) {
-        if !self.has_deferred.load(Ordering::Acquire) {
-            return;
-        }
-        let windows = {
-            let mut d = lock(&self.deferred);
-            self.has_deferred.store(false, Ordering::Release);
-            std::mem::take(&mut *d)
-        };
-        for (off, len) in windows {
-            self.unmap_free(off, len);
-        }
-    }
-
-    /// The memory range covering every window of this replica.
-    pub(crate) fn window_range(&self) -> MemoryRange {
-        self.range(lock(&self.windows).high)
     }
 
     /// Runs `f` with this replica's store: locked if it is free, borrowed from the linkage
@@ -319,30 +174,6 @@ impl Replica {
 /// A replica stayed locked by another thread for the whole wait.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Busy;
-
-/// Locks `m`, polling with back-off for at most `wait`. A `Store` lock is held for the whole
-/// of a call, which may legitimately be long; a cycle of calls across threads (T1: A→B while
-/// T2: B→A) would deadlock a blocking lock, so waiting is bounded by the caller's deadline.
-pub(crate) fn wait_lock<T>(m: &TryLock<T>, wait: Duration) -> Option<Guard<'_, T>> {
-    let start = Instant::now();
-    let mut spins = 0u32;
-    loop {
-        if let Some(g) = m.try_lock() {
-            return Some(g);
-        }
-        if start.elapsed() >= wait {
-            return None;
-        }
-        spins += 1;
-        if spins < 64 {
-            std::hint::spin_loop();
-        } else if spins < 256 {
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(Duration::from_micros(50));
-        }
-    }
-}
 
 /// Creates one replica of a domain.
 pub(crate) fn instantiate(
@@ -411,9 +242,7 @@ pub(crate) fn instantiate(
         instance,
         memory,
         base,
-        windows: Mutex::new(WindowAlloc::default()),
-        deferred: Mutex::new(Vec::new()),
-        has_deferred,
+        windows: ReplicaWindows::new(has_deferred),
     })
 }
 

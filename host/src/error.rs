@@ -1,7 +1,16 @@
 //! Errors. [`Fault`] is the typed failure of code running in a domain (trap, deadline,
 //! termination), kept apart from ordinary errors of the embedding API ([`Error`]).
 
-use crate::domain::Interrupt;
+/// What the epoch callback raises to stop a domain's code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Interrupt {
+    /// The domain was terminated while running.
+    #[error("the domain was terminated")]
+    Terminated,
+    /// The running call passed its deadline.
+    #[error("the call ran past its deadline")]
+    Deadline,
+}
 
 /// Why code in a domain stopped abnormally. A faulting domain is terminated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

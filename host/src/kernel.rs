@@ -2,9 +2,10 @@
 //! ticker that enforces deadlines.
 
 use crate::clerk::{Clerk, ExportOptions};
-use crate::domain::{self, Domain, DomainCore, DomainShared, lock};
+use crate::domain::{self, Domain, DomainCore, DomainShared};
 use crate::error::{Error, Quota, boxed};
 use crate::quota::{Account, Quotas};
+use crate::sync::lock;
 use lrpc_presentation::{InterfacePlan, Side, SidePresentation, Wit, plan::Presentation};
 use std::collections::HashMap;
 use std::path::Path;

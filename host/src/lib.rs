@@ -9,10 +9,15 @@
 //! same A-stack. See `ARCHITECTURE.md` for the path of a call.
 //!
 //! One module per LRPC concept: [`domain`](crate::Domain), `clerk`, `binding`, `astack`
-//! (the memory mappings; one of the two modules allowed `unsafe`), `linkage` (the other),
-//! `imports` (the kernel imports: binding, the call path, out-of-band segments), `terminate`, and [`channel`]: URPC's
-//! asynchronous calls over pairwise shared-memory rings, served by a server's own processors
-//! (with a tokio-friendly future; the `tokio` feature adds timeouts).
+//! (A-stacks: extents, placement and the memory mappings, `astack::map` being one of the two
+//! modules allowed `unsafe`), `linkage` (the other),
+//! `imports` (the kernel imports: binding, the call path, out-of-band segments), `terminate`,
+//! and [`channel`]: URPC's asynchronous calls over pairwise shared-memory rings, served by a
+//! server's own processors (with a tokio-friendly future; the `tokio` feature adds timeouts).
+//!
+//! Helpers that many of them use live below them and import none of them: `error` (errors,
+//! faults and the interrupt a deadline raises), `quota` (accounts and charges), `sync` (the
+//! lock helpers), and the lower half of `astack` (`map`, `alloc`, `extent`).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -29,6 +34,7 @@ mod kernel;
 mod linkage;
 mod mailbox;
 mod quota;
+mod sync;
 mod terminate;
 
 pub mod artifacts;

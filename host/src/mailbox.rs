@@ -9,9 +9,10 @@
 
 use crate::binding::Binding;
 use crate::clerk::EntryFunc;
-use crate::domain::{DomainShared, wait_lock};
+use crate::domain::DomainShared;
 use crate::error::Fault;
 use crate::linkage::{self, Pinned, ReplicaKey};
+use crate::sync::wait_lock;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, Weak};

@@ -151,7 +151,7 @@ impl Account {
 
     /// Charges `c` in full, or nothing and the first quota it would exceed.
     pub(crate) fn charge(&self, c: &Charge) -> Result<(), Error> {
-        let mut used = crate::domain::lock(&self.used);
+        let mut used = crate::sync::lock(&self.used);
         for ((q, want), (_, have)) in c.parts().into_iter().zip(used.parts()) {
             let limit = self.limit(q);
             if want > 0 && have.saturating_add(want) > limit {
@@ -170,12 +170,12 @@ impl Account {
 
     /// Returns a charge.
     pub(crate) fn refund(&self, c: &Charge) {
-        crate::domain::lock(&self.used).sub(c);
+        crate::sync::lock(&self.used).sub(c);
     }
 
     /// What the domain uses now.
     pub(crate) fn used(&self) -> Charge {
-        *crate::domain::lock(&self.used)
+        *crate::sync::lock(&self.used)
     }
 
     /// Checks a whole-domain quota that is not a running count (replicas, memory size).

@@ -6,8 +6,9 @@
 //! flight fail with a call-failed status, later calls on those bindings fail fast.
 
 use crate::binding::{Binding, RevokeReason};
-use crate::domain::{DomainShared, lock};
+use crate::domain::DomainShared;
 use crate::kernel::KernelInner;
+use crate::sync::lock;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 

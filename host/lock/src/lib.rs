@@ -3,7 +3,7 @@
 //! A `Store` is single threaded; the call path takes the server replica's lock on every call.
 //! `std::sync::Mutex` costs two atomic read-modify-writes per lock/unlock pair (its unlock
 //! swaps to learn whether to wake a waiter). Waiting for a `Store` is always bounded and
-//! polled here (see `domain::wait_lock`: a call cycle across threads must give up rather
+//! polled here (see `sync::wait_lock`: a call cycle across threads must give up rather
 //! than deadlock), so nobody sleeps on the lock and unlocking is a plain release store.
 //!
 //! The protocol (an acquiring compare-exchange to lock, a releasing store to unlock) is

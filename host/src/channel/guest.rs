@@ -19,10 +19,11 @@
 
 use super::{CallError, ChannelOptions, ChannelShared, ProcShared};
 use crate::clerk::ExportEntry;
-use crate::domain::{DomainData, Replica, lock};
+use crate::domain::{DomainData, Replica};
 use crate::error::Error;
 use crate::kernel::KernelInner;
 use crate::quota::{Account, Charge};
+use crate::sync::lock;
 use lrpc_abi::{Status, chan};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

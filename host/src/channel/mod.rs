@@ -83,10 +83,11 @@ mod ring;
 mod tokio_api;
 
 use crate::clerk::ExportEntry;
-use crate::domain::{Domain, DomainData, DomainShared, lock, wait_lock};
+use crate::domain::{Domain, DomainData, DomainShared};
 use crate::error::{Error, Fault};
 use crate::kernel::{Kernel, KernelInner};
 use crate::quota::Charge;
+use crate::sync::{lock, wait_lock};
 pub(crate) use guest::{ChanSlot, HANDLE_BIT, MAX_WAIT};
 use lrpc_abi::Status;
 use lrpc_lock::TryLock;

@@ -2,15 +2,16 @@
 //! presentations, A-stack placement, the descriptor), revoking it, and growing its A-stacks
 //! when nested calls have used them all (LRPC 5.2).
 
-use super::call::{bad_handle, client_binding};
 use super::{
-    HostResult, answer, bindable, checked_name_len, flush_own, kernel_of, read_name, status_of,
-    write_guest,
+    HostResult, answer, bad_handle, bindable, checked_name_len, client_binding, find_export,
+    flush_own, status_of, write_guest,
 };
 use crate::astack::page_round;
-use crate::binding::{Binding, ClientBinding, ClientSlot, Extent, OobView, ProcStacks, layout};
-use crate::domain::{DomainData, lock};
+use crate::astack::{Extent, OobView, ProcStacks, layout};
+use crate::binding::{Binding, ClientBinding, ClientSlot};
+use crate::domain::DomainData;
 use crate::quota::Charge;
+use crate::sync::lock;
 use lrpc_abi::{Status, desc, handle};
 use lrpc_presentation::{Side, SidePresentation};
 use std::sync::Arc;
@@ -46,20 +47,8 @@ fn bind_inner(
 ) -> Result<(), Status> {
     flush_own(caller);
     let len = checked_name_len(name_len)?;
-    let name = read_name(caller, name_ptr, len)?;
-    let kernel = kernel_of(caller)?;
     // A core server's export, or the core face of a component domain's (a mixed pair).
-    let export = match kernel.clerk.get(&name) {
-        Some(e) => e,
-        None => kernel
-            .clerk
-            .component(&name)
-            .and_then(|c| c.face())
-            .ok_or(Status::UnknownInterface)?,
-    };
-    if export.plan.fingerprint != fingerprint {
-        return Err(Status::InterfaceMismatch);
-    }
+    let (kernel, export) = find_export(caller, name_ptr, len, fingerprint, true)?;
     let nprocs = export.plan.procs.len();
     let desc_len = desc::len(nprocs);
     if usize::try_from(desc_cap).map_or(true, |c| c < desc_len) {
@@ -144,7 +133,12 @@ fn bind_inner(
         match crate::direct::link(caller, &kernel.linker, &export, &segment) {
             Ok(d) => {
                 flags |= desc::FLAG_DIRECT;
-                binding.adopt_direct(d.range, d.offset, segment.len());
+                binding.adopt_direct(crate::astack::DirectWindow {
+                    range: d.range,
+                    windows: d.windows.clone(),
+                    offset: d.offset,
+                    len: segment.len(),
+                });
                 Some(d)
             }
             Err(_) => None,
@@ -170,10 +164,10 @@ fn bind_inner(
                 client_base,
                 server_bases: at.server.iter().map(|s| (s + offs[i]) as u32).collect(),
                 size,
-                recip: crate::binding::reciprocal(size),
+                recip: crate::astack::reciprocal(size),
                 count,
                 first: 0,
-                busy: crate::binding::idle(count),
+                busy: crate::astack::idle(count),
                 oob_in: vec![empty_oob(replicas); count as usize],
             }],
         });
@@ -297,7 +291,7 @@ fn astacks_more_inner(
             .ok()
             .and_then(|p| cb.procs.get(p))
             .ok_or(Status::BadProcedure)?;
-        if ps.extents.len() >= crate::binding::MAX_EXTENTS {
+        if ps.extents.len() >= crate::astack::MAX_EXTENTS {
             return Err(Status::QuotaAStacks);
         }
         let last = ps.extents.last().expect("every procedure has an extent");
@@ -329,10 +323,10 @@ fn astacks_more_inner(
         client_base: at.client as u32,
         server_bases: at.server.iter().map(|&s| s as u32).collect(),
         size,
-        recip: crate::binding::reciprocal(size),
+        recip: crate::astack::reciprocal(size),
         count,
         first,
-        busy: crate::binding::idle(count),
+        busy: crate::astack::idle(count),
         oob_in: vec![empty_oob(at.server.len()); count as usize],
     };
     let client_base = at.client as u32;

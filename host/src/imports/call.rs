@@ -7,71 +7,17 @@
 //! translates the A-stack address and calls the server's entry stub on the same thread. A
 //! server that faults is terminated and the client gets a call-failed status.
 
-use super::{HostResult, flush_own};
-use crate::binding::{Binding, ClientBinding, ClientSlot};
+use super::{HostResult, flush_own, live_binding};
+use crate::binding::{Binding, ClientBinding};
 use crate::clerk::Detour;
-use crate::domain::{DomainData, Interrupt, lock, wait_lock};
-use crate::error::Fault;
+use crate::domain::DomainData;
+use crate::error::{Fault, Interrupt};
 use crate::linkage::{self, BusyFlag, Pinned, ReplicaKey};
+use crate::sync::{lock, wait_lock};
 use lrpc_abi::{Status, handle};
 use lrpc_lock::Guard;
 use std::sync::atomic::Ordering;
 use wasmtime::{AsContextMut, Caller};
-
-/// Classifies a handle that does not name one of the caller's live bindings.
-pub(super) fn bad_handle(data: &DomainData, raw: u64) -> Status {
-    let (owner, slot, generation) = handle::unpack(raw);
-    if owner == data.core.id {
-        return match data.bindings.get(usize::from(slot)) {
-            Some(s) if generation != 0 && generation <= s.generation => Status::StaleBinding,
-            _ => Status::ForgedBinding,
-        };
-    }
-    // Someone else's handle? Ask the domain it names (a slow path: refusals only).
-    let foreign = data.kernel.upgrade().is_some_and(|k| {
-        k.domain_by_id(owner)
-            .is_some_and(|d| lock(&d.core.book).handles.contains(&raw))
-    });
-    if foreign {
-        Status::ForeignBinding
-    } else {
-        Status::ForgedBinding
-    }
-}
-
-/// Looks up the caller's live binding for `raw`, or the refusal status.
-#[inline]
-pub(super) fn client_binding(
-    data: &mut DomainData,
-    raw: u64,
-) -> Result<&mut ClientBinding, Status> {
-    live_binding(data, raw)?;
-    let (_, slot, _) = handle::unpack(raw);
-    data.bindings[usize::from(slot)]
-        .live
-        .as_mut()
-        .ok_or(Status::ForgedBinding)
-}
-
-/// The caller's live binding for `raw`, shared (all the call path needs: the A-stacks' busy
-/// flags are cells), or the refusal status.
-#[inline]
-fn live_binding(data: &DomainData, raw: u64) -> Result<&ClientBinding, Status> {
-    let (owner, slot, generation) = handle::unpack(raw);
-    match data.bindings.get(usize::from(slot)) {
-        Some(ClientSlot {
-            generation: g,
-            live: Some(cb),
-        }) if *g == generation && owner == data.core.id => {
-            if cb.binding.is_live() {
-                Ok(cb)
-            } else {
-                Err(cb.binding.dead_status())
-            }
-        }
-        _ => Err(bad_handle(data, raw)),
-    }
-}
 
 /// What the call path keeps of the client's slot while the call is away: the binding,
 /// pinned, the A-stack's busy flag, where the A-stack lies among the procedure's, and the
@@ -128,7 +74,7 @@ fn borrow_mask(b: &Binding, proc: u32) -> i32 {
 /// address and capacity, `in` segment address and capacity, borrow mask. The segment address
 /// is `u32::MAX` when the segment is not mapped into that replica yet (see `resolve_oob`).
 #[inline]
-fn args_in(e: &crate::binding::Extent, local: u32, r: usize, borrow: i32) -> EntryArgs {
+fn args_in(e: &crate::astack::Extent, local: u32, r: usize, borrow: i32) -> EntryArgs {
     let base = e.server_bases.get(r).copied().unwrap_or(0);
     let oob = e.oob_in.get(local as usize);
     let (oob_at, oob_cap) = oob.map_or((0, 0), |o| (o.server.get(r).copied().unwrap_or(0), o.cap));

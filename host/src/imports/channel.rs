@@ -3,7 +3,7 @@
 //! `channel::guest`; this module checks what the guest passes and answers with statuses.
 
 use super::{
-    HostResult, answer, bindable, checked_name_len, flush_own, kernel_of, read_name, status_of,
+    HostResult, answer, bindable, checked_name_len, find_export, flush_own, kernel_of, status_of,
     write_guest,
 };
 use crate::channel::{ChanSlot, HANDLE_BIT, MAX_WAIT, ProcShared};
@@ -54,12 +54,7 @@ fn bind_inner(
     }
     // Check the descriptor's place before allocating anything.
     write_guest(caller, desc_ptr, &[0; chan::DESC_LEN])?;
-    let name = read_name(caller, name_ptr, len)?;
-    let kernel = kernel_of(caller)?;
-    let export = kernel.clerk.get(&name).ok_or(Status::UnknownInterface)?;
-    if export.plan.fingerprint != fingerprint {
-        return Err(Status::InterfaceMismatch);
-    }
+    let (kernel, export) = find_export(caller, name_ptr, len, fingerprint, false)?;
     let key = caller.data().key();
     bindable(&export.server, key.domain)?;
     let procs = ProcShared::of(&kernel, &export.server).ok_or(Status::NoProcessors)?;
@@ -93,7 +88,7 @@ fn bind_inner(
     .map_err(|e| status_of(&e))?;
     desc.handle = raw;
     {
-        let mut book = crate::domain::lock(&client.core.book);
+        let mut book = crate::sync::lock(&client.core.book);
         book.channels.retain(|w| w.strong_count() > 0);
         book.channels.push(std::sync::Arc::downgrade(&gc.ch));
     }

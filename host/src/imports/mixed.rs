@@ -59,7 +59,7 @@ pub(super) fn to_component(
             } else {
                 (base + header::LEN, cap.saturating_sub(header::LEN))
             };
-            if len > room || at == crate::binding::UNMAPPED {
+            if len > room || at == crate::astack::UNMAPPED {
                 return None;
             }
             read(caller, at, len)

@@ -2,7 +2,8 @@
 //! `astacks_more`, which grows a binding's A-stacks), the call itself (`call`, the hot path),
 //! out-of-band segments (`oob`, `reply_oob`) and asynchronous bindings (`channel_bind`,
 //! `channel_wait`, `channel_unbind`). What they share — reading and writing guest
-//! memory, finding the kernel, mapping errors to statuses — lives here, below all three.
+//! memory, finding the kernel, checking a Binding Object's handle, mapping errors to
+//! statuses — lives here, below all of them, so that the job modules import no cycle.
 //!
 //! Every value a guest passes in is an untrusted integer; every failure is a status code
 //! returned to the guest, which keeps running.
@@ -13,10 +14,13 @@ mod channel;
 mod mixed;
 mod oob;
 
+use crate::binding::ClientBinding;
+use crate::clerk::ExportEntry;
 use crate::domain::DomainData;
 use crate::error::Error;
 use crate::kernel::KernelInner;
-use lrpc_abi::Status;
+use crate::sync::lock;
+use lrpc_abi::{Status, handle};
 use std::sync::Arc;
 use wasmtime::{Caller, Linker, Memory};
 
@@ -96,6 +100,33 @@ fn read_name(caller: &mut Caller<'_, DomainData>, ptr: i32, len: usize) -> Resul
     String::from_utf8(name).map_err(|_| Status::UnknownInterface)
 }
 
+/// Reads the interface name a guest passes and finds its export, checked against the
+/// fingerprint the guest's stubs were generated for. With `faces`, the core face of a
+/// component domain's export counts too (a mixed pair).
+fn find_export(
+    caller: &mut Caller<'_, DomainData>,
+    name_ptr: i32,
+    len: usize,
+    fingerprint: u64,
+    faces: bool,
+) -> Result<(Arc<KernelInner>, Arc<ExportEntry>), Status> {
+    let name = read_name(caller, name_ptr, len)?;
+    let kernel = kernel_of(caller)?;
+    let export = match kernel.clerk.get(&name) {
+        Some(e) => e,
+        None if faces => kernel
+            .clerk
+            .component(&name)
+            .and_then(|c| c.face())
+            .ok_or(Status::UnknownInterface)?,
+        None => return Err(Status::UnknownInterface),
+    };
+    if export.plan.fingerprint != fingerprint {
+        return Err(Status::InterfaceMismatch);
+    }
+    Ok((kernel, export))
+}
+
 /// Whether a domain (`client`) may bind to `server`: not to itself, not to a dead one.
 fn bindable(server: &crate::domain::DomainShared, client: u16) -> Result<(), Status> {
     if server.core.id == client {
@@ -121,4 +152,56 @@ fn kernel_of(caller: &Caller<'_, DomainData>) -> Result<Arc<KernelInner>, Status
 
 fn status_of(e: &Error) -> Status {
     e.status()
+}
+
+/// Classifies a handle that does not name one of the caller's live bindings.
+fn bad_handle(data: &DomainData, raw: u64) -> Status {
+    let (owner, slot, generation) = handle::unpack(raw);
+    if owner == data.core.id {
+        return match data.bindings.get(usize::from(slot)) {
+            Some(s) if generation != 0 && generation <= s.generation => Status::StaleBinding,
+            _ => Status::ForgedBinding,
+        };
+    }
+    // Someone else's handle? Ask the domain it names (a slow path: refusals only).
+    let foreign = data.kernel.upgrade().is_some_and(|k| {
+        k.domain_by_id(owner)
+            .is_some_and(|d| lock(&d.core.book).handles.contains(&raw))
+    });
+    if foreign {
+        Status::ForeignBinding
+    } else {
+        Status::ForgedBinding
+    }
+}
+
+/// Looks up the caller's live binding for `raw`, or the refusal status.
+#[inline]
+fn client_binding(data: &mut DomainData, raw: u64) -> Result<&mut ClientBinding, Status> {
+    live_binding(data, raw)?;
+    let (_, slot, _) = handle::unpack(raw);
+    data.bindings[usize::from(slot)]
+        .live
+        .as_mut()
+        .ok_or(Status::ForgedBinding)
+}
+
+/// The caller's live binding for `raw`, shared (all the call path needs: the A-stacks' busy
+/// flags are cells), or the refusal status.
+#[inline]
+fn live_binding(data: &DomainData, raw: u64) -> Result<&ClientBinding, Status> {
+    let (owner, slot, generation) = handle::unpack(raw);
+    match data.bindings.get(usize::from(slot)) {
+        Some(crate::binding::ClientSlot {
+            generation: g,
+            live: Some(cb),
+        }) if *g == generation && owner == data.core.id => {
+            if cb.binding.is_live() {
+                Ok(cb)
+            } else {
+                Err(cb.binding.dead_status())
+            }
+        }
+        _ => Err(bad_handle(data, raw)),
+    }
 }

@@ -2,8 +2,8 @@
 //! than an A-stack (another window shared by the same pair, attached to one A-stack, grown on
 //! demand and reused).
 
-use super::call::client_binding;
-use super::{HostResult, answer, flush_own, kernel_of, status_of, write_guest};
+use super::{HostResult, answer, client_binding, flush_own, kernel_of, status_of, write_guest};
+use crate::astack::astack_mut;
 use crate::astack::page_round;
 use crate::binding::Binding;
 use crate::domain::DomainData;
@@ -29,11 +29,11 @@ fn oob_capacity(min: usize, max: usize) -> Result<usize, Status> {
 /// unmapping) the one it had; `own` is the store of the replica asking.
 fn new_oob(
     binding: &Binding,
-    okey: crate::binding::OobKey,
+    okey: crate::astack::OobKey,
     min: usize,
     kernel: &KernelInner,
     own: (ReplicaKey, wasmtime::StoreContextMut<'_, DomainData>),
-) -> Result<(usize, crate::binding::Placement), Status> {
+) -> Result<(usize, crate::astack::Placement), Status> {
     let cap = oob_capacity(min, kernel.config.max_oob)?;
     let charge = Charge {
         oob_bytes: cap as u64,
@@ -98,16 +98,11 @@ fn oob_inner(
     // call path's view of an `in` segment refreshed under one lock of the binding.
     let (binding, okey, fast) = {
         let cb = client_binding(caller.data_mut(), raw)?;
-        let ps = usize::try_from(proc)
-            .ok()
-            .and_then(|p| cb.procs.get_mut(p))
-            .ok_or(Status::BadProcedure)?;
-        let (ei, index) = ps.locate(astack as u32).ok_or(Status::BadAStack)?;
-        let e = &mut ps.extents[ei];
+        let (e, index) = astack_mut(&mut cb.procs, proc, astack)?;
         let okey = (proc as u32, e.first + index, dir);
         let view = &mut e.oob_in[index as usize];
         let fast = cb.binding.with_oob(okey, |at| {
-            let usable = at.len >= min && at.client != crate::binding::UNMAPPED;
+            let usable = at.len >= min && at.client != crate::astack::UNMAPPED;
             if usable && dir == lrpc_abi::OOB_IN {
                 view.refresh(at);
             }
@@ -145,15 +140,11 @@ fn refresh_view(
     proc: i32,
     astack: i32,
     binding: &Binding,
-    okey: crate::binding::OobKey,
+    okey: crate::astack::OobKey,
 ) -> Result<(), Status> {
     let cb = client_binding(caller.data_mut(), raw)?;
-    let ps = usize::try_from(proc)
-        .ok()
-        .and_then(|p| cb.procs.get_mut(p))
-        .ok_or(Status::BadProcedure)?;
-    let (ei, index) = ps.locate(astack as u32).ok_or(Status::BadAStack)?;
-    let view = &mut ps.extents[ei].oob_in[index as usize];
+    let (e, index) = astack_mut(&mut cb.procs, proc, astack)?;
+    let view = &mut e.oob_in[index as usize];
     binding.with_oob(okey, |at| view.refresh(at));
     Ok(())
 }
@@ -171,7 +162,7 @@ pub(super) enum Side {
 #[cold]
 pub(super) fn segment_slow(
     binding: &Binding,
-    okey: crate::binding::OobKey,
+    okey: crate::astack::OobKey,
     min: usize,
     kernel: &KernelInner,
     (key, side): (ReplicaKey, Side),
@@ -186,7 +177,7 @@ pub(super) fn segment_slow(
         Side::Client => at.client,
         Side::Server => at.server.get(replica).copied().ok_or(Status::NoCall)?,
     };
-    if here != crate::binding::UNMAPPED {
+    if here != crate::astack::UNMAPPED {
         return Ok((cap, here));
     }
     let mapped = match side {
@@ -229,7 +220,7 @@ fn reply_oob_inner(
     let r = usize::from(me.replica);
     let found = binding.with_oob(okey, |at| (at.len, at.server.get(r).copied()));
     let (cap, here) = match found {
-        Some((cap, Some(here))) if cap >= min && here != crate::binding::UNMAPPED => (cap, here),
+        Some((cap, Some(here))) if cap >= min && here != crate::astack::UNMAPPED => (cap, here),
         _ => segment_slow(binding, okey, min, &kernel, (me, Side::Server), caller)?,
     };
     let rec = lrpc_abi::segment::Segment {

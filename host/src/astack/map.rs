@@ -30,6 +30,9 @@ use std::io;
 /// Host page size assumed for window alignment. Wasm pages (64 KiB) are multiples of it.
 pub const PAGE: usize = 4096;
 
+/// Wasm page size: linear memories grow by whole wasm pages.
+pub const WASM_PAGE: usize = 65536;
+
 /// Rounds `len` up to whole host pages (at least one page).
 pub fn page_round(len: usize) -> Option<usize> {
     let len = len.max(1);

@@ -1,0 +1,205 @@
+//! Extents: the A-stacks of one procedure of one binding, as the call path sees them from
+//! the client's store data (LRPC 3.2, 5.2). A-stacks of an extent are contiguous and of one
+//! size, so finding one from an address a guest passes is a subtraction, a multiplication
+//! and a compare per extent.
+
+use super::map::{PAGE, page_round};
+use lrpc_abi::Status;
+use std::cell::Cell;
+
+/// Maximum extents of A-stacks per procedure (the first one plus growth, LRPC 5.2).
+pub(crate) const MAX_EXTENTS: usize = 32;
+
+/// Where one segment is mapped: client offset, and an offset per server replica.
+#[derive(Debug, Clone)]
+pub(crate) struct Placement {
+    pub client: usize,
+    pub server: Box<[usize]>,
+    pub len: usize,
+}
+
+/// The A-stacks of one procedure of one binding.
+pub(crate) struct ProcStacks {
+    pub extents: Vec<Extent>,
+}
+
+/// A contiguous run of `count` A-stacks of `size` bytes.
+pub(crate) struct Extent {
+    /// Client address of the first A-stack.
+    pub client_base: u32,
+    /// Server address of the first A-stack, per server replica.
+    pub server_bases: Box<[u32]>,
+    pub size: u32,
+    /// `reciprocal(size)`: finds an A-stack's index without a division on the call path.
+    pub recip: u64,
+    pub count: u32,
+    /// Index of the first A-stack of this extent among the procedure's A-stacks.
+    pub first: u32,
+    /// A-stacks in use by a call in flight (created with the extent, never resized: a call
+    /// in flight clears its flag through a `linkage::BusyFlag`).
+    pub busy: Box<[Cell<bool>]>,
+    /// The `in` out-of-band segment of each A-stack: capacity and server addresses per
+    /// replica (all zero when none).
+    pub oob_in: Vec<OobView>,
+}
+
+/// The busy flags of an extent of `count` A-stacks, all clear.
+pub(crate) fn idle(count: u32) -> Box<[Cell<bool>]> {
+    (0..count).map(|_| Cell::new(false)).collect()
+}
+
+/// Where an out-of-band segment is, as the call path needs it.
+#[derive(Clone, Default)]
+pub(crate) struct OobView {
+    pub cap: u32,
+    pub server: Box<[u32]>,
+}
+
+impl OobView {
+    /// Brings the view up to date with the segment's placement (rebuilt only if it moved).
+    pub fn refresh(&mut self, at: &Placement) {
+        let addr = |s: usize| u32::try_from(s).unwrap_or(u32::MAX);
+        let same = self.cap as usize == at.len
+            && self.server.len() == at.server.len()
+            && self
+                .server
+                .iter()
+                .zip(&at.server)
+                .all(|(&v, &s)| v == addr(s));
+        if !same {
+            *self = OobView {
+                cap: u32::try_from(at.len).unwrap_or(u32::MAX),
+                server: at.server.iter().map(|&s| addr(s)).collect(),
+            };
+        }
+    }
+}
+
+impl ProcStacks {
+    /// Finds the extent and index of the A-stack at client address `astack` (any `u32` a
+    /// guest passes: refused unless it is exactly the start of one of the A-stacks).
+    #[inline]
+    pub fn locate(&self, astack: u32) -> Option<(usize, u32)> {
+        for (i, e) in self.extents.iter().enumerate() {
+            let off = astack.wrapping_sub(e.client_base);
+            let local = if e.recip == 0 {
+                if e.size == 0 {
+                    continue;
+                }
+                off
+            } else {
+                ((u128::from(off) * u128::from(e.recip)) >> 64) as u32
+            };
+            if local < e.count && local.wrapping_mul(e.size) == off {
+                return Some((i, local));
+            }
+        }
+        None
+    }
+}
+
+/// The extent holding A-stack `astack` of procedure `proc` (both as a guest passed them)
+/// and the A-stack's index in it, or the refusal.
+pub(crate) fn astack_mut(
+    procs: &mut [ProcStacks],
+    proc: i32,
+    astack: i32,
+) -> Result<(&mut Extent, u32), Status> {
+    let ps = usize::try_from(proc)
+        .ok()
+        .and_then(|p| procs.get_mut(p))
+        .ok_or(Status::BadProcedure)?;
+    let (ei, index) = ps.locate(astack as u32).ok_or(Status::BadAStack)?;
+    Ok((&mut ps.extents[ei], index))
+}
+
+/// The multiplier that divides a 32-bit offset by `size` (≥ 2): `(off · m) >> 64 = off / size`
+/// for every `u32` offset when `m = ⌈2^64 / size⌉` (Lemire, Kaser, Kurz, "Faster remainder by
+/// direct computation", 2019). 0 stands for `size` 1 (the offset is the index). A 32-bit
+/// division costs tens of cycles; this is one multiplication, and `locate` checks the result
+/// against the offset anyway.
+pub(crate) fn reciprocal(size: u32) -> u64 {
+    // (0 for 0 as well: `locate` refuses every address of an extent of empty A-stacks.)
+    if size <= 1 {
+        0
+    } else {
+        u64::MAX / u64::from(size) + 1
+    }
+}
+
+/// Layout of a binding's first A-stack segment: per procedure, its offset in the segment,
+/// A-stack size and count.
+pub(crate) fn layout(sizes: &[(u32, u32)]) -> Option<(Vec<usize>, usize)> {
+    let mut offs = Vec::with_capacity(sizes.len());
+    let mut at = 0usize;
+    for &(size, count) in sizes {
+        offs.push(at);
+        let bytes = usize::try_from(size)
+            .ok()?
+            .checked_mul(usize::try_from(count).ok()?)?;
+        at = at.checked_add(bytes)?.checked_add(7)? & !7;
+    }
+    Some((offs, page_round(at.max(PAGE))?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn extent(base: u32, size: u32, count: u32) -> Extent {
+        Extent {
+            client_base: base,
+            server_bases: Box::new([0]),
+            size,
+            recip: reciprocal(size),
+            count,
+            first: 0,
+            busy: idle(count),
+            oob_in: Vec::new(),
+        }
+    }
+
+    /// `locate` agrees with division for every size shape (1, powers of two, odd, large) at
+    /// the edges of each extent and at offsets that overflow or wrap.
+    #[test]
+    fn locate_matches_division() {
+        for size in [
+            0,
+            1,
+            2,
+            3,
+            7,
+            8,
+            208,
+            4096,
+            4104,
+            65_535,
+            1 << 20,
+            u32::MAX / 3,
+        ] {
+            for count in [1u32, 2, 5] {
+                let base = 0x1_0000;
+                let p = ProcStacks {
+                    extents: vec![extent(base, size, count)],
+                };
+                let mut probes: Vec<u32> = vec![0, 1, u32::MAX, base - 1, base + 1];
+                for k in 0..=count + 1 {
+                    let at = base.wrapping_add(k.wrapping_mul(size));
+                    probes.extend([at, at.wrapping_sub(1), at.wrapping_add(1)]);
+                }
+                for a in probes {
+                    let off = a.wrapping_sub(base);
+                    let want = (size != 0
+                        && u64::from(off) < u64::from(size) * u64::from(count)
+                        && off % size == 0)
+                        .then(|| (0, off / size));
+                    assert_eq!(
+                        p.locate(a),
+                        want,
+                        "size {size} count {count} address {a:#x}"
+                    );
+                }
+            }
+        }
+    }
+}

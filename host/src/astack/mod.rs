@@ -1,0 +1,25 @@
+//! A-stacks (LRPC 3.2, 5.2): the argument stacks a client and a server share, and the pages
+//! they live in. One tree, bottom to top:
+//!
+//! * [`map`] — memfd segments and the only code that maps them into a linear memory;
+//! * [`alloc`] — the window allocator: where windows go in a memory, for a domain replica
+//!   and for a direct-linked server copy alike;
+//! * [`window`] — a replica's window space, unmapping and deferred unmapping;
+//! * [`extent`] — the A-stacks of one procedure as the call path finds them, and where a
+//!   segment is placed;
+//! * [`place`] — a binding's segments placed into the client replica and every server
+//!   replica, out-of-band segments, and revocation's unmapping.
+
+pub(crate) mod alloc;
+pub(crate) mod extent;
+pub(crate) mod map;
+pub(crate) mod place;
+pub(crate) mod window;
+
+pub(crate) use alloc::{WindowAlloc, grown_offset};
+pub(crate) use extent::{
+    Extent, MAX_EXTENTS, OobView, Placement, ProcStacks, astack_mut, idle, layout, reciprocal,
+};
+pub(crate) use map::{MemoryRange, Segment, page_round};
+pub(crate) use place::{DirectWindow, Mappings, OobKey, UNMAPPED};
+pub(crate) use window::ReplicaWindows;

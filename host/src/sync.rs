@@ -1,0 +1,36 @@
+//! Lock helpers every concept module uses, below all of them: a mutex lock that survives
+//! poisoning, and a bounded wait for a replica's `Store` lock.
+
+use lrpc_lock::{Guard, TryLock};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Locks a mutex, recovering the data if a panic poisoned it (state is kept consistent by
+/// construction; a poisoned lock only means a panic happened elsewhere).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Locks `m`, polling with back-off for at most `wait`. A `Store` lock is held for the whole
+/// of a call, which may legitimately be long; a cycle of calls across threads (T1: A→B while
+/// T2: B→A) would deadlock a blocking lock, so waiting is bounded by the caller's deadline.
+pub(crate) fn wait_lock<T>(m: &TryLock<T>, wait: Duration) -> Option<Guard<'_, T>> {
+    let start = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        if let Some(g) = m.try_lock() {
+            return Some(g);
+        }
+        if start.elapsed() >= wait {
+            return None;
+        }
+        spins += 1;
+        if spins < 64 {
+            std::hint::spin_loop();
+        } else if spins < 256 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+}
