@@ -7,7 +7,9 @@
 //!
 //! Cases: `cross-store` (the bare mechanism), `raw` (the kernel without the client stub),
 //! `isolated` (Null through the stubs), `big-in` and `big-in-out` (on the default presentation; the
-//! third argument is the size, 200 B unless given). The setup runs before the measured loop; compare two runs with different
+//! third argument is the size, 200 B unless given), `component-host` (Null between the two bench
+//! components linked by wasmtime through the host) and `component-kernel` (the same components
+//! as kernel domains, bound through the clerk). The setup runs before the measured loop; compare two runs with different
 //! counts to take it out. With `LRPC_PERFMAP=1` the kernel's engine writes
 //! `/tmp/perf-PID.map`, which names the guest functions behind callgrind's `???:0x…` entries.
 
@@ -45,6 +47,15 @@ fn main() {
                 _ => peer.big_in_out(size, n),
             }
         }
+        "component-host" => {
+            let kernel = lrpc::Kernel::new().expect("kernel");
+            let mut peer = lrpc_benches::components::HostLinked::new(kernel.engine())
+                .expect("host-linked components");
+            peer.null(n)
+        }
+        "component-kernel" => lrpc_benches::components::KernelLinked::new()
+            .expect("component domains")
+            .null(n),
         other => panic!("unknown case {other}"),
     };
     assert!(status >= 0, "a call failed ({status})");

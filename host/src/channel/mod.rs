@@ -162,6 +162,20 @@ impl Default for ChannelOptions {
     }
 }
 
+/// A value on cache lines of its own: 128 bytes, the pair of 64-byte lines an x86-64 core
+/// fetches together. The client's processor and the server's each write some state on every
+/// call (a lock word, a counter); kept beside what the other side reads, that state would
+/// move a line between their cores on every call, on top of the ring's own transfers.
+#[repr(align(128))]
+struct Lines<T>(T);
+
+impl<T> std::ops::Deref for Lines<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 /// A server domain's processors: S OS threads running its dispatch loop over its channels
 /// (S may be 0: then the clients' idle processors run it, see the module docs). Dropping it
 /// stops the threads; bindings made through it keep working by donation.
@@ -178,8 +192,9 @@ pub(crate) struct ProcShared {
     version: AtomicU64,
     /// Processors running (0 once stopped: clients donate).
     running: AtomicUsize,
-    /// Processors running requests now (when all are, idle clients donate).
-    busy: AtomicUsize,
+    /// Processors running requests now (when all are, idle clients donate). Written twice
+    /// per batch a processor serves; clients read `running` on every poll.
+    busy: Lines<AtomicUsize>,
     /// The status of the fault that terminated the server while it served one of these
     /// processors' channels (0: none).
     fault: AtomicI32,
@@ -214,7 +229,7 @@ impl Processors {
             channels: Mutex::new(Vec::new()),
             version: AtomicU64::new(0),
             running: AtomicUsize::new(threads),
-            busy: AtomicUsize::new(0),
+            busy: Lines(AtomicUsize::new(0)),
             fault: AtomicI32::new(0),
             stop: AtomicBool::new(false),
             sleepers: AtomicUsize::new(0),
@@ -427,6 +442,10 @@ struct ClientSide {
     failure: Option<CallError>,
 }
 
+/// One channel. Aligned to two cache lines, so that the reference counts of its `Arc`
+/// (taken by every call the embedder makes) share no line with the fields the server's
+/// processors read; the server's and the client's own counters are on lines of their own.
+#[repr(align(128))]
 pub(crate) struct ChannelShared {
     kernel: Weak<KernelInner>,
     procs: Arc<ProcShared>,
@@ -436,8 +455,8 @@ pub(crate) struct ChannelShared {
     window: Window,
     /// Where the segment is in each server replica's memory.
     offsets: Box<[usize]>,
-    serving: TryLock<ServerSide>,
-    client: Mutex<ClientSide>,
+    serving: Lines<TryLock<ServerSide>>,
+    client: Lines<Mutex<ClientSide>>,
     wakers: Box<[Mutex<Option<Waker>>]>,
     /// Per slot: a future registered a waker in `wakers` (see `wake`).
     armed: Box<[AtomicBool]>,
@@ -532,12 +551,12 @@ impl ChannelShared {
             layout,
             window,
             offsets,
-            serving: TryLock::new(ServerSide {
+            serving: Lines(TryLock::new(ServerSide {
                 req_tail: 0,
                 rep_head: 0,
                 rep_tail: 0,
-            }),
-            client: Mutex::new(ClientSide {
+            })),
+            client: Lines(Mutex::new(ClientSide {
                 req_head: 0,
                 rep_tail: 0,
                 slots: (0..n).map(|_| SlotState::Free).collect(),
@@ -545,7 +564,7 @@ impl ChannelShared {
                 procs: vec![0; n],
                 free: (0..options.slots).rev().collect(),
                 failure: None,
-            }),
+            })),
             wakers: (0..n).map(|_| Mutex::new(None)).collect(),
             armed: (0..n).map(|_| AtomicBool::new(false)).collect(),
             failed: AtomicBool::new(false),

@@ -421,36 +421,77 @@ impl Shared {
     /// Enters the Store to run the exported function `idx` through `f`, with the domain's
     /// deadline and fuel armed. `f` answers an error of its own (the call did not start) or
     /// the call's outcome, whose error is a fault that kills the domain.
+    ///
+    /// This is the whole kernel side of a call between component domains, so its common
+    /// case is kept short: one look at each of the two flags that refuse a call, the Store
+    /// taken with one compare-exchange (the clock is read only when it is held by another
+    /// call and the wait is bounded), and every refusal built out of line.
+    #[inline]
     fn enter<T>(
         &self,
         idx: usize,
         f: impl FnOnce(&mut Live, Func) -> Result<wasmtime::Result<T>, Error>,
     ) -> Result<T, Error> {
-        if self.terminated.load(Ordering::Acquire) {
-            return Err(Error::Terminated(self.name.clone()));
+        if (self.terminated.load(Ordering::Acquire) || self.is_dead.load(Ordering::Acquire))
+            && let Some(e) = self.refusal()
+        {
+            return Err(e);
         }
-        if let Some(f) = self.is_dead() {
-            return Err(Error::Fault(f));
-        }
-        let mut guard = wait_lock(&self.live, self.deadline).ok_or(Error::Busy)?;
+        let mut guard = match self.live.try_lock() {
+            Some(g) => g,
+            None => wait_lock(&self.live, self.deadline).ok_or(Error::Busy)?,
+        };
         let Some(live) = guard.as_mut() else {
-            return Err(Error::Terminated(self.name.clone()));
+            return Err(self.gone());
         };
         let Some(func) = live.funcs.get(idx).copied() else {
-            return Err(Error::Guest {
-                what: format!("calling into `{}`", self.name),
-                reason: format!("no exported function {idx}"),
-            });
+            return Err(self.no_function(idx));
         };
         self.arm(&mut live.store);
         let r = f(live, func);
         live.store.data_mut().deadline_tick = 0;
         drop(guard);
-        r?.map_err(|e| {
-            let fault = Fault::classify(&e);
-            self.set_dead(Some(fault.clone()));
-            Error::Fault(fault)
-        })
+        match r? {
+            Ok(v) => Ok(v),
+            Err(e) => Err(self.faulted(&e)),
+        }
+    }
+
+    /// Why a call is refused when the domain is terminated or dead; `None` when it no
+    /// longer is (restarted since the flag was read): the call goes ahead.
+    #[cold]
+    #[inline(never)]
+    fn refusal(&self) -> Option<Error> {
+        if self.terminated.load(Ordering::Acquire) {
+            return Some(Error::Terminated(self.name.clone()));
+        }
+        self.is_dead().map(Error::Fault)
+    }
+
+    /// The domain has no instance (it was terminated).
+    #[cold]
+    #[inline(never)]
+    fn gone(&self) -> Error {
+        Error::Terminated(self.name.clone())
+    }
+
+    /// No exported function `idx`.
+    #[cold]
+    #[inline(never)]
+    fn no_function(&self, idx: usize) -> Error {
+        Error::Guest {
+            what: format!("calling into `{}`", self.name),
+            reason: format!("no exported function {idx}"),
+        }
+    }
+
+    /// A call faulted: the domain is dead.
+    #[cold]
+    #[inline(never)]
+    fn faulted(&self, e: &wasmtime::Error) -> Error {
+        let fault = Fault::classify(e);
+        self.set_dead(Some(fault.clone()));
+        Error::Fault(fault)
     }
 
     /// Sets the deadline (and fuel) of a call about to enter the Store.
