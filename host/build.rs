@@ -37,6 +37,7 @@ const COMPONENT_GUESTS: &[&str] = &[
     "comp-holder",
     "comp-relay",
     "comp-bench-server",
+    "http-wasi-hello",
 ];
 
 fn main() {

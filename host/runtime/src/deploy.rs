@@ -38,7 +38,7 @@ fn kerr(what: impl Into<String>) -> impl FnOnce(lrpc::Error) -> DeployError {
     move |source| DeployError::Kernel { what, source }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -54,6 +54,8 @@ pub struct Deployment {
     pub components: BTreeMap<String, lrpc::ComponentDomain>,
     /// Plugins, by domain name.
     pub plugins: BTreeMap<String, Arc<Plugin>>,
+    /// `wasi:http/incoming-handler` components, by domain name.
+    pub handlers: BTreeMap<String, Arc<crate::wasi_http::HttpHandler>>,
     /// Counters and histograms.
     pub metrics: Arc<Metrics>,
 }
@@ -74,8 +76,19 @@ impl Deployment {
         let metrics = Arc::new(Metrics::default());
         let mut domains = BTreeMap::new();
         let mut plugins = BTreeMap::new();
+        let mut handlers = BTreeMap::new();
         // Servers first, so that clients' presentations and binds find them.
         for spec in config.domains.values() {
+            if spec.http_handler() {
+                let h = crate::wasi_http::HttpHandler::start(
+                    &kernel,
+                    spec,
+                    config.max_body,
+                    metrics.clone(),
+                )?;
+                handlers.insert(spec.name.clone(), h);
+                continue;
+            }
             if spec.component.is_some() {
                 continue;
             }
@@ -121,6 +134,7 @@ impl Deployment {
             domains,
             components,
             plugins,
+            handlers,
             metrics,
         })
     }
@@ -236,7 +250,7 @@ fn start_components(
     let mut pending: Vec<&DomainSpec> = config
         .domains
         .values()
-        .filter(|d| d.component.is_some())
+        .filter(|d| d.component.is_some() && !d.http_handler())
         .collect();
     while !pending.is_empty() {
         let mut refused = None;
@@ -348,7 +362,7 @@ pub enum CallFailure {
     Component(lrpc::Error),
 }
 
-fn read(source: &Source) -> Result<Vec<u8>, DeployError> {
+pub(crate) fn read(source: &Source) -> Result<Vec<u8>, DeployError> {
     source.load().map_err(|e| DeployError::Read {
         path: match source {
             Source::File(p) => p.display().to_string(),
@@ -422,6 +436,18 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// A plugin that ran this long since its last restart starts its backoff afresh.
 const QUIET: Duration = Duration::from_secs(10);
 
+/// The wait before the next restart, given `(restarts in a row, time of the last one)`;
+/// counts this restart.
+pub(crate) fn next_backoff(streak: &Mutex<(u32, Instant)>) -> Duration {
+    let mut s = lock(streak);
+    if s.1.elapsed() > QUIET {
+        s.0 = 0;
+    }
+    let wait = BACKOFF.saturating_mul(1 << s.0.min(16)).min(MAX_BACKOFF);
+    s.0 = s.0.saturating_add(1);
+    wait
+}
+
 impl Plugin {
     fn start(
         kernel: &Kernel,
@@ -479,15 +505,7 @@ impl Plugin {
         {
             return;
         }
-        let wait = {
-            let mut s = lock(&self.streak);
-            if s.1.elapsed() > QUIET {
-                s.0 = 0;
-            }
-            let wait = BACKOFF.saturating_mul(1 << s.0.min(16)).min(MAX_BACKOFF);
-            s.0 = s.0.saturating_add(1);
-            wait
-        };
+        let wait = next_backoff(&self.streak);
         let me = self.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("restart-{}", self.name))

@@ -251,6 +251,56 @@ fn a_trap_answers_502_a_deadline_504_and_the_plugin_is_restarted() {
     assert!(metric_value(&m, "lrpc_domain_restarts_total{domain=\"faulty\"}") >= 2.0);
 }
 
+/// A `wasi:http/incoming-handler` component ends a chain of plugins: it gets the request as
+/// the plugins left it, and its answer reaches the client; it fails and restarts as a plugin.
+#[test]
+fn a_wasi_http_component_ends_a_chain() {
+    let s = Server::start(&app("wasi-http"));
+    // auth adds x-user, rewrite drops /v1: the component sees both changes.
+    let r = s.get("/api/v1/greet", &[ALICE]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), "hello alice at GET /greet\n");
+    assert_eq!(r.header("x-plugin"), Some("hello"));
+    // rewrite upper-cases the body; the component echoes the body it got.
+    let r = request(
+        &s.addr,
+        "POST",
+        "/api/echo",
+        &[ALICE, ("x-upper", "1")],
+        b"some body",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), "hello alice at POST /echo\nSOME BODY");
+    // A plugin in front still answers for it.
+    assert_eq!(s.get("/api/v1/greet", &[]).status, 401);
+    // The component alone, with a body larger than one stream write.
+    let big = vec![b'y'; 300_000];
+    let r = request(&s.addr, "POST", "/direct/big", &[], &big);
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.body.len(),
+        "hello anonymous at POST /big\n".len() + big.len()
+    );
+    assert!(r.body.ends_with(&big));
+    // A trap answers 502 naming it; it comes back fresh.
+    let r = s.get("/direct/trap", &[]);
+    assert_eq!(r.status, 502);
+    assert_eq!(r.text(), "plugin hello trapped\n");
+    assert!(eventually(|| s.get("/direct/ok", &[]).status == 200));
+    // Past its deadline: 504, and back again.
+    let r = s.get("/direct/spin", &[]);
+    assert_eq!(r.status, 504);
+    assert_eq!(r.text(), "plugin hello ran past its deadline\n");
+    assert!(eventually(|| s.get("/api/v1/ok", &[ALICE]).status == 200));
+    let m = s.get("/metrics", &[]).text();
+    for kind in ["trap", "deadline"] {
+        let series = format!("lrpc_plugin_failures_total{{domain=\"hello\",kind=\"{kind}\"}}");
+        assert!(metric_value(&m, &series) >= 1.0, "{series}");
+    }
+    assert!(metric_value(&m, "lrpc_domain_restarts_total{domain=\"hello\"}") >= 2.0);
+    assert!(metric_value(&m, "lrpc_plugin_calls_total{domain=\"hello\"}") >= 6.0);
+}
+
 #[test]
 fn metrics_move() {
     let s = Server::start(&app("http-chain"));
