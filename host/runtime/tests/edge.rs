@@ -301,6 +301,61 @@ fn a_wasi_http_component_ends_a_chain() {
     assert!(metric_value(&m, "lrpc_plugin_calls_total{domain=\"hello\"}") >= 6.0);
 }
 
+/// A `wasi:http` handler from a file is reloaded when the file is replaced and through the
+/// admin endpoint, with requests running beside it and none failing.
+#[test]
+fn a_wasi_http_handler_reloads_from_its_file() {
+    let dir = scratch("wasi-reload");
+    let file = dir.join("handler.wasm");
+    std::fs::write(&file, lrpc::artifacts::HTTP_WASI_HELLO).expect("write the component");
+    let config = dir.join("lrpc.toml");
+    std::fs::write(
+        &config,
+        "[domains.handler]\nwasm = \"handler.wasm\"\n\
+         exports = [{ interface = \"wasi:http/incoming-handler\" }]\n\
+         [[routes]]\nprefix = \"/\"\nchain = [\"handler\"]\nworkers = 2\n",
+    )
+    .expect("write the config");
+    let s = Server::start(&config);
+    let reloads = "lrpc_domain_reloads_total{domain=\"handler\"}";
+    assert_eq!(s.get("/a", &[]).text(), "hello anonymous at GET /a\n");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let failed = std::sync::Mutex::new(Vec::<String>::new());
+    std::thread::scope(|sc| {
+        for _ in 0..2 {
+            sc.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let r = s.get("/a", &[]);
+                    if r.status != 200 {
+                        failed
+                            .lock()
+                            .expect("lock")
+                            .push(format!("{} {}", r.status, r.text()));
+                    }
+                }
+            });
+        }
+        let tmp = dir.join("handler.wasm.new");
+        std::fs::write(&tmp, lrpc::artifacts::HTTP_WASI_HELLO).expect("write");
+        // The same bytes again are no change; a different binary (a custom section appended)
+        // is.
+        let mut changed = lrpc::artifacts::HTTP_WASI_HELLO.to_vec();
+        changed.extend_from_slice(&[0, 4, 3, b'a', b'b', b'c']);
+        std::fs::write(&tmp, &changed).expect("write");
+        std::fs::rename(&tmp, &file).expect("rename");
+        let by_file = eventually(|| s.metric(reloads) >= 1.0);
+        let r = request(&s.addr, "POST", "/admin/reload/handler", &[], b"");
+        stop.store(true, Ordering::Relaxed);
+        assert!(by_file, "the file change was not picked up");
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.text(), "reloaded handler: generation 3\n");
+    });
+    assert_eq!(*failed.lock().expect("lock"), Vec::<String>::new());
+    assert_eq!(s.get("/b", &[]).text(), "hello anonymous at GET /b\n");
+    assert!(s.metric(reloads) >= 2.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn metrics_move() {
     let s = Server::start(&app("http-chain"));
