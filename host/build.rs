@@ -38,6 +38,7 @@ const COMPONENT_GUESTS: &[&str] = &[
     "comp-relay",
     "comp-bench-server",
     "http-wasi-hello",
+    "comp-http-stamp",
 ];
 
 fn main() {

@@ -136,6 +136,12 @@ guest!(
     HTTP_WASI_HELLO,
     "http_wasi_hello.wasm"
 );
+guest!(
+    /// `lrpc:http/plugin` as a component: stamps the request's path and headers, answers 403
+    /// under `/deny`; `/trap` and `/spin` fail.
+    COMP_HTTP_STAMP,
+    "comp_http_stamp.wasm"
+);
 
 /// The embedded guests by name (the names deployment configs use for built-in guests).
 pub const BY_NAME: &[(&str, &[u8])] = &[
@@ -161,6 +167,7 @@ pub const BY_NAME: &[(&str, &[u8])] = &[
     ("comp-relay", COMP_RELAY),
     ("comp-bench-server", COMP_BENCH_SERVER),
     ("http-wasi-hello", HTTP_WASI_HELLO),
+    ("comp-http-stamp", COMP_HTTP_STAMP),
 ];
 
 /// The embedded guest called `name` (as in [`BY_NAME`]).

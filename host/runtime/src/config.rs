@@ -36,6 +36,10 @@
 //! [serve]
 //! listen = "127.0.0.1:8080"
 //!
+//! [domains.stamp]
+//! guest = "comp-http-stamp"      # an HTTP plugin may be a component too
+//! exports = [{ interface = "lrpc:http/plugin" }]
+//!
 //! [domains.handler]
 //! wasm = "handler.wasm"           # a wasi:http/proxy component, served with wasmtime-wasi-http
 //! exports = [{ interface = "wasi:http/incoming-handler" }]
@@ -873,8 +877,12 @@ fn component_domain(
     for e in &r.exports {
         let er = e.get_ref();
         let interface = er.interface.get_ref().clone();
-        if interface == PLUGIN_INTERFACE {
-            return Err(cx.err(&er.interface, "HTTP plugins are core-module domains"));
+        let plugin = interface == PLUGIN_INTERFACE;
+        if plugin && let Some(n) = &er.name {
+            return Err(cx.err(
+                n,
+                "plugins are exported under names the runtime chooses; drop `name`",
+            ));
         }
         if let Some(p) = &er.presentation {
             return Err(cx.err(
@@ -897,6 +905,7 @@ fn component_domain(
         let name = match &er.name {
             Some(n) => n.get_ref().clone(),
             None if interface == HANDLER_INTERFACE => format!("wasi-http/{name}"),
+            None if plugin => format!("http-plugin/{name}"),
             None => interface.clone(),
         };
         exports.push(Export {
@@ -1126,6 +1135,28 @@ mod tests {
             err("[domains.h]\nguest = \"http-wasi-hello\"\nexports = [\
                  { interface = \"wasi:http/incoming-handler\" }, { interface = \"x:y/z\" }]\n")
             .starts_with("app.toml:3: a `wasi:http/incoming-handler` component exports only")
+        );
+    }
+
+    #[test]
+    fn a_component_may_be_a_plugin() {
+        let c = Config::parse(
+            Path::new("app.toml"),
+            "[domains.s]\nguest = \"comp-http-stamp\"\n\
+             exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+             [domains.s.limits]\ndeadline = \"50ms\"\n\
+             [[routes]]\nprefix = \"/\"\nchain = [\"s\"]\n",
+        )
+        .expect("valid");
+        let s = &c.domains["s"];
+        assert!(s.component.is_some());
+        let e = s.plugin().expect("a plugin");
+        assert_eq!(e.name, "http-plugin/s");
+        assert_eq!(e.deadline, Some(Duration::from_millis(50)));
+        assert!(
+            err("[domains.s]\nguest = \"comp-http-stamp\"\n\
+                 exports = [{ interface = \"lrpc:http/plugin\", name = \"x\" }]\n")
+            .starts_with("app.toml:3: plugins are exported under names the runtime chooses")
         );
     }
 

@@ -436,7 +436,12 @@ impl Worker<'_> {
                     metrics.call(&p.name);
                 }
                 let name = self.plugin_name(slot);
+                // A dead component keeps answering with the fault that killed it until its
+                // restart: once that fault is reported, it is restarting.
+                let restarting = status.is_call_failed()
+                    && self.rt.plugins.get(slot).is_some_and(|p| p.restarting());
                 let (code, kind, what) = match status {
+                    _ if restarting => (503, "terminated", "is restarting"),
                     Status::ServerTrapped => (502, "trap", "trapped"),
                     Status::DeadlineExceeded => (504, "deadline", "ran past its deadline"),
                     Status::ServerTerminated | Status::StaleBinding => {

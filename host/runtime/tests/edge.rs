@@ -301,6 +301,61 @@ fn a_wasi_http_component_ends_a_chain() {
     assert!(metric_value(&m, "lrpc_plugin_calls_total{domain=\"hello\"}") >= 6.0);
 }
 
+/// A chain mixes plugins of both kinds: a component domain serving `lrpc:http/plugin`
+/// between core-module plugins changes the request, answers it, fails and is restarted.
+#[test]
+fn a_chain_mixes_core_and_component_plugins() {
+    let s = Server::start(&app("wasi-http"));
+    // auth (core) → stamp (component) → rewrite (core) → greet (core).
+    let r = s.get("/mixed/v1/greet", &[ALICE]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), "hello alice at GET /stamped/v1/greet\n");
+    // The body crosses the component unchanged, then rewrite upper-cases it.
+    let body = vec![b'z'; 100_000];
+    let r = request(
+        &s.addr,
+        "POST",
+        "/mixed/echo",
+        &[ALICE, ("x-upper", "1")],
+        &body,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        r.text()
+            .starts_with("hello alice at POST /stamped/echo\nZZZ")
+    );
+    assert_eq!(
+        r.body.len(),
+        "hello alice at POST /stamped/echo\n".len() + body.len()
+    );
+    // The component answers itself; auth, in front of it, still does too.
+    let r = s.get("/mixed/deny", &[ALICE]);
+    assert_eq!((r.status, r.text().as_str()), (403, "stamp: denied\n"));
+    assert_eq!(s.get("/mixed/deny", &[]).status, 401);
+    // A component plugin before a wasi:http handler.
+    let r = s.get("/stamp/ok", &[]);
+    assert_eq!(r.text(), "hello anonymous at GET /stamped/ok\n");
+    // Failures: 502 and 504 naming it, then a fresh instance.
+    let r = s.get("/stamp/trap", &[]);
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (502, "plugin stamp trapped\n")
+    );
+    assert!(eventually(|| s.get("/stamp/ok", &[]).status == 200));
+    let r = s.get("/stamp/spin", &[]);
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (504, "plugin stamp ran past its deadline\n")
+    );
+    assert!(eventually(|| s.get("/mixed/x", &[ALICE]).status == 200));
+    let m = s.get("/metrics", &[]).text();
+    for kind in ["trap", "deadline"] {
+        let series = format!("lrpc_plugin_failures_total{{domain=\"stamp\",kind=\"{kind}\"}}");
+        assert!(metric_value(&m, &series) >= 1.0, "{series}");
+    }
+    assert!(metric_value(&m, "lrpc_domain_restarts_total{domain=\"stamp\"}") >= 2.0);
+}
+
 /// A `wasi:http` handler from a file is reloaded when the file is replaced and through the
 /// admin endpoint, with requests running beside it and none failing.
 #[test]
@@ -583,7 +638,8 @@ async fn embedded_chain_copies_a_body_once_per_plugin() {
     let copies = |plugin: &str| -> i64 {
         edge.deployment().plugins[plugin]
             .current()
-            .domain
+            .core()
+            .expect("a core plugin")
             .call("lrpc_in_copies", ())
             .expect("copy count")
     };
