@@ -23,6 +23,13 @@
 //! server and the guests), not the reactor or the chain's workers. The p99s of the unloaded
 //! runs (22–47 ms) were dominated by other load on the machine; rerun on a quiet one.
 //!
+//! **Kinds of domain in a chain.** A plugin is a core module or a component exporting
+//! `lrpc:http/plugin`; the driver reaches a component through the kernel's core face of its
+//! export, so a chain mixes both kinds. The last domain of a chain may instead be an
+//! off-the-shelf `wasi:http/incoming-handler` component ([`crate::wasi_http`]): the driver
+//! hands back the request as the plugins left it, and the worker runs the handler on its own
+//! instance of it, outside the kernel's call path.
+//!
 //! **Failures.** A plugin that traps answers 502, one that runs past its deadline 504, one
 //! whose domain is dead (and being restarted) 503, each with a short body naming the
 //! plugin. The kernel has already terminated a faulting plugin; the runtime starts a fresh
