@@ -37,6 +37,8 @@ const COMPONENT_GUESTS: &[&str] = &[
     "comp-holder",
     "comp-relay",
     "comp-bench-server",
+    "http-wasi-hello",
+    "comp-http-stamp",
 ];
 
 fn main() {

@@ -129,6 +129,20 @@ guest!(
 /// by componentize-py). Not embedded: it carries a Python interpreter (about 18 MB).
 pub const COMP_PY_KV_PATH: &str = concat!(env!("OUT_DIR"), "/guests/comp_py_kv.wasm");
 
+guest!(
+    /// The hello handler as a `wasi:http/incoming-handler` component (WASI preview 2): the
+    /// handler at the end of an edge chain, served with wasmtime-wasi-http, and the
+    /// `wasmtime serve` peer of the edge benchmark.
+    HTTP_WASI_HELLO,
+    "http_wasi_hello.wasm"
+);
+guest!(
+    /// `lrpc:http/plugin` as a component: stamps the request's path and headers, answers 403
+    /// under `/deny`; `/trap` and `/spin` fail.
+    COMP_HTTP_STAMP,
+    "comp_http_stamp.wasm"
+);
+
 /// The embedded guests by name (the names deployment configs use for built-in guests).
 pub const BY_NAME: &[(&str, &[u8])] = &[
     ("bench-server", BENCH_SERVER),
@@ -152,6 +166,8 @@ pub const BY_NAME: &[(&str, &[u8])] = &[
     ("comp-holder", COMP_HOLDER),
     ("comp-relay", COMP_RELAY),
     ("comp-bench-server", COMP_BENCH_SERVER),
+    ("http-wasi-hello", HTTP_WASI_HELLO),
+    ("comp-http-stamp", COMP_HTTP_STAMP),
 ];
 
 /// The embedded guest called `name` (as in [`BY_NAME`]).

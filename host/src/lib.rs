@@ -44,7 +44,7 @@ pub use binding::BindingInfo;
 pub use clerk::{ExportOptions, Serving};
 pub use component::codec;
 pub use component::{
-    AnyDomain, CallFailure, ComponentBindingInfo, ComponentDomain, ComponentLimits,
+    AnyDomain, CallFailure, CapturedOutput, ComponentBindingInfo, ComponentDomain, ComponentLimits,
     ComponentOptions, Preopen, Stdio, WasiGrants, is_component,
 };
 pub use domain::{Domain, DomainData, DomainFunc};

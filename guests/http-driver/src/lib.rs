@@ -139,7 +139,8 @@ pub extern "C" fn call(slot: i32, proc: i32, bounded: i32, out_bound: i32, len: 
 /// Carries the request in the first `len` bytes of the input buffer through slots
 /// `0..n`. Returns `(slot + 1) << 8 | status`: status [`RESPONDED`] (the response is in the
 /// output buffer), a kernel status (the call to that slot's plugin failed), [`MALFORMED`]
-/// or [`UNANSWERED`]; a negative value when the input itself is malformed.
+/// or [`UNANSWERED`] (the request as the last plugin passed it on, encoded as `handle`'s
+/// arguments, is in the output buffer); a negative value when the input itself is malformed.
 #[unsafe(no_mangle)]
 pub extern "C" fn chain(n: i32, len: i32) -> i32 {
     let (Ok(n), Ok(len)) = (usize::try_from(n), usize::try_from(len)) else {
@@ -206,6 +207,12 @@ pub extern "C" fn chain(n: i32, len: i32) -> i32 {
                 _ => return code(MALFORMED),
             }
         }
+        // The request as the plugins left it, for a handler the host runs after the chain.
+        output.clear();
+        output.reserve(head.len() + 4 + body.len());
+        output.extend_from_slice(&head);
+        output.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        output.extend_from_slice(&body);
         ((n as i32) << 8) | UNANSWERED
     })
 }

@@ -1,6 +1,10 @@
 //! The edge benchmark's hello handler (`http-hello`, the plugin at the end of its chains) as a
-//! `wasi:http/incoming-handler` component, so that `wasmtime serve` can run the same answer as
-//! a peer: a greeting naming the user, the method and the path, as `text/plain`.
+//! `wasi:http/incoming-handler` component: a greeting naming the user, the method and the
+//! path, followed by the request body (echoed), as `text/plain`. It is the handler at the end
+//! of the `guests/apps/wasi-http` chain (served by the edge with wasmtime-wasi-http) and the
+//! `wasmtime serve` peer of the edge benchmark.
+//!
+//! Two paths make it fail, for the edge's tests: `/trap` traps, `/spin` computes forever.
 
 use wasip2::exports::http::incoming_handler::Guest;
 use wasip2::http::types::{
@@ -28,7 +32,13 @@ impl Guest for Hello {
             other => format!("{other:?}").to_uppercase(),
         };
         let path = request.path_with_query().unwrap_or_default();
-        let greeting = format!("hello {user} at {method} {path}\n");
+        match path.as_str() {
+            "/trap" => core::arch::wasm32::unreachable(),
+            "/spin" => spin(),
+            _ => {}
+        }
+        let mut answer = format!("hello {user} at {method} {path}\n").into_bytes();
+        read_body(&request, &mut answer);
         let headers = Fields::from_list(&[
             ("content-type".into(), b"text/plain".to_vec()),
             ("x-plugin".into(), b"hello".to_vec()),
@@ -38,10 +48,32 @@ impl Guest for Hello {
         let body = response.body().expect("a new response's body");
         ResponseOutparam::set(out, Ok(response));
         let stream = body.write().expect("a new body's stream");
-        if stream.blocking_write_and_flush(greeting.as_bytes()).is_ok() {
-            drop(stream);
+        // At most 4096 bytes per blocking write (the interface's limit).
+        let sent = answer
+            .chunks(4096)
+            .all(|c| stream.blocking_write_and_flush(c).is_ok());
+        drop(stream);
+        if sent {
             let _ = OutgoingBody::finish(body, None);
         }
+    }
+}
+
+/// Appends the request's body to `out`.
+fn read_body(request: &IncomingRequest, out: &mut Vec<u8>) {
+    let Ok(body) = request.consume() else { return };
+    let Ok(stream) = body.stream() else { return };
+    // Until the stream is closed (or fails).
+    while let Ok(chunk) = stream.blocking_read(64 * 1024) {
+        out.extend_from_slice(&chunk);
+    }
+}
+
+/// Computes until the host stops it.
+fn spin() -> ! {
+    let mut x = 1u64;
+    loop {
+        x = core::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
     }
 }
 

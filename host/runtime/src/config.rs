@@ -36,9 +36,23 @@
 //! [serve]
 //! listen = "127.0.0.1:8080"
 //!
+//! [domains.stamp]
+//! guest = "comp-http-stamp"      # an HTTP plugin may be a component too
+//! exports = [{ interface = "lrpc:http/plugin" }]
+//!
+//! [domains.handler]
+//! wasm = "handler.wasm"           # a wasi:http/proxy component, served with wasmtime-wasi-http
+//! exports = [{ interface = "wasi:http/incoming-handler" }]
+//! [domains.handler.limits]
+//! deadline = "200ms"              # memory and deadline; WASI from [domains.handler.wasi]
+//!
 //! [[routes]]
 //! prefix = "/api"
-//! chain = ["auth", "rewrite", "hello"]   # domains exporting lrpc:http/plugin
+//! chain = ["auth", "rewrite", "hello"]   # domains exporting lrpc:http/plugin …
+//!
+//! [[routes]]
+//! prefix = "/app"
+//! chain = ["auth", "handler"]     # … the last one may be a wasi:http handler
 //! ```
 //!
 //! Every mistake is reported as `file:line: reason`, the line found from the span toml
@@ -52,6 +66,9 @@ use toml::Spanned;
 
 /// The interface of HTTP plugins (`wit/http.wit`).
 pub const PLUGIN_INTERFACE: &str = "lrpc:http/plugin";
+
+/// The interface of an off-the-shelf `wasi:http` handler component, which may end a chain.
+pub const HANDLER_INTERFACE: &str = "wasi:http/incoming-handler";
 
 /// A mistake in a config file, with where it is.
 #[derive(Debug, thiserror::Error)]
@@ -279,6 +296,16 @@ impl DomainSpec {
         self.exports
             .iter()
             .find(|e| e.interface == PLUGIN_INTERFACE)
+    }
+
+    /// Whether the domain is a `wasi:http/incoming-handler` component (served by the edge
+    /// with wasmtime-wasi-http in a Store of its own, at the end of a chain).
+    pub fn http_handler(&self) -> bool {
+        self.component.is_some()
+            && self
+                .exports
+                .iter()
+                .any(|e| e.interface == HANDLER_INTERFACE)
     }
 }
 
@@ -554,14 +581,26 @@ impl Config {
                 return Err(cx.err(&rr.chain, "a route needs at least one plugin"));
             }
             let mut chain = Vec::new();
-            for p in rr.chain.get_ref() {
+            let last = rr.chain.get_ref().len() - 1;
+            for (i, p) in rr.chain.get_ref().iter().enumerate() {
                 match domains.get(p.get_ref()) {
                     None => return Err(cx.err(p, format!("no domain `{}`", p.get_ref()))),
-                    Some(d) if d.plugin().is_none() => {
+                    Some(d) if d.http_handler() && i != last => {
                         return Err(cx.err(
                             p,
                             format!(
-                                "domain `{}` does not export `{PLUGIN_INTERFACE}`",
+                                "`{}` is a `{HANDLER_INTERFACE}` component: it answers every \
+                                 request, so it goes last in a chain",
+                                p.get_ref()
+                            ),
+                        ));
+                    }
+                    Some(d) if d.plugin().is_none() && !d.http_handler() => {
+                        return Err(cx.err(
+                            p,
+                            format!(
+                                "domain `{}` exports neither `{PLUGIN_INTERFACE}` nor \
+                                 `{HANDLER_INTERFACE}`",
                                 p.get_ref()
                             ),
                         ));
@@ -827,12 +866,23 @@ fn component_domain(
     if let Some(t) = &r.trust_fully {
         spec.trust_fully = t.get_ref().clone();
     }
+    let handler = r
+        .exports
+        .iter()
+        .find(|e| e.get_ref().interface.get_ref() == HANDLER_INTERFACE);
+    if let Some(h) = handler {
+        handler_checks(cx, r, h)?;
+    }
     let mut exports = Vec::new();
     for e in &r.exports {
         let er = e.get_ref();
         let interface = er.interface.get_ref().clone();
-        if interface == PLUGIN_INTERFACE {
-            return Err(cx.err(&er.interface, "HTTP plugins are core-module domains"));
+        let plugin = interface == PLUGIN_INTERFACE;
+        if plugin && let Some(n) = &er.name {
+            return Err(cx.err(
+                n,
+                "plugins are exported under names the runtime chooses; drop `name`",
+            ));
         }
         if let Some(p) = &er.presentation {
             return Err(cx.err(
@@ -852,11 +902,14 @@ fn component_domain(
                 "a component domain has one deadline: set it under `[domains.<name>.limits]`",
             ));
         }
+        let name = match &er.name {
+            Some(n) => n.get_ref().clone(),
+            None if interface == HANDLER_INTERFACE => format!("wasi-http/{name}"),
+            None if plugin => format!("http-plugin/{name}"),
+            None => interface.clone(),
+        };
         exports.push(Export {
-            name: er
-                .name
-                .as_ref()
-                .map_or(interface.clone(), |n| n.get_ref().clone()),
+            name,
             interface,
             presentation: None,
             serving: ServingMode::Migrate,
@@ -890,6 +943,42 @@ fn component_domain(
         component: Some(spec),
         line: cx.line(d.span().start),
     })
+}
+
+/// What a `wasi:http/incoming-handler` domain may not have: it runs in a Store of its own
+/// beside the kernel, so it exports only the handler, binds nothing, composes nothing, and
+/// is limited by memory and deadline (not fuel).
+fn handler_checks(cx: &Ctx<'_>, r: &RawDomain, h: &Spanned<RawExport>) -> Result<(), ConfigError> {
+    let what = format!("a `{HANDLER_INTERFACE}` component");
+    if let Some(other) = r
+        .exports
+        .iter()
+        .find(|e| e.get_ref().interface.get_ref() != HANDLER_INTERFACE)
+    {
+        return Err(cx.err(
+            other,
+            format!("{what} exports only the handler (it is served outside the kernel)"),
+        ));
+    }
+    if r.exports.len() > 1 {
+        return Err(cx.err(h, format!("{what} exports the handler once")));
+    }
+    if let Some(n) = &h.get_ref().name {
+        return Err(cx.err(n, format!("{what} is named by its domain: drop `name`")));
+    }
+    if let Some(b) = r.binds.first() {
+        return Err(cx.err(b, format!("{what} binds nothing (its imports are WASI)")));
+    }
+    if let Some(t) = &r.trust_fully {
+        return Err(cx.err(t, format!("{what} composes nothing: drop `trust_fully`")));
+    }
+    if let Some(f) = r.limits.as_ref().and_then(|l| l.get_ref().fuel.as_ref()) {
+        return Err(cx.err(
+            f,
+            format!("{what} is limited by `memory` and `deadline`, not fuel"),
+        ));
+    }
+    Ok(())
 }
 
 fn wasi_grants(cx: &Ctx<'_>, w: &RawWasi) -> Result<lrpc::WasiGrants, ConfigError> {
@@ -1007,6 +1096,67 @@ mod tests {
         assert!(
             err("[domains.a]\nguest = \"comp-probe\"\nreplicas = 2\n")
                 .starts_with("app.toml:3: a component domain is one instance")
+        );
+    }
+
+    #[test]
+    fn a_wasi_http_handler_ends_a_chain() {
+        let plugin = "[domains.p]\nguest = \"http-rewrite\"\n\
+                      exports = [{ interface = \"lrpc:http/plugin\" }]\n";
+        let handler = "[domains.h]\nguest = \"http-wasi-hello\"\n\
+                       exports = [{ interface = \"wasi:http/incoming-handler\" }]\n";
+        let c = Config::parse(
+            Path::new("app.toml"),
+            &format!("{plugin}{handler}[[routes]]\nprefix = \"/\"\nchain = [\"p\", \"h\"]\n"),
+        )
+        .expect("valid");
+        assert!(c.domains["h"].http_handler());
+        assert!(!c.domains["p"].http_handler());
+        assert_eq!(c.domains["h"].exports[0].name, "wasi-http/h");
+        assert_eq!(c.routes[0].chain, ["p", "h"]);
+        assert_eq!(
+            err(&format!(
+                "{plugin}{handler}[[routes]]\nprefix = \"/\"\nchain = [\"h\", \"p\"]\n"
+            )),
+            "app.toml:9: `h` is a `wasi:http/incoming-handler` component: it answers every \
+             request, so it goes last in a chain"
+        );
+        assert!(
+            err(&format!("{handler}[domains.h.limits]\nfuel = 100\n"))
+                .starts_with("app.toml:5: a `wasi:http/incoming-handler` component is limited")
+        );
+        assert!(
+            err(&format!(
+                "{handler}binds = [{{ interface = \"lrpc:kv/store\", server = \"h\" }}]\n"
+            ))
+            .starts_with("app.toml:4: a `wasi:http/incoming-handler` component binds nothing")
+        );
+        assert!(
+            err("[domains.h]\nguest = \"http-wasi-hello\"\nexports = [\
+                 { interface = \"wasi:http/incoming-handler\" }, { interface = \"x:y/z\" }]\n")
+            .starts_with("app.toml:3: a `wasi:http/incoming-handler` component exports only")
+        );
+    }
+
+    #[test]
+    fn a_component_may_be_a_plugin() {
+        let c = Config::parse(
+            Path::new("app.toml"),
+            "[domains.s]\nguest = \"comp-http-stamp\"\n\
+             exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+             [domains.s.limits]\ndeadline = \"50ms\"\n\
+             [[routes]]\nprefix = \"/\"\nchain = [\"s\"]\n",
+        )
+        .expect("valid");
+        let s = &c.domains["s"];
+        assert!(s.component.is_some());
+        let e = s.plugin().expect("a plugin");
+        assert_eq!(e.name, "http-plugin/s");
+        assert_eq!(e.deadline, Some(Duration::from_millis(50)));
+        assert!(
+            err("[domains.s]\nguest = \"comp-http-stamp\"\n\
+                 exports = [{ interface = \"lrpc:http/plugin\", name = \"x\" }]\n")
+            .starts_with("app.toml:3: plugins are exported under names the runtime chooses")
         );
     }
 

@@ -38,7 +38,7 @@ fn kerr(what: impl Into<String>) -> impl FnOnce(lrpc::Error) -> DeployError {
     move |source| DeployError::Kernel { what, source }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -54,6 +54,8 @@ pub struct Deployment {
     pub components: BTreeMap<String, lrpc::ComponentDomain>,
     /// Plugins, by domain name.
     pub plugins: BTreeMap<String, Arc<Plugin>>,
+    /// `wasi:http/incoming-handler` components, by domain name.
+    pub handlers: BTreeMap<String, Arc<crate::wasi_http::HttpHandler>>,
     /// Counters and histograms.
     pub metrics: Arc<Metrics>,
 }
@@ -74,13 +76,24 @@ impl Deployment {
         let metrics = Arc::new(Metrics::default());
         let mut domains = BTreeMap::new();
         let mut plugins = BTreeMap::new();
+        let mut handlers = BTreeMap::new();
         // Servers first, so that clients' presentations and binds find them.
         for spec in config.domains.values() {
+            if spec.http_handler() {
+                let h = crate::wasi_http::HttpHandler::start(
+                    &kernel,
+                    spec,
+                    config.max_body,
+                    metrics.clone(),
+                )?;
+                handlers.insert(spec.name.clone(), h);
+                continue;
+            }
             if spec.component.is_some() {
                 continue;
             }
             if spec.plugin().is_some() {
-                let p = Plugin::start(&kernel, spec, metrics.clone())?;
+                let p = Plugin::start(&kernel, &config, spec, metrics.clone())?;
                 plugins.insert(spec.name.clone(), p);
                 continue;
             }
@@ -115,12 +128,20 @@ impl Deployment {
             domains.insert(spec.name.clone(), d);
         }
         let components = start_components(&kernel, &config)?;
+        // Component plugins last: their imports may bind to any other domain.
+        for spec in config.domains.values() {
+            if spec.component.is_some() && spec.plugin().is_some() {
+                let p = Plugin::start(&kernel, &config, spec, metrics.clone())?;
+                plugins.insert(spec.name.clone(), p);
+            }
+        }
         Ok(Deployment {
             kernel,
             config,
             domains,
             components,
             plugins,
+            handlers,
             metrics,
         })
     }
@@ -236,7 +257,7 @@ fn start_components(
     let mut pending: Vec<&DomainSpec> = config
         .domains
         .values()
-        .filter(|d| d.component.is_some())
+        .filter(|d| d.component.is_some() && !d.http_handler() && d.plugin().is_none())
         .collect();
     while !pending.is_empty() {
         let mut refused = None;
@@ -274,20 +295,7 @@ fn start_component(
         domain: spec.name.clone(),
         source: e.into(),
     })?;
-    // A bind names the server domain: the import goes to that domain's export of the
-    // interface.
-    let bind = spec
-        .binds
-        .iter()
-        .map(|b| {
-            let export = config
-                .domains
-                .get(&b.server)
-                .and_then(|d| d.exports.iter().find(|e| e.interface == b.interface))
-                .map_or_else(|| b.interface.clone(), |e| e.name.clone());
-            (b.interface.clone(), export)
-        })
-        .collect();
+    let bind = component_binds(config, spec);
     let options = lrpc::ComponentOptions {
         wasi: c.wasi,
         limits: c.limits,
@@ -299,6 +307,22 @@ fn start_component(
         kernel.export_component_as(&d, &e.interface, &e.name)?;
     }
     Ok(d)
+}
+
+/// A component's imports as `(interface, export name)`: a bind names the server domain, and
+/// the import goes to that domain's export of the interface.
+fn component_binds(config: &Config, spec: &DomainSpec) -> Vec<(String, String)> {
+    spec.binds
+        .iter()
+        .map(|b| {
+            let export = config
+                .domains
+                .get(&b.server)
+                .and_then(|d| d.exports.iter().find(|e| e.interface == b.interface))
+                .map_or_else(|| b.interface.clone(), |e| e.name.clone());
+            (b.interface.clone(), export)
+        })
+        .collect()
 }
 
 /// `--call` into a component domain: the arguments parsed as WIT value text against the
@@ -348,7 +372,7 @@ pub enum CallFailure {
     Component(lrpc::Error),
 }
 
-fn read(source: &Source) -> Result<Vec<u8>, DeployError> {
+pub(crate) fn read(source: &Source) -> Result<Vec<u8>, DeployError> {
     source.load().map_err(|e| DeployError::Read {
         path: match source {
             Source::File(p) => p.display().to_string(),
@@ -380,12 +404,21 @@ fn export_options(kernel: &Kernel, e: &Export) -> Result<ExportOptions, DeployEr
     })
 }
 
+/// The domain of a plugin's generation: a core module, or a component (which the driver
+/// reaches through the kernel's core face of its export).
+pub enum PluginDomain {
+    /// A core-module domain.
+    Core(Domain),
+    /// A component domain.
+    Component(lrpc::ComponentDomain),
+}
+
 /// One generation of a plugin: a domain exported under a name of its own. Dropped when the
 /// plugin has moved on to a newer generation and no driver is bound to this one any more;
 /// the domain is then terminated.
 pub struct PluginInstance {
     /// The domain.
-    pub domain: Domain,
+    pub domain: PluginDomain,
     /// The name it is exported under (`http-plugin/<domain>@<generation>`).
     pub export: String,
     /// Its generation (1 for the first).
@@ -393,9 +426,22 @@ pub struct PluginInstance {
     kernel: Kernel,
 }
 
+impl PluginInstance {
+    /// The core-module domain, when the plugin is one.
+    pub fn core(&self) -> Option<&Domain> {
+        match &self.domain {
+            PluginDomain::Core(d) => Some(d),
+            PluginDomain::Component(_) => None,
+        }
+    }
+}
+
 impl Drop for PluginInstance {
     fn drop(&mut self) {
-        self.kernel.terminate(&self.domain);
+        match &self.domain {
+            PluginDomain::Core(d) => self.kernel.terminate(d),
+            PluginDomain::Component(d) => self.kernel.terminate_component(d),
+        }
     }
 }
 
@@ -404,6 +450,8 @@ pub struct Plugin {
     /// The plugin's domain name.
     pub name: String,
     spec: DomainSpec,
+    /// A component plugin's imports, as `(interface, export name)`.
+    bind: Vec<(String, String)>,
     kernel: Kernel,
     current: Mutex<Arc<PluginInstance>>,
     generation: AtomicU64,
@@ -422,17 +470,32 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// A plugin that ran this long since its last restart starts its backoff afresh.
 const QUIET: Duration = Duration::from_secs(10);
 
+/// The wait before the next restart, given `(restarts in a row, time of the last one)`;
+/// counts this restart.
+pub(crate) fn next_backoff(streak: &Mutex<(u32, Instant)>) -> Duration {
+    let mut s = lock(streak);
+    if s.1.elapsed() > QUIET {
+        s.0 = 0;
+    }
+    let wait = BACKOFF.saturating_mul(1 << s.0.min(16)).min(MAX_BACKOFF);
+    s.0 = s.0.saturating_add(1);
+    wait
+}
+
 impl Plugin {
     fn start(
         kernel: &Kernel,
+        config: &Config,
         spec: &DomainSpec,
         metrics: Arc<Metrics>,
     ) -> Result<Arc<Plugin>, DeployError> {
         let wasm = read(&spec.source)?;
-        let first = instantiate(kernel, spec, &wasm, 1)?;
+        let bind = component_binds(config, spec);
+        let first = instantiate(kernel, spec, &bind, &wasm, 1)?;
         Ok(Arc::new(Plugin {
             name: spec.name.clone(),
             spec: spec.clone(),
+            bind,
             kernel: kernel.clone(),
             current: Mutex::new(Arc::new(first)),
             generation: AtomicU64::new(1),
@@ -441,6 +504,11 @@ impl Plugin {
             swap: Mutex::new(()),
             metrics,
         }))
+    }
+
+    /// Whether a restart is scheduled or under way.
+    pub fn restarting(&self) -> bool {
+        self.restarting.load(Ordering::Acquire)
     }
 
     /// The generation requests should use now.
@@ -462,7 +530,7 @@ impl Plugin {
         let _g = lock(&self.swap);
         let wasm = read(&self.spec.source)?;
         let generation = self.generation.load(Ordering::Acquire) + 1;
-        let next = instantiate(&self.kernel, &self.spec, &wasm, generation)?;
+        let next = instantiate(&self.kernel, &self.spec, &self.bind, &wasm, generation)?;
         self.generation.store(generation, Ordering::Release);
         *lock(&self.current) = Arc::new(next);
         self.metrics.reload(&self.name);
@@ -479,15 +547,7 @@ impl Plugin {
         {
             return;
         }
-        let wait = {
-            let mut s = lock(&self.streak);
-            if s.1.elapsed() > QUIET {
-                s.0 = 0;
-            }
-            let wait = BACKOFF.saturating_mul(1 << s.0.min(16)).min(MAX_BACKOFF);
-            s.0 = s.0.saturating_add(1);
-            wait
-        };
+        let wait = next_backoff(&self.streak);
         let me = self.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("restart-{}", self.name))
@@ -508,7 +568,7 @@ impl Plugin {
             } else {
                 read(&self.spec.source).and_then(|wasm| {
                     let g = dead + 1;
-                    let next = instantiate(&self.kernel, &self.spec, &wasm, g)?;
+                    let next = instantiate(&self.kernel, &self.spec, &self.bind, &wasm, g)?;
                     self.generation.store(g, Ordering::Release);
                     *lock(&self.current) = Arc::new(next);
                     Ok(())
@@ -533,21 +593,45 @@ impl Plugin {
         }
     }
 
-    /// Bytes of linear memory of the current generation (its first replica).
+    /// Bytes of linear memory of the current generation (its first replica), for a core
+    /// plugin.
     pub fn memory(&self) -> Option<usize> {
-        self.current().domain.memory_size().ok()
+        self.current().core()?.memory_size().ok()
     }
 }
 
 fn instantiate(
     kernel: &Kernel,
     spec: &DomainSpec,
+    bind: &[(String, String)],
     wasm: &[u8],
     generation: u64,
 ) -> Result<PluginInstance, DeployError> {
     let export = spec
         .plugin()
         .ok_or_else(|| DeployError::Unknown(format!("`{}` is not a plugin", spec.name)))?;
+    let name = format!("{}@{generation}", export.name);
+    if let Some(c) = &spec.component {
+        let options = lrpc::ComponentOptions {
+            wasi: c.wasi.clone(),
+            limits: c.limits.clone(),
+            bind: bind.to_vec(),
+            trust_fully: c.trust_fully.clone(),
+        };
+        let d = kernel
+            .component(&format!("{}@{generation}", spec.name), wasm, options)
+            .map_err(kerr(format!("plugin `{}`", spec.name)))?;
+        if let Err(e) = kernel.export_component_as(&d, PLUGIN_INTERFACE, &name) {
+            kernel.terminate_component(&d);
+            return Err(kerr(format!("plugin `{}`", spec.name))(e));
+        }
+        return Ok(PluginInstance {
+            domain: PluginDomain::Component(d),
+            export: name,
+            generation,
+            kernel: kernel.clone(),
+        });
+    }
     let domain = kernel
         .domain_with(
             &format!("{}@{generation}", spec.name),
@@ -559,14 +643,13 @@ fn instantiate(
             },
         )
         .map_err(kerr(format!("plugin `{}`", spec.name)))?;
-    let name = format!("{}@{generation}", export.name);
     let opts = export_options(kernel, export)?;
     if let Err(e) = kernel.export_as(&domain, PLUGIN_INTERFACE, &name, opts) {
         kernel.terminate(&domain);
         return Err(kerr(format!("plugin `{}`", spec.name))(e));
     }
     Ok(PluginInstance {
-        domain,
+        domain: PluginDomain::Core(domain),
         export: name,
         generation,
         kernel: kernel.clone(),

@@ -34,7 +34,10 @@ pub enum ChainEnd {
         status: Status,
     },
     /// Every plugin passed the request on.
-    Unanswered,
+    Unanswered {
+        /// The request as the last plugin passed it on, encoded as `handle`'s arguments.
+        request: Vec<u8>,
+    },
 }
 
 impl Driver {
@@ -148,7 +151,9 @@ impl Driver {
                 slot,
                 response: self.output()?,
             },
-            255 => ChainEnd::Unanswered,
+            255 => ChainEnd::Unanswered {
+                request: self.output()?,
+            },
             254 => ChainEnd::Failed {
                 slot,
                 status: Status::BadReply,

@@ -23,6 +23,13 @@
 //! server and the guests), not the reactor or the chain's workers. The p99s of the unloaded
 //! runs (22–47 ms) were dominated by other load on the machine; rerun on a quiet one.
 //!
+//! **Kinds of domain in a chain.** A plugin is a core module or a component exporting
+//! `lrpc:http/plugin`; the driver reaches a component through the kernel's core face of its
+//! export, so a chain mixes both kinds. The last domain of a chain may instead be an
+//! off-the-shelf `wasi:http/incoming-handler` component ([`crate::wasi_http`]): the driver
+//! hands back the request as the plugins left it, and the worker runs the handler on its own
+//! instance of it, outside the kernel's call path.
+//!
 //! **Failures.** A plugin that traps answers 502, one that runs past its deadline 504, one
 //! whose domain is dead (and being restarted) 503, each with a short body naming the
 //! plugin. The kernel has already terminated a faulting plugin; the runtime starts a fresh
@@ -33,6 +40,7 @@
 use crate::config::{PLUGIN_INTERFACE, Route};
 use crate::deploy::{Deployment, Plugin, PluginInstance};
 use crate::driver::{BindError, ChainEnd, Driver};
+use crate::wasi_http::{HandlerInstance, HttpHandler};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
@@ -58,7 +66,7 @@ pub struct Answer {
 }
 
 impl Answer {
-    fn text(status: u16, body: String) -> Answer {
+    pub(crate) fn text(status: u16, body: String) -> Answer {
         Answer {
             status,
             headers: vec![("content-type".into(), "text/plain".into())],
@@ -75,7 +83,10 @@ struct Job {
 
 struct RouteRt {
     route: Route,
+    /// The chain's plugins (without a `wasi:http` handler that ends it).
     plugins: Vec<Arc<Plugin>>,
+    /// The `wasi:http` handler at the end of the chain, if it has one.
+    handler: Option<Arc<HttpHandler>>,
     queue: Mutex<Option<mpsc::Sender<Job>>>,
     workers: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -100,13 +111,18 @@ impl Edge {
             let plugins = route
                 .chain
                 .iter()
-                .map(|p| deployment.plugins[p].clone())
+                .filter_map(|p| deployment.plugins.get(p).cloned())
                 .collect();
+            let handler = route
+                .chain
+                .last()
+                .and_then(|h| deployment.handlers.get(h).cloned());
             let (tx, rx) = mpsc::channel::<Job>();
             let rx = Arc::new(Mutex::new(rx));
             let rt = Arc::new(RouteRt {
                 route: route.clone(),
                 plugins,
+                handler,
                 queue: Mutex::new(Some(tx)),
                 workers: Mutex::new(Vec::new()),
             });
@@ -298,10 +314,16 @@ async fn metrics(State(edge): State<Edge>) -> Response {
 }
 
 async fn reload(State(edge): State<Edge>, Path(domain): Path<String>) -> Response {
-    let Some(p) = edge.inner.deployment.plugins.get(&domain).cloned() else {
-        return (StatusCode::NOT_FOUND, format!("no plugin `{domain}`\n")).into_response();
-    };
-    match tokio::task::spawn_blocking(move || p.reload()).await {
+    let dep = &edge.inner.deployment;
+    let reload: Box<dyn FnOnce() -> Result<u64, crate::deploy::DeployError> + Send> =
+        if let Some(p) = dep.plugins.get(&domain).cloned() {
+            Box::new(move || p.reload())
+        } else if let Some(h) = dep.handlers.get(&domain).cloned() {
+            Box::new(move || h.reload())
+        } else {
+            return (StatusCode::NOT_FOUND, format!("no plugin `{domain}`\n")).into_response();
+        };
+    match tokio::task::spawn_blocking(reload).await {
         Ok(Ok(g)) => (
             StatusCode::OK,
             format!("reloaded {domain}: generation {g}\n"),
@@ -320,6 +342,7 @@ fn worker(dep: &Deployment, rt: &RouteRt, k: usize, rx: &Mutex<mpsc::Receiver<Jo
         name: format!("edge-driver{}#{k}", rt.route.prefix.replace('/', "-")),
         driver: None,
         bound: vec![None; rt.plugins.len()],
+        handler: None,
     };
     loop {
         let job = {
@@ -346,10 +369,16 @@ struct Worker<'a> {
     name: String,
     driver: Option<Driver>,
     bound: Vec<Option<Arc<PluginInstance>>>,
+    /// This worker's instance of the route's `wasi:http` handler.
+    handler: Option<HandlerInstance>,
 }
 
 impl Worker<'_> {
     fn serve(&mut self, request: &[u8]) -> Answer {
+        if self.rt.plugins.is_empty() {
+            // A `wasi:http` handler alone.
+            return self.handle(request, "the client");
+        }
         if self.driver.is_none() {
             match Driver::new(&self.dep.kernel, &self.name) {
                 Ok(d) => self.driver = Some(d),
@@ -414,7 +443,12 @@ impl Worker<'_> {
                     metrics.call(&p.name);
                 }
                 let name = self.plugin_name(slot);
+                // A dead component keeps answering with the fault that killed it until its
+                // restart: once that fault is reported, it is restarting.
+                let restarting = status.is_call_failed()
+                    && self.rt.plugins.get(slot).is_some_and(|p| p.restarting());
                 let (code, kind, what) = match status {
+                    _ if restarting => (503, "terminated", "is restarting"),
                     Status::ServerTrapped => (502, "trap", "trapped"),
                     Status::DeadlineExceeded => (504, "deadline", "ran past its deadline"),
                     Status::ServerTerminated | Status::StaleBinding => {
@@ -434,17 +468,34 @@ impl Worker<'_> {
                 }
                 Answer::text(code, format!("plugin {name} {what}\n"))
             }
-            Ok(ChainEnd::Unanswered) => {
+            Ok(ChainEnd::Unanswered { request }) => {
                 for p in &self.rt.plugins {
                     metrics.call(&p.name);
                 }
-                Answer::text(502, "no plugin of the chain answered\n".into())
+                if self.rt.handler.is_some() {
+                    let last = self.plugin_name(self.rt.plugins.len().saturating_sub(1));
+                    self.handle(&request, &format!("plugin {last}"))
+                } else {
+                    Answer::text(502, "no plugin of the chain answered\n".into())
+                }
             }
             Err(e) => {
                 tracing::error!("the driver failed: {e}");
                 self.drop_driver();
                 Answer::text(500, "the edge driver failed\n".into())
             }
+        }
+    }
+
+    /// Runs the route's `wasi:http` handler on `request` (encoded as `handle`'s arguments,
+    /// as `from` passed it on).
+    fn handle(&mut self, request: &[u8], from: &str) -> Answer {
+        let Some(h) = &self.rt.handler else {
+            return Answer::text(502, "no plugin of the chain answered\n".into());
+        };
+        match decode_request(request) {
+            Some(r) => h.serve(&mut self.handler, r),
+            None => Answer::text(502, format!("{from} passed on a malformed request\n")),
         }
     }
 
@@ -485,6 +536,57 @@ pub fn encode_request(
     }
     string(&mut out, body);
     out
+}
+
+/// A request as `handle`'s arguments carry it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Incoming {
+    /// Method.
+    pub method: String,
+    /// Path (below the route's prefix) and query.
+    pub path: String,
+    /// Header lines.
+    pub headers: Vec<(String, String)>,
+    /// Body.
+    pub body: Vec<u8>,
+}
+
+/// Decodes `handle`'s encoded arguments (the inverse of [`encode_request`]); `None` when
+/// they are malformed.
+pub fn decode_request(b: &[u8]) -> Option<Incoming> {
+    struct Cursor<'a>(&'a [u8]);
+    impl<'a> Cursor<'a> {
+        fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+            let (head, rest) = self.0.split_at_checked(n)?;
+            self.0 = rest;
+            Some(head)
+        }
+        fn len(&mut self) -> Option<usize> {
+            usize::try_from(u32::from_le_bytes(self.take(4)?.try_into().ok()?)).ok()
+        }
+        fn string(&mut self) -> Option<String> {
+            let n = self.len()?;
+            String::from_utf8(self.take(n)?.to_vec()).ok()
+        }
+    }
+    let mut c = Cursor(b);
+    let method = c.string()?;
+    let path = c.string()?;
+    let n = c.len()?;
+    let mut headers = Vec::new();
+    for _ in 0..n {
+        let name = c.string()?;
+        let value = c.string()?;
+        headers.push((name, value));
+    }
+    let l = c.len()?;
+    let body = c.take(l)?.to_vec();
+    c.0.is_empty().then_some(Incoming {
+        method,
+        path,
+        headers,
+        body,
+    })
 }
 
 /// Decodes an encoded `response` record; `None` when it is malformed.
@@ -554,6 +656,32 @@ mod tests {
         assert_eq!(strip("/api", "/api/x?y"), "/x?y");
         assert_eq!(strip("/api", "/api"), "/");
         assert_eq!(strip("/", "/x"), "/x");
+    }
+
+    #[test]
+    fn requests_decode_strictly() {
+        let headers = [("a".to_string(), "b".to_string())];
+        let b = encode_request("POST", "/x?y", &headers, b"body");
+        let r = decode_request(&b).expect("valid");
+        assert_eq!(
+            r,
+            Incoming {
+                method: "POST".into(),
+                path: "/x?y".into(),
+                headers: headers.to_vec(),
+                body: b"body".to_vec(),
+            }
+        );
+        for cut in 0..b.len() {
+            assert_eq!(decode_request(&b[..cut]), None);
+        }
+        let mut long = b.clone();
+        long.push(0);
+        assert_eq!(decode_request(&long), None);
+        let bad = encode_request("G\u{e9}T", "/", &[], b"");
+        let mut bad_utf8 = bad.clone();
+        bad_utf8[5] = 0xff;
+        assert_eq!(decode_request(&bad_utf8), None);
     }
 
     #[test]

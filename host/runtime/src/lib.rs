@@ -1,7 +1,8 @@
 //! The runtime around the lrpc kernel: deployments described by a TOML config
 //! ([`config`]), started and supervised ([`deploy`]), run once (`lrpc run`) or served over
-//! HTTP by the edge server ([`edge`], `lrpc serve`), with Prometheus metrics ([`metrics`])
-//! and hot reload ([`reload`]).
+//! HTTP by the edge server ([`edge`], `lrpc serve`; a chain may end in a `wasi:http`
+//! component, [`wasi_http`]), with Prometheus metrics ([`metrics`]) and hot reload
+//! ([`reload`]).
 //!
 //! The kernel (`lrpc`) needs none of this: it has no async runtime and no HTTP.
 //!
@@ -37,3 +38,4 @@ pub mod edge;
 pub mod metrics;
 pub mod reload;
 pub mod value;
+pub mod wasi_http;

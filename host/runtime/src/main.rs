@@ -135,7 +135,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 fn serve(config: Config, listen: &str) -> anyhow::Result<()> {
     let dep = Arc::new(Deployment::start(config)?);
     let edge = Edge::start(dep.clone()).context("starting the route workers")?;
-    let plugins: Vec<_> = dep.plugins.values().cloned().collect();
+    let plugins = lrpc_runtime::reload::reloadable(&dep);
     let _watcher = lrpc_runtime::reload::watch(&plugins).context("watching plugin files")?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,9 +1,11 @@
-//! Hot reload from files: a plugin whose module is a file is reloaded when the file
+//! Hot reload from files: a plugin (or a `wasi:http` handler) whose module is a file is
+//! reloaded when the file
 //! changes (written in place or replaced by a rename). The directories holding the files are
 //! watched (a rename replaces the file's inode, which a watch on the file itself would lose);
 //! events are debounced and a reload happens only when the bytes really changed.
 
-use crate::deploy::Plugin;
+use crate::deploy::{DeployError, Plugin};
+use crate::wasi_http::HttpHandler;
 use notify::{RecursiveMode, Watcher as _};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -14,6 +16,53 @@ use std::time::Duration;
 /// How long a file must stay quiet before it is reloaded.
 const DEBOUNCE: Duration = Duration::from_millis(100);
 
+/// A domain the edge can swap for a fresh one from its file.
+pub trait Reloadable: Send + Sync {
+    /// The domain's name.
+    fn name(&self) -> &str;
+    /// The file it comes from, if any.
+    fn file(&self) -> Option<&std::path::Path>;
+    /// Swaps in a fresh generation from the file's bytes; its number.
+    fn reload(&self) -> Result<u64, DeployError>;
+}
+
+impl Reloadable for Plugin {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn file(&self) -> Option<&std::path::Path> {
+        Plugin::file(self)
+    }
+    fn reload(&self) -> Result<u64, DeployError> {
+        Plugin::reload(self)
+    }
+}
+
+impl Reloadable for HttpHandler {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn file(&self) -> Option<&std::path::Path> {
+        HttpHandler::file(self)
+    }
+    fn reload(&self) -> Result<u64, DeployError> {
+        HttpHandler::reload(self)
+    }
+}
+
+/// The plugins and `wasi:http` handlers of a deployment, for [`watch`].
+pub fn reloadable(dep: &crate::deploy::Deployment) -> Vec<Arc<dyn Reloadable>> {
+    let plugins = dep
+        .plugins
+        .values()
+        .map(|p| p.clone() as Arc<dyn Reloadable>);
+    let handlers = dep
+        .handlers
+        .values()
+        .map(|h| h.clone() as Arc<dyn Reloadable>);
+    plugins.chain(handlers).collect()
+}
+
 /// Watches the plugins' files until dropped.
 pub struct FileWatcher {
     _watcher: notify::RecommendedWatcher,
@@ -21,8 +70,11 @@ pub struct FileWatcher {
 
 /// Starts watching the files of `plugins` (those that come from files); `None` when there
 /// is nothing to watch.
-pub fn watch(plugins: &[Arc<Plugin>]) -> notify::Result<Option<FileWatcher>> {
-    let mut files: BTreeMap<PathBuf, (Arc<Plugin>, u64)> = BTreeMap::new();
+pub fn watch<P: Reloadable + ?Sized>(plugins: &[Arc<P>]) -> notify::Result<Option<FileWatcher>>
+where
+    Arc<P>: Send + 'static,
+{
+    let mut files: BTreeMap<PathBuf, (Arc<P>, u64)> = BTreeMap::new();
     let mut dirs = BTreeSet::new();
     for p in plugins {
         if let Some(f) = p.file() {
@@ -62,7 +114,10 @@ fn lrpc_abi_hash(b: &[u8]) -> u64 {
     }) ^ (b.len() as u64).rotate_left(32)
 }
 
-fn reloader(mut files: BTreeMap<PathBuf, (Arc<Plugin>, u64)>, rx: &mpsc::Receiver<PathBuf>) {
+fn reloader<P: Reloadable + ?Sized>(
+    mut files: BTreeMap<PathBuf, (Arc<P>, u64)>,
+    rx: &mpsc::Receiver<PathBuf>,
+) {
     let mut pending: BTreeSet<PathBuf> = BTreeSet::new();
     loop {
         let next = if pending.is_empty() {
@@ -85,7 +140,7 @@ fn reloader(mut files: BTreeMap<PathBuf, (Arc<Plugin>, u64)>, rx: &mpsc::Receive
                         match plugin.reload() {
                             Ok(_) => *hash = h,
                             Err(e) => tracing::error!(
-                                plugin = plugin.name,
+                                plugin = plugin.name(),
                                 "reload from {} failed: {e}",
                                 p.display()
                             ),

@@ -251,6 +251,166 @@ fn a_trap_answers_502_a_deadline_504_and_the_plugin_is_restarted() {
     assert!(metric_value(&m, "lrpc_domain_restarts_total{domain=\"faulty\"}") >= 2.0);
 }
 
+/// A `wasi:http/incoming-handler` component ends a chain of plugins: it gets the request as
+/// the plugins left it, and its answer reaches the client; it fails and restarts as a plugin.
+#[test]
+fn a_wasi_http_component_ends_a_chain() {
+    let s = Server::start(&app("wasi-http"));
+    // auth adds x-user, rewrite drops /v1: the component sees both changes.
+    let r = s.get("/api/v1/greet", &[ALICE]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), "hello alice at GET /greet\n");
+    assert_eq!(r.header("x-plugin"), Some("hello"));
+    // rewrite upper-cases the body; the component echoes the body it got.
+    let r = request(
+        &s.addr,
+        "POST",
+        "/api/echo",
+        &[ALICE, ("x-upper", "1")],
+        b"some body",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), "hello alice at POST /echo\nSOME BODY");
+    // A plugin in front still answers for it.
+    assert_eq!(s.get("/api/v1/greet", &[]).status, 401);
+    // The component alone, with a body larger than one stream write.
+    let big = vec![b'y'; 300_000];
+    let r = request(&s.addr, "POST", "/direct/big", &[], &big);
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.body.len(),
+        "hello anonymous at POST /big\n".len() + big.len()
+    );
+    assert!(r.body.ends_with(&big));
+    // A trap answers 502 naming it; it comes back fresh.
+    let r = s.get("/direct/trap", &[]);
+    assert_eq!(r.status, 502);
+    assert_eq!(r.text(), "plugin hello trapped\n");
+    assert!(eventually(|| s.get("/direct/ok", &[]).status == 200));
+    // Past its deadline: 504, and back again.
+    let r = s.get("/direct/spin", &[]);
+    assert_eq!(r.status, 504);
+    assert_eq!(r.text(), "plugin hello ran past its deadline\n");
+    assert!(eventually(|| s.get("/api/v1/ok", &[ALICE]).status == 200));
+    let m = s.get("/metrics", &[]).text();
+    for kind in ["trap", "deadline"] {
+        let series = format!("lrpc_plugin_failures_total{{domain=\"hello\",kind=\"{kind}\"}}");
+        assert!(metric_value(&m, &series) >= 1.0, "{series}");
+    }
+    assert!(metric_value(&m, "lrpc_domain_restarts_total{domain=\"hello\"}") >= 2.0);
+    assert!(metric_value(&m, "lrpc_plugin_calls_total{domain=\"hello\"}") >= 6.0);
+}
+
+/// A chain mixes plugins of both kinds: a component domain serving `lrpc:http/plugin`
+/// between core-module plugins changes the request, answers it, fails and is restarted.
+#[test]
+fn a_chain_mixes_core_and_component_plugins() {
+    let s = Server::start(&app("wasi-http"));
+    // auth (core) → stamp (component) → rewrite (core) → greet (core).
+    let r = s.get("/mixed/v1/greet", &[ALICE]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), "hello alice at GET /stamped/v1/greet\n");
+    // The body crosses the component unchanged, then rewrite upper-cases it.
+    let body = vec![b'z'; 100_000];
+    let r = request(
+        &s.addr,
+        "POST",
+        "/mixed/echo",
+        &[ALICE, ("x-upper", "1")],
+        &body,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        r.text()
+            .starts_with("hello alice at POST /stamped/echo\nZZZ")
+    );
+    assert_eq!(
+        r.body.len(),
+        "hello alice at POST /stamped/echo\n".len() + body.len()
+    );
+    // The component answers itself; auth, in front of it, still does too.
+    let r = s.get("/mixed/deny", &[ALICE]);
+    assert_eq!((r.status, r.text().as_str()), (403, "stamp: denied\n"));
+    assert_eq!(s.get("/mixed/deny", &[]).status, 401);
+    // A component plugin before a wasi:http handler.
+    let r = s.get("/stamp/ok", &[]);
+    assert_eq!(r.text(), "hello anonymous at GET /stamped/ok\n");
+    // Failures: 502 and 504 naming it, then a fresh instance.
+    let r = s.get("/stamp/trap", &[]);
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (502, "plugin stamp trapped\n")
+    );
+    assert!(eventually(|| s.get("/stamp/ok", &[]).status == 200));
+    let r = s.get("/stamp/spin", &[]);
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (504, "plugin stamp ran past its deadline\n")
+    );
+    assert!(eventually(|| s.get("/mixed/x", &[ALICE]).status == 200));
+    let m = s.get("/metrics", &[]).text();
+    for kind in ["trap", "deadline"] {
+        let series = format!("lrpc_plugin_failures_total{{domain=\"stamp\",kind=\"{kind}\"}}");
+        assert!(metric_value(&m, &series) >= 1.0, "{series}");
+    }
+    assert!(metric_value(&m, "lrpc_domain_restarts_total{domain=\"stamp\"}") >= 2.0);
+}
+
+/// A `wasi:http` handler from a file is reloaded when the file is replaced and through the
+/// admin endpoint, with requests running beside it and none failing.
+#[test]
+fn a_wasi_http_handler_reloads_from_its_file() {
+    let dir = scratch("wasi-reload");
+    let file = dir.join("handler.wasm");
+    std::fs::write(&file, lrpc::artifacts::HTTP_WASI_HELLO).expect("write the component");
+    let config = dir.join("lrpc.toml");
+    std::fs::write(
+        &config,
+        "[domains.handler]\nwasm = \"handler.wasm\"\n\
+         exports = [{ interface = \"wasi:http/incoming-handler\" }]\n\
+         [[routes]]\nprefix = \"/\"\nchain = [\"handler\"]\nworkers = 2\n",
+    )
+    .expect("write the config");
+    let s = Server::start(&config);
+    let reloads = "lrpc_domain_reloads_total{domain=\"handler\"}";
+    assert_eq!(s.get("/a", &[]).text(), "hello anonymous at GET /a\n");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let failed = std::sync::Mutex::new(Vec::<String>::new());
+    std::thread::scope(|sc| {
+        for _ in 0..2 {
+            sc.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let r = s.get("/a", &[]);
+                    if r.status != 200 {
+                        failed
+                            .lock()
+                            .expect("lock")
+                            .push(format!("{} {}", r.status, r.text()));
+                    }
+                }
+            });
+        }
+        let tmp = dir.join("handler.wasm.new");
+        std::fs::write(&tmp, lrpc::artifacts::HTTP_WASI_HELLO).expect("write");
+        // The same bytes again are no change; a different binary (a custom section appended)
+        // is.
+        let mut changed = lrpc::artifacts::HTTP_WASI_HELLO.to_vec();
+        changed.extend_from_slice(&[0, 4, 3, b'a', b'b', b'c']);
+        std::fs::write(&tmp, &changed).expect("write");
+        std::fs::rename(&tmp, &file).expect("rename");
+        let by_file = eventually(|| s.metric(reloads) >= 1.0);
+        let r = request(&s.addr, "POST", "/admin/reload/handler", &[], b"");
+        stop.store(true, Ordering::Relaxed);
+        assert!(by_file, "the file change was not picked up");
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.text(), "reloaded handler: generation 3\n");
+    });
+    assert_eq!(*failed.lock().expect("lock"), Vec::<String>::new());
+    assert_eq!(s.get("/b", &[]).text(), "hello anonymous at GET /b\n");
+    assert!(s.metric(reloads) >= 2.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn metrics_move() {
     let s = Server::start(&app("http-chain"));
@@ -478,7 +638,8 @@ async fn embedded_chain_copies_a_body_once_per_plugin() {
     let copies = |plugin: &str| -> i64 {
         edge.deployment().plugins[plugin]
             .current()
-            .domain
+            .core()
+            .expect("a core plugin")
             .call("lrpc_in_copies", ())
             .expect("copy count")
     };

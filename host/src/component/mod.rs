@@ -73,7 +73,7 @@ mod typecheck;
 mod typed;
 mod wasi;
 
-pub use wasi::{Preopen, Stdio, WasiGrants};
+pub use wasi::{CapturedOutput, Preopen, Stdio, WasiGrants};
 
 use crate::domain::{Interrupt, SETUP_WAIT, lock, wait_lock};
 use crate::error::{Error, Fault, boxed};

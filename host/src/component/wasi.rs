@@ -74,7 +74,31 @@ pub(crate) struct Output {
 
 const CAPTURE_LIMIT: usize = 1 << 20;
 
+/// What a WASI context made by [`WasiGrants::context`] captured of its standard output and
+/// error (when its grants say [`Stdio::Capture`]). Clones share the capture.
+#[derive(Clone, Default)]
+pub struct CapturedOutput(Output);
+
+impl CapturedOutput {
+    /// Standard output captured so far (up to 1 MiB).
+    pub fn stdout(&self) -> Vec<u8> {
+        self.0.stdout.contents()
+    }
+
+    /// Standard error captured so far (up to 1 MiB).
+    pub fn stderr(&self) -> Vec<u8> {
+        self.0.stderr.contents()
+    }
+}
+
 impl WasiGrants {
+    /// A WASI context granting exactly these capabilities, for a Store the embedder runs
+    /// itself (a component served outside the kernel's component domains, such as a
+    /// `wasi:http` handler). Captured streams are (re)attached to `output`.
+    pub fn context(&self, output: &CapturedOutput) -> Result<WasiCtx, String> {
+        self.build(&output.0)
+    }
+
     /// A WASI context granting exactly these capabilities; captured streams are (re)attached
     /// to `output`.
     pub(crate) fn build(&self, output: &Output) -> Result<WasiCtx, String> {

@@ -1,0 +1,50 @@
+//! `lrpc:http/plugin` as a component (wit-bindgen, `wasm32-wasip2`), so that a chain can mix
+//! plugins of both kinds: it stamps the request (the path gains a `/stamped` prefix and the
+//! head an `x-stamp` header) and passes it on; it answers 403 itself on paths under
+//! `/deny`; `/trap` traps and `/spin` computes forever, for the edge's failure tests.
+
+wit_bindgen::generate!({
+    inline: "package lrpc:comp-http; world plugin { export lrpc:http/plugin; }",
+    path: ["../../wit/http.wit"],
+    world: "lrpc:comp-http/plugin",
+});
+
+use exports::lrpc::http::plugin::{Action, Guest, Head, Header, Response};
+
+struct Stamp;
+
+impl Guest for Stamp {
+    fn handle(mut head: Head, _body: Vec<u8>) -> Action {
+        match head.path.as_str() {
+            "/trap" => core::arch::wasm32::unreachable(),
+            "/spin" => spin(),
+            p if p == "/deny" || p.starts_with("/deny/") => {
+                return Action::Respond(Response {
+                    status: 403,
+                    headers: vec![Header {
+                        name: "content-type".into(),
+                        value: "text/plain".into(),
+                    }],
+                    body: b"stamp: denied\n".to_vec(),
+                });
+            }
+            _ => {}
+        }
+        head.path = format!("/stamped{}", head.path);
+        head.headers.push(Header {
+            name: "x-stamp".into(),
+            value: "component".into(),
+        });
+        Action::Continue(head)
+    }
+}
+
+/// Computes until the host stops it.
+fn spin() -> ! {
+    let mut x = 1u64;
+    loop {
+        x = core::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+    }
+}
+
+export!(Stamp);
