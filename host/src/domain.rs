@@ -14,9 +14,10 @@
 
 use crate::astack::{MemoryRange, ReplicaWindows};
 use crate::binding::{Binding, ClientSlot};
-use crate::error::{Error, Fault};
+use crate::error::{Error, Fault, Interrupt};
 use crate::kernel::KernelInner;
 use crate::linkage::{self, ReplicaKey};
+use crate::sync::{lock, wait_lock};
 use lrpc_lock::{Guard, TryLock};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -26,10 +27,6 @@ use wasmtime::{
     AsContextMut, Instance, Memory, Module, Store, StoreContextMut, StoreLimits,
     StoreLimitsBuilder, TypedFunc, UpdateDeadline, WasmParams, WasmResults,
 };
-
-// The component domains (`component/`) take these helpers through here.
-pub(crate) use crate::error::Interrupt;
-pub(crate) use crate::sync::{lock, wait_lock};
 
 /// How long setup operations (export, export lookup) wait for a busy replica.
 pub(crate) const SETUP_WAIT: Duration = Duration::from_secs(30);

@@ -75,9 +75,11 @@ mod wasi;
 
 pub use wasi::{CapturedOutput, Preopen, Stdio, WasiGrants};
 
-use crate::domain::{Interrupt, SETUP_WAIT, lock, wait_lock};
+use crate::domain::SETUP_WAIT;
+use crate::error::Interrupt;
 use crate::error::{Error, Fault, boxed};
 use crate::kernel::{Kernel, KernelInner};
+use crate::sync::{lock, wait_lock};
 use lrpc_abi::Status;
 use lrpc_lock::TryLock;
 use std::collections::HashMap;

@@ -58,7 +58,7 @@ pub(crate) struct Captured(Arc<Mutex<Option<MemoryOutputPipe>>>);
 
 impl Captured {
     pub(crate) fn contents(&self) -> Vec<u8> {
-        crate::domain::lock(&self.0)
+        crate::sync::lock(&self.0)
             .as_ref()
             .map(|p| p.contents().to_vec())
             .unwrap_or_default()
@@ -123,7 +123,7 @@ impl WasiGrants {
             }
             Stdio::Capture => {
                 let pipe = MemoryOutputPipe::new(CAPTURE_LIMIT);
-                *crate::domain::lock(&output.stdout.0) = Some(pipe.clone());
+                *crate::sync::lock(&output.stdout.0) = Some(pipe.clone());
                 b.stdout(pipe);
             }
         }
@@ -136,7 +136,7 @@ impl WasiGrants {
             }
             Stdio::Capture => {
                 let pipe = MemoryOutputPipe::new(CAPTURE_LIMIT);
-                *crate::domain::lock(&output.stderr.0) = Some(pipe.clone());
+                *crate::sync::lock(&output.stderr.0) = Some(pipe.clone());
                 b.stderr(pipe);
             }
         }
