@@ -14,16 +14,22 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Locks `m`, polling with back-off for at most `wait`. A `Store` lock is held for the whole
 /// of a call, which may legitimately be long; a cycle of calls across threads (T1: A→B while
 /// T2: B→A) would deadlock a blocking lock, so waiting is bounded by the caller's deadline.
+#[inline]
 pub(crate) fn wait_lock<T>(m: &TryLock<T>, wait: Duration) -> Option<Guard<'_, T>> {
+    // The common case, a free lock, reads no clock.
+    match m.try_lock() {
+        Some(g) => Some(g),
+        None => wait_lock_contended(m, wait),
+    }
+}
+
+/// The waiting half of [`wait_lock`]: the lock was held when first tried.
+#[cold]
+#[inline(never)]
+fn wait_lock_contended<T>(m: &TryLock<T>, wait: Duration) -> Option<Guard<'_, T>> {
     let start = Instant::now();
     let mut spins = 0u32;
     loop {
-        if let Some(g) = m.try_lock() {
-            return Some(g);
-        }
-        if start.elapsed() >= wait {
-            return None;
-        }
         spins += 1;
         if spins < 64 {
             std::hint::spin_loop();
@@ -31,6 +37,12 @@ pub(crate) fn wait_lock<T>(m: &TryLock<T>, wait: Duration) -> Option<Guard<'_, T
             std::thread::yield_now();
         } else {
             std::thread::sleep(Duration::from_micros(50));
+        }
+        if let Some(g) = m.try_lock() {
+            return Some(g);
+        }
+        if start.elapsed() >= wait {
+            return None;
         }
     }
 }

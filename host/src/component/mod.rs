@@ -426,8 +426,8 @@ impl Shared {
     ///
     /// This is the whole kernel side of a call between component domains, so its common
     /// case is kept short: one look at each of the two flags that refuse a call, the Store
-    /// taken with one compare-exchange (the clock is read only when it is held by another
-    /// call and the wait is bounded), and every refusal built out of line.
+    /// taken with one compare-exchange (`wait_lock` reads the clock only when another call
+    /// holds it), and every refusal built out of line.
     #[inline]
     fn enter<T>(
         &self,
@@ -439,10 +439,7 @@ impl Shared {
         {
             return Err(e);
         }
-        let mut guard = match self.live.try_lock() {
-            Some(g) => g,
-            None => wait_lock(&self.live, self.deadline).ok_or(Error::Busy)?,
-        };
+        let mut guard = wait_lock(&self.live, self.deadline).ok_or(Error::Busy)?;
         let Some(live) = guard.as_mut() else {
             return Err(self.gone());
         };
