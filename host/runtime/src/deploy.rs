@@ -455,9 +455,7 @@ pub struct Plugin {
     kernel: Kernel,
     current: Mutex<Arc<PluginInstance>>,
     generation: AtomicU64,
-    restarting: AtomicBool,
-    /// Consecutive restarts without a quiet period, for the backoff.
-    streak: Mutex<(u32, Instant)>,
+    restarts: Restarts,
     /// Serializes reloads and restarts.
     swap: Mutex<()>,
     metrics: Arc<Metrics>,
@@ -482,6 +480,118 @@ pub(crate) fn next_backoff(streak: &Mutex<(u32, Instant)>) -> Duration {
     wait
 }
 
+/// A domain the runtime restarts fresh when it dies (an HTTP plugin, a `wasi:http` handler):
+/// what differs between kinds is how a fresh generation is made ([`renew`](Self::renew));
+/// the backoff, the one restart thread per death and its log and count are [`died`].
+pub(crate) trait Supervised: Send + Sync + 'static {
+    /// What the log calls it.
+    const KIND: &'static str;
+    /// The domain's name.
+    fn name(&self) -> &str;
+    /// The generation running now.
+    fn generation(&self) -> u64;
+    /// Whether a restart is scheduled or running, and the recent restarts.
+    fn restarts(&self) -> &Restarts;
+    /// Where restarts are counted.
+    fn metrics(&self) -> &Metrics;
+    /// Replaces generation `dead` with a fresh one (`dead + 1`), unless a reload replaced it
+    /// meanwhile. Runs on the restart thread, after the backoff.
+    fn renew(&self, dead: u64) -> Result<(), DeployError>;
+}
+
+/// The restart state of a [`Supervised`] domain.
+pub(crate) struct Restarts {
+    /// A restart is scheduled or running.
+    restarting: AtomicBool,
+    /// Consecutive restarts without a quiet period, for the backoff.
+    streak: Mutex<(u32, Instant)>,
+}
+
+impl Restarts {
+    pub(crate) fn new() -> Restarts {
+        Restarts {
+            restarting: AtomicBool::new(false),
+            streak: Mutex::new((0, Instant::now())),
+        }
+    }
+
+    /// Whether a restart is scheduled or running.
+    pub(crate) fn pending(&self) -> bool {
+        self.restarting.load(Ordering::Acquire)
+    }
+}
+
+/// Reports that generation `generation` of `d` died (trapped, ran past its deadline, was
+/// terminated). The first report of the current generation schedules a restart with backoff
+/// on a thread of its own; later reports, and reports of older generations, do nothing.
+pub(crate) fn died<D: Supervised>(d: &Arc<D>, generation: u64) {
+    let r = d.restarts();
+    if d.generation() != generation || r.restarting.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let wait = next_backoff(&r.streak);
+    let me = d.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("restart-{}", d.name()))
+        .spawn(move || restart(&*me, generation, wait));
+    if let Err(e) = spawned {
+        tracing::error!(plugin = d.name(), "can not start a restart thread: {e}");
+        r.restarting.store(false, Ordering::Release);
+    }
+}
+
+/// The restart thread: waits out the backoff, renews the domain, logs and counts it.
+fn restart<D: Supervised>(d: &D, dead: u64, wait: Duration) {
+    std::thread::sleep(wait);
+    let result = d.renew(dead);
+    let r = d.restarts();
+    lock(&r.streak).1 = Instant::now();
+    r.restarting.store(false, Ordering::Release);
+    match result {
+        Ok(()) => {
+            d.metrics().restart(d.name());
+            tracing::warn!(
+                plugin = d.name(),
+                generation = dead + 1,
+                waited_ms = wait.as_millis() as u64,
+                "{} restarted fresh after a fault",
+                D::KIND
+            );
+        }
+        // The next request that finds the domain dead schedules another attempt, with a
+        // longer wait.
+        Err(e) => tracing::error!(plugin = d.name(), "restart failed: {e}"),
+    }
+}
+
+impl Supervised for Plugin {
+    const KIND: &'static str = "plugin";
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+    fn restarts(&self) -> &Restarts {
+        &self.restarts
+    }
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+    fn renew(&self, dead: u64) -> Result<(), DeployError> {
+        let _g = lock(&self.swap);
+        if self.generation.load(Ordering::Acquire) != dead {
+            // A reload replaced it meanwhile.
+            return Ok(());
+        }
+        let wasm = read(&self.spec.source)?;
+        let next = instantiate(&self.kernel, &self.spec, &self.bind, &wasm, dead + 1)?;
+        self.generation.store(dead + 1, Ordering::Release);
+        *lock(&self.current) = Arc::new(next);
+        Ok(())
+    }
+}
+
 impl Plugin {
     fn start(
         kernel: &Kernel,
@@ -499,8 +609,7 @@ impl Plugin {
             kernel: kernel.clone(),
             current: Mutex::new(Arc::new(first)),
             generation: AtomicU64::new(1),
-            restarting: AtomicBool::new(false),
-            streak: Mutex::new((0, Instant::now())),
+            restarts: Restarts::new(),
             swap: Mutex::new(()),
             metrics,
         }))
@@ -508,7 +617,7 @@ impl Plugin {
 
     /// Whether a restart is scheduled or under way.
     pub fn restarting(&self) -> bool {
-        self.restarting.load(Ordering::Acquire)
+        self.restarts.pending()
     }
 
     /// The generation requests should use now.
@@ -539,58 +648,9 @@ impl Plugin {
     }
 
     /// Reports that generation `generation` died (trapped, ran past its deadline, was
-    /// terminated). The first report of a generation schedules a restart with backoff on a
-    /// thread of its own.
+    /// terminated): see [`died`].
     pub fn died(self: &Arc<Self>, generation: u64) {
-        if self.generation.load(Ordering::Acquire) != generation
-            || self.restarting.swap(true, Ordering::AcqRel)
-        {
-            return;
-        }
-        let wait = next_backoff(&self.streak);
-        let me = self.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("restart-{}", self.name))
-            .spawn(move || me.restart(generation, wait));
-        if let Err(e) = spawned {
-            tracing::error!(plugin = self.name, "can not start a restart thread: {e}");
-            self.restarting.store(false, Ordering::Release);
-        }
-    }
-
-    fn restart(&self, dead: u64, wait: Duration) {
-        std::thread::sleep(wait);
-        let result = {
-            let _g = lock(&self.swap);
-            if self.generation.load(Ordering::Acquire) != dead {
-                // A reload replaced it meanwhile.
-                Ok(())
-            } else {
-                read(&self.spec.source).and_then(|wasm| {
-                    let g = dead + 1;
-                    let next = instantiate(&self.kernel, &self.spec, &self.bind, &wasm, g)?;
-                    self.generation.store(g, Ordering::Release);
-                    *lock(&self.current) = Arc::new(next);
-                    Ok(())
-                })
-            }
-        };
-        lock(&self.streak).1 = Instant::now();
-        self.restarting.store(false, Ordering::Release);
-        match result {
-            Ok(()) => {
-                self.metrics.restart(&self.name);
-                tracing::warn!(
-                    plugin = self.name,
-                    generation = dead + 1,
-                    waited_ms = wait.as_millis() as u64,
-                    "plugin restarted fresh after a fault"
-                );
-            }
-            // The next request that finds the plugin dead schedules another attempt, with a
-            // longer wait.
-            Err(e) => tracing::error!(plugin = self.name, "restart failed: {e}"),
-        }
+        died(self, generation);
     }
 
     /// Bytes of linear memory of the current generation (its first replica), for a core

@@ -22,7 +22,7 @@
 //! requests are answered 503. A guest that answers nothing, or an `error-code`, answers 502.
 
 use crate::config::{DomainSpec, Source};
-use crate::deploy::{DeployError, lock, next_backoff, read};
+use crate::deploy::{DeployError, Restarts, Supervised, died, lock, read};
 use crate::edge::{Answer, Incoming};
 use crate::metrics::Metrics;
 use axum::body::Bytes;
@@ -144,10 +144,34 @@ pub struct HttpHandler {
     generation: AtomicU64,
     /// The current generation died and no fresh one has replaced it yet.
     down: AtomicBool,
-    restarting: AtomicBool,
-    streak: Mutex<(u32, Instant)>,
+    restarts: Restarts,
+    /// Serializes reloads and restarts.
     swap: Mutex<()>,
     metrics: Arc<Metrics>,
+}
+
+impl Supervised for HttpHandler {
+    const KIND: &'static str = "wasi:http handler";
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+    fn restarts(&self) -> &Restarts {
+        &self.restarts
+    }
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+    fn renew(&self, dead: u64) -> Result<(), DeployError> {
+        let _g = lock(&self.swap);
+        if self.generation.load(Ordering::Acquire) != dead {
+            // A reload replaced it meanwhile.
+            return Ok(());
+        }
+        self.replace().map(|_| ())
+    }
 }
 
 impl HttpHandler {
@@ -176,8 +200,7 @@ impl HttpHandler {
             current: Mutex::new(Arc::new(Generation { pre, generation: 1 })),
             generation: AtomicU64::new(1),
             down: AtomicBool::new(false),
-            restarting: AtomicBool::new(false),
-            streak: Mutex::new((0, Instant::now())),
+            restarts: Restarts::new(),
             swap: Mutex::new(()),
             metrics,
         }))
@@ -224,53 +247,14 @@ impl HttpHandler {
         Ok(generation)
     }
 
-    /// Reports that generation `generation` died; the first report schedules a restart
-    /// with backoff.
+    /// Reports that generation `generation` died: the handler is down until a fresh
+    /// generation replaces it, and the first report schedules a restart (see
+    /// [`died`](crate::deploy::died)).
     pub fn died(self: &Arc<Self>, generation: u64) {
-        if self.generation.load(Ordering::Acquire) != generation {
-            return;
+        if self.generation.load(Ordering::Acquire) == generation {
+            self.down.store(true, Ordering::Release);
         }
-        self.down.store(true, Ordering::Release);
-        if self.restarting.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let wait = next_backoff(&self.streak);
-        let me = self.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("restart-{}", self.name))
-            .spawn(move || me.restart(generation, wait));
-        if let Err(e) = spawned {
-            tracing::error!(plugin = self.name, "can not start a restart thread: {e}");
-            self.restarting.store(false, Ordering::Release);
-        }
-    }
-
-    fn restart(&self, dead: u64, wait: Duration) {
-        std::thread::sleep(wait);
-        let result = {
-            let _g = lock(&self.swap);
-            if self.generation.load(Ordering::Acquire) == dead {
-                self.replace().map(|_| ())
-            } else {
-                // A reload replaced it meanwhile.
-                Ok(())
-            }
-        };
-        lock(&self.streak).1 = Instant::now();
-        self.restarting.store(false, Ordering::Release);
-        match result {
-            Ok(()) => {
-                self.metrics.restart(&self.name);
-                tracing::warn!(
-                    plugin = self.name,
-                    generation = dead + 1,
-                    waited_ms = wait.as_millis() as u64,
-                    "wasi:http handler restarted fresh after a fault"
-                );
-            }
-            // The next request that finds the handler down schedules another attempt.
-            Err(e) => tracing::error!(plugin = self.name, "restart failed: {e}"),
-        }
+        died(self, generation);
     }
 
     /// A fresh instance of the current generation, in a fresh Store.
