@@ -282,23 +282,33 @@ fn a_wasi_http_component_ends_a_chain() {
         "hello anonymous at POST /big\n".len() + big.len()
     );
     assert!(r.body.ends_with(&big));
-    // A trap answers 502 naming it; it comes back fresh.
-    let r = s.get("/direct/trap", &[]);
-    assert_eq!(r.status, 502);
-    assert_eq!(r.text(), "plugin hello trapped\n");
-    assert!(eventually(|| s.get("/direct/ok", &[]).status == 200));
-    // Past its deadline: 504, and back again.
-    let r = s.get("/direct/spin", &[]);
-    assert_eq!(r.status, 504);
-    assert_eq!(r.text(), "plugin hello ran past its deadline\n");
-    assert!(eventually(|| s.get("/api/v1/ok", &[ALICE]).status == 200));
+    // A trap answers 502 naming it, a deadline 504; it comes back fresh after each.
+    fails_and_is_restarted(&s, "/direct", "hello", ("/api/v1/ok", &[ALICE]));
+    assert!(s.metric("lrpc_plugin_calls_total{domain=\"hello\"}") >= 6.0);
+}
+
+/// `domain`, behind `route` (whose `/trap` and `/spin` make it trap and run past its
+/// deadline, and whose `/ok` answers), answers 502 and 504 naming itself and is restarted
+/// fresh after each (`again` succeeds once it is back after the deadline); `/metrics` counts
+/// both failures and both restarts.
+fn fails_and_is_restarted(s: &Server, route: &str, domain: &str, again: (&str, &[(&str, &str)])) {
+    let r = s.get(&format!("{route}/trap"), &[]);
+    let trapped = format!("plugin {domain} trapped\n");
+    assert_eq!((r.status, r.text().as_str()), (502, trapped.as_str()));
+    assert!(eventually(
+        || s.get(&format!("{route}/ok"), &[]).status == 200
+    ));
+    let r = s.get(&format!("{route}/spin"), &[]);
+    let late = format!("plugin {domain} ran past its deadline\n");
+    assert_eq!((r.status, r.text().as_str()), (504, late.as_str()));
+    assert!(eventually(|| s.get(again.0, again.1).status == 200));
     let m = s.get("/metrics", &[]).text();
     for kind in ["trap", "deadline"] {
-        let series = format!("lrpc_plugin_failures_total{{domain=\"hello\",kind=\"{kind}\"}}");
+        let series = format!("lrpc_plugin_failures_total{{domain=\"{domain}\",kind=\"{kind}\"}}");
         assert!(metric_value(&m, &series) >= 1.0, "{series}");
     }
-    assert!(metric_value(&m, "lrpc_domain_restarts_total{domain=\"hello\"}") >= 2.0);
-    assert!(metric_value(&m, "lrpc_plugin_calls_total{domain=\"hello\"}") >= 6.0);
+    let restarts = format!("lrpc_domain_restarts_total{{domain=\"{domain}\"}}");
+    assert!(metric_value(&m, &restarts) >= 2.0, "{restarts}");
 }
 
 /// A chain mixes plugins of both kinds: a component domain serving `lrpc:http/plugin`
@@ -336,24 +346,7 @@ fn a_chain_mixes_core_and_component_plugins() {
     let r = s.get("/stamp/ok", &[]);
     assert_eq!(r.text(), "hello anonymous at GET /stamped/ok\n");
     // Failures: 502 and 504 naming it, then a fresh instance.
-    let r = s.get("/stamp/trap", &[]);
-    assert_eq!(
-        (r.status, r.text().as_str()),
-        (502, "plugin stamp trapped\n")
-    );
-    assert!(eventually(|| s.get("/stamp/ok", &[]).status == 200));
-    let r = s.get("/stamp/spin", &[]);
-    assert_eq!(
-        (r.status, r.text().as_str()),
-        (504, "plugin stamp ran past its deadline\n")
-    );
-    assert!(eventually(|| s.get("/mixed/x", &[ALICE]).status == 200));
-    let m = s.get("/metrics", &[]).text();
-    for kind in ["trap", "deadline"] {
-        let series = format!("lrpc_plugin_failures_total{{domain=\"stamp\",kind=\"{kind}\"}}");
-        assert!(metric_value(&m, &series) >= 1.0, "{series}");
-    }
-    assert!(metric_value(&m, "lrpc_domain_restarts_total{domain=\"stamp\"}") >= 2.0);
+    fails_and_is_restarted(&s, "/stamp", "stamp", ("/mixed/x", &[ALICE]));
 }
 
 /// A `wasi:http` handler from a file is reloaded when the file is replaced and through the
