@@ -511,69 +511,23 @@ pub fn invoke<R>(
     dec: impl FnOnce(&mut Reader<'_>) -> Result<R, DecodeError>,
 ) -> Result<R, CallError> {
     let (astack, cap) = b.take(proc)?;
-    if bounded {
-        let r = invoke_bounded(b, proc, astack, cap as usize, out_bound, enc, dec);
-        b.put(proc, astack);
-        return r;
-    }
     let mut used = Used::default();
-    let r = invoke_on(b, proc, astack, cap as usize, size, &mut used, enc, dec);
+    let r = invoke_on(
+        b,
+        proc,
+        astack,
+        cap as usize,
+        bounded,
+        size,
+        out_bound,
+        &mut used,
+        enc,
+        dec,
+    );
     if b.clear_residue {
         clear(astack as usize, &used);
     }
     b.put(proc, astack);
-    r
-}
-
-/// The client half of a call whose arguments and results have fixed sizes (at most the
-/// A-stack's): encoded straight onto the A-stack, no header, no out-of-band segment; what
-/// may hold residue afterwards is the arguments written and the results' bound.
-#[inline]
-fn invoke_bounded<R>(
-    b: &Binding,
-    proc: u32,
-    astack: u32,
-    cap: usize,
-    out_bound: usize,
-    enc: impl FnOnce(&mut Writer),
-    dec: impl FnOnce(&mut Reader<'_>) -> Result<R, DecodeError>,
-) -> Result<R, CallError> {
-    let base = astack as usize;
-    // SAFETY: the kernel gave this domain the A-stack `[base, base + cap)`.
-    let mut w = unsafe { Writer::new(base as *mut u8, cap) };
-    enc(&mut w);
-    let written = w.len();
-    let r = if !w.fits() {
-        Err(CallError::ResourceExhausted)
-    } else {
-        if written != 0 {
-            count(|c| c.in_copies += 1);
-        }
-        match dispatch(b, proc, astack, cap, true) {
-            0 => {
-                if out_bound > 0 {
-                    count(|c| c.out_copies += 1);
-                }
-                // Only the result's bound is read back (nothing for a procedure without one).
-                let n = out_bound.min(cap);
-                if n == 0 {
-                    dec(&mut Reader::new(&[]))
-                } else {
-                    // SAFETY: as above; `n <= cap`.
-                    unsafe { with_copy(base as *const u8, n, |buf| dec(&mut Reader::new(buf))) }
-                }
-                .map_err(|_| CallError::BadReply)
-            }
-            code => Err(CallError::from_code(code)),
-        }
-    };
-    if b.clear_residue {
-        let n = written.max(out_bound).min(cap);
-        if n != 0 {
-            zero(base, n);
-        }
-        count(|c| c.clears += 1);
-    }
     r
 }
 
@@ -617,13 +571,40 @@ fn invoke_on<R>(
     proc: u32,
     astack: u32,
     cap: usize,
+    bounded: bool,
     size: usize,
+    out_bound: usize,
     used: &mut Used,
     enc: impl FnOnce(&mut Writer),
     dec: impl FnOnce(&mut Reader<'_>) -> Result<R, DecodeError>,
 ) -> Result<R, CallError> {
-    let bad_reply = |_: DecodeError| CallError::BadReply;
+    let bad_reply = |_| CallError::BadReply;
     let base = astack as usize;
+    if bounded {
+        // SAFETY: the kernel gave this domain the A-stack `[base, base + cap)`.
+        let mut w = unsafe { Writer::new(base as *mut u8, cap) };
+        enc(&mut w);
+        // What may hold residue afterwards: the arguments written and the results' bound.
+        used.astack = w.len().max(out_bound).min(cap);
+        if !w.fits() {
+            return Err(CallError::ResourceExhausted);
+        }
+        if !w.is_empty() {
+            count(|c| c.in_copies += 1);
+        }
+        check(dispatch(b, proc, astack, cap, true))?;
+        if out_bound > 0 {
+            count(|c| c.out_copies += 1);
+        }
+        // Only the result's bound is read back (nothing at all for a procedure without one).
+        let n = out_bound.min(cap);
+        if n == 0 {
+            return dec(&mut Reader::new(&[])).map_err(bad_reply);
+        }
+        // SAFETY: as above; `n <= cap`.
+        return unsafe { with_copy(base as *const u8, n, |buf| dec(&mut Reader::new(buf))) }
+            .map_err(bad_reply);
+    }
     let inline_cap = cap.saturating_sub(header::LEN);
     let (dst, room, flags) = if size <= inline_cap {
         (base + header::LEN, inline_cap, 0)
