@@ -98,19 +98,38 @@ impl ProcStacks {
     }
 }
 
+/// Where A-stack `astack` of procedure `proc` (both as a guest passed them) lies:
+/// `(procedure, extent, index in the extent)`, or the refusal.
+#[inline]
+fn find(procs: &[ProcStacks], proc: i32, astack: i32) -> Result<(usize, usize, u32), Status> {
+    let p = usize::try_from(proc)
+        .ok()
+        .filter(|&p| p < procs.len())
+        .ok_or(Status::BadProcedure)?;
+    let (e, index) = procs[p].locate(astack as u32).ok_or(Status::BadAStack)?;
+    Ok((p, e, index))
+}
+
 /// The extent holding A-stack `astack` of procedure `proc` (both as a guest passed them)
 /// and the A-stack's index in it, or the refusal.
+#[inline]
+pub(crate) fn astack(
+    procs: &[ProcStacks],
+    proc: i32,
+    astack: i32,
+) -> Result<(&Extent, u32), Status> {
+    let (p, e, index) = find(procs, proc, astack)?;
+    Ok((&procs[p].extents[e], index))
+}
+
+/// [`astack`], for changing the extent.
 pub(crate) fn astack_mut(
     procs: &mut [ProcStacks],
     proc: i32,
     astack: i32,
 ) -> Result<(&mut Extent, u32), Status> {
-    let ps = usize::try_from(proc)
-        .ok()
-        .and_then(|p| procs.get_mut(p))
-        .ok_or(Status::BadProcedure)?;
-    let (ei, index) = ps.locate(astack as u32).ok_or(Status::BadAStack)?;
-    Ok((&mut ps.extents[ei], index))
+    let (p, e, index) = find(procs, proc, astack)?;
+    Ok((&mut procs[p].extents[e], index))
 }
 
 /// The multiplier that divides a 32-bit offset by `size` (≥ 2): `(off · m) >> 64 = off / size`

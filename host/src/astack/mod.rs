@@ -18,7 +18,8 @@ pub(crate) mod window;
 
 pub(crate) use alloc::{WindowAlloc, grown_offset};
 pub(crate) use extent::{
-    Extent, MAX_EXTENTS, OobView, Placement, ProcStacks, astack_mut, idle, layout, reciprocal,
+    Extent, MAX_EXTENTS, OobView, Placement, ProcStacks, astack, astack_mut, idle, layout,
+    reciprocal,
 };
 pub(crate) use map::{MemoryRange, Segment, page_round};
 pub(crate) use place::{DirectWindow, Mappings, OobKey, UNMAPPED};

@@ -8,13 +8,14 @@
 //! server that faults is terminated and the client gets a call-failed status.
 
 use super::{HostResult, flush_own, live_binding};
+use crate::astack;
 use crate::binding::{Binding, ClientBinding};
 use crate::clerk::Detour;
 use crate::domain::DomainData;
 use crate::error::{Fault, Interrupt};
 use crate::linkage::{self, BusyFlag, Pinned, ReplicaKey};
 use crate::sync::{lock, wait_lock};
-use lrpc_abi::{Status, handle};
+use lrpc_abi::Status;
 use lrpc_lock::Guard;
 use std::sync::atomic::Ordering;
 use wasmtime::{AsContextMut, Caller};
@@ -28,8 +29,7 @@ struct Prepared {
     binding: Pinned,
     busy: BusyFlag,
     client_astack: u32,
-    /// The extent, and the A-stack's index within it.
-    extent: usize,
+    /// The A-stack's index within its extent.
     local: u32,
     /// Index of the A-stack among the procedure's A-stacks (across extents).
     index: u32,
@@ -41,13 +41,7 @@ struct Prepared {
 #[inline]
 fn prepare(data: &DomainData, raw: u64, proc: i32, astack: i32) -> Result<Prepared, Status> {
     let cb = live_binding(data, raw)?;
-    // A negative `proc` becomes an index past every procedure.
-    let ps = cb
-        .procs
-        .get(proc as u32 as usize)
-        .ok_or(Status::BadProcedure)?;
-    let (extent, local) = ps.locate(astack as u32).ok_or(Status::BadAStack)?;
-    let e = &ps.extents[extent];
+    let (e, local) = astack::astack(&cb.procs, proc, astack)?;
     let busy = e.busy.get(local as usize).ok_or(Status::BadAStack)?;
     if busy.replace(true) {
         return Err(Status::AStackBusy);
@@ -56,7 +50,6 @@ fn prepare(data: &DomainData, raw: u64, proc: i32, astack: i32) -> Result<Prepar
         binding: Pinned::new(&cb.binding),
         busy: BusyFlag::new(busy),
         client_astack: astack as u32,
-        extent,
         local,
         index: e.first + local,
         size: e.size,
@@ -87,9 +80,9 @@ fn args_in(e: &crate::astack::Extent, local: u32, r: usize, borrow: i32) -> Entr
     )
 }
 
-/// The server entry's arguments for this call in replica `r` (see `args_in`). Read from the
-/// client's slot, which no guest code has run against since `prepare` marked the A-stack
-/// busy (so it is there; if it were not, the call is refused rather than sent anywhere).
+/// The server entry's arguments for this call in replica `r` (see `args_in`), looked up again
+/// in the client's live binding (if it is gone, the call is refused rather than sent
+/// anywhere).
 fn entry_args(
     data: &DomainData,
     raw: u64,
@@ -100,15 +93,22 @@ fn entry_args(
     if r == 0 {
         return Ok(p.first);
     }
-    let (_, slot, _) = handle::unpack(raw);
-    let e = data
-        .bindings
-        .get(usize::from(slot))
-        .and_then(|s| s.live.as_ref())
-        .and_then(|cb| cb.procs.get(proc as usize))
-        .and_then(|ps| ps.extents.get(p.extent));
-    let e = e.ok_or(Status::StaleBinding)?;
-    Ok(args_in(e, p.local, r, borrow_mask(p.binding.get(), proc)))
+    other_replica_args(data, raw, proc, p, r)
+}
+
+/// [`entry_args`] for a replica other than the first (out of the common path).
+#[cold]
+#[inline(never)]
+fn other_replica_args(
+    data: &DomainData,
+    raw: u64,
+    proc: u32,
+    p: &Prepared,
+    r: usize,
+) -> Result<EntryArgs, Status> {
+    let cb = live_binding(data, raw)?;
+    let (e, _) = astack::astack(&cb.procs, proc as i32, p.client_astack as i32)?;
+    Ok(args_in(e, p.local, r, borrow_mask(&cb.binding, proc)))
 }
 
 /// A server entry's arguments (see `args_in`).
