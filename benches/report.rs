@@ -1114,7 +1114,7 @@ fn why(ratio: &str) -> &'static str {
         "isolated_null_over_cross_store" => {
             "the kernel's handle, procedure and A-stack checks, linkage record, replica lock \
              and deadline, and the client stub's A-stack queue, still cost more than the bare \
-             crossing (callgrind: 791 instructions per isolated Null against 357 for the \
+             crossing (callgrind: 799 instructions per isolated Null against 357 for the \
              crossing: about 345 in the kernel's import, 90 in the client stub, 30 in the \
              server's entry stub); the time ratio is higher than the instruction ratio (the \
              replica lock's atomic exchange, more memory touched)."
