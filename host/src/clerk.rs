@@ -66,6 +66,9 @@ pub(crate) enum Detour {
     /// The component domain behind the export, when `server` is its core face (a mixed
     /// pair: the kernel translates each call, see `component::mixed`).
     Component(crate::component::mixed::Target),
+    /// A server on another machine (see `remote`): the kernel hands each call to the
+    /// transport on the calling thread.
+    Remote(Arc<dyn crate::remote::RemoteTarget>),
 }
 
 /// The registry.
@@ -138,7 +141,7 @@ impl Clerk {
                 Mailbox::start(name, server, entries[0].to_vec()).map_err(Error::Thread)?,
             )),
         };
-        let entry = Arc::new(ExportEntry {
+        self.insert(Arc::new(ExportEntry {
             name: name.to_string(),
             plan,
             server: server.clone(),
@@ -146,13 +149,20 @@ impl Clerk {
             deadline,
             presentation,
             detour,
-        });
+        }))
+    }
+
+    /// Registers an export under its name, in its server's book so that terminating the
+    /// server withdraws it.
+    pub fn insert(&self, entry: Arc<ExportEntry>) -> Result<(), Error> {
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
-        if map.contains_key(name) || self.component(name).is_some() {
-            return Err(Error::NameTaken(name.to_string()));
+        if map.contains_key(&entry.name) || self.component(&entry.name).is_some() {
+            return Err(Error::NameTaken(entry.name.clone()));
         }
-        map.insert(name.to_string(), entry);
-        lock(&server.core.book).exports.push(name.to_string());
+        lock(&entry.server.core.book)
+            .exports
+            .push(entry.name.clone());
+        map.insert(entry.name.clone(), entry);
         Ok(())
     }
 

@@ -34,6 +34,7 @@ mod kernel;
 mod linkage;
 mod mailbox;
 mod quota;
+mod remote;
 mod sync;
 mod terminate;
 
@@ -56,3 +57,4 @@ pub use lrpc_presentation::{
     Trust, Ty, Wit,
 };
 pub use quota::{Quotas, Usage};
+pub use remote::RemoteTarget;

@@ -8,6 +8,7 @@ mod lifecycle;
 mod nesting;
 mod presentation;
 mod quotas;
+mod remote;
 mod stale;
 mod threads;
 mod urpc;

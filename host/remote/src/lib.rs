@@ -9,6 +9,10 @@
 //! `wit-bindgen-wrpc` can call our exports and serve our imports. Calls into the local
 //! kernel run on driver threads ([`LocalPool`]), never on the tokio reactor.
 //!
+//! A guest reaches a remote export through its ordinary client stub once the export is
+//! registered with its kernel ([`export_remote`]): the binding carries the remote bit, and
+//! the kernel forwards each call through [`Forward`].
+//!
 //! [`multi_call`] is MultiRPC: one call to N members (local, remote or mixed) with the
 //! arguments encoded once, a handler per reply in arrival order that may end the call, and
 //! an overall timeout.
@@ -26,6 +30,7 @@
 
 mod client;
 mod error;
+mod forward;
 mod local;
 mod multi;
 pub mod node;
@@ -34,6 +39,7 @@ pub mod wire;
 
 pub use client::{Endpoint, RemoteBinding, RemoteOptions, encode_args};
 pub use error::{RemoteError, ServeError};
+pub use forward::{Forward, export_remote};
 pub use local::{LocalExport, LocalPool};
 pub use multi::{Member, MultiOutcome, multi_call};
 pub use server::{RemoteServer, ServeOptions};

@@ -215,6 +215,25 @@ pub fn to_wire(plan: &InterfacePlan, tys: &[&Ty], src: &[u8]) -> Result<BytesMut
     }
 }
 
+/// Translates A-stack encoded values of types `tys` at the start of `src` into the wire
+/// encoding, ignoring the bytes after them: the A-stack of a procedure of bounded size holds
+/// its largest encoding, and a smaller value leaves bytes unused.
+pub fn to_wire_prefix(
+    plan: &InterfacePlan,
+    tys: &[&Ty],
+    src: &[u8],
+) -> Result<BytesMut, CodecError> {
+    let mut s = Src { bytes: src, at: 0 };
+    let mut dst = BytesMut::with_capacity(src.len() + 8);
+    for t in tys {
+        p2w(plan, t, &mut s, &mut dst).map_err(|e| match e {
+            CodecError::Incomplete => CodecError::Malformed("the encoding ends early"),
+            e => e,
+        })?;
+    }
+    Ok(dst)
+}
+
 fn w2p(
     plan: &InterfacePlan,
     ty: &Ty,

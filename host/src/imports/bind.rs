@@ -72,9 +72,13 @@ fn bind_inner(
     let combination =
         lrpc_presentation::combine(&export.plan, &client_presentation, &export.presentation)
             .map_err(|_| Status::InterfaceMismatch)?;
-    // A component server has no module to link into the client: always the isolated path.
+    // A component or remote server has no module to link into the client: always the
+    // isolated path.
     let direct = combination.transport == lrpc_presentation::Transport::Direct
-        && !matches!(export.detour, Some(crate::clerk::Detour::Component(_)));
+        && !matches!(
+            export.detour,
+            Some(crate::clerk::Detour::Component(_) | crate::clerk::Detour::Remote(_))
+        );
     let mut flags = if combination.clear_residue {
         desc::FLAG_CLEAR_RESIDUE
     } else {

@@ -211,6 +211,7 @@ fn transfer(
         return match d {
             Detour::Mailbox(mailbox) => transfer_message(caller, raw, p, proc, deadline, mailbox),
             Detour::Component(target) => to_component(caller, client_key, p, proc, target),
+            Detour::Remote(target) => to_remote(caller, client_key, p, proc, &**target),
         };
     }
     // A free replica, starting from this thread's own so that threads do not contend for
@@ -256,6 +257,24 @@ fn to_component(
         index: p.index,
     };
     super::mixed::to_component(caller, client_key, p.binding, target, &a)
+}
+
+/// A call whose server is on another machine (see `remote`).
+#[cold]
+fn to_remote(
+    caller: &mut Caller<'_, DomainData>,
+    client_key: ReplicaKey,
+    p: &Prepared,
+    proc: u32,
+    target: &dyn crate::remote::RemoteTarget,
+) -> Status {
+    let a = super::mixed::AStack {
+        at: p.client_astack,
+        cap: p.size,
+        proc,
+        index: p.index,
+    };
+    super::mixed::to_remote(caller, client_key, p.binding, target, &a)
 }
 
 /// A server's fault during a call: the server is terminated, the client gets the status.

@@ -1,17 +1,22 @@
-//! `lrpc.call` on a binding whose server is a component domain (a mixed pair, see
-//! `component::mixed`): the kernel is the server's entry stub. It reads the request off the
-//! client's A-stack (or its `in` segment), decodes it by the plan into component values —
-//! every length, tag and byte of it untrusted — calls the component's export under its
-//! deadline, and encodes the results back onto the A-stack, or into the `out` segment when
-//! they do not fit, as a core server's stub would.
+//! `lrpc.call` on a binding whose server is not a core domain: a component domain (a mixed
+//! pair, see `component::mixed`) or a server on another machine (see `remote`). The kernel
+//! is the server's entry stub: it reads the request off the client's A-stack (or its `in`
+//! segment) once. For a component server it decodes the request by the plan into component
+//! values — every length, tag and byte of it untrusted — and calls the component's export
+//! under its deadline; a remote server's transport gets the request as it is and checks it
+//! while translating it. The results go back onto the A-stack, or into the `out` segment
+//! when they do not fit, as a core server's stub would put them.
 
 use super::memory;
 use super::oob::{Side, segment_slow};
+use crate::binding::Binding;
 use crate::component::codec;
 use crate::component::mixed::Target;
 use crate::domain::DomainData;
 use crate::linkage::{self, Pinned, ReplicaKey};
+use crate::remote::RemoteTarget;
 use lrpc_abi::{Status, header};
+use lrpc_presentation::ProcPlan;
 use wasmtime::Caller;
 use wasmtime::component::Val;
 
@@ -37,36 +42,9 @@ pub(super) fn to_component(
     let Some(pp) = plan.procs.get(a.proc as usize) else {
         return Status::BadProcedure;
     };
-    let Some(mem) = memory(caller) else {
-        return Status::BadPointer;
-    };
-    let (base, cap) = (a.at as usize, a.cap as usize);
-    let read = |caller: &Caller<'_, DomainData>, at: usize, len: usize| {
-        let mut buf = vec![0; len];
-        mem.read(caller, at, &mut buf).ok().map(|()| buf)
-    };
-    // The request, as the client's stub laid it out.
-    let request = if pp.bounded {
-        read(caller, base, pp.in_bound.unwrap_or(0).min(cap))
-    } else {
-        read(caller, base, header::LEN).and_then(|h| {
-            let flags = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
-            let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
-            let (at, room) = if flags & header::OOB != 0 {
-                b.with_oob((a.proc, a.index, lrpc_abi::OOB_IN), |at| {
-                    (at.client, at.len)
-                })?
-            } else {
-                (base + header::LEN, cap.saturating_sub(header::LEN))
-            };
-            if len > room || at == crate::astack::UNMAPPED {
-                return None;
-            }
-            read(caller, at, len)
-        })
-    };
-    let Some(request) = request else {
-        return Status::ServerRejected;
+    let request = match read_request(caller, b, pp, a) {
+        Ok(r) => r,
+        Err(s) => return s,
     };
     let params: Vec<&_> = pp.params.iter().map(|(_, t)| t).collect();
     let decoded = if pp.bounded {
@@ -96,12 +74,97 @@ pub(super) fn to_component(
     {
         return Status::ServerRejected;
     }
+    write_result(caller, b, pp, a, &reply)
+}
+
+/// Serves one call of a core client on a remote export (see `remote`): the request goes to
+/// the target as the client's stub laid it out; the target's answer is checked only for
+/// fitting, as the client's stub decodes it as untrusted anyway.
+pub(super) fn to_remote(
+    caller: &mut Caller<'_, DomainData>,
+    client_key: ReplicaKey,
+    binding: Pinned,
+    target: &dyn RemoteTarget,
+    a: &AStack,
+) -> Status {
+    let b = binding.get();
+    let Some(pp) = b.export.plan.procs.get(a.proc as usize) else {
+        return Status::BadProcedure;
+    };
+    let request = match read_request(caller, b, pp, a) {
+        Ok(r) => r,
+        Err(s) => return s,
+    };
+    let server = ReplicaKey {
+        domain: b.server.core.id,
+        replica: 0,
+    };
+    // On the linkage stack like any call: terminating the client while it waits marks it,
+    // and the call unwinds the client when it returns.
+    let ran = linkage::with_record(caller, client_key, server, binding, a.proc, a.index, || {
+        target.call(a.proc as usize, &request)
+    });
+    match ran {
+        Ok(reply) => write_result(caller, b, pp, a, &reply),
+        Err(Status::Ok) => Status::ServerRejected,
+        Err(s) => s,
+    }
+}
+
+/// The request of a call, as the client's stub laid it out: the A-stack's bound for a
+/// procedure of bounded size, else the payload the header names, on the A-stack or in the
+/// binding's `in` segment. Read once: the client may change it afterwards.
+fn read_request(
+    caller: &mut Caller<'_, DomainData>,
+    b: &Binding,
+    pp: &ProcPlan,
+    a: &AStack,
+) -> Result<Vec<u8>, Status> {
+    let mem = memory(caller).ok_or(Status::BadPointer)?;
+    let (base, cap) = (a.at as usize, a.cap as usize);
+    let read = |caller: &Caller<'_, DomainData>, at: usize, len: usize| {
+        let mut buf = vec![0; len];
+        mem.read(caller, at, &mut buf).ok().map(|()| buf)
+    };
+    let request = if pp.bounded {
+        read(caller, base, pp.in_bound.unwrap_or(0).min(cap))
+    } else {
+        read(caller, base, header::LEN).and_then(|h| {
+            let flags = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+            let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
+            let (at, room) = if flags & header::OOB != 0 {
+                b.with_oob((a.proc, a.index, lrpc_abi::OOB_IN), |at| {
+                    (at.client, at.len)
+                })?
+            } else {
+                (base + header::LEN, cap.saturating_sub(header::LEN))
+            };
+            if len > room || at == crate::astack::UNMAPPED {
+                return None;
+            }
+            read(caller, at, len)
+        })
+    };
+    request.ok_or(Status::ServerRejected)
+}
+
+/// Writes a call's result where the client's stub reads it: at the A-stack's base for a
+/// procedure of bounded size, else as `write_reply` does.
+fn write_result(
+    caller: &mut Caller<'_, DomainData>,
+    b: &Binding,
+    pp: &ProcPlan,
+    a: &AStack,
+    reply: &[u8],
+) -> Status {
     let written = if pp.bounded {
-        (reply.len() <= cap)
-            .then(|| mem.write(&mut *caller, base, &reply).ok())
+        (reply.len() <= a.cap as usize)
+            .then(|| {
+                memory(caller).and_then(|mem| mem.write(&mut *caller, a.at as usize, reply).ok())
+            })
             .flatten()
     } else {
-        write_reply(caller, b, a, &reply)
+        write_reply(caller, b, a, reply)
     };
     match written {
         Some(()) => Status::Ok,
@@ -113,7 +176,7 @@ pub(super) fn to_component(
 /// binding's `out` segment for this A-stack (made or grown as the client's `oob` would).
 fn write_reply(
     caller: &mut Caller<'_, DomainData>,
-    b: &crate::binding::Binding,
+    b: &Binding,
     a: &AStack,
     reply: &[u8],
 ) -> Option<()> {

@@ -1,0 +1,80 @@
+//! Remote exports for guests: a [`RemoteBinding`] registered with a local kernel
+//! ([`lrpc::Kernel::export_remote`]), so that a guest binds to the remote interface by name
+//! and calls it through its unchanged client stub. The kernel hands each call to
+//! [`Forward`] on the guest's thread; the call goes out on the tokio runtime given, and the
+//! guest's thread waits for its result.
+
+use crate::client::{RemoteBinding, param_types};
+use crate::wire;
+use lrpc::{Domain, Kernel, RemoteTarget, Status};
+use std::sync::mpsc;
+use tokio::runtime::Handle;
+
+/// The kernel's target for calls on bindings to a remote export: translates the request
+/// from the A-stack encoding (checking it as it goes), sends it through the binding on the
+/// runtime and waits for the result.
+///
+/// The waiting thread must not be one the runtime needs to make progress: call guests off
+/// the runtime's worker threads (a thread of their own, or `spawn_blocking`), as for every
+/// call into the kernel.
+#[derive(Debug)]
+pub struct Forward {
+    binding: RemoteBinding,
+    runtime: Handle,
+}
+
+impl Forward {
+    /// Calls through `binding`, on `runtime`.
+    pub fn new(binding: RemoteBinding, runtime: Handle) -> Forward {
+        Forward { binding, runtime }
+    }
+}
+
+impl RemoteTarget for Forward {
+    fn call(&self, proc: usize, request: &[u8]) -> Result<Vec<u8>, Status> {
+        let plan = self.binding.plan();
+        let pp = plan.procs.get(proc).ok_or(Status::BadProcedure)?;
+        let tys = param_types(plan, proc).map_err(|e| e.status())?;
+        let params = if pp.bounded {
+            wire::to_wire_prefix(plan, &tys, request)
+        } else {
+            wire::to_wire(plan, &tys, request)
+        }
+        .map_err(|e| {
+            tracing::debug!(proc, "a guest's request does not translate: {e}");
+            Status::ServerRejected
+        })?
+        .freeze();
+        let (tx, rx) = mpsc::sync_channel(1);
+        let binding = self.binding.clone();
+        self.runtime.spawn(async move {
+            let _ = tx.send(binding.call_wire(proc, params).await);
+        });
+        match rx.recv() {
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(e)) => {
+                tracing::debug!(proc, endpoint = %self.binding.endpoint(), "a remote call failed: {e}");
+                Err(e.status())
+            }
+            // The runtime dropped the call: it is shutting down.
+            Err(mpsc::RecvError) => Err(Status::ServerTerminated),
+        }
+    }
+}
+
+/// Exports `binding`'s interface in `kernel` under `name`, so that guests bind to it by name
+/// (the binding carries the remote bit); calls go out on `runtime`. Terminating the returned
+/// face withdraws the export and revokes the guests' bindings.
+pub fn export_remote(
+    kernel: &Kernel,
+    name: &str,
+    binding: RemoteBinding,
+    runtime: Handle,
+) -> Result<Domain, lrpc::Error> {
+    let interface = binding.plan().name.clone();
+    kernel.export_remote(
+        name,
+        &interface,
+        std::sync::Arc::new(Forward::new(binding, runtime)),
+    )
+}

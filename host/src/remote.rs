@@ -1,0 +1,72 @@
+//! Remote exports (LRPC 5.1): an interface whose server runs on another machine, registered
+//! with the clerk like any export, so that a guest binds to it by name and calls it through
+//! its unchanged client stub.
+//!
+//! The binding carries the remote bit: its export's detour is [`Detour::Remote`]. Its server
+//! is a *face*, a domain of the kernel's table with no instance (as for a component server's
+//! core face), so the binding's A-stacks are in the client's memory only. `lrpc.call` on it
+//! (`imports::mixed::to_remote`) reads the request off the A-stack as a server stub would —
+//! the client may still change it, so it is read once into the kernel's memory — and hands it
+//! to the [`RemoteTarget`] on the calling thread, which waits for the network (the thread
+//! migrates to the other machine, in effect); the result goes back onto the A-stack or into
+//! the binding's `out` segment. The transport is not the kernel's business: `lrpc-remote`
+//! implements the target on wRPC, on tokio, which the kernel does not depend on.
+//!
+//! A remote peer that fails a call fails that call only: the face is not terminated, so the
+//! binding stays and the next call reaches the peer again once it is back. Terminating the
+//! face (the [`Domain`] [`Kernel::export_remote`] returns) withdraws the export and revokes
+//! every binding to it, as for any server.
+
+use crate::clerk::{Detour, ExportEntry};
+use crate::domain::Domain;
+use crate::error::Error;
+use crate::kernel::Kernel;
+use lrpc_abi::Status;
+use lrpc_presentation::{Side, SidePresentation};
+use std::sync::Arc;
+
+/// Where the kernel sends the calls made on bindings to a remote export.
+pub trait RemoteTarget: Send + Sync {
+    /// Runs procedure `proc` (an index into the interface's plan) elsewhere and waits for
+    /// it. `request` is the parameters' A-stack encoding as the client's stub laid it out;
+    /// for a procedure whose plan is `bounded`, the encoding may be followed by unused bytes
+    /// up to the procedure's `in_bound`. Returns the result's A-stack encoding (empty for a
+    /// procedure without a result), or the status the client's call fails with.
+    ///
+    /// Runs on the calling guest's thread, which waits: it must not need that thread to make
+    /// progress.
+    fn call(&self, proc: usize, request: &[u8]) -> Result<Vec<u8>, Status>;
+}
+
+impl Kernel {
+    /// Exports `interface` under `name` on behalf of a server elsewhere: calls made on
+    /// bindings to it go to `target`. Guests bind to it by name like any export. The returned
+    /// domain is the export's local face: terminating it withdraws the export and revokes
+    /// its bindings.
+    pub fn export_remote(
+        &self,
+        name: &str,
+        interface: &str,
+        target: Arc<dyn RemoteTarget>,
+    ) -> Result<Domain, Error> {
+        let plan = self.inner.plan(interface)?;
+        let face = self.inner.face(&format!("remote {name}"))?;
+        let entry = ExportEntry {
+            name: name.to_string(),
+            plan,
+            server: face.clone(),
+            entries: Box::new([]),
+            deadline: self.inner.config.deadline,
+            presentation: SidePresentation::default_for(interface, Side::Server),
+            detour: Some(Detour::Remote(target)),
+        };
+        if let Err(e) = self.inner.clerk.insert(Arc::new(entry)) {
+            crate::terminate::terminate_shared(&self.inner, &face);
+            return Err(e);
+        }
+        Ok(Domain {
+            shared: face,
+            kernel: Arc::downgrade(&self.inner),
+        })
+    }
+}
