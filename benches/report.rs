@@ -670,10 +670,10 @@ fn main() {
         md,
         "\nThe kernel translates each mixed call between component values and the A-stack \
          layout of the interface's plan. A component client of an A-stack server \
-         (`u32`, `u64`, `string` and `list<u8>` signatures) copies a byte list twice, as the \
-         host-linked components do (lifted into the host, then written into the server's \
-         A-stack or `in` segment), but the server reads it in place instead of allocating a \
-         buffer for it through its `realloc` and freeing it after the call \
+         (`u32`, `u64`, `string` and `list<u8>` signatures) copies a byte list argument once, \
+         from the client's memory straight into the server's A-stack or `in` segment, where \
+         the server reads it in place; host-linked components copy it twice (lifted into the \
+         host, then lowered into the server through its `realloc`) \
          (component_host_64k_over_component_to_astack_64k: {}).\n",
         x(ratio(
             c("table-iv/component-host/big-in/65536"),

@@ -9,7 +9,9 @@
 //! `isolated` (Null through the stubs), `big-in` and `big-in-out` (on the default presentation; the
 //! third argument is the size, 200 B unless given), `component-host` (Null between the two bench
 //! components linked by wasmtime through the host) and `component-kernel` (the same components
-//! as kernel domains, bound through the clerk). The setup runs before the measured loop; compare two runs with different
+//! as kernel domains, bound through the clerk); `component-host-big-in` and
+//! `component-to-astack-big-in` (BigIn of the size given from a component client to the
+//! host-linked server component, or through the kernel to the core server). The setup runs before the measured loop; compare two runs with different
 //! counts to take it out. With `LRPC_PERFMAP=1` the kernel's engine writes
 //! `/tmp/perf-PID.map`, which names the guest functions behind callgrind's `???:0x…` entries.
 
@@ -56,6 +58,16 @@ fn main() {
         "component-kernel" => lrpc_benches::components::KernelLinked::new()
             .expect("component domains")
             .null(n),
+        "component-host-big-in" => {
+            let kernel = lrpc::Kernel::new().expect("kernel");
+            let mut peer = lrpc_benches::components::HostLinked::new(kernel.engine())
+                .expect("host-linked components");
+            peer.big_in(size, n).min(0)
+        }
+        "component-to-astack-big-in" => lrpc_benches::components::KernelLinked::to_astack()
+            .expect("a mixed pair")
+            .big_in(size, n)
+            .min(0),
         other => panic!("unknown case {other}"),
     };
     assert!(status >= 0, "a call failed ({status})");

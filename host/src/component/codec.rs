@@ -14,7 +14,8 @@
 
 use lrpc_presentation::plan::{discriminant_size, flags_size};
 use lrpc_presentation::{DefKind, InterfacePlan, Prim, Ty};
-use wasmtime::component::Val;
+use wasmtime::StoreContext;
+use wasmtime::component::{Val, WasmList};
 
 /// Why a value could not be translated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -413,55 +414,115 @@ impl Flat for String {
     }
 }
 
-/// The parameters or the result of a typed function: `()`, `(A,)` or `(A, B)`.
-pub(crate) trait FlatList: Sized {
+/// A parameter of a typed function as the host function received it: an owned value (any
+/// [`Flat`]), or a byte list still in the calling component's memory (`WasmList<u8>`, read
+/// through `store`, the caller's store). Encoded in the layout of [`Flat::put`].
+pub(crate) trait FlatIn {
+    /// Appends the encoding.
+    fn put_in<D: 'static>(&self, store: &StoreContext<'_, D>, out: &mut Vec<u8>);
+    /// The bytes after the length prefix of a string or byte list, written straight from
+    /// where they are when the value is the last parameter.
+    fn tail_in<'a, D: 'static>(&'a self, store: &'a StoreContext<'_, D>) -> Option<&'a [u8]>;
+}
+
+impl<T: Flat> FlatIn for T {
+    fn put_in<D: 'static>(&self, _: &StoreContext<'_, D>, out: &mut Vec<u8>) {
+        self.put(out);
+    }
+    fn tail_in<'a, D: 'static>(&'a self, _: &'a StoreContext<'_, D>) -> Option<&'a [u8]> {
+        self.tail()
+    }
+}
+
+impl FlatIn for WasmList<u8> {
+    fn put_in<D: 'static>(&self, store: &StoreContext<'_, D>, out: &mut Vec<u8>) {
+        let b = self.as_le_slice(store);
+        out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        out.extend_from_slice(b);
+    }
+    fn tail_in<'a, D: 'static>(&'a self, store: &'a StoreContext<'_, D>) -> Option<&'a [u8]> {
+        Some(self.as_le_slice(store))
+    }
+}
+
+/// The parameters of a typed function: `()`, `(A,)` or `(A, B)`.
+pub(crate) trait FlatParams: Sized {
     /// Encodes all but the last value's data into `head`; returns that data (see
-    /// [`Flat::tail`]), to be written after `head`.
-    fn split(&self, head: &mut Vec<u8>) -> &[u8];
+    /// [`FlatIn::tail_in`]), to be written after `head`. `store` is the caller's.
+    fn split<'a, D: 'static>(
+        &'a self,
+        store: &'a StoreContext<'_, D>,
+        head: &mut Vec<u8>,
+    ) -> &'a [u8];
+}
+
+/// The result of a typed function: `()` or `(A,)` (or a pair).
+pub(crate) trait FlatList: Sized {
     /// Decodes from `src`; with `exact`, every byte must be used.
     fn get(src: &[u8], exact: bool) -> Option<Self>;
 }
 
 /// The last value: its length prefix into `head` and its data apart, or all of it into
 /// `head`.
-fn split_last<'a, T: Flat>(v: &'a T, head: &mut Vec<u8>) -> Result<&'a [u8], ()> {
-    match v.tail() {
+fn split_last<'a, T: FlatIn, D: 'static>(
+    v: &'a T,
+    store: &'a StoreContext<'_, D>,
+    head: &mut Vec<u8>,
+) -> Result<&'a [u8], ()> {
+    match v.tail_in(store) {
         Some(t) if u32::try_from(t.len()).is_ok() => {
             head.extend_from_slice(&(t.len() as u32).to_le_bytes());
             Ok(t)
         }
         Some(_) => Err(()),
         None => {
-            v.put(head);
+            v.put_in(store, head);
             Ok(&[])
         }
     }
 }
 
-impl FlatList for () {
-    fn split(&self, _: &mut Vec<u8>) -> &[u8] {
+impl FlatParams for () {
+    fn split<'a, D: 'static>(&'a self, _: &'a StoreContext<'_, D>, _: &mut Vec<u8>) -> &'a [u8] {
         &[]
     }
+}
+
+impl FlatList for () {
     fn get(src: &[u8], exact: bool) -> Option<()> {
         (!exact || src.is_empty()).then_some(())
     }
 }
 
-impl<A: Flat> FlatList for (A,) {
-    fn split(&self, head: &mut Vec<u8>) -> &[u8] {
-        split_last(&self.0, head).unwrap_or(&[])
+impl<A: FlatIn> FlatParams for (A,) {
+    fn split<'a, D: 'static>(
+        &'a self,
+        store: &'a StoreContext<'_, D>,
+        head: &mut Vec<u8>,
+    ) -> &'a [u8] {
+        split_last(&self.0, store, head).unwrap_or(&[])
     }
+}
+
+impl<A: Flat> FlatList for (A,) {
     fn get(mut src: &[u8], exact: bool) -> Option<(A,)> {
         let a = A::get(&mut src)?;
         (!exact || src.is_empty()).then_some((a,))
     }
 }
 
-impl<A: Flat, B: Flat> FlatList for (A, B) {
-    fn split(&self, head: &mut Vec<u8>) -> &[u8] {
-        self.0.put(head);
-        split_last(&self.1, head).unwrap_or(&[])
+impl<A: FlatIn, B: FlatIn> FlatParams for (A, B) {
+    fn split<'a, D: 'static>(
+        &'a self,
+        store: &'a StoreContext<'_, D>,
+        head: &mut Vec<u8>,
+    ) -> &'a [u8] {
+        self.0.put_in(store, head);
+        split_last(&self.1, store, head).unwrap_or(&[])
     }
+}
+
+impl<A: Flat, B: Flat> FlatList for (A, B) {
     fn get(mut src: &[u8], exact: bool) -> Option<(A, B)> {
         let a = A::get(&mut src)?;
         let b = B::get(&mut src)?;
@@ -552,7 +613,9 @@ mod tests {
         let (params, _) = tys(&plan, "put");
         let v = (String::from("ключ"), vec![1u8, 2, 3]);
         let mut head = Vec::new();
-        let tail = v.split(&mut head);
+        let store = wasmtime::Store::new(&wasmtime::Engine::default(), ());
+        let ctx = wasmtime::AsContext::as_context(&store);
+        let tail = v.split(&ctx, &mut head);
         let mut typed = head.clone();
         typed.extend_from_slice(tail);
         let mut dynamic = Vec::new();

@@ -26,7 +26,7 @@
 //! The component's import types are checked against the interface's WIT at bind time;
 //! interfaces carrying resources have no plan and can not pair with a core domain.
 
-use super::codec::FlatList;
+use super::codec::{FlatList, FlatParams};
 use super::{ComponentData, ComponentExport, Shared, codec, failed_value, record_failure};
 use crate::astack::page_round;
 use crate::clerk::{Detour, ExportEntry};
@@ -42,7 +42,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use wasmtime::component::types::{ComponentFunc, ComponentInstance, ComponentItem};
 use wasmtime::component::{LinkerInstance, Val};
-use wasmtime::{AsContextMut, StoreContextMut};
+use wasmtime::{AsContextMut, StoreContext, StoreContextMut};
 
 /// The component server behind a core face: the domain and, per procedure of the plan, the
 /// index of its exported function.
@@ -258,10 +258,12 @@ impl CoreBinding {
     }
 
     /// [`CoreBinding::call`] with static types (see `typed`): no `Val`s, and the data of the
-    /// last parameter written straight from the value.
-    fn call_typed<P: FlatList, R: FlatList>(
+    /// last parameter written straight from where it is (a byte list: in the memory of
+    /// `client`, the calling component's store) into the server's memory.
+    fn call_typed<P: FlatParams, R: FlatList>(
         self: &Arc<Self>,
         proc: usize,
+        client: &StoreContext<'_, ComponentData>,
         params: P,
     ) -> Result<R, Status> {
         if self.revoked.load(Ordering::Acquire) {
@@ -273,7 +275,7 @@ impl CoreBinding {
         let plan = &self.export.plan;
         let pp = plan.procs.get(proc).ok_or(Status::BadProcedure)?;
         let mut head = Vec::with_capacity(16);
-        let tail = params.split(&mut head);
+        let tail = params.split(client, &mut head);
         let reply = self.enter(plan, proc, &[&head, tail])?;
         R::get(&reply, !pp.bounded).ok_or(Status::BadReply)
     }
@@ -508,7 +510,8 @@ pub(super) fn bind_core(
             function: fname.clone(),
         };
         if let Some(ty) = inst_func(&inst_funcs, &fname)
-            && super::typed::link(li, &fname, ty, to).map_err(|e| format!("`{fname}`: {e:#}"))?
+            && super::typed::link_view(li, &fname, ty, to)
+                .map_err(|e| format!("`{fname}`: {e:#}"))?
         {
             continue;
         }
@@ -545,9 +548,13 @@ struct ToCore {
     function: String,
 }
 
-impl super::typed::Forwarder for ToCore {
-    fn call<P: super::typed::Args, R: super::typed::Args>(&self, params: P) -> Result<R, Status> {
-        self.binding.call_typed(self.proc, params)
+impl super::typed::ViewForwarder for ToCore {
+    fn call<P: super::typed::ViewArgs, R: super::typed::Args>(
+        &self,
+        client: &StoreContext<'_, ComponentData>,
+        params: P,
+    ) -> Result<R, Status> {
+        self.binding.call_typed(self.proc, client, params)
     }
 
     fn names(&self) -> (&str, &str) {

@@ -6,18 +6,22 @@
 //! whose parameters (at most two) and result (at most one) are among `u32`, `u64`, `string`
 //! and `list<u8>` — the shapes of most plugin and service interfaces — are linked instead with
 //! `func_wrap` and called with a `TypedFunc`: the canonical ABI's lifting and lowering run as
-//! compiled code, and byte lists move as one copy each way.
+//! compiled code. Byte lists move as one copy each way: an import bound to a core server
+//! lifts a `list<u8>` parameter as a view of the client's memory (`WasmList<u8>`) and writes
+//! it from there straight into the server's A-stack or `in` segment; between two components
+//! the parameter is lifted into the host and lowered into the server.
 //!
 //! The binding's checks, the server's deadline and fuel, and the failure answers are the same
 //! on both paths: a failed call answers the result type's zero value (0, an empty string or
 //! list), as the general path does for those types, and is recorded as a failure.
 
-use super::codec::FlatList;
+use super::codec::{FlatList, FlatParams};
 use super::{Binding, ComponentData, record_failure};
 use lrpc_abi::Status;
 use std::sync::Arc;
 use wasmtime::component::types::{ComponentFunc, Type};
-use wasmtime::component::{ComponentNamedList, Lift, LinkerInstance, Lower};
+use wasmtime::component::{ComponentNamedList, Lift, LinkerInstance, Lower, WasmList};
+use wasmtime::{AsContext as _, StoreContext};
 
 /// A value type the typed path carries.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -38,9 +42,9 @@ fn kind(t: &Type) -> Option<Kind> {
     }
 }
 
-/// Runs `$body` with `$t` the Rust type of kind `$k`.
+/// Runs `$body` with `$t` the Rust type of kind `$k`, a byte list lifted as `$bytes`.
 macro_rules! with_kind {
-    ($k:expr, $t:ident => $body:expr) => {
+    ($k:expr, $bytes:ty, $t:ident => $body:expr) => {
         match $k {
             Kind::U32 => {
                 type $t = u32;
@@ -55,7 +59,7 @@ macro_rules! with_kind {
                 $body
             }
             Kind::Bytes => {
-                type $t = Vec<u8>;
+                type $t = $bytes;
                 $body
             }
         }
@@ -70,7 +74,7 @@ macro_rules! with_result {
                 type $r = ();
                 $body
             }
-            Some(k) => with_kind!(k, T => {
+            Some(k) => with_kind!(k, Vec<u8>, T => {
                 type $r = (T,);
                 $body
             }),
@@ -78,22 +82,80 @@ macro_rules! with_result {
     };
 }
 
+/// Runs `$body` with `$p` and `$r` the Rust parameter and result tuples of a function with
+/// parameter kinds `$params` and result kind `$result`, byte list parameters lifted as
+/// `$bytes`; returns `Ok(false)` from the enclosing function for more than two parameters.
+macro_rules! with_signature {
+    ($params:expr, $result:expr, $bytes:ty, $p:ident, $r:ident => $body:expr) => {
+        match $params[..] {
+            [] => with_result!($result, $r => {
+                type $p = ();
+                $body
+            }),
+            [a] => with_kind!(a, $bytes, A => with_result!($result, $r => {
+                type $p = (A,);
+                $body
+            })),
+            [a, b] => with_kind!(a, $bytes, A => with_kind!(b, $bytes, B => {
+                with_result!($result, $r => {
+                    type $p = (A, B);
+                    $body
+                })
+            })),
+            _ => return Ok(false),
+        }
+    };
+}
+
 /// What the typed path carries as parameters or results: `()`, `(A,)` or `(A, B)` of the
 /// kinds above, lifted and lowered by the canonical ABI and encoded for an A-stack.
 pub(super) trait Args:
-    ComponentNamedList + Lift + Lower + FlatList + Send + Sync + 'static
+    ComponentNamedList + Lift + Lower + FlatParams + FlatList + Send + Sync + 'static
 {
 }
 
-impl<T: ComponentNamedList + Lift + Lower + FlatList + Send + Sync + 'static> Args for T {}
+impl<T: ComponentNamedList + Lift + Lower + FlatParams + FlatList + Send + Sync + 'static> Args
+    for T
+{
+}
 
-/// Where a typed import's calls go: a component server's export, or (a mixed pair) a core
-/// server's procedure.
+/// Parameters as an import bound to a core server receives them: byte lists still in the
+/// client's memory.
+pub(super) trait ViewArgs:
+    ComponentNamedList + Lift + FlatParams + Send + Sync + 'static
+{
+}
+
+impl<T: ComponentNamedList + Lift + FlatParams + Send + Sync + 'static> ViewArgs for T {}
+
+/// Where a typed import's calls go: a component server's export.
 pub(super) trait Forwarder: Send + Sync + 'static {
     /// One call; its results, or why it failed.
     fn call<P: Args, R: Args>(&self, params: P) -> Result<R, Status>;
     /// The interface and function, for the failure record.
     fn names(&self) -> (&str, &str);
+}
+
+/// Where a typed import's calls go when its parameters are read where they are (a mixed
+/// pair: a core server's procedure).
+pub(super) trait ViewForwarder: Send + Sync + 'static {
+    /// One call with parameters in the memory of `client`, the calling component's store;
+    /// its results, or why it failed.
+    fn call<P: ViewArgs, R: Args>(
+        &self,
+        client: &StoreContext<'_, ComponentData>,
+        params: P,
+    ) -> Result<R, Status>;
+    /// The interface and function, for the failure record.
+    fn names(&self) -> (&str, &str);
+}
+
+/// The kinds of `ty`'s parameters and its result kind, when the typed path carries them.
+fn signature(ty: &ComponentFunc) -> Option<(Vec<Kind>, Option<Kind>)> {
+    let params: Option<Vec<Kind>> = ty.params().map(|(_, t)| kind(&t)).collect();
+    let results: Option<Vec<Kind>> = ty.results().map(|t| kind(&t)).collect();
+    let (params, results) = (params?, results?);
+    (results.len() <= 1).then(|| (params, results.first().copied()))
 }
 
 /// Links function `name` of `li` (type `ty`) with a typed host function forwarding through
@@ -105,24 +167,27 @@ pub(super) fn link<F: Forwarder>(
     ty: &ComponentFunc,
     f: F,
 ) -> wasmtime::Result<bool> {
-    let params: Option<Vec<Kind>> = ty.params().map(|(_, t)| kind(&t)).collect();
-    let results: Option<Vec<Kind>> = ty.results().map(|t| kind(&t)).collect();
-    let (Some(params), Some(results)) = (params, results) else {
+    let Some((params, result)) = signature(ty) else {
         return Ok(false);
     };
-    if results.len() > 1 {
-        return Ok(false);
-    }
-    let result = results.first().copied();
     let f = Forward { to: f };
-    match params[..] {
-        [] => with_result!(result, R => f.link::<(), R>(li, name)),
-        [a] => with_kind!(a, A => with_result!(result, R => f.link::<(A,), R>(li, name))),
-        [a, b] => with_kind!(a, A => with_kind!(b, B => {
-            with_result!(result, R => f.link::<(A, B), R>(li, name))
-        })),
-        _ => return Ok(false),
-    }?;
+    with_signature!(params, result, Vec<u8>, P, R => f.link::<P, R>(li, name))?;
+    Ok(true)
+}
+
+/// [`link`] for a forwarder that reads byte list parameters where they are, in the client's
+/// memory.
+pub(super) fn link_view<F: ViewForwarder>(
+    li: &mut LinkerInstance<'_, ComponentData>,
+    name: &str,
+    ty: &ComponentFunc,
+    f: F,
+) -> wasmtime::Result<bool> {
+    let Some((params, result)) = signature(ty) else {
+        return Ok(false);
+    };
+    let f = ViewForward { to: f };
+    with_signature!(params, result, WasmList<u8>, P, R => f.link::<P, R>(li, name))?;
     Ok(true)
 }
 
@@ -160,6 +225,34 @@ impl<F: Forwarder> Forward<F> {
     {
         li.func_wrap(name, move |mut ctx, params: P| {
             match self.to.call::<P, R>(params) {
+                Ok(r) => Ok(r),
+                Err(status) => {
+                    let (interface, function) = self.to.names();
+                    record_failure(ctx.data_mut(), interface, function, status);
+                    Ok(R::default())
+                }
+            }
+        })
+    }
+}
+
+/// One typed import whose byte list parameters stay in the client's memory.
+struct ViewForward<F> {
+    to: F,
+}
+
+impl<F: ViewForwarder> ViewForward<F> {
+    fn link<P, R>(
+        self,
+        li: &mut LinkerInstance<'_, ComponentData>,
+        name: &str,
+    ) -> wasmtime::Result<()>
+    where
+        P: ViewArgs,
+        R: Args + Default,
+    {
+        li.func_wrap(name, move |mut ctx, params: P| {
+            match self.to.call::<P, R>(&ctx.as_context(), params) {
                 Ok(r) => Ok(r),
                 Err(status) => {
                     let (interface, function) = self.to.names();
