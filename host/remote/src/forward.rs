@@ -53,7 +53,8 @@ impl RemoteTarget for Forward {
         match rx.recv() {
             Ok(Ok(result)) => Ok(result),
             Ok(Err(e)) => {
-                tracing::debug!(proc, endpoint = %self.binding.endpoint(), "a remote call failed: {e}");
+                // The guest sees a status only; the log says which peer and why.
+                tracing::warn!(proc, endpoint = %self.binding.endpoint(), "a remote call failed: {e}");
                 Err(e.status())
             }
             // The runtime dropped the call: it is shutting down.

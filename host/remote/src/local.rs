@@ -8,8 +8,7 @@
 
 use crate::error::{RemoteError, ServeError};
 use lrpc::{InterfacePlan, Kernel, Status};
-use lrpc_runtime::deploy::CallFailure;
-use lrpc_runtime::driver::{BindError, Driver};
+use lrpc_driver::{BindError, CallFailure, Driver};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};

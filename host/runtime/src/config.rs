@@ -53,6 +53,17 @@
 //! [[routes]]
 //! prefix = "/app"
 //! chain = ["auth", "handler"]     # … the last one may be a wasi:http handler
+//!
+//! [remotes.kv]                    # an export of another kernel, bound like a local one
+//! interface = "lrpc:kv/store"     # (clients: binds = [{ interface = "lrpc:kv/store", server = "kv" }])
+//! endpoint = "tcp:10.0.0.2:7000"  # or "unix:/run/kv.sock"
+//! deadline = "2s"                 # per call, network included
+//!
+//! [network]                       # this kernel's exports, served to other kernels over wRPC
+//! listen = ["tcp:0.0.0.0:7000"]
+//! exports = ["lrpc:kv/store"]     # export names; when left out, every export of a core
+//!                                 # domain that is not an HTTP plugin
+//! workers = 2                     # threads calling into the kernel for remote callers
 //! ```
 //!
 //! Every mistake is reported as `file:line: reason`, the line found from the span toml
@@ -96,6 +107,25 @@ struct RawConfig {
     serve: RawServe,
     #[serde(default)]
     routes: Vec<Spanned<RawRoute>>,
+    #[serde(default)]
+    remotes: BTreeMap<String, Spanned<RawRemote>>,
+    network: Option<Spanned<RawNetwork>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRemote {
+    interface: Spanned<String>,
+    endpoint: Spanned<String>,
+    deadline: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNetwork {
+    listen: Spanned<Vec<Spanned<String>>>,
+    exports: Option<Vec<Spanned<String>>>,
+    workers: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -322,6 +352,35 @@ pub struct Route {
     pub line: usize,
 }
 
+/// An export of another kernel that the deployment's clients bind to (`[remotes.NAME]`).
+#[derive(Debug, Clone)]
+pub struct RemoteSpec {
+    /// The name clients' binds give as `server`.
+    pub name: String,
+    /// The WIT interface; the export is registered (and bound) under this name.
+    pub interface: String,
+    /// Where the other kernel serves it.
+    pub endpoint: lrpc_remote::Endpoint,
+    /// Per-call deadline, network included; `None`: the remote binding's default.
+    pub deadline: Option<Duration>,
+    /// Line in the file.
+    pub line: usize,
+}
+
+/// This kernel's exports served to other kernels over wRPC (`[network]`).
+#[derive(Debug, Clone)]
+pub struct NetworkSpec {
+    /// Addresses to listen on.
+    pub listen: Vec<lrpc_remote::Endpoint>,
+    /// Export names served; `None`: every export of the core domains that are not HTTP
+    /// plugins.
+    pub exports: Option<Vec<String>>,
+    /// Threads calling into the kernel for remote callers.
+    pub workers: usize,
+    /// Line in the file.
+    pub line: usize,
+}
+
 /// A checked deployment config.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -343,6 +402,10 @@ pub struct Config {
     pub max_body: usize,
     /// HTTP routes.
     pub routes: Vec<Route>,
+    /// Exports of other kernels the clients bind to, by name.
+    pub remotes: BTreeMap<String, RemoteSpec>,
+    /// Exports served to other kernels.
+    pub network: Option<NetworkSpec>,
 }
 
 /// Parses a size: `"123"`, `"4KiB"`, `"64MiB"`, `"1GiB"`.
@@ -497,12 +560,36 @@ impl Config {
         for (name, d) in &raw.domains {
             domains.insert(name.clone(), domain(&cx, name, d)?);
         }
+        let mut remotes = BTreeMap::new();
+        for (name, r) in &raw.remotes {
+            if domains.contains_key(name) {
+                return Err(cx.err(r, format!("`{name}` names both a domain and a remote")));
+            }
+            remotes.insert(name.clone(), remote(&cx, name, r)?);
+        }
         // Binds name existing servers that export the interface.
         let mut taken: BTreeMap<&str, &str> = BTreeMap::new();
         for (name, d) in &raw.domains {
             for b in &d.get_ref().binds {
                 let server = b.get_ref().server.get_ref();
                 let iface = b.get_ref().interface.get_ref();
+                if let Some(r) = remotes.get(server) {
+                    if r.interface != *iface {
+                        return Err(cx.err(
+                            &b.get_ref().interface,
+                            format!("remote `{server}` serves `{}`, not `{iface}`", r.interface),
+                        ));
+                    }
+                    if let Some(other) = taken.insert(iface, server)
+                        && other != server
+                    {
+                        return Err(cx.err(
+                            b,
+                            format!("`{iface}` is bound to both `{other}` and `{server}`"),
+                        ));
+                    }
+                    continue;
+                }
                 let Some(s) = domains.get(server) else {
                     return Err(cx.err(&b.get_ref().server, format!("no domain `{server}`")));
                 };
@@ -545,6 +632,22 @@ impl Config {
                 }
             }
         }
+        for r in remotes.values() {
+            if let Some(other) = names.insert(&r.interface, &r.name) {
+                return Err(ConfigError {
+                    file: file.clone(),
+                    line: r.line,
+                    reason: format!(
+                        "`{}` is exported by both `{other}` and the remote `{}`",
+                        r.interface, r.name
+                    ),
+                });
+            }
+        }
+        let network = match &raw.network {
+            Some(n) => Some(network(&cx, n, &domains)?),
+            None => None,
+        };
         let entry = match &raw.run.entry {
             Some(e) => {
                 let (d, _) = e
@@ -629,8 +732,75 @@ impl Config {
             admin: raw.serve.admin.unwrap_or(true),
             max_body,
             routes,
+            remotes,
+            network,
         })
     }
+}
+
+fn endpoint(cx: &Ctx<'_>, s: &Spanned<String>) -> Result<lrpc_remote::Endpoint, ConfigError> {
+    s.get_ref().parse().map_err(|e: String| cx.err(s, e))
+}
+
+fn remote(cx: &Ctx<'_>, name: &str, r: &Spanned<RawRemote>) -> Result<RemoteSpec, ConfigError> {
+    let rr = r.get_ref();
+    Ok(RemoteSpec {
+        name: name.to_string(),
+        interface: rr.interface.get_ref().clone(),
+        endpoint: endpoint(cx, &rr.endpoint)?,
+        deadline: rr.deadline.as_ref().map(|d| cx.duration(d)).transpose()?,
+        line: cx.line(r.span().start),
+    })
+}
+
+fn network(
+    cx: &Ctx<'_>,
+    n: &Spanned<RawNetwork>,
+    domains: &BTreeMap<String, DomainSpec>,
+) -> Result<NetworkSpec, ConfigError> {
+    let rn = n.get_ref();
+    if rn.listen.get_ref().is_empty() {
+        return Err(cx.err(&rn.listen, "`listen` needs at least one address"));
+    }
+    let listen = rn
+        .listen
+        .get_ref()
+        .iter()
+        .map(|l| endpoint(cx, l))
+        .collect::<Result<Vec<_>, _>>()?;
+    let exports = match &rn.exports {
+        Some(list) => {
+            let mut names = Vec::new();
+            for e in list {
+                let exported = domains
+                    .values()
+                    .filter(|d| d.component.is_none() && d.plugin().is_none())
+                    .any(|d| d.exports.iter().any(|x| x.name == *e.get_ref()));
+                if !exported {
+                    return Err(cx.err(
+                        e,
+                        format!(
+                            "no core domain (other than an HTTP plugin) exports `{}`",
+                            e.get_ref()
+                        ),
+                    ));
+                }
+                names.push(e.get_ref().clone());
+            }
+            Some(names)
+        }
+        None => None,
+    };
+    let workers = match &rn.workers {
+        Some(w) => cx.count(w, "workers", 256)?,
+        None => 2,
+    };
+    Ok(NetworkSpec {
+        listen,
+        exports,
+        workers,
+        line: cx.line(n.span().start),
+    })
 }
 
 fn domain(cx: &Ctx<'_>, name: &str, d: &Spanned<RawDomain>) -> Result<DomainSpec, ConfigError> {

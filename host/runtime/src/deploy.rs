@@ -31,6 +31,14 @@ pub enum DeployError {
     /// A name used on the command line or in a request is unknown.
     #[error("{0}")]
     Unknown(String),
+    /// Remote exports or serving exports to the network failed.
+    #[error("{what}: {reason}")]
+    Network {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        reason: String,
+    },
 }
 
 fn kerr(what: impl Into<String>) -> impl FnOnce(lrpc::Error) -> DeployError {
@@ -58,6 +66,8 @@ pub struct Deployment {
     pub handlers: BTreeMap<String, Arc<crate::wasi_http::HttpHandler>>,
     /// Counters and histograms.
     pub metrics: Arc<Metrics>,
+    /// Remote exports bound here and exports served to other kernels, when configured.
+    pub network: Option<crate::network::Network>,
 }
 
 impl Deployment {
@@ -73,6 +83,8 @@ impl Deployment {
                 .add_wit_dir(dir)
                 .map_err(kerr(format!("loading the WIT in {}", dir.display())))?;
         }
+        // Remote exports first: guests bind to them by name like to local ones.
+        let mut network = crate::network::Network::start(&kernel, &config)?;
         let metrics = Arc::new(Metrics::default());
         let mut domains = BTreeMap::new();
         let mut plugins = BTreeMap::new();
@@ -135,6 +147,16 @@ impl Deployment {
                 plugins.insert(spec.name.clone(), p);
             }
         }
+        if let (Some(net), Some(spec)) = (&mut network, &config.network) {
+            let exported: Vec<(String, String)> = config
+                .domains
+                .values()
+                .filter(|d| d.component.is_none() && d.plugin().is_none())
+                .flat_map(|d| d.exports.iter())
+                .map(|e| (e.name.clone(), e.interface.clone()))
+                .collect();
+            net.serve(&kernel, spec, &exported)?;
+        }
         Ok(Deployment {
             kernel,
             config,
@@ -143,6 +165,7 @@ impl Deployment {
             plugins,
             handlers,
             metrics,
+            network,
         })
     }
 
@@ -242,6 +265,14 @@ impl Deployment {
             .flat_map(|d| &d.exports)
             .find(|e| e.interface == interface)
             .map(|e| e.name.clone())
+            .or_else(|| {
+                // A remote export, registered under its interface's name.
+                self.config
+                    .remotes
+                    .values()
+                    .any(|r| r.interface == interface)
+                    .then(|| interface.to_string())
+            })
     }
 }
 
@@ -355,22 +386,7 @@ fn call_component(
     })
 }
 
-/// A failed `--call`.
-#[derive(Debug, thiserror::Error)]
-pub enum CallFailure {
-    /// Before the call: names, arguments, binding.
-    #[error("{0}")]
-    Setup(String),
-    /// The call itself failed with a kernel status.
-    #[error("the call failed: {0}")]
-    Status(lrpc::Status),
-    /// The driver domain faulted.
-    #[error("the driver faulted: {0}")]
-    Driver(lrpc::Error),
-    /// A call into a component domain failed.
-    #[error("the call failed: {0}")]
-    Component(lrpc::Error),
-}
+pub use lrpc_driver::CallFailure;
 
 pub(crate) fn read(source: &Source) -> Result<Vec<u8>, DeployError> {
     source.load().map_err(|e| DeployError::Read {

@@ -2,7 +2,8 @@
 //! ([`config`]), started and supervised ([`deploy`]), run once (`lrpc run`) or served over
 //! HTTP by the edge server ([`edge`], `lrpc serve`; a chain may end in a `wasi:http`
 //! component, [`wasi_http`]), with Prometheus metrics ([`metrics`]) and hot reload
-//! ([`reload`]).
+//! ([`reload`]). Clients may bind to exports of other kernels, and the deployment may serve
+//! its exports to them ([`network`], over wRPC).
 //!
 //! The kernel (`lrpc`) needs none of this: it has no async runtime and no HTTP.
 //!
@@ -33,9 +34,11 @@
 
 pub mod config;
 pub mod deploy;
-pub mod driver;
 pub mod edge;
 pub mod metrics;
+pub mod network;
 pub mod reload;
 pub mod value;
 pub mod wasi_http;
+
+pub use lrpc_driver as driver;

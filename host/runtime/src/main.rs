@@ -148,6 +148,9 @@ fn serve(config: Config, listen: &str) -> anyhow::Result<()> {
         let addr = listener.local_addr()?;
         tracing::info!(%addr, routes = dep.config.routes.len(), "serving");
         println!("listening on http://{addr}");
+        for e in dep.network.iter().flat_map(|n| n.listening()) {
+            println!("exports on {e}");
+        }
         std::io::stdout().flush()?;
         axum::serve(listener, edge.router())
             .with_graceful_shutdown(shutdown_signal())

@@ -542,6 +542,89 @@ fn run_the_key_value_app() {
     assert!(err.contains("parameter `key`"), "{err}");
 }
 
+/// Two deployments in two processes: `lrpc serve` serves the key-value store to the network
+/// (`[network]`), and `lrpc run` runs the key-value client against it through `[remotes]`:
+/// the client's stub binds by name and the kernel forwards its calls over wRPC.
+#[test]
+fn run_the_key_value_client_against_a_remote_store() {
+    let dir = scratch("remote");
+    let app = app("kv-remote").with_file_name("server.toml");
+    let server = dir.join("server.toml");
+    let text = std::fs::read_to_string(&app).expect("the example server config");
+    std::fs::write(
+        &server,
+        text.replace("tcp:127.0.0.1:7000", "tcp:127.0.0.1:0")
+            .replace("127.0.0.1:8081", "127.0.0.1:0"),
+    )
+    .expect("write");
+    let mut child = Command::new(LRPC)
+        .arg("serve")
+        .arg(&server)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start lrpc serve");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut lines = [String::new(), String::new()];
+    for l in &mut lines {
+        out.read_line(l).expect("read a line");
+    }
+    let mut s = Server {
+        child,
+        addr: lines[0]
+            .trim()
+            .strip_prefix("listening on http://")
+            .unwrap_or_else(|| panic!("unexpected first line {:?}", lines[0]))
+            .to_string(),
+    };
+    let endpoint = lines[1]
+        .trim()
+        .strip_prefix("exports on ")
+        .unwrap_or_else(|| panic!("unexpected second line {:?}", lines[1]))
+        .to_string();
+    let client = dir.join("client.toml");
+    let text = std::fs::read_to_string(app.with_file_name("client.toml")).expect("client");
+    std::fs::write(&client, text.replace("tcp:127.0.0.1:7000", &endpoint)).expect("write");
+    let c = client.to_str().expect("utf-8 path");
+    // The client's self-test runs against the remote store (0 = every check passed).
+    let (ok, out, err) = lrpc(&["run", c]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "0\n");
+    // A call from the command line takes the same way; the store is the one the self-test
+    // filled, in the other process.
+    let (ok, out, err) = lrpc(&["run", c, "--call", "lrpc:kv/store.keys", "some(\"bin-1\")"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        out,
+        "[\"bin-1\", \"bin-100000\", \"bin-1499\", \"bin-1500\"]\n"
+    );
+    // With the server gone, the client's call fails with the call-failed status.
+    let _ = s.child.kill();
+    let _ = s.child.wait();
+    let (ok, _, err) = lrpc(&["run", c, "--call", "lrpc:kv/store.get", "\"x\""]);
+    assert!(!ok);
+    // The call's status, and the log line naming the peer that is gone.
+    assert!(err.contains("the call failed"), "{err}");
+    assert!(err.contains(&endpoint), "{err}");
+    // A config naming a remote that serves another interface is refused with its line.
+    std::fs::write(
+        &client,
+        format!(
+            "[remotes.store]\ninterface = \"lrpc:bench/bench\"\nendpoint = \"{endpoint}\"\n\n\
+             [domains.client]\nguest = \"kv-client\"\n\
+             binds = [{{ interface = \"lrpc:kv/store\", server = \"store\" }}]\n"
+        ),
+    )
+    .expect("write");
+    let (ok, _, err) = lrpc(&["run", c]);
+    assert!(!ok);
+    assert!(
+        err.contains(&format!("{c}:7: remote `store` serves `lrpc:bench/bench`")),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn run_the_component_app() {
     let config = app("components");

@@ -1,9 +1,29 @@
 //! The host side of the driver guest (`lrpc::artifacts::HTTP_DRIVER`): a client domain with
-//! one replica, owned by one thread, through which the runtime makes calls into server
-//! domains (the kernel's call path starts in a client domain).
+//! one replica, owned by one thread, through which the host makes calls into server domains
+//! (the kernel's call path starts in a client domain). The runtime (`lrpc-runtime`) calls
+//! plugin chains and `lrpc run --call` through it, and remote exports (`lrpc-remote`) call
+//! the local kernel through it.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
 
-use crate::deploy::CallFailure;
 use lrpc::{Domain, DomainFunc, Error, Kernel, Status};
+
+/// A failed call through a driver (or, in the runtime, a failed `lrpc run --call`).
+#[derive(Debug, thiserror::Error)]
+pub enum CallFailure {
+    /// Before the call: names, arguments, binding.
+    #[error("{0}")]
+    Setup(String),
+    /// The call itself failed with a kernel status.
+    #[error("the call failed: {0}")]
+    Status(lrpc::Status),
+    /// The driver domain faulted.
+    #[error("the driver faulted: {0}")]
+    Driver(lrpc::Error),
+    /// A call into a component domain failed.
+    #[error("the call failed: {0}")]
+    Component(lrpc::Error),
+}
 
 /// A driver domain and its exports, looked up once.
 pub struct Driver {

@@ -1,0 +1,142 @@
+//! Across hosts (`lrpc-remote`, wRPC): the exports of other kernels that the deployment's
+//! clients bind to (`[remotes.NAME]`), registered with the kernel before any guest binds, and
+//! the deployment's own exports served to other kernels (`[network]`).
+//!
+//! Both need a tokio runtime; the deployment owns a small one for them, so that `lrpc run`
+//! (which has none) and `lrpc serve` (whose runtime serves HTTP) work alike. Guests calling a
+//! remote export wait on their own threads while the call is on the network.
+
+use crate::config::{Config, NetworkSpec};
+use crate::deploy::DeployError;
+use lrpc::{Domain, Kernel};
+use lrpc_remote::{
+    Endpoint, LocalPool, RemoteBinding, RemoteOptions, RemoteServer, ServeOptions, export_remote,
+};
+use std::sync::Arc;
+
+/// The deployment's network side: its runtime, the faces of the remote exports, and the
+/// addresses it serves on.
+pub struct Network {
+    runtime: Option<tokio::runtime::Runtime>,
+    faces: Vec<Domain>,
+    listening: Vec<Endpoint>,
+}
+
+impl std::fmt::Debug for Network {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Network")
+            .field("remotes", &self.faces.len())
+            .field("listening", &self.listening)
+            .finish()
+    }
+}
+
+fn failed(what: impl Into<String>) -> impl FnOnce(String) -> DeployError {
+    let what = what.into();
+    move |reason| DeployError::Network { what, reason }
+}
+
+impl Network {
+    /// Registers the config's remote exports with `kernel`; `None` when the config has
+    /// neither remotes nor `[network]`.
+    pub(crate) fn start(kernel: &Kernel, config: &Config) -> Result<Option<Network>, DeployError> {
+        if config.remotes.is_empty() && config.network.is_none() {
+            return Ok(None);
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("lrpc-network")
+            .enable_all()
+            .build()
+            .map_err(|e| failed("starting the network runtime")(e.to_string()))?;
+        let mut faces = Vec::new();
+        for r in config.remotes.values() {
+            let what = format!("remote `{}` ({} at {})", r.name, r.interface, r.endpoint);
+            let plan = Arc::new(
+                kernel
+                    .interface(&r.interface)
+                    .map_err(|e| failed(what.clone())(e.to_string()))?,
+            );
+            let mut options = RemoteOptions::default();
+            if let Some(d) = r.deadline {
+                options.deadline = d;
+            }
+            let binding = RemoteBinding::new(r.endpoint.clone(), &r.interface, plan, options);
+            let face = export_remote(kernel, &r.interface, binding, runtime.handle().clone())
+                .map_err(|e| failed(what)(e.to_string()))?;
+            tracing::info!(remote = r.name, interface = r.interface, endpoint = %r.endpoint, "remote export");
+            faces.push(face);
+        }
+        Ok(Some(Network {
+            runtime: Some(runtime),
+            faces,
+            listening: Vec::new(),
+        }))
+    }
+
+    /// Serves `spec`'s exports to other kernels on its addresses: those it names among
+    /// `exported` (export name, interface), or all of them.
+    pub(crate) fn serve(
+        &mut self,
+        kernel: &Kernel,
+        spec: &NetworkSpec,
+        exported: &[(String, String)],
+    ) -> Result<(), DeployError> {
+        let named: Vec<(&str, &str)> = exported
+            .iter()
+            .filter(|(name, _)| spec.exports.as_ref().is_none_or(|l| l.contains(name)))
+            .map(|(n, i)| (n.as_str(), i.as_str()))
+            .collect();
+        let pool = LocalPool::new(kernel, &named, spec.workers, 1024)
+            .map_err(|e| failed("the network's driver threads")(e.to_string()))?;
+        let Some(rt) = &self.runtime else {
+            return Ok(());
+        };
+        let listening = rt.block_on(async {
+            let server = RemoteServer::new(Arc::new(pool), ServeOptions::default())
+                .await
+                .map_err(|e| failed("serving exports")(e.to_string()))?;
+            let mut listening = Vec::new();
+            for e in &spec.listen {
+                let at = failed(format!("listening on {e}"));
+                let bound = match e {
+                    Endpoint::Tcp(a) => {
+                        let l = tokio::net::TcpListener::bind(a.as_str())
+                            .await
+                            .map_err(|x| at(x.to_string()))?;
+                        let local = l.local_addr().map_err(|x| {
+                            failed(format!("listening on {e}"))(x.to_string())
+                        })?;
+                        tokio::spawn(server.clone().listen_tcp(l));
+                        Endpoint::Tcp(local.to_string())
+                    }
+                    Endpoint::Unix(p) => {
+                        let _ = std::fs::remove_file(p);
+                        let l = tokio::net::UnixListener::bind(p).map_err(|x| at(x.to_string()))?;
+                        tokio::spawn(server.clone().listen_unix(l));
+                        e.clone()
+                    }
+                };
+                tracing::info!(endpoint = %bound, exports = ?named, "serving exports to the network");
+                listening.push(bound);
+            }
+            Ok::<_, DeployError>(listening)
+        })?;
+        self.listening = listening;
+        Ok(())
+    }
+
+    /// The addresses the deployment's exports are served on (ports chosen when `0`).
+    pub fn listening(&self) -> &[Endpoint] {
+        &self.listening
+    }
+}
+
+impl Drop for Network {
+    fn drop(&mut self) {
+        // Not a blocking drop: a deployment may be dropped inside another runtime.
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
