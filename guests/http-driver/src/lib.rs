@@ -10,8 +10,9 @@
 //! Every value is decoded and validated by the plugins' own stubs and, at the end, by the
 //! host; here the framing is checked before any length is used.
 
-use lrpc_sdk::rt::{self, DecodeError, Reader, Writer};
+use lrpc_sdk::rt::{self, Reader, Writer};
 use lrpc_sdk::{Binding, CallError};
+use std::borrow::Cow;
 use std::cell::RefCell;
 
 /// Status in [`chain`]'s answer: a plugin answered; the response is in the output buffer.
@@ -162,8 +163,9 @@ pub extern "C" fn chain(n: i32, len: i32) -> i32 {
         let Some(body) = byte_list(rest) else {
             return -3;
         };
-        let mut head = head.to_vec();
-        let mut body = body.to_vec();
+        // Read from the input buffer until a plugin changes them.
+        let mut head = Cow::Borrowed(head);
+        let mut body = Cow::Borrowed(body);
         for slot in 0..n {
             let code = |status: i32| ((slot as i32 + 1) << 8) | status;
             let Some(Some(b)) = slots.get(slot) else {
@@ -179,32 +181,20 @@ pub extern "C" fn chain(n: i32, len: i32) -> i32 {
                     w.bytes(&head);
                     w.list_u8(&body);
                 },
-                |r: &mut Reader<'_>| Ok(rest_of(r)),
+                |r: &mut Reader<'_>| Ok(action(r.rest()?)),
             );
-            let reply = match reply {
-                Ok(r) => r,
-                Err(e) => return code(e.code()),
-            };
-            let Some((&tag, payload)) = reply.split_first() else {
-                return code(MALFORMED);
-            };
-            match tag {
-                0 if skip_head(payload) == Some(payload.len()) => head = payload.to_vec(),
-                1 => {
-                    let Some(h) = skip_head(payload) else {
-                        return code(MALFORMED);
-                    };
-                    let Some(new_body) = byte_list(&payload[h..]) else {
-                        return code(MALFORMED);
-                    };
-                    body = new_body.to_vec();
-                    head = payload[..h].to_vec();
+            match reply {
+                Ok(Action::Continue(h)) => head = Cow::Owned(h),
+                Ok(Action::Rewrite(h, b)) => {
+                    head = Cow::Owned(h);
+                    body = Cow::Owned(b);
                 }
-                2 => {
-                    *output = payload.to_vec();
+                Ok(Action::Respond(response)) => {
+                    *output = response;
                     return code(RESPONDED);
                 }
-                _ => return code(MALFORMED),
+                Ok(Action::Malformed) => return code(MALFORMED),
+                Err(e) => return code(e.code()),
             }
         }
         // The request as the plugins left it, for a handler the host runs after the chain.
@@ -233,20 +223,41 @@ fn invoke_raw(
         args.len(),
         out_bound,
         |w: &mut Writer| w.bytes(args),
-        |r: &mut Reader<'_>| Ok(rest_of(r)),
+        |r: &mut Reader<'_>| r.rest().map(<[u8]>::to_vec),
     )
 }
 
-/// Every byte left in `r`.
-fn rest_of(r: &mut Reader<'_>) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut chunk = 1usize << 16;
-    loop {
-        match r.take(chunk) {
-            Ok(b) => out.extend_from_slice(b),
-            Err(DecodeError) if chunk > 1 => chunk /= 2,
-            Err(DecodeError) => return out,
+/// A plugin's action, its parts copied once out of the reply (itself the client stub's
+/// private copy of the A-stack or reply segment).
+enum Action {
+    /// Pass the request on with this encoded head.
+    Continue(Vec<u8>),
+    /// Pass the request on with this encoded head and this body.
+    Rewrite(Vec<u8>, Vec<u8>),
+    /// The encoded response.
+    Respond(Vec<u8>),
+    /// The action's framing does not check.
+    Malformed,
+}
+
+/// The action encoded in `reply`, framing checked.
+fn action(reply: &[u8]) -> Action {
+    let Some((&tag, payload)) = reply.split_first() else {
+        return Action::Malformed;
+    };
+    match tag {
+        0 if skip_head(payload) == Some(payload.len()) => Action::Continue(payload.to_vec()),
+        1 => {
+            let Some(h) = skip_head(payload) else {
+                return Action::Malformed;
+            };
+            match byte_list(&payload[h..]) {
+                Some(body) => Action::Rewrite(payload[..h].to_vec(), body.to_vec()),
+                None => Action::Malformed,
+            }
         }
+        2 => Action::Respond(payload.to_vec()),
+        _ => Action::Malformed,
     }
 }
 

@@ -284,6 +284,12 @@ impl<'a> Reader<'a> {
         self.list_u8()
     }
 
+    /// Takes every byte left (a private copy of them in split mode).
+    #[inline]
+    pub fn rest(&mut self) -> Result<&'a [u8], DecodeError> {
+        self.take(self.buf.len() - self.pos)
+    }
+
     /// Reads a string, validated as UTF-8, borrowed from the private buffer.
     #[inline]
     pub fn str(&mut self) -> Result<&'a str, DecodeError> {
@@ -1089,6 +1095,11 @@ mod tests {
         );
         assert_eq!(Reader::new(&[3]).discriminant(3), Err(DecodeError));
         assert_eq!(Reader::new(&[1, 2]).finish(), Err(DecodeError));
+        let mut r = Reader::new(&[1, 2, 3]);
+        assert_eq!(r.u8(), Ok(1));
+        assert_eq!(r.rest(), Ok(&[2, 3][..]));
+        assert_eq!(r.rest(), Ok(&[][..]));
+        assert_eq!(r.finish(), Ok(()));
     }
 
     #[test]
