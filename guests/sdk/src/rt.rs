@@ -404,7 +404,8 @@ thread_local! {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
     /// `in` data copied: arguments onto the A-stack (client), A-stack into private memory
-    /// (server, when it may not borrow).
+    /// (server, when it may not borrow everything: with byte lists lent beside strings, the
+    /// rest of the request is copied, once per call).
     pub in_copies: u64,
     /// `out` data copied: results onto the A-stack (server), A-stack into the caller's
     /// memory (client).
