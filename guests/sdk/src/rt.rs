@@ -638,6 +638,84 @@ pub fn invoke<R>(
     enc: impl FnOnce(&mut Writer),
     dec: impl FnOnce(&mut Reader<'_>) -> Result<R, DecodeError>,
 ) -> Result<R, CallError> {
+    invoke_with(b, proc, bounded, size, out_bound, enc, Decode(dec))
+}
+
+/// The client half of a call whose results the caller keeps as their encoded bytes (a relay
+/// that checks framing only and passes them on to be validated by others): as [`invoke`], but
+/// the reply is copied once, straight out of shared memory into the returned buffer.
+pub fn invoke_bytes(
+    b: &Binding,
+    proc: u32,
+    bounded: bool,
+    size: usize,
+    out_bound: usize,
+    enc: impl FnOnce(&mut Writer),
+) -> Result<Vec<u8>, CallError> {
+    invoke_with(b, proc, bounded, size, out_bound, enc, Bytes)
+}
+
+/// How a client takes its results out of shared memory.
+trait TakeOut<R> {
+    /// Takes the `len` result bytes at `src` out (`whole`: every one of them must decode).
+    ///
+    /// # Safety
+    /// `[src, src + len)` must be readable memory of this domain: the A-stack or the reply
+    /// segment, checked against its capacity.
+    unsafe fn take_out(self, src: *const u8, len: usize, whole: bool) -> Result<R, DecodeError>;
+}
+
+/// Results decoded by a generated stub, from a private copy (validation happens on bytes the
+/// server can no longer change).
+struct Decode<F>(F);
+
+impl<R, F: FnOnce(&mut Reader<'_>) -> Result<R, DecodeError>> TakeOut<R> for Decode<F> {
+    #[inline]
+    unsafe fn take_out(self, src: *const u8, len: usize, whole: bool) -> Result<R, DecodeError> {
+        let dec = |buf: &[u8]| {
+            let mut r = Reader::new(buf);
+            let v = (self.0)(&mut r)?;
+            if whole {
+                r.finish()?;
+            }
+            Ok(v)
+        };
+        if len == 0 {
+            return dec(&[]);
+        }
+        // SAFETY: the caller's promise, passed on.
+        unsafe { with_copy(src, len, dec) }
+    }
+}
+
+/// Results kept as their encoded bytes: one copy into an owned buffer.
+struct Bytes;
+
+impl TakeOut<Vec<u8>> for Bytes {
+    #[inline]
+    unsafe fn take_out(self, src: *const u8, len: usize, _: bool) -> Result<Vec<u8>, DecodeError> {
+        let mut v = Vec::with_capacity(len);
+        // SAFETY: the caller vouches for `src`; `v` is a new allocation of `len` bytes, so
+        // the ranges do not overlap; after the copy those bytes are initialized.
+        unsafe {
+            copy_bytes(src, v.as_mut_ptr(), len);
+            v.set_len(len);
+        }
+        Ok(v)
+    }
+}
+
+/// [`invoke`] with the results taken out by `out`.
+#[inline]
+fn invoke_with<R>(
+    b: &Binding,
+    proc: u32,
+    bounded: bool,
+    size: usize,
+    out_bound: usize,
+    enc: impl FnOnce(&mut Writer),
+    out: impl TakeOut<R>,
+) -> Result<R, CallError> {
     let (astack, cap) = b.take(proc)?;
     let mut used = Used::default();
     let r = invoke_on(
@@ -650,7 +728,7 @@ pub fn invoke<R>(
         out_bound,
         &mut used,
         enc,
-        dec,
+        out,
     );
     if b.clear_residue {
         clear(astack as usize, &used);
@@ -704,7 +782,7 @@ fn invoke_on<R>(
     out_bound: usize,
     used: &mut Used,
     enc: impl FnOnce(&mut Writer),
-    dec: impl FnOnce(&mut Reader<'_>) -> Result<R, DecodeError>,
+    out: impl TakeOut<R>,
 ) -> Result<R, CallError> {
     let bad_reply = |_| CallError::BadReply;
     let base = astack as usize;
@@ -729,12 +807,8 @@ fn invoke_on<R>(
         }
         // Only the result's bound is read back (nothing at all for a procedure without one).
         let n = out_bound.min(cap);
-        if n == 0 {
-            return dec(&mut Reader::new(&[])).map_err(bad_reply);
-        }
         // SAFETY: as above; `n <= cap`.
-        return unsafe { with_copy(base as *const u8, n, |buf| dec(&mut Reader::new(buf))) }
-            .map_err(bad_reply);
+        return unsafe { out.take_out(base as *const u8, n, false) }.map_err(bad_reply);
     }
     let inline_cap = cap.saturating_sub(header::LEN);
     let (dst, room, flags) = if size <= inline_cap {
@@ -778,15 +852,7 @@ fn invoke_on<R>(
     }
     // SAFETY: `[src, src + len)` lies inside the A-stack or the reply segment (checked
     // against its capacity just above).
-    unsafe {
-        with_copy(src as *const u8, len, |buf| {
-            let mut r = Reader::new(buf);
-            let v = dec(&mut r)?;
-            r.finish()?;
-            Ok(v)
-        })
-    }
-    .map_err(bad_reply)
+    unsafe { out.take_out(src as *const u8, len, true) }.map_err(bad_reply)
 }
 
 /// Where a server entry writes its results.
