@@ -45,8 +45,9 @@ pub fn generate_rust(plan: &InterfacePlan) -> String {
 ///   its own storage, which the stub copies without allocating.
 ///
 /// `in` annotations (`trashable`, `preserved`) do not change the API — a server always
-/// receives byte lists as `&[u8]` — they decide at bind time whether that slice is the
-/// A-stack itself or a private copy.
+/// receives byte-list parameters as `&[u8]` — they decide at bind time whether that slice is
+/// the A-stack (or the request segment) itself or a private copy. A request that also holds
+/// strings has the rest copied into private memory around the borrowed byte lists.
 pub fn generate_rust_with(
     plan: &InterfacePlan,
     client: Option<&SidePresentation>,
@@ -95,6 +96,11 @@ impl Gen<'_> {
         format!("extern \"C\" fn({}){ret}", params.join(", "))
     }
 
+    /// Whether `t` is a byte list (`list<u8>`).
+    fn is_bytes(t: &Ty) -> bool {
+        matches!(t, Ty::List(e) if **e == Ty::Prim(Prim::U8))
+    }
+
     /// The owned Rust type.
     fn owned(&self, t: &Ty) -> String {
         self.codec(t, "").ty
@@ -118,7 +124,8 @@ impl Gen<'_> {
     }
 
     /// The type of an `in` parameter as the server receives it (borrowed from its private
-    /// copy of the request for strings and byte lists).
+    /// copy of the request for strings and byte lists, or from the A-stack for a byte list
+    /// the binding lets it borrow).
     fn server_param(&self, t: &Ty) -> String {
         let c = self.codec(t, "");
         c.view.map_or(c.ty, |v| v.ty.into())
@@ -518,20 +525,18 @@ impl Gen<'_> {
                 "    pub fn __serve_{f}<S: Server>(__s: &S, __a: i32, __c: i32, __o: i32, __oc: i32, __b: i32) -> i32 {{"
             );
             // Parameters whose data a borrow spares a copy of: byte lists. A request holding a
-            // string is never read in place (its UTF-8 is validated on a private copy).
+            // string is never read in place whole (its UTF-8 is validated on a private copy),
+            // but its borrowed byte lists are, beside a private copy of the rest.
             let has_string = p.params.iter().any(|(_, t)| self.plan.has_string(t));
-            let in_mask: u32 = if has_string {
-                0
-            } else {
-                p.params
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, (_, t))| matches!(t, Ty::List(e) if **e == Ty::Prim(Prim::U8)))
-                    .fold(0, |m, (i, _)| m | (1u32 << i.min(31)))
-            };
+            let in_mask: u32 = p
+                .params
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, t))| Self::is_bytes(t))
+                .fold(0, |m, (i, _)| m | (1u32 << i.min(31)));
             let _ = writeln!(
                 o,
-                "        let __e = ::lrpc_sdk::rt::Entry {{ astack: __a, cap: __c, oob: __o, oob_cap: __oc, borrow: __b }};\n        let __shape = ::lrpc_sdk::rt::Shape {{ in_mask: {in_mask:#x}, has_result: {}, bounded: {}, in_bound: {} }};\n        ::lrpc_sdk::rt::serve(__e, __shape, |__r: &mut Reader<'_>, __reply: &mut ::lrpc_sdk::rt::Reply| {{",
+                "        let __e = ::lrpc_sdk::rt::Entry {{ astack: __a, cap: __c, oob: __o, oob_cap: __oc, borrow: __b }};\n        let __shape = ::lrpc_sdk::rt::Shape {{ in_mask: {in_mask:#x}, strings: {has_string}, has_result: {}, bounded: {}, in_bound: {} }};\n        ::lrpc_sdk::rt::serve(__e, __shape, |__r: &mut Reader<'_>, __reply: &mut ::lrpc_sdk::rt::Reply| {{",
                 p.result.is_some(),
                 p.bounded,
                 p.in_bound.unwrap_or(0)
@@ -547,9 +552,14 @@ impl Gen<'_> {
                     );
                     continue;
                 }
-                // Strings and byte lists reach the handler as views.
-                let c = self.codec(t, "");
-                let _ = writeln!(o, "            let {} = {};", snake(n), c.dec_view());
+                // Strings and byte lists reach the handler as views; a byte list in place
+                // when the binding lets this side borrow it.
+                let dec = if Self::is_bytes(t) && k < 32 {
+                    format!("__r.list_u8_arg({k})?")
+                } else {
+                    self.codec(t, "").dec_view().to_string()
+                };
+                let _ = writeln!(o, "            let {} = {dec};", snake(n));
             }
             if !p.bounded {
                 let _ = writeln!(o, "            __r.finish()?;");

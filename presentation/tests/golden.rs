@@ -88,3 +88,25 @@ fn presentation_driven_stubs_match_the_golden_files() {
     let code = lrpc_presentation::generate_rust_with(&plan, None, cases[1].2.as_ref());
     assert!(code.contains("fn big_in_out(&self, data: &[u8]) -> &[u8];"));
 }
+
+/// A request holding strings beside a byte list (`lrpc:http/plugin#handle`: the head, then
+/// the body): the server stub marks the byte list as one a borrow spares a copy of and reads
+/// it through `list_u8_arg`, which is a view of shared memory when the binding lends it; the
+/// head is decoded as before (from a private copy).
+#[test]
+fn a_byte_list_beside_strings_may_be_lent_to_the_server() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let wit = Wit::load_dir(&root.join("../wit")).expect("project WIT");
+    let code = generate_rust(&wit.interface("lrpc:http/plugin").unwrap());
+    assert!(
+        code.contains("Shape { in_mask: 0x2, strings: true,"),
+        "{code}"
+    );
+    assert!(code.contains("let head = __dec_head(__r)?;"));
+    assert!(code.contains("let body = __r.list_u8_arg(1)?;"));
+    assert!(code.contains("fn handle(&self, head: Head, body: &[u8]) -> Action;"));
+    // Without strings the whole request may be read in place, as before.
+    let code = generate_rust(&wit.interface("lrpc:bench/bench").unwrap());
+    assert!(code.contains("strings: false"));
+    assert!(!code.contains("strings: true"));
+}

@@ -469,3 +469,127 @@ fn trust_none_clears_fixed_size_arguments_and_results_too() {
         }
     }
 }
+
+/// `lrpc:http/plugin#handle` from a client that speaks the raw ABI to `http-hello`, which
+/// promises `in.body = "preserved"`: the request holds strings (the head), so the server
+/// copies the head into private memory and reads the body in place. While another thread
+/// rewrites the A-stack mid-call, the server never traps: a head that no longer decodes is
+/// rejected, and the body's length is read once (the body itself may change under the
+/// handler, which the promise allows).
+#[test]
+fn a_server_borrowing_a_body_beside_strings_copies_the_head_and_survives_a_scribbler() {
+    const PLUGIN: &str = "lrpc:http/plugin";
+    let _guard = shared();
+    let kernel = Kernel::new().unwrap();
+    let hello = kernel.domain("hello", lrpc::artifacts::HTTP_HELLO).unwrap();
+    let preserved = kernel
+        .load_presentation(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../guests/apps/http-chain/hello-server.toml"),
+        )
+        .unwrap();
+    crate::export_with(
+        &kernel,
+        &hello,
+        PLUGIN,
+        lrpc::ExportOptions {
+            presentation: Some(preserved),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let h = kernel.domain("hostile", lrpc::artifacts::HOSTILE).unwrap();
+    let fp = kernel.interface(PLUGIN).unwrap().fingerprint as i64;
+    let scratch: i32 = h.call("scratch", ()).unwrap();
+    h.write_memory(scratch as usize, PLUGIN.as_bytes()).unwrap();
+    let bound: i32 = h
+        .call(
+            "bind_any",
+            (scratch, PLUGIN.len() as i32, fp, scratch + 256, 2048),
+        )
+        .unwrap();
+    assert_eq!(bound, 0);
+    let info = h.client_bindings()[0].clone();
+    assert_eq!(info.combination.procs[0].borrow, [false, true]);
+    let at = info.windows[0].0;
+    let len = kernel.interface(PLUGIN).unwrap().procs[0].astack_size as usize;
+
+    // The request, inline after its header: head { "POST", "/x", [("a", "b")] }, then a body
+    // filling most of the A-stack (well past what is copied whole).
+    let mut req = Vec::new();
+    let put = |req: &mut Vec<u8>, b: &[u8]| {
+        req.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        req.extend_from_slice(b);
+    };
+    put(&mut req, b"POST");
+    put(&mut req, b"/x");
+    req.extend_from_slice(&1u32.to_le_bytes());
+    put(&mut req, b"a");
+    put(&mut req, b"b");
+    let body: Vec<u8> = (0..len - 8 - req.len() - 4 - 64)
+        .map(|i| (i * 7) as u8)
+        .collect();
+    assert!(body.len() > 1000, "an A-stack of {len} bytes");
+    put(&mut req, &body);
+    let mut astack = 0u32.to_le_bytes().to_vec();
+    astack.extend_from_slice(&(req.len() as u32).to_le_bytes());
+    astack.extend_from_slice(&req);
+    let handle = info.handle as i64;
+    let call = || -> i32 {
+        h.write_window(at, &astack).unwrap();
+        h.call("call_raw", (handle, 0, at as i32)).unwrap()
+    };
+    let copied = || -> (i64, i64) {
+        (
+            hello.call("lrpc_in_copies", ()).unwrap(),
+            hello.call("lrpc_in_copied_bytes", ()).unwrap(),
+        )
+    };
+    let before = copied();
+    assert_eq!(call(), 0);
+    let after = copied();
+    // One copy, of the head's string bytes ("POST", "/x", "a", "b"): the body stays put.
+    assert_eq!((after.0 - before.0, after.1 - before.1), (1, 8));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let scribbler = {
+        let (h, stop) = (h.clone(), stop.clone());
+        let span = 8 + req.len() - 4;
+        std::thread::spawn(move || {
+            let mut x = 0x9e37_79b9_u32;
+            let mut writes = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                // Mostly the head and the body's length, sometimes the body.
+                let off = if x.is_multiple_of(4) {
+                    x as usize % span
+                } else {
+                    8 + x as usize % 48
+                };
+                h.write_window(at + off, &x.to_le_bytes()).unwrap();
+                writes += 1;
+            }
+            writes
+        })
+    };
+    let mut outcomes = std::collections::BTreeMap::new();
+    for _ in 0..300 {
+        *outcomes.entry(call()).or_insert(0) += 1;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let writes = scribbler.join().unwrap();
+    assert!(writes > 1000, "the scribbler ran ({writes} writes)");
+    assert!(
+        !hello.is_terminated(),
+        "the server never trapped: {outcomes:?}"
+    );
+    for s in outcomes.keys() {
+        assert!(
+            *s == 0 || *s == Status::ServerRejected as i32,
+            "unexpected status {s}: {outcomes:?}"
+        );
+    }
+    // Once the scribbling stops, the same request goes through again.
+    assert_eq!(call(), 0);
+}

@@ -10,7 +10,7 @@
 //! Every value is decoded and validated by the plugins' own stubs and, at the end, by the
 //! host; here the framing is checked before any length is used.
 
-use lrpc_sdk::rt::{self, DecodeError, Reader, Writer};
+use lrpc_sdk::rt::{self, Writer};
 use lrpc_sdk::{Binding, CallError};
 use std::cell::RefCell;
 
@@ -26,7 +26,7 @@ const HANDLE: u32 = 0;
 #[derive(Default)]
 struct State {
     input: Vec<u8>,
-    output: Vec<u8>,
+    output: Part,
     slots: Vec<Option<Binding>>,
 }
 
@@ -51,13 +51,13 @@ pub extern "C" fn input(len: i32) -> i32 {
 /// Address of the last answer ([`call`]'s result or [`chain`]'s response).
 #[unsafe(no_mangle)]
 pub extern "C" fn output_ptr() -> i32 {
-    STATE.with_borrow(|s| s.output.as_ptr() as i32)
+    STATE.with_borrow(|s| s.output.bytes().as_ptr() as i32)
 }
 
 /// Length of the last answer.
 #[unsafe(no_mangle)]
 pub extern "C" fn output_len() -> i32 {
-    STATE.with_borrow(|s| s.output.len() as i32)
+    STATE.with_borrow(|s| s.output.bytes().len() as i32)
 }
 
 /// Binds `slot` to the interface exported under the name in the first `name_len` bytes of
@@ -128,7 +128,7 @@ pub extern "C" fn call(slot: i32, proc: i32, bounded: i32, out_bound: i32, len: 
         };
         match invoke_raw(b, proc, bounded != 0, out_bound, args) {
             Ok(r) => {
-                *output = r;
+                *output = Part::whole(r);
                 0
             }
             Err(e) => e.code(),
@@ -162,57 +162,47 @@ pub extern "C" fn chain(n: i32, len: i32) -> i32 {
         let Some(body) = byte_list(rest) else {
             return -3;
         };
-        let mut head = head.to_vec();
-        let mut body = body.to_vec();
+        // Read from the input buffer until a plugin changes them.
+        let mut head = Held::Input(head);
+        let mut body = Held::Input(body);
         for slot in 0..n {
             let code = |status: i32| ((slot as i32 + 1) << 8) | status;
             let Some(Some(b)) = slots.get(slot) else {
                 return code(CallError::StaleBinding.code());
             };
-            let reply = rt::invoke(
+            let (h, bytes) = (head.bytes(), body.bytes());
+            let reply = rt::invoke_bytes(
                 b,
                 HANDLE,
                 false,
-                head.len() + 4 + body.len(),
+                h.len() + 4 + bytes.len(),
                 0,
                 |w: &mut Writer| {
-                    w.bytes(&head);
-                    w.list_u8(&body);
+                    w.bytes(h);
+                    w.list_u8(bytes);
                 },
-                |r: &mut Reader<'_>| Ok(rest_of(r)),
             );
-            let reply = match reply {
-                Ok(r) => r,
-                Err(e) => return code(e.code()),
-            };
-            let Some((&tag, payload)) = reply.split_first() else {
-                return code(MALFORMED);
-            };
-            match tag {
-                0 if skip_head(payload) == Some(payload.len()) => head = payload.to_vec(),
-                1 => {
-                    let Some(h) = skip_head(payload) else {
-                        return code(MALFORMED);
-                    };
-                    let Some(new_body) = byte_list(&payload[h..]) else {
-                        return code(MALFORMED);
-                    };
-                    body = new_body.to_vec();
-                    head = payload[..h].to_vec();
+            match reply.map(action) {
+                Ok(Action::Continue(h)) => head = Held::Reply(h),
+                Ok(Action::Rewrite(h, b)) => {
+                    head = Held::Reply(Part::whole(h));
+                    body = Held::Reply(b);
                 }
-                2 => {
-                    *output = payload.to_vec();
+                Ok(Action::Respond(response)) => {
+                    *output = response;
                     return code(RESPONDED);
                 }
-                _ => return code(MALFORMED),
+                Ok(Action::Malformed) => return code(MALFORMED),
+                Err(e) => return code(e.code()),
             }
         }
         // The request as the plugins left it, for a handler the host runs after the chain.
-        output.clear();
-        output.reserve(head.len() + 4 + body.len());
-        output.extend_from_slice(&head);
-        output.extend_from_slice(&(body.len() as u32).to_le_bytes());
-        output.extend_from_slice(&body);
+        let (head, body) = (head.bytes(), body.bytes());
+        let mut request = Vec::with_capacity(head.len() + 4 + body.len());
+        request.extend_from_slice(head);
+        request.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        request.extend_from_slice(body);
+        *output = Part::whole(request);
         ((n as i32) << 8) | UNANSWERED
     })
 }
@@ -226,27 +216,87 @@ fn invoke_raw(
     out_bound: usize,
     args: &[u8],
 ) -> Result<Vec<u8>, CallError> {
-    rt::invoke(
-        b,
-        proc,
-        bounded,
-        args.len(),
-        out_bound,
-        |w: &mut Writer| w.bytes(args),
-        |r: &mut Reader<'_>| Ok(rest_of(r)),
-    )
+    rt::invoke_bytes(b, proc, bounded, args.len(), out_bound, |w: &mut Writer| {
+        w.bytes(args)
+    })
 }
 
-/// Every byte left in `r`.
-fn rest_of(r: &mut Reader<'_>) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut chunk = 1usize << 16;
-    loop {
-        match r.take(chunk) {
-            Ok(b) => out.extend_from_slice(b),
-            Err(DecodeError) if chunk > 1 => chunk /= 2,
-            Err(DecodeError) => return out,
+/// Encoded bytes held in a buffer from an offset on: a part of a plugin's reply, kept where
+/// the reply was copied to.
+#[derive(Default)]
+struct Part {
+    buf: Vec<u8>,
+    at: usize,
+}
+
+impl Part {
+    /// All of `buf`.
+    fn whole(buf: Vec<u8>) -> Part {
+        Part { buf, at: 0 }
+    }
+
+    /// The bytes held.
+    fn bytes(&self) -> &[u8] {
+        self.buf.get(self.at..).unwrap_or_default()
+    }
+}
+
+/// A part of the request: still in the input buffer, or from a plugin's reply.
+enum Held<'a> {
+    Input(&'a [u8]),
+    Reply(Part),
+}
+
+impl Held<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Held::Input(b) => b,
+            Held::Reply(p) => p.bytes(),
         }
+    }
+}
+
+/// A plugin's action, framing checked; its parts stay in the reply's buffer (one copy out of
+/// shared memory), except a replaced head, which is small.
+enum Action {
+    /// Pass the request on with this encoded head.
+    Continue(Part),
+    /// Pass the request on with this encoded head and this body.
+    Rewrite(Vec<u8>, Part),
+    /// The encoded response.
+    Respond(Part),
+    /// The action's framing does not check.
+    Malformed,
+}
+
+/// The action encoded in `reply`, framing checked.
+fn action(reply: Vec<u8>) -> Action {
+    let Some((&tag, payload)) = reply.split_first() else {
+        return Action::Malformed;
+    };
+    match tag {
+        0 if skip_head(payload) == Some(payload.len()) => {
+            Action::Continue(Part { buf: reply, at: 1 })
+        }
+        1 => {
+            let Some(h) = skip_head(payload) else {
+                return Action::Malformed;
+            };
+            if byte_list(&payload[h..]).is_none() {
+                return Action::Malformed;
+            }
+            let head = payload[..h].to_vec();
+            // The tag, the head, the body's length: the body follows.
+            Action::Rewrite(
+                head,
+                Part {
+                    buf: reply,
+                    at: 1 + h + 4,
+                },
+            )
+        }
+        2 => Action::Respond(Part { buf: reply, at: 1 }),
+        _ => Action::Malformed,
     }
 }
 

@@ -357,6 +357,12 @@ pub extern "C" fn lrpc_in_copies() -> i64 {
     rt::counts().in_copies as i64
 }
 
+/// Copy counts of this domain's stubs: bytes the `in` copies moved.
+#[unsafe(no_mangle)]
+pub extern "C" fn lrpc_in_copied_bytes() -> i64 {
+    rt::counts().in_bytes as i64
+}
+
 /// Copy counts of this domain's stubs: `out` copies.
 #[unsafe(no_mangle)]
 pub extern "C" fn lrpc_out_copies() -> i64 {

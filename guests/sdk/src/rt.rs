@@ -119,10 +119,49 @@ impl Writer {
     }
 }
 
-/// Reads an encoding from a private buffer.
+/// Reads an encoding from a private buffer (or, where [`serve`] lets it, from shared memory:
+/// see [`Reader::list_u8_arg`]).
 pub struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// Split mode: `buf` is shared memory the peer may still write, and every byte handed
+    /// out is first copied into private memory here, except the byte-list parameters in
+    /// `views`.
+    private: Option<Private<'a>>,
+    /// Byte-list parameters (bit `k` for parameter `k`) read in place in split mode.
+    views: u32,
+}
+
+/// The private memory a split-mode reader copies into: `cap` bytes at `at`, of which the
+/// first `used` hold copies already handed out (never written again).
+struct Private<'a> {
+    at: *mut u8,
+    cap: usize,
+    used: usize,
+    _memory: core::marker::PhantomData<&'a mut [u8]>,
+}
+
+impl<'a> Private<'a> {
+    /// Copies `b` (shared memory) into the next free bytes and returns the copy.
+    #[inline]
+    fn keep(&mut self, b: &[u8]) -> Result<&'a [u8], DecodeError> {
+        let end = self
+            .used
+            .checked_add(b.len())
+            .filter(|&end| end <= self.cap)
+            .ok_or(DecodeError)?;
+        // SAFETY: `[at, at + cap)` is private memory writable for `'a` that nothing else uses
+        // meanwhile (`Reader::split`'s contract); `[used, end)` lies inside it and was never
+        // handed out, so no reference to it exists; `b` is shared memory, so the ranges do
+        // not overlap. After the copy those bytes are initialized, and they are never written
+        // again (`used` only grows).
+        unsafe {
+            let dst = self.at.add(self.used);
+            copy_in(b.as_ptr(), dst, b.len());
+            self.used = end;
+            Ok(core::slice::from_raw_parts(dst, b.len()))
+        }
+    }
 }
 
 macro_rules! read_int {
@@ -130,7 +169,8 @@ macro_rules! read_int {
         #[doc = concat!("Reads a `", stringify!($t), "`.")]
         #[inline]
         pub fn $name(&mut self) -> Result<$t, DecodeError> {
-            let b = self.take(core::mem::size_of::<$t>())?;
+            // Read once into a value: no private copy needed even in split mode.
+            let b = self.step(core::mem::size_of::<$t>())?;
             Ok(<$t>::from_le_bytes(b.try_into().map_err(|_| DecodeError)?))
         }
     )*};
@@ -139,16 +179,59 @@ macro_rules! read_int {
 impl<'a> Reader<'a> {
     /// A reader over `buf`.
     pub fn new(buf: &'a [u8]) -> Reader<'a> {
-        Reader { buf, pos: 0 }
+        Reader {
+            buf,
+            pos: 0,
+            private: None,
+            views: 0,
+        }
     }
 
-    /// Takes the next `n` bytes.
+    /// A split-mode reader over `shared`, a request the peer may still write: what it hands
+    /// out is copied into the `cap` private bytes at `at` first (each byte of `shared` at
+    /// most once, so `cap >= shared.len()` always suffices), except the byte-list parameters
+    /// in `views`, which are views of `shared`. Every length is read once, and the views'
+    /// bounds are checked against `shared`.
+    ///
+    /// # Safety
+    /// `[at, at + cap)` must be private memory, writable for `'a` and not otherwise used
+    /// meanwhile.
+    unsafe fn split(shared: &'a [u8], at: *mut u8, cap: usize, views: u32) -> Reader<'a> {
+        Reader {
+            buf: shared,
+            pos: 0,
+            private: Some(Private {
+                at,
+                cap,
+                used: 0,
+                _memory: core::marker::PhantomData,
+            }),
+            views,
+        }
+    }
+
+    /// Bytes copied into private memory so far (split mode; 0 otherwise).
+    fn copied(&self) -> usize {
+        self.private.as_ref().map_or(0, |p| p.used)
+    }
+
+    /// Steps over the next `n` bytes, returning them where they are.
     #[inline]
-    pub fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+    fn step(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         let end = self.pos.checked_add(n).ok_or(DecodeError)?;
         let b = self.buf.get(self.pos..end).ok_or(DecodeError)?;
         self.pos = end;
         Ok(b)
+    }
+
+    /// Takes the next `n` bytes (a private copy of them in split mode).
+    #[inline]
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let b = self.step(n)?;
+        match &mut self.private {
+            None => Ok(b),
+            Some(p) => p.keep(b),
+        }
     }
 
     read_int!(u8: u8, u16: u16, u32: u32, u64: u64, s8: i8, s16: i16, s32: i32, s64: i64, f32: f32, f64: f64);
@@ -190,6 +273,23 @@ impl<'a> Reader<'a> {
         self.take(n)
     }
 
+    /// Reads byte-list parameter `k` of a request: in place when [`serve`] may lend it (the
+    /// binding lets the server borrow it), as [`Reader::list_u8`] otherwise.
+    #[inline]
+    pub fn list_u8_arg(&mut self, k: u32) -> Result<&'a [u8], DecodeError> {
+        if k < 32 && self.views & (1 << k) != 0 {
+            let n = self.u32()? as usize;
+            return self.step(n);
+        }
+        self.list_u8()
+    }
+
+    /// Takes every byte left (a private copy of them in split mode).
+    #[inline]
+    pub fn rest(&mut self) -> Result<&'a [u8], DecodeError> {
+        self.take(self.buf.len() - self.pos)
+    }
+
     /// Reads a string, validated as UTF-8, borrowed from the private buffer.
     #[inline]
     pub fn str(&mut self) -> Result<&'a str, DecodeError> {
@@ -216,8 +316,16 @@ impl<'a> Reader<'a> {
         skip: impl FnOnce(&mut Reader<'a>) -> Result<(), DecodeError>,
     ) -> Result<&'a [u8], DecodeError> {
         let start = self.pos;
-        skip(self)?;
-        self.buf.get(start..self.pos).ok_or(DecodeError)
+        // In split mode the bytes stepped over are copied once, as a whole, below.
+        let private = self.private.take();
+        let stepped = skip(self);
+        self.private = private;
+        stepped?;
+        let b = self.buf.get(start..self.pos).ok_or(DecodeError)?;
+        match &mut self.private {
+            None => Ok(b),
+            Some(p) => p.keep(b),
+        }
     }
 
     /// Fails unless every byte was consumed.
@@ -296,17 +404,23 @@ thread_local! {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
     /// `in` data copied: arguments onto the A-stack (client), A-stack into private memory
-    /// (server, when it may not borrow).
+    /// (server, when it may not borrow everything: with byte lists lent beside strings, the
+    /// rest of the request is copied, once per call).
     pub in_copies: u64,
     /// `out` data copied: results onto the A-stack (server), A-stack into the caller's
     /// memory (client).
     pub out_copies: u64,
     /// A-stacks cleared of residue after a call.
     pub clears: u64,
+    /// Bytes of `in` data those copies moved (client: the encoded arguments; server: what it
+    /// copied into private memory, which is only the rest of the request when it borrows a
+    /// byte-list parameter beside strings).
+    pub in_bytes: u64,
 }
 
 impl Counts {
     const ZERO: Counts = Counts {
+        in_bytes: 0,
         in_copies: 0,
         out_copies: 0,
         clears: 0,
@@ -327,14 +441,35 @@ fn count(f: impl FnOnce(&mut Counts)) {
     })
 }
 
+/// Requests of at most this many bytes are copied whole onto the stack: lending a part of
+/// them in place would save less than it costs.
+const SMALL: usize = 512;
+
+/// Copies `len` bytes of shared memory at `src` into private memory at `dst`.
+///
+/// # Safety
+/// As for [`copy_bytes`].
+#[inline]
+unsafe fn copy_in(src: *const u8, dst: *mut u8, len: usize) {
+    const TINY: usize = 16;
+    if len <= TINY {
+        // A bulk copy is an out-of-line call in the engine; a few loads are cheaper.
+        for i in 0..len {
+            // SAFETY: `i < len`, within both ranges the caller vouches for.
+            unsafe { dst.add(i).write(src.add(i).read_volatile()) };
+        }
+    } else {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { copy_bytes(src, dst, len) };
+    }
+}
+
 /// Copies `len` bytes at `src` (memory the peer may be writing) into a private buffer and
 /// runs `f` on the copy. Validation then happens on bytes the peer can no longer change.
 ///
 /// # Safety
 /// `[src, src + len)` must be readable memory of this domain.
 pub unsafe fn with_copy<R>(src: *const u8, len: usize, f: impl FnOnce(&[u8]) -> R) -> R {
-    const SMALL: usize = 512;
-    const TINY: usize = 16;
     if len <= SMALL {
         let mut buf = core::mem::MaybeUninit::<[u8; SMALL]>::uninit();
         let dst = buf.as_mut_ptr().cast::<u8>();
@@ -342,14 +477,7 @@ pub unsafe fn with_copy<R>(src: *const u8, len: usize, f: impl FnOnce(&[u8]) -> 
         // len` bytes; after the copy its first `len` bytes are initialized, and only those are
         // exposed.
         let copy = unsafe {
-            if len <= TINY {
-                // A bulk copy is an out-of-line call in the engine; a few loads are cheaper.
-                for i in 0..len {
-                    dst.add(i).write(src.add(i).read_volatile());
-                }
-            } else {
-                copy_bytes(src, dst, len);
-            }
+            copy_in(src, dst, len);
             core::slice::from_raw_parts(dst, len)
         };
         return f(copy);
@@ -510,6 +638,84 @@ pub fn invoke<R>(
     enc: impl FnOnce(&mut Writer),
     dec: impl FnOnce(&mut Reader<'_>) -> Result<R, DecodeError>,
 ) -> Result<R, CallError> {
+    invoke_with(b, proc, bounded, size, out_bound, enc, Decode(dec))
+}
+
+/// The client half of a call whose results the caller keeps as their encoded bytes (a relay
+/// that checks framing only and passes them on to be validated by others): as [`invoke`], but
+/// the reply is copied once, straight out of shared memory into the returned buffer.
+pub fn invoke_bytes(
+    b: &Binding,
+    proc: u32,
+    bounded: bool,
+    size: usize,
+    out_bound: usize,
+    enc: impl FnOnce(&mut Writer),
+) -> Result<Vec<u8>, CallError> {
+    invoke_with(b, proc, bounded, size, out_bound, enc, Bytes)
+}
+
+/// How a client takes its results out of shared memory.
+trait TakeOut<R> {
+    /// Takes the `len` result bytes at `src` out (`whole`: every one of them must decode).
+    ///
+    /// # Safety
+    /// `[src, src + len)` must be readable memory of this domain: the A-stack or the reply
+    /// segment, checked against its capacity.
+    unsafe fn take_out(self, src: *const u8, len: usize, whole: bool) -> Result<R, DecodeError>;
+}
+
+/// Results decoded by a generated stub, from a private copy (validation happens on bytes the
+/// server can no longer change).
+struct Decode<F>(F);
+
+impl<R, F: FnOnce(&mut Reader<'_>) -> Result<R, DecodeError>> TakeOut<R> for Decode<F> {
+    #[inline]
+    unsafe fn take_out(self, src: *const u8, len: usize, whole: bool) -> Result<R, DecodeError> {
+        let dec = |buf: &[u8]| {
+            let mut r = Reader::new(buf);
+            let v = (self.0)(&mut r)?;
+            if whole {
+                r.finish()?;
+            }
+            Ok(v)
+        };
+        if len == 0 {
+            return dec(&[]);
+        }
+        // SAFETY: the caller's promise, passed on.
+        unsafe { with_copy(src, len, dec) }
+    }
+}
+
+/// Results kept as their encoded bytes: one copy into an owned buffer.
+struct Bytes;
+
+impl TakeOut<Vec<u8>> for Bytes {
+    #[inline]
+    unsafe fn take_out(self, src: *const u8, len: usize, _: bool) -> Result<Vec<u8>, DecodeError> {
+        let mut v = Vec::with_capacity(len);
+        // SAFETY: the caller vouches for `src`; `v` is a new allocation of `len` bytes, so
+        // the ranges do not overlap; after the copy those bytes are initialized.
+        unsafe {
+            copy_bytes(src, v.as_mut_ptr(), len);
+            v.set_len(len);
+        }
+        Ok(v)
+    }
+}
+
+/// [`invoke`] with the results taken out by `out`.
+#[inline]
+fn invoke_with<R>(
+    b: &Binding,
+    proc: u32,
+    bounded: bool,
+    size: usize,
+    out_bound: usize,
+    enc: impl FnOnce(&mut Writer),
+    out: impl TakeOut<R>,
+) -> Result<R, CallError> {
     let (astack, cap) = b.take(proc)?;
     let mut used = Used::default();
     let r = invoke_on(
@@ -522,7 +728,7 @@ pub fn invoke<R>(
         out_bound,
         &mut used,
         enc,
-        dec,
+        out,
     );
     if b.clear_residue {
         clear(astack as usize, &used);
@@ -576,7 +782,7 @@ fn invoke_on<R>(
     out_bound: usize,
     used: &mut Used,
     enc: impl FnOnce(&mut Writer),
-    dec: impl FnOnce(&mut Reader<'_>) -> Result<R, DecodeError>,
+    out: impl TakeOut<R>,
 ) -> Result<R, CallError> {
     let bad_reply = |_| CallError::BadReply;
     let base = astack as usize;
@@ -590,7 +796,10 @@ fn invoke_on<R>(
             return Err(CallError::ResourceExhausted);
         }
         if !w.is_empty() {
-            count(|c| c.in_copies += 1);
+            count(|c| {
+                c.in_copies += 1;
+                c.in_bytes += w.len() as u64;
+            });
         }
         check(dispatch(b, proc, astack, cap, true))?;
         if out_bound > 0 {
@@ -598,12 +807,8 @@ fn invoke_on<R>(
         }
         // Only the result's bound is read back (nothing at all for a procedure without one).
         let n = out_bound.min(cap);
-        if n == 0 {
-            return dec(&mut Reader::new(&[])).map_err(bad_reply);
-        }
         // SAFETY: as above; `n <= cap`.
-        return unsafe { with_copy(base as *const u8, n, |buf| dec(&mut Reader::new(buf))) }
-            .map_err(bad_reply);
+        return unsafe { out.take_out(base as *const u8, n, false) }.map_err(bad_reply);
     }
     let inline_cap = cap.saturating_sub(header::LEN);
     let (dst, room, flags) = if size <= inline_cap {
@@ -622,7 +827,10 @@ fn invoke_on<R>(
         return Err(CallError::ResourceExhausted);
     }
     write_header(base, flags, size);
-    count(|c| c.in_copies += 1);
+    count(|c| {
+        c.in_copies += 1;
+        c.in_bytes += size as u64;
+    });
     check(dispatch(b, proc, astack, cap, flags == 0))?;
     count(|c| c.out_copies += 1);
     // The reply's header and length come from the server: untrusted.
@@ -644,15 +852,7 @@ fn invoke_on<R>(
     }
     // SAFETY: `[src, src + len)` lies inside the A-stack or the reply segment (checked
     // against its capacity just above).
-    unsafe {
-        with_copy(src as *const u8, len, |buf| {
-            let mut r = Reader::new(buf);
-            let v = dec(&mut r)?;
-            r.finish()?;
-            Ok(v)
-        })
-    }
-    .map_err(bad_reply)
+    unsafe { out.take_out(src as *const u8, len, true) }.map_err(bad_reply)
 }
 
 /// Where a server entry writes its results.
@@ -771,14 +971,45 @@ pub struct Entry {
 /// What the generator knows of a procedure.
 #[derive(Clone, Copy, Debug)]
 pub struct Shape {
-    /// Parameters a borrow spares a copy of (byte lists), when the request holds no string.
+    /// Parameters a borrow spares a copy of: byte lists (bit `k` for parameter `k`).
     pub in_mask: u32,
+    /// The request holds strings, whose UTF-8 is validated on a private copy the client can
+    /// not change: it is never read in place whole, but its borrowed byte lists are.
+    pub strings: bool,
     /// The procedure has a result.
     pub has_result: bool,
     /// Arguments and results have fixed bounds (no header).
     pub bounded: bool,
     /// The arguments' bound, when bounded.
     pub in_bound: usize,
+}
+
+/// Runs `f` on a split-mode reader over `view` (the request in shared memory) whose byte-list
+/// parameters in `lent` are read in place: the rest is copied into a private buffer as it is
+/// decoded, and only that is counted as copied.
+fn split<R>(view: &[u8], lent: u32, f: impl FnOnce(&mut Reader<'_>) -> R) -> R {
+    let mut buf = SCRATCH.with(|s| s.borrow_mut().pop()).unwrap_or_default();
+    buf.clear();
+    // Each byte of the request is copied at most once, so its length always suffices.
+    buf.reserve(view.len());
+    let cap = buf.capacity();
+    let (out, copied) = {
+        // SAFETY: `buf`'s spare capacity (at least `view.len()` bytes) is private memory,
+        // written only through the reader, which lives in this block; `buf` is neither used
+        // nor moved meanwhile (it goes back to the pool only after), and what the reader
+        // hands out can not outlive `f`, which is generic over the reader's lifetime.
+        let mut r = unsafe { Reader::split(view, buf.as_mut_ptr(), cap, lent) };
+        let out = f(&mut r);
+        (out, r.copied())
+    };
+    SCRATCH.with(|s| s.borrow_mut().push(buf));
+    if copied > 0 {
+        count(|c| {
+            c.in_copies += 1;
+            c.in_bytes += copied as u64;
+        });
+    }
+    out
 }
 
 /// The server half of a call, run by an entry stub: copy the request out of shared memory,
@@ -798,14 +1029,18 @@ pub fn serve(
     } = entry;
     let Shape {
         in_mask,
+        strings,
         has_result,
         bounded,
         in_bound,
     } = shape;
-    // Read the request in place only if every parameter that needs it may be borrowed;
-    // `in_mask` has a bit for each parameter whose data a borrow would spare a copy of
-    // (strings are never among them: UTF-8 is validated on a copy the client can not change).
-    let in_place = in_mask != 0 && (borrow as u32) & in_mask == in_mask;
+    // `in_mask` has a bit for each parameter whose data a borrow would spare a copy of (byte
+    // lists; strings are never among them: UTF-8 is validated on a copy the client can not
+    // change). The request is read in place whole if every such parameter may be borrowed
+    // and it holds no string; otherwise, if some may, it is read in split mode: the borrowed
+    // byte lists in place, everything else copied into private memory as it is decoded.
+    let lent = (borrow as u32) & in_mask;
+    let in_place = !strings && in_mask != 0 && lent == in_mask;
     let base = astack as u32 as usize;
     let cap = cap as u32 as usize;
     let mut reply = Reply {
@@ -816,7 +1051,10 @@ pub fn serve(
     };
     let r = if bounded {
         if in_bound > 0 {
-            count(|c| c.in_copies += 1);
+            count(|c| {
+                c.in_copies += 1;
+                c.in_bytes += in_bound.min(cap) as u64;
+            });
         }
         // SAFETY: the kernel passed this A-stack and its capacity; only the arguments' bound
         // (at most `cap`) is copied.
@@ -844,9 +1082,17 @@ pub fn serve(
             // so the view's bounds can not change.
             let view = unsafe { core::slice::from_raw_parts(src as *const u8, len) };
             handler(&mut Reader::new(view), &mut reply)
+        } else if lent != 0 && len > SMALL {
+            // SAFETY: as for the in-place view above; here the view's bytes reach the
+            // handler only through the reader, which copies all but the lent byte lists.
+            let view = unsafe { core::slice::from_raw_parts(src as *const u8, len) };
+            split(view, lent, |r| handler(r, &mut reply))
         } else {
             if len > 0 {
-                count(|c| c.in_copies += 1);
+                count(|c| {
+                    c.in_copies += 1;
+                    c.in_bytes += len as u64;
+                });
             }
             // SAFETY: inside the A-stack or the request segment, checked just above.
             unsafe {
@@ -916,6 +1162,60 @@ mod tests {
         );
         assert_eq!(Reader::new(&[3]).discriminant(3), Err(DecodeError));
         assert_eq!(Reader::new(&[1, 2]).finish(), Err(DecodeError));
+        let mut r = Reader::new(&[1, 2, 3]);
+        assert_eq!(r.u8(), Ok(1));
+        assert_eq!(r.rest(), Ok(&[2, 3][..]));
+        assert_eq!(r.rest(), Ok(&[][..]));
+        assert_eq!(r.finish(), Ok(()));
+    }
+
+    #[test]
+    fn a_split_reader_copies_all_but_the_lent_byte_lists() {
+        let body = [7u8; 40];
+        let mut shared = [0u8; 128];
+        // SAFETY: a private buffer of 128 bytes stands in for the shared request.
+        let mut w = unsafe { Writer::new(shared.as_mut_ptr(), shared.len()) };
+        w.str("GET");
+        w.list_u8(&body);
+        w.list_u8(b"kept");
+        w.str("raw");
+        w.u16(9);
+        let n = w.len();
+        assert!(w.fits());
+        let shared = &shared[..n];
+        let within = |b: &[u8], r: &[u8]| {
+            let (s, e) = (r.as_ptr() as usize, r.as_ptr() as usize + r.len());
+            b.is_empty() || (b.as_ptr() as usize >= s && b.as_ptr() as usize + b.len() <= e)
+        };
+        let mut private = Vec::<u8>::with_capacity(n);
+        let cap = private.capacity();
+        // SAFETY: `private`'s spare capacity is private memory used only through the reader.
+        let mut r = unsafe { Reader::split(shared, private.as_mut_ptr(), cap, 0b10) };
+        let method = r.str().unwrap();
+        let lent = r.list_u8_arg(1).unwrap();
+        let kept = r.list_u8_arg(2).unwrap();
+        let raw = r.raw(|r| r.str().map(|_| ())).unwrap();
+        assert_eq!(r.u16(), Ok(9));
+        assert_eq!(r.finish(), Ok(()));
+        assert_eq!((method, lent, kept), ("GET", &body[..], &b"kept"[..]));
+        assert_eq!(raw, b"\x03\0\0\0raw");
+        assert!(within(lent, shared), "the lent byte list is a view");
+        for b in [method.as_bytes(), kept, raw] {
+            assert!(!within(b, shared), "everything else is a private copy");
+        }
+        // The string's and the kept list's bytes, and the raw parameter whole (its length
+        // prefix too); lengths and scalars are read once into values, never copied.
+        assert_eq!(r.copied(), 3 + 4 + 7);
+
+        // Private memory too small for what must be copied: refused, never overrun.
+        let mut small = Vec::<u8>::with_capacity(2);
+        // SAFETY: as above.
+        let mut r = unsafe { Reader::split(shared, small.as_mut_ptr(), 2, 0b10) };
+        assert_eq!(r.str(), Err(DecodeError));
+        // Not split: the lent bit changes nothing.
+        let mut r = Reader::new(shared);
+        r.str().unwrap();
+        assert!(within(r.list_u8_arg(1).unwrap(), shared));
     }
 
     #[test]
