@@ -6,8 +6,12 @@
 
 use anyhow::{Context as _, Result, bail, ensure};
 use lrpc::{DomainOptions, Kernel, Status, artifacts};
-use lrpc_remote::{Endpoint, LocalPool, RemoteBinding, RemoteError, RemoteOptions};
+use lrpc_remote::{
+    Endpoint, LocalPool, Member, NatsEndpoint, RemoteBinding, RemoteError, RemoteOptions,
+    RemoteServer, ServeOptions, multi_call,
+};
 use std::io::{BufRead as _, BufReader, Write as _};
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
@@ -49,6 +53,7 @@ fn free_port() -> Result<u16> {
 struct NatsServer {
     child: Child,
     port: u16,
+    monitor: u16,
 }
 
 impl NatsServer {
@@ -58,13 +63,19 @@ impl NatsServer {
 
     fn start_on(port: u16) -> Result<NatsServer> {
         let bin = nats_server_binary();
+        let monitor = free_port()?;
         let child = Command::new(&bin)
             .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-m", &monitor.to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
-        let mut s = NatsServer { child, port };
+        let mut s = NatsServer {
+            child,
+            port,
+            monitor,
+        };
         let until = Instant::now() + Duration::from_secs(15);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             if let Some(status) = s.child.try_wait()? {
@@ -78,6 +89,24 @@ impl NatsServer {
 
     fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// The client connections open now, from the server's monitoring endpoint (`/varz`).
+    fn connections(&self) -> Result<u64> {
+        use std::io::Read as _;
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.monitor))?;
+        write!(s, "GET /varz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+        let mut body = String::new();
+        s.read_to_string(&mut body)?;
+        let at = body
+            .find("\"connections\":")
+            .context("no connection count in /varz")?;
+        let n: String = body[at + "\"connections\":".len()..]
+            .trim_start()
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        Ok(n.parse()?)
     }
 
     fn kill(&mut self) {
@@ -239,7 +268,8 @@ fn load_is_shared_across_three_kernels_behind_nats() -> Result<()> {
     let rt = runtime();
     let endpoint: Endpoint = url.parse().map_err(anyhow::Error::msg)?;
     let b = binding(&pool, &endpoint, BENCH, RemoteOptions::default());
-    adds(&rt, &b, proc_of(&pool, BENCH, "add"), 300)?;
+    let add = proc_of(&pool, BENCH, "add");
+    adds(&rt, &b, add, 300)?;
     let served: Vec<u64> = nodes.iter_mut().map(Node::served).collect::<Result<_>>()?;
     println!("calls served per node: {served:?}");
     assert_eq!(served.iter().sum::<u64>(), 300, "{served:?}");
@@ -247,6 +277,33 @@ fn load_is_shared_across_three_kernels_behind_nats() -> Result<()> {
     for s in &served {
         assert!(*s >= 30, "every node takes a share: {served:?}");
     }
+    // MultiRPC with NATS members (each reaches one kernel of the group) beside local ones,
+    // and a key-value binding: all over the client's one connection.
+    let members: Vec<Member> = (0..12)
+        .map(|i| match i % 3 {
+            2 => Member::local(&pool, BENCH).unwrap(),
+            _ => Member::Remote(binding(&pool, &endpoint, BENCH, RemoteOptions::default())),
+        })
+        .collect();
+    let out = rt.block_on(multi_call(
+        &members,
+        add,
+        &u32s(&[40, 2]),
+        Duration::from_secs(30),
+        |_, _| ControlFlow::Continue(()),
+    ))?;
+    for r in &out.members {
+        assert_eq!(r.as_deref().ok(), Some(&42u32.to_le_bytes()[..]));
+    }
+    let kv = binding(&pool, &endpoint, KV, RemoteOptions::default());
+    rt.block_on(kv.call(proc_of(&pool, KV, "stats"), &[]))?;
+    assert_eq!(
+        nats.connections()?,
+        4,
+        "three kernels and one client connection"
+    );
+    let after: Vec<u64> = nodes.iter_mut().map(Node::served).collect::<Result<_>>()?;
+    assert_eq!(after.iter().sum::<u64>(), 300 + 8 + 1, "{after:?}");
     Ok(())
 }
 
@@ -554,4 +611,40 @@ fn endpoints_parse_and_print() {
     ] {
         assert!(s.parse::<Endpoint>().is_err(), "{s}");
     }
+}
+
+#[test]
+fn calls_in_progress_on_a_nats_server_are_bounded() -> Result<()> {
+    // A server in this process that admits 2 calls at a time, each waiting 300 ms: 6 calls
+    // sent at once take three rounds, not one.
+    let nats = NatsServer::start()?;
+    let (_kernel, pool) = local()?;
+    let rt = runtime();
+    let server = rt.block_on(RemoteServer::new(
+        pool.clone(),
+        ServeOptions {
+            max_connections: 2,
+            server_wait: Duration::from_millis(300),
+            ..Default::default()
+        },
+    ))?;
+    let at: NatsEndpoint = nats.url().parse().map_err(anyhow::Error::msg)?;
+    let listener = rt.block_on(server.bind_nats(&at, "bounded"))?;
+    let served = listener.served();
+    rt.spawn(server.listen_nats(listener));
+    let b = binding(&pool, &Endpoint::Nats(at), BENCH, RemoteOptions::default());
+    let add = proc_of(&pool, BENCH, "add");
+    let t = Instant::now();
+    let results = rt.block_on(futures::future::join_all((0..6u32).map(|i| {
+        let b = b.clone();
+        async move { b.call(add, &u32s(&[i, i])).await }
+    })));
+    let took = t.elapsed();
+    for (i, r) in results.into_iter().enumerate() {
+        assert_eq!(r?, (2 * i as u32).to_le_bytes());
+    }
+    println!("6 calls, 2 at a time, 300 ms each: {took:?}");
+    assert!(took >= Duration::from_millis(850), "{took:?}");
+    assert_eq!(served.get(), 6);
+    Ok(())
 }
