@@ -15,7 +15,9 @@
 //!   resubscribes), so later calls succeed again without new bindings. The binding's
 //!   deadline, in-flight bound and statuses apply as over TCP: no server in the group
 //!   (NATS's "no responders") is [`RemoteError::Unreachable`], like nobody listening; no
-//!   result in time is [`RemoteError::Timeout`].
+//!   result in time is [`RemoteError::Timeout`]. Unlike a TCP connection, the bus does not
+//!   tell a caller that the kernel serving its call died: such a call ends at its deadline
+//!   (`DeadlineExceeded`), and the next one goes to a kernel still in the group.
 //! * Server: [`RemoteServer::bind_nats`] subscribes every procedure of every export in a
 //!   queue group; [`RemoteServer::listen_nats`] takes invocations while fewer than
 //!   `ServeOptions::max_connections` calls are in progress and hands each to the same
@@ -54,7 +56,8 @@ use wrpc_transport_nats_base::{Invoke as _, Serve as _};
 /// without one the subjects are wRPC's own, as a `wit-bindgen-wrpc` peer with an empty prefix
 /// uses them.
 ///
-/// Clones share one connection, opened by the first call (see the module docs).
+/// Clones share one connection, opened by the first call (see the module docs) on the tokio
+/// runtime that makes it, which must outlive the endpoint's use.
 #[derive(Clone)]
 pub struct NatsEndpoint {
     server: String,
