@@ -1,6 +1,7 @@
 //! Remote bindings: the client side of a call to another kernel's export over wRPC.
 
 use crate::error::RemoteError;
+use crate::nats::NatsEndpoint;
 use crate::wire::{self, CodecError};
 use bytes::{Bytes, BytesMut};
 use lrpc::InterfacePlan;
@@ -10,18 +11,21 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::Semaphore;
 use wrpc_transport::Invoke as _;
 use wrpc_transport::frame::{Incoming, Outgoing};
 
-/// Where a remote export listens: `tcp:HOST:PORT` (or just `HOST:PORT`) or `unix:PATH`.
+/// Where a remote export listens: `tcp:HOST:PORT` (or just `HOST:PORT`), `unix:PATH`, or
+/// `nats://HOST:PORT[/PREFIX]` (a NATS server and subject prefix, see [`NatsEndpoint`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Endpoint {
     /// A TCP address, `host:port`.
     Tcp(String),
     /// A Unix socket path.
     Unix(PathBuf),
+    /// Whichever kernels serve the export behind a NATS server.
+    Nats(NatsEndpoint),
 }
 
 impl FromStr for Endpoint {
@@ -30,13 +34,18 @@ impl FromStr for Endpoint {
         if let Some(p) = s.strip_prefix("unix:") {
             return Ok(Endpoint::Unix(p.into()));
         }
+        if s.starts_with("nats://") {
+            return s.parse().map(Endpoint::Nats);
+        }
         let a = s.strip_prefix("tcp:").unwrap_or(s);
         if a.rsplit_once(':')
             .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
         {
             Ok(Endpoint::Tcp(a.to_owned()))
         } else {
-            Err(format!("`{s}` is neither tcp:HOST:PORT nor unix:PATH"))
+            Err(format!(
+                "`{s}` is neither tcp:HOST:PORT, unix:PATH nor nats://HOST:PORT[/PREFIX]"
+            ))
         }
     }
 }
@@ -46,6 +55,7 @@ impl fmt::Display for Endpoint {
         match self {
             Endpoint::Tcp(a) => write!(f, "tcp:{a}"),
             Endpoint::Unix(p) => write!(f, "unix:{}", p.display()),
+            Endpoint::Nats(n) => write!(f, "{n}"),
         }
     }
 }
@@ -180,6 +190,10 @@ impl RemoteBinding {
             .map_err(|_| RemoteError::PeerFailed("the binding is closed".into()))?;
         let deadline = self.inner.options.deadline;
         tokio::time::timeout(deadline, async {
+            if let Endpoint::Nats(n) = &self.inner.endpoint {
+                let (instance, max_reply) = (&self.inner.instance, self.inner.options.max_reply);
+                return crate::nats::call(n, instance, name, params, plan, &tys, max_reply).await;
+            }
             let (mut out, incoming) = self.invoke(name, params).await?;
             // The parameters went with the invocation; nothing else follows.
             let _ = out.shutdown().await;
@@ -202,6 +216,7 @@ impl RemoteBinding {
                     .invoke((), &self.inner.instance, func, params, paths)
                     .await
             }
+            Endpoint::Nats(_) => return Err(RemoteError::PeerFailed("not a wRPC stream".into())),
         };
         r.map_err(|e| match e.downcast::<std::io::Error>() {
             Ok(io) => RemoteError::Unreachable {
@@ -215,10 +230,10 @@ impl RemoteBinding {
 
 /// Reads values of types `tys` from `incoming` until they are complete; A-stack encoded.
 /// The outer error is the stream's, the inner one the values'.
-pub(crate) async fn read_values(
+pub(crate) async fn read_values<R: AsyncRead + Unpin>(
     plan: &InterfacePlan,
     tys: &[&Ty],
-    incoming: &mut Incoming,
+    incoming: &mut R,
     limit: usize,
 ) -> Result<Result<Vec<u8>, CodecError>, std::io::Error> {
     let mut buf = BytesMut::new();
@@ -234,10 +249,10 @@ pub(crate) async fn read_values(
     }
 }
 
-async fn read_result(
+pub(crate) async fn read_result<R: AsyncRead + Unpin>(
     plan: &InterfacePlan,
     tys: &[&Ty],
-    mut incoming: Incoming,
+    mut incoming: R,
     limit: usize,
 ) -> Result<Vec<u8>, RemoteError> {
     if tys.is_empty() {

@@ -13,6 +13,14 @@
 //! registered with its kernel ([`export_remote`]): the binding carries the remote bit, and
 //! the kernel forwards each call through [`Forward`].
 //!
+//! **Scale-out over NATS** ([`nats`]): with an [`Endpoint::Nats`]
+//! (`nats://HOST:PORT[/PREFIX]`) a binding calls whichever kernels serve the export behind a
+//! NATS server, over one shared connection that reconnects by itself;
+//! [`RemoteServer::bind_nats`] subscribes a kernel's exports in a queue group, so several
+//! kernels serving one interface share its calls. Arguments arriving over NATS go through
+//! the same checking translation ([`wire`]) and the same driver pool as over TCP, with the
+//! calls in progress bounded.
+//!
 //! [`multi_call`] is MultiRPC: one call to N members (local, remote or mixed) with the
 //! arguments encoded once, a handler per reply in arrival order that may end the call, and
 //! an overall timeout.
@@ -20,11 +28,14 @@
 //! **Versions.** `wrpc-transport` 0.30 (with `wasm-tokio` 0.8: lengths read off the wire no
 //! longer size allocations up front) and, for the foreign peer in the tests,
 //! `wit-bindgen-wrpc` 0.12, which is built on the same 0.30. Neither depends on wasmtime, so
-//! both sit beside wasmtime 48. The NATS transport does not agree with them:
-//! `wrpc-transport-nats` 0.31, its newest release, requires `wrpc-transport` 0.29 (0.30 of
-//! it requires 0.28), so a NATS scale-out means either two wRPC transports in one build or
-//! going back to 0.29 / `wit-bindgen-wrpc` 0.11 / `wrpc-transport-nats` 0.31 (`async-nats`
-//! 0.49), which together agree.
+//! both sit beside wasmtime 48. The NATS transport is one version behind:
+//! `wrpc-transport-nats` 0.31, its newest release, implements the `Invoke` / `Serve` traits
+//! of `wrpc-transport` 0.29 (with `async-nats` 0.49 and `wasm-tokio` 0.6). Rather than going
+//! back to 0.29 everywhere (and to `wit-bindgen-wrpc` 0.11, losing 0.30's bounded
+//! preallocation on TCP), both are in the build: 0.30 for TCP and Unix sockets, 0.29 under
+//! the name `wrpc-transport-nats-base` only for the NATS client's and server's traits. The
+//! two never exchange types: each transport hands us byte streams (`AsyncRead` /
+//! `AsyncWrite`), and the value encoding on them is ours ([`wire`]), the same on both.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -33,6 +44,7 @@ mod error;
 mod forward;
 mod local;
 mod multi;
+pub mod nats;
 pub mod node;
 mod server;
 pub mod wire;
@@ -42,4 +54,5 @@ pub use error::{RemoteError, ServeError};
 pub use forward::{Forward, export_remote};
 pub use local::{LocalExport, LocalPool};
 pub use multi::{Member, MultiOutcome, multi_call};
+pub use nats::{NatsEndpoint, NatsListener, ServedCount};
 pub use server::{RemoteServer, ServeOptions};

@@ -1,6 +1,11 @@
 //! A node: a kernel serving the project's bench (`lrpc:bench/bench`) and key-value
 //! (`lrpc:kv/store`) servers to the network. The `lrpc-remote-node` binary, the tests' and
 //! the benchmarks' remote kernels.
+//!
+//! With a NATS endpoint (`--listen nats://HOST:PORT[/PREFIX]`, or `--nats`), the node
+//! subscribes its exports in a queue group (`--group NAME`, default `lrpc`), so every node
+//! in that group shares the calls, and it answers the line `served` on its standard input
+//! with `served N`: the calls it has answered with a result over NATS.
 
 use crate::client::Endpoint;
 use crate::error::ServeError;
@@ -20,21 +25,33 @@ pub struct NodeConfig {
     pub workers: usize,
     /// Waiting before every call (server time for the MultiRPC experiment).
     pub wait: Duration,
+    /// The NATS queue group the node serves in.
+    pub group: String,
 }
 
 impl NodeConfig {
-    /// Parses `--listen tcp:HOST:PORT | unix:PATH` (repeatable), `--workers N`, `--wait-us N`.
+    /// Parses `--listen tcp:HOST:PORT | unix:PATH | nats://HOST:PORT[/PREFIX]` (repeatable;
+    /// `--nats URL` is `--listen` for a NATS URL), `--group NAME`, `--workers N`,
+    /// `--wait-us N`.
     pub fn from_args(args: impl IntoIterator<Item = String>) -> Result<NodeConfig, String> {
         let mut c = NodeConfig {
             listen: Vec::new(),
             workers: 2,
             wait: Duration::ZERO,
+            group: "lrpc".into(),
         };
         let mut args = args.into_iter();
         while let Some(a) = args.next() {
             let v = args.next().ok_or_else(|| format!("{a} needs a value"))?;
             match a.as_str() {
                 "--listen" => c.listen.push(v.parse()?),
+                "--nats" => c.listen.push(Endpoint::Nats(v.parse()?)),
+                "--group" => {
+                    if v.is_empty() || v.contains(|c: char| c.is_whitespace()) {
+                        return Err(format!("--group: `{v}` is not a queue group name"));
+                    }
+                    c.group = v
+                }
                 "--workers" => c.workers = v.parse().map_err(|e| format!("--workers: {e}"))?,
                 "--wait-us" => {
                     c.wait =
@@ -51,7 +68,8 @@ impl NodeConfig {
 }
 
 /// Runs a node: prints `listening <endpoint>` on stdout for every listener once it accepts
-/// connections, then serves until the process ends.
+/// connections (for NATS: once its exports are subscribed), then serves until the process
+/// ends. With NATS listeners, a line `served` on stdin is answered with `served N`.
 pub fn run(config: &NodeConfig) -> Result<(), ServeError> {
     let kernel = Kernel::new()?;
     let replicas = DomainOptions {
@@ -90,6 +108,7 @@ pub fn run(config: &NodeConfig) -> Result<(), ServeError> {
         )
         .await?;
         let mut out = std::io::stdout().lock();
+        let mut served = Vec::new();
         for e in &config.listen {
             let line = match e {
                 Endpoint::Tcp(a) => {
@@ -106,12 +125,39 @@ pub fn run(config: &NodeConfig) -> Result<(), ServeError> {
                     tokio::spawn(server.clone().listen_unix(l));
                     format!("listening {e}")
                 }
+                Endpoint::Nats(n) => {
+                    let l = server.bind_nats(n, &config.group).await?;
+                    served.push(l.served());
+                    tokio::spawn(server.clone().listen_nats(l));
+                    format!("listening {e}")
+                }
             };
             writeln!(out, "{line}").map_err(io(e))?;
         }
         out.flush().map_err(io(&config.listen[0]))?;
         drop(out);
+        if !served.is_empty() {
+            answer_served(served);
+        }
         std::future::pending::<()>().await;
         Ok(())
     })
+}
+
+/// Answers `served` lines on stdin with the calls served over NATS, on a thread of its own;
+/// the end of stdin ends only the answering.
+fn answer_served(served: Vec<crate::nats::ServedCount>) {
+    let _ = std::thread::Builder::new()
+        .name("served".into())
+        .spawn(move || {
+            for line in std::io::stdin().lines() {
+                let Ok(line) = line else { return };
+                if line.trim() == "served" {
+                    let n: u64 = served.iter().map(|s| s.get()).sum();
+                    let mut out = std::io::stdout().lock();
+                    let _ = writeln!(out, "served {n}");
+                    let _ = out.flush();
+                }
+            }
+        });
 }

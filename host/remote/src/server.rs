@@ -54,8 +54,8 @@ impl Default for ServeOptions {
 
 /// Serves a [`LocalPool`]'s exports to the network.
 pub struct RemoteServer {
-    pool: Arc<LocalPool>,
-    options: ServeOptions,
+    pub(crate) pool: Arc<LocalPool>,
+    pub(crate) options: ServeOptions,
     wrpc: Arc<WrpcServer>,
     permits: Arc<Semaphore>,
 }

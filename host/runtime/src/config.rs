@@ -56,11 +56,12 @@
 //!
 //! [remotes.kv]                    # an export of another kernel, bound like a local one
 //! interface = "lrpc:kv/store"     # (clients: binds = [{ interface = "lrpc:kv/store", server = "kv" }])
-//! endpoint = "tcp:10.0.0.2:7000"  # or "unix:/run/kv.sock"
+//! endpoint = "tcp:10.0.0.2:7000"  # or "unix:/run/kv.sock", "nats://HOST:4222/PREFIX"
 //! deadline = "2s"                 # per call, network included
 //!
 //! [network]                       # this kernel's exports, served to other kernels over wRPC
-//! listen = ["tcp:0.0.0.0:7000"]
+//! listen = ["tcp:0.0.0.0:7000"]  # or "unix:PATH", or "nats://HOST:4222[/PREFIX]" (behind a
+//! group = "kv"                    # NATS server, in this queue group: kernels share calls)
 //! exports = ["lrpc:kv/store"]     # export names; when left out, every export of a core
 //!                                 # domain that is not an HTTP plugin
 //! workers = 2                     # threads calling into the kernel for remote callers
@@ -126,6 +127,7 @@ struct RawNetwork {
     listen: Spanned<Vec<Spanned<String>>>,
     exports: Option<Vec<Spanned<String>>>,
     workers: Option<Spanned<i64>>,
+    group: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -377,6 +379,9 @@ pub struct NetworkSpec {
     pub exports: Option<Vec<String>>,
     /// Threads calling into the kernel for remote callers.
     pub workers: usize,
+    /// The queue group joined on `nats://` addresses: the kernels in one group share the
+    /// calls.
+    pub group: String,
     /// Line in the file.
     pub line: usize,
 }
@@ -795,10 +800,18 @@ fn network(
         Some(w) => cx.count(w, "workers", 256)?,
         None => 2,
     };
+    let group = match &rn.group {
+        Some(g) if g.get_ref().is_empty() || g.get_ref().contains(char::is_whitespace) => {
+            return Err(cx.err(g, "a queue group is a non-empty name without spaces"));
+        }
+        Some(g) => g.get_ref().clone(),
+        None => "lrpc".to_string(),
+    };
     Ok(NetworkSpec {
         listen,
         exports,
         workers,
+        group,
         line: cx.line(n.span().start),
     })
 }

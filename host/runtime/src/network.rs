@@ -116,6 +116,16 @@ impl Network {
                         tokio::spawn(server.clone().listen_unix(l));
                         e.clone()
                     }
+                    // Behind a NATS server: this kernel joins the exports' queue group, and
+                    // the kernels in it share the calls.
+                    Endpoint::Nats(n) => {
+                        let l = server
+                            .bind_nats(n, &spec.group)
+                            .await
+                            .map_err(|x| at(x.to_string()))?;
+                        tokio::spawn(server.clone().listen_nats(l));
+                        e.clone()
+                    }
                 };
                 tracing::info!(endpoint = %bound, exports = ?named, "serving exports to the network");
                 listening.push(bound);

@@ -2,11 +2,14 @@
 //! (`lrpc:kv/store`) servers to the network.
 //!
 //! ```text
-//! lrpc-remote-node [--listen tcp:HOST:PORT | unix:PATH]... [--workers N] [--wait-us N]
+//! lrpc-remote-node [--listen tcp:HOST:PORT | unix:PATH | nats://HOST:PORT[/PREFIX]]...
+//!                  [--nats nats://HOST:PORT[/PREFIX]] [--group NAME] [--workers N] [--wait-us N]
 //! ```
 //!
 //! Prints `listening <endpoint>` for every listener once it accepts connections (port 0
-//! picks a free port), then serves until killed. `--wait-us` adds that much waiting before
+//! picks a free port), then serves until killed. On NATS the node subscribes its exports in
+//! queue group NAME (default `lrpc`): nodes in one group share the calls. With a NATS
+//! listener it answers a line `served` on stdin with `served N` (calls served over NATS). `--wait-us` adds that much waiting before
 //! every call (server time for the MultiRPC experiment).
 
 fn main() -> anyhow::Result<()> {

@@ -1,0 +1,409 @@
+//! The NATS transport: calls over a message bus, served by several kernels in one queue group.
+//!
+//! wRPC's NATS transport (`wrpc-transport-nats` 0.31, on `async-nats` 0.49) carries an
+//! invocation as messages: the client publishes a handshake on the function's subject
+//! `[PREFIX.]wrpc.0.0.1.<instance>.<function>` carrying the parameters, the server that takes
+//! it answers with a subject of its own for any further parameter bytes, and the results come
+//! back on the client's inbox; an empty message ends each direction. Servers subscribe to the
+//! function subjects in a **queue group**, so NATS hands each invocation to exactly one of
+//! the kernels serving that export: several kernels share the load, and one that leaves (or
+//! dies) stops receiving calls as soon as NATS notices its connection closed.
+//!
+//! * Client: a [`NatsEndpoint`] (`nats://HOST:PORT[/PREFIX]`) owns one NATS connection,
+//!   opened by the first call and shared by every call of every binding made from that
+//!   endpoint or its clones; `async-nats` reconnects it when the server restarts (and
+//!   resubscribes), so later calls succeed again without new bindings. The binding's
+//!   deadline, in-flight bound and statuses apply as over TCP: no server in the group
+//!   (NATS's "no responders") is [`RemoteError::Unreachable`], like nobody listening; no
+//!   result in time is [`RemoteError::Timeout`]. Unlike a TCP connection, the bus does not
+//!   tell a caller that the kernel serving its call died: such a call ends at its deadline
+//!   (`DeadlineExceeded`), and the next one goes to a kernel still in the group.
+//! * Server: [`RemoteServer::bind_nats`] subscribes every procedure of every export in a
+//!   queue group; [`RemoteServer::listen_nats`] takes invocations while fewer than
+//!   `ServeOptions::max_connections` calls are in progress and hands each to the same
+//!   checking translation as TCP ([`crate::wire`], via `read_values`) and to the driver pool.
+//!   Invocations not yet taken wait in the connection's subscription buffer, bounded to
+//!   `4 × max_connections` per procedure: past that NATS drops them (a slow consumer) and
+//!   their callers see their deadline pass; nothing buffers without bound.
+//!
+//! The NATS transport builds on `wrpc-transport` 0.29 while TCP and Unix use 0.30; both are
+//! in the build, 0.29 under the name `wrpc-transport-nats-base` for its `Invoke` / `Serve`
+//! traits only. The value encoding ([`crate::wire`]) is ours and the same on every transport.
+
+use crate::client::{param_types, read_result, read_values, result_types};
+use crate::error::{RemoteError, ServeError};
+use crate::local::LocalExport;
+use crate::server::RemoteServer;
+use crate::wire;
+use bytes::Bytes;
+use futures::stream::{BoxStream, SelectAll};
+use futures::{Stream, StreamExt as _};
+use lrpc::InterfacePlan;
+use lrpc_presentation::Ty;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio::io::AsyncWriteExt as _;
+use tokio::sync::{OnceCell, Semaphore};
+use wrpc_transport_nats::{NatsContext, Reader, SubjectWriter};
+use wrpc_transport_nats_base::{Invoke as _, Serve as _};
+
+/// A NATS server and a subject prefix: `nats://HOST:PORT` or `nats://HOST:PORT/PREFIX`,
+/// e.g. `nats://127.0.0.1:4222/lrpc.prod`. The prefix (dot-separated tokens, no spaces,
+/// `*` or `>`) goes before wRPC's subjects, so deployments on one NATS server stay apart;
+/// without one the subjects are wRPC's own, as a `wit-bindgen-wrpc` peer with an empty prefix
+/// uses them.
+///
+/// Clones share one connection, opened by the first call (see the module docs) on the tokio
+/// runtime that makes it, which must outlive the endpoint's use.
+#[derive(Clone)]
+pub struct NatsEndpoint {
+    server: String,
+    prefix: String,
+    conn: Arc<OnceCell<wrpc_transport_nats::Client>>,
+}
+
+impl NatsEndpoint {
+    /// The endpoint for the NATS server at `host:port` with subject prefix `prefix` (may be
+    /// empty).
+    pub fn new(server: &str, prefix: &str) -> Result<NatsEndpoint, String> {
+        if !server
+            .rsplit_once(':')
+            .is_some_and(|(h, p)| !h.is_empty() && !h.contains('/') && p.parse::<u16>().is_ok())
+        {
+            return Err(format!("`{server}` is not HOST:PORT"));
+        }
+        let bad_token = |t: &str| {
+            t.is_empty()
+                || t.chars()
+                    .any(|c| c.is_whitespace() || c == '*' || c == '>' || c == '/')
+        };
+        if !prefix.is_empty() && prefix.split('.').any(bad_token) {
+            return Err(format!("`{prefix}` is not a NATS subject prefix"));
+        }
+        Ok(NatsEndpoint {
+            server: server.to_owned(),
+            prefix: prefix.to_owned(),
+            conn: Arc::default(),
+        })
+    }
+
+    /// The server's `host:port`.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The subject prefix (empty for none).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    fn url(&self) -> String {
+        format!("nats://{}", self.server)
+    }
+
+    fn unreachable(&self, kind: std::io::ErrorKind, what: impl fmt::Display) -> RemoteError {
+        RemoteError::Unreachable {
+            addr: self.to_string(),
+            source: std::io::Error::new(kind, what.to_string()),
+        }
+    }
+
+    /// The shared connection, opened on first use; a failed attempt is not kept, so the next
+    /// call tries again.
+    async fn client(&self) -> Result<&wrpc_transport_nats::Client, RemoteError> {
+        self.conn
+            .get_or_try_init(|| async {
+                let nats = async_nats::ConnectOptions::new()
+                    .connect(self.url())
+                    .await
+                    .map_err(|e| self.unreachable(std::io::ErrorKind::ConnectionRefused, e))?;
+                wrpc_transport_nats::Client::new(nats, self.prefix.as_str(), None)
+                    .await
+                    .map_err(|e| RemoteError::PeerFailed(format!("{e:#}")))
+            })
+            .await
+    }
+}
+
+impl PartialEq for NatsEndpoint {
+    fn eq(&self, other: &NatsEndpoint) -> bool {
+        self.server == other.server && self.prefix == other.prefix
+    }
+}
+
+impl Eq for NatsEndpoint {}
+
+impl Hash for NatsEndpoint {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.server.hash(state);
+        self.prefix.hash(state);
+    }
+}
+
+impl fmt::Debug for NatsEndpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "NatsEndpoint({self})")
+    }
+}
+
+impl fmt::Display for NatsEndpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "nats://{}", self.server)?;
+        if !self.prefix.is_empty() {
+            write!(f, "/{}", self.prefix)?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for NatsEndpoint {
+    type Err = String;
+    fn from_str(s: &str) -> Result<NatsEndpoint, String> {
+        let rest = s
+            .strip_prefix("nats://")
+            .ok_or_else(|| format!("`{s}` is not nats://HOST:PORT[/PREFIX]"))?;
+        let (server, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        NatsEndpoint::new(server, prefix).map_err(|e| format!("`{s}`: {e}"))
+    }
+}
+
+/// One call over NATS: parameters already in the wire encoding, the A-stack encoded result.
+/// The caller applies the deadline and the in-flight bound.
+pub(crate) async fn call(
+    endpoint: &NatsEndpoint,
+    instance: &str,
+    func: &str,
+    params: Bytes,
+    plan: &InterfacePlan,
+    tys: &[&Ty],
+    max_reply: usize,
+) -> Result<Vec<u8>, RemoteError> {
+    let client = endpoint.client().await?;
+    let paths: [&[Option<usize>]; 0] = [];
+    let (mut out, incoming) = client
+        .invoke(None, instance, func, params, paths)
+        .await
+        .map_err(|e| RemoteError::PeerFailed(format!("{e:#}")))?;
+    // Ending the parameters waits for a server's answer to the handshake: NATS says here
+    // when no server subscribes to the function.
+    if let Err(e) = out.shutdown().await {
+        return Err(match e.kind() {
+            std::io::ErrorKind::NotConnected => endpoint.unreachable(
+                e.kind(),
+                format!("no server subscribes to {instance}.{func}"),
+            ),
+            _ => RemoteError::PeerFailed(e.to_string()),
+        });
+    }
+    read_result(plan, tys, incoming, max_reply).await
+}
+
+/// How many calls a NATS listener has answered with a result; readable while it serves.
+#[derive(Debug, Clone, Default)]
+pub struct ServedCount(Arc<AtomicU64>);
+
+impl ServedCount {
+    /// The count so far.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+type Invocations = BoxStream<
+    'static,
+    (
+        LocalExport,
+        usize,
+        anyhow::Result<(NatsContext, SubjectWriter, Reader)>,
+    ),
+>;
+
+/// A server's exports subscribed on NATS in a queue group (from
+/// [`RemoteServer::bind_nats`]); [`RemoteServer::listen_nats`] serves them.
+pub struct NatsListener {
+    endpoint: NatsEndpoint,
+    group: String,
+    // Keeps the transport's routing task alive while invocations are served.
+    _client: wrpc_transport_nats::Client,
+    invocations: SelectAll<Invocations>,
+    served: ServedCount,
+}
+
+impl fmt::Debug for NatsListener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NatsListener")
+            .field("endpoint", &self.endpoint)
+            .field("group", &self.group)
+            .finish()
+    }
+}
+
+impl NatsListener {
+    /// The endpoint it is subscribed at.
+    pub fn endpoint(&self) -> &NatsEndpoint {
+        &self.endpoint
+    }
+
+    /// The queue group.
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    /// The number of calls served with a result, shared with the listener.
+    pub fn served(&self) -> ServedCount {
+        self.served.clone()
+    }
+}
+
+fn tagged<S>(export: LocalExport, proc: usize, s: S) -> Invocations
+where
+    S: Stream<Item = anyhow::Result<(NatsContext, SubjectWriter, Reader)>> + Send + 'static,
+{
+    s.map(move |inv| (export.clone(), proc, inv)).boxed()
+}
+
+impl RemoteServer {
+    /// Connects to the NATS server of `endpoint` (a connection of the server's own) and
+    /// subscribes every procedure of every export in queue group `group`: kernels binding
+    /// the same exports in the same group share the calls. Once this returns, invocations
+    /// are routed here; [`RemoteServer::listen_nats`] serves them.
+    pub async fn bind_nats(
+        &self,
+        endpoint: &NatsEndpoint,
+        group: &str,
+    ) -> Result<NatsListener, ServeError> {
+        let listen_err = |e: &dyn fmt::Display| ServeError::Listen {
+            addr: endpoint.to_string(),
+            source: std::io::Error::other(e.to_string()),
+        };
+        let max = self.options.max_connections.max(1);
+        let nats = async_nats::ConnectOptions::new()
+            .subscription_capacity(max.saturating_mul(4))
+            .connect(endpoint.url())
+            .await
+            .map_err(|e| listen_err(&e))?;
+        let client = wrpc_transport_nats::Client::new(
+            nats.clone(),
+            endpoint.prefix.as_str(),
+            Some(Arc::from(group)),
+        )
+        .await
+        .map_err(|e| listen_err(&format!("{e:#}")))?;
+        let mut invocations = SelectAll::new();
+        for export in self.pool.exports() {
+            for (proc, p) in export.plan.procs.iter().enumerate() {
+                let s = client
+                    .serve(&export.name, &p.name, Arc::from([]))
+                    .await
+                    .map_err(|e| {
+                        ServeError::Register(
+                            format!("{}#{}", export.name, p.name),
+                            format!("{e:#}"),
+                        )
+                    })?;
+                invocations.push(tagged(export.clone(), proc, s));
+            }
+        }
+        // A round trip: the NATS server handles a connection's messages in order, so once
+        // it answers (here: nobody serves a fresh inbox), it has every subscription above
+        // and routes calls from other connections here.
+        match nats.request(nats.new_inbox(), Bytes::new()).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => {}
+            Err(e) => return Err(listen_err(&e)),
+        }
+        Ok(NatsListener {
+            endpoint: endpoint.clone(),
+            group: group.to_owned(),
+            _client: client,
+            invocations,
+            served: ServedCount::default(),
+        })
+    }
+
+    /// Serves the invocations of `listener` until the task is dropped: at most
+    /// `max_connections` calls in progress at once; further invocations wait in the bounded
+    /// subscription buffer.
+    pub async fn listen_nats(self: Arc<Self>, listener: NatsListener) {
+        let NatsListener {
+            _client,
+            mut invocations,
+            served,
+            ..
+        } = listener;
+        let permits = Arc::new(Semaphore::new(self.options.max_connections.max(1)));
+        loop {
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                return;
+            };
+            let Some((export, proc, inv)) = invocations.next().await else {
+                return;
+            };
+            let (_cx, out, inc) = match inv {
+                Ok(inv) => inv,
+                Err(e) => {
+                    tracing::debug!(export = %export.name, proc, "refused invocation: {e:#}");
+                    continue;
+                }
+            };
+            let me = self.clone();
+            let served = served.clone();
+            tokio::spawn(async move {
+                if me.handle_nats(&export, proc, out, inc).await {
+                    served.0.fetch_add(1, Ordering::Relaxed);
+                }
+                drop(permit);
+            });
+        }
+    }
+
+    /// One invocation: the parameters checked while translated, the call on a driver
+    /// thread, the result back. A call that fails ends the result stream without a value
+    /// (the caller sees a failed call). True when a result was sent.
+    async fn handle_nats(
+        &self,
+        export: &LocalExport,
+        proc: usize,
+        mut out: SubjectWriter,
+        mut inc: Reader,
+    ) -> bool {
+        let plan = &export.plan;
+        let (Ok(ptys), Ok(rtys)) = (param_types(plan, proc), result_types(plan, proc)) else {
+            return false;
+        };
+        let args = match tokio::time::timeout(
+            self.options.read_deadline,
+            read_values(plan, &ptys, &mut inc, self.options.max_request),
+        )
+        .await
+        {
+            Ok(Ok(Ok(args))) => args,
+            Ok(Ok(Err(e))) => {
+                tracing::debug!(export = %export.name, proc, "refused parameters: {e}");
+                return false;
+            }
+            _ => return false,
+        };
+        drop(inc);
+        if !self.options.server_wait.is_zero() {
+            tokio::time::sleep(self.options.server_wait).await;
+        }
+        let result = match self.pool.call(export, proc, args).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!(export = %export.name, proc, "call failed: {e}");
+                return false;
+            }
+        };
+        let Ok(bytes) = wire::to_wire(plan, &rtys, &result) else {
+            return false;
+        };
+        if !bytes.is_empty() && out.write_all(&bytes).await.is_err() {
+            return false;
+        }
+        out.shutdown().await.is_ok()
+    }
+}

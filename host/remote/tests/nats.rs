@@ -1,0 +1,650 @@
+//! Remote calls over NATS: kernels in separate processes behind one `nats-server` on loopback,
+//! sharing an interface's calls through a queue group.
+//!
+//! Needs `nats-server` (Debian: `apt-get install nats-server`); without it every test fails
+//! and says so.
+
+use anyhow::{Context as _, Result, bail, ensure};
+use lrpc::{DomainOptions, Kernel, Status, artifacts};
+use lrpc_remote::{
+    Endpoint, LocalPool, Member, NatsEndpoint, RemoteBinding, RemoteError, RemoteOptions,
+    RemoteServer, ServeOptions, multi_call,
+};
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const BENCH: &str = "lrpc:bench/bench";
+const KV: &str = "lrpc:kv/store";
+
+fn nats_server_binary() -> PathBuf {
+    let candidates: Vec<PathBuf> = match std::env::var_os("NATS_SERVER") {
+        Some(p) => vec![p.into()],
+        None => std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .chain(["/usr/sbin", "/usr/bin", "/usr/local/bin"].map(PathBuf::from))
+            .map(|d| d.join("nats-server"))
+            .collect(),
+    };
+    candidates
+        .into_iter()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "nats-server is not installed: these tests run kernels behind a NATS server. \
+                 Install it (Debian/Ubuntu: `apt-get install -y nats-server`) or point \
+                 NATS_SERVER at the binary"
+            )
+        })
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// A `nats-server` process on loopback, killed when dropped.
+struct NatsServer {
+    child: Child,
+    port: u16,
+    monitor: u16,
+}
+
+impl NatsServer {
+    fn start() -> Result<NatsServer> {
+        NatsServer::start_on(free_port()?)
+    }
+
+    fn start_on(port: u16) -> Result<NatsServer> {
+        let bin = nats_server_binary();
+        let monitor = free_port()?;
+        let child = Command::new(&bin)
+            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-m", &monitor.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let mut s = NatsServer {
+            child,
+            port,
+            monitor,
+        };
+        let until = Instant::now() + Duration::from_secs(15);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Some(status) = s.child.try_wait()? {
+                bail!("nats-server exited: {status}");
+            }
+            ensure!(Instant::now() < until, "nats-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(s)
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// The client connections open now, from the server's monitoring endpoint (`/varz`).
+    fn connections(&self) -> Result<u64> {
+        use std::io::Read as _;
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.monitor))?;
+        write!(s, "GET /varz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+        let mut body = String::new();
+        s.read_to_string(&mut body)?;
+        let at = body
+            .find("\"connections\":")
+            .context("no connection count in /varz")?;
+        let n: String = body[at + "\"connections\":".len()..]
+            .trim_start()
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        Ok(n.parse()?)
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A node process serving on NATS in a queue group, killed when dropped.
+struct Node {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Node {
+    fn start(url: &str, group: &str, wait_us: u64) -> Result<Node> {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lrpc-remote-node"))
+            .args(["--nats", url, "--group", group, "--workers", "1"])
+            .args(["--wait-us", &wait_us.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let stdin = child.stdin.take().context("stdin")?;
+        let mut stdout = BufReader::new(child.stdout.take().context("stdout")?);
+        let mut line = String::new();
+        stdout.read_line(&mut line)?;
+        ensure!(
+            line.trim() == format!("listening {url}"),
+            "node said `{line}`"
+        );
+        Ok(Node {
+            child,
+            stdin,
+            stdout,
+        })
+    }
+
+    /// The calls this node has served over NATS, as it reports them.
+    fn served(&mut self) -> Result<u64> {
+        writeln!(self.stdin, "served")?;
+        self.stdin.flush()?;
+        let mut line = String::new();
+        self.stdout.read_line(&mut line)?;
+        let n = line
+            .trim()
+            .strip_prefix("served ")
+            .with_context(|| format!("node said `{line}`"))?;
+        Ok(n.parse()?)
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// A kernel in this process with the same servers as a node, and a pool calling them.
+fn local() -> Result<(Kernel, Arc<LocalPool>)> {
+    let kernel = Kernel::new()?;
+    let bench = kernel.domain_with(
+        "bench-server",
+        artifacts::BENCH_SERVER,
+        DomainOptions {
+            replicas: 2,
+            ..Default::default()
+        },
+    )?;
+    kernel.export(&bench, BENCH)?;
+    let kv = kernel.domain("kv-server", artifacts::KV_SERVER)?;
+    kernel.export(&kv, KV)?;
+    let pool = LocalPool::new(&kernel, &[(BENCH, BENCH), (KV, KV)], 2, 64)?;
+    Ok((kernel, Arc::new(pool)))
+}
+
+fn binding(pool: &LocalPool, endpoint: &Endpoint, name: &str, o: RemoteOptions) -> RemoteBinding {
+    let plan = pool.export(name).expect("export").plan.clone();
+    RemoteBinding::new(endpoint.clone(), name, plan, o)
+}
+
+fn proc_of(pool: &LocalPool, name: &str, function: &str) -> usize {
+    let plan = &pool.export(name).expect("export").plan;
+    plan.procs
+        .iter()
+        .position(|p| p.name == function)
+        .expect("function")
+}
+
+fn u32s(v: &[u32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+fn string(s: &str) -> Vec<u8> {
+    let mut b = u32s(&[s.len() as u32]);
+    b.extend_from_slice(s.as_bytes());
+    b
+}
+fn string_bytes(v: &[u8]) -> Vec<u8> {
+    let mut b = u32s(&[v.len() as u32]);
+    b.extend_from_slice(v);
+    b
+}
+
+/// `n` calls of `add(i, 1000 * i)`, half one after another, half 50 at a time; every result
+/// checked.
+fn adds(rt: &tokio::runtime::Runtime, b: &RemoteBinding, add: usize, n: u32) -> Result<()> {
+    rt.block_on(async {
+        let sequential = n / 2;
+        for i in 0..sequential {
+            let r = b.call(add, &u32s(&[i, 1000 * i])).await?;
+            ensure!(r == (1001 * i).to_le_bytes(), "add({i}) = {r:?}");
+        }
+        let mut i = sequential;
+        while i < n {
+            let batch: Vec<u32> = (i..n.min(i + 50)).collect();
+            let calls = batch.iter().map(|&i| {
+                let b = b.clone();
+                async move { (i, b.call(add, &u32s(&[i, 1000 * i])).await) }
+            });
+            for (i, r) in futures::future::join_all(calls).await {
+                let r = r?;
+                ensure!(r == (1001 * i).to_le_bytes(), "add({i}) = {r:?}");
+            }
+            i += batch.len() as u32;
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn load_is_shared_across_three_kernels_behind_nats() -> Result<()> {
+    let nats = NatsServer::start()?;
+    let url = nats.url();
+    let mut nodes = [
+        Node::start(&url, "kernels", 0)?,
+        Node::start(&url, "kernels", 0)?,
+        Node::start(&url, "kernels", 0)?,
+    ];
+    let (_kernel, pool) = local()?;
+    let rt = runtime();
+    let endpoint: Endpoint = url.parse().map_err(anyhow::Error::msg)?;
+    let b = binding(&pool, &endpoint, BENCH, RemoteOptions::default());
+    let add = proc_of(&pool, BENCH, "add");
+    adds(&rt, &b, add, 300)?;
+    let served: Vec<u64> = nodes.iter_mut().map(Node::served).collect::<Result<_>>()?;
+    println!("calls served per node: {served:?}");
+    assert_eq!(served.iter().sum::<u64>(), 300, "{served:?}");
+    // NATS picks a member of the group at random: each of three gets about 100 of 300.
+    for s in &served {
+        assert!(*s >= 30, "every node takes a share: {served:?}");
+    }
+    // MultiRPC with NATS members (each reaches one kernel of the group) beside local ones,
+    // and a key-value binding: all over the client's one connection.
+    let members: Vec<Member> = (0..12)
+        .map(|i| match i % 3 {
+            2 => Member::local(&pool, BENCH).unwrap(),
+            _ => Member::Remote(binding(&pool, &endpoint, BENCH, RemoteOptions::default())),
+        })
+        .collect();
+    let out = rt.block_on(multi_call(
+        &members,
+        add,
+        &u32s(&[40, 2]),
+        Duration::from_secs(30),
+        |_, _| ControlFlow::Continue(()),
+    ))?;
+    for r in &out.members {
+        assert_eq!(r.as_deref().ok(), Some(&42u32.to_le_bytes()[..]));
+    }
+    let kv = binding(&pool, &endpoint, KV, RemoteOptions::default());
+    rt.block_on(kv.call(proc_of(&pool, KV, "stats"), &[]))?;
+    assert_eq!(
+        nats.connections()?,
+        4,
+        "three kernels and one client connection"
+    );
+    let after: Vec<u64> = nodes.iter_mut().map(Node::served).collect::<Result<_>>()?;
+    assert_eq!(after.iter().sum::<u64>(), 300 + 8 + 1, "{after:?}");
+    Ok(())
+}
+
+#[test]
+fn a_killed_node_share_moves_to_the_others() -> Result<()> {
+    let nats = NatsServer::start()?;
+    let url = nats.url();
+    let mut nodes = [
+        Node::start(&url, "kernels", 0)?,
+        Node::start(&url, "kernels", 0)?,
+        Node::start(&url, "kernels", 0)?,
+    ];
+    let (_kernel, pool) = local()?;
+    let rt = runtime();
+    let endpoint: Endpoint = url.parse().map_err(anyhow::Error::msg)?;
+    let b = binding(&pool, &endpoint, BENCH, RemoteOptions::default());
+    let add = proc_of(&pool, BENCH, "add");
+    adds(&rt, &b, add, 150)?;
+    let before: Vec<u64> = nodes.iter_mut().map(Node::served).collect::<Result<_>>()?;
+    assert_eq!(before.iter().sum::<u64>(), 150, "{before:?}");
+    assert!(before.iter().all(|&s| s > 0), "{before:?}");
+    // The node's connection closes with it, and NATS routes the group's calls to the others.
+    nodes[0].kill();
+    settle();
+    adds(&rt, &b, add, 150)?;
+    let after: Vec<u64> = nodes[1..]
+        .iter_mut()
+        .map(Node::served)
+        .collect::<Result<_>>()?;
+    println!("served before the kill {before:?}, after it (nodes 1 and 2) {after:?}");
+    assert_eq!(
+        after[0] - before[1] + after[1] - before[2],
+        150,
+        "the survivors served every later call"
+    );
+    assert!(after[0] > before[1] && after[1] > before[2], "{after:?}");
+    // A node joining the group takes a share again.
+    let mut joined = Node::start(&url, "kernels", 0)?;
+    adds(&rt, &b, add, 150)?;
+    assert!(joined.served()? > 0);
+    Ok(())
+}
+
+/// The calls the comparison makes: (export, function, arguments).
+fn calls() -> Vec<(&'static str, &'static str, Vec<u8>)> {
+    let big: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
+    let put = |k: &str, v: &[u8], kind: u8| {
+        let mut a = string(k);
+        a.extend(string_bytes(v));
+        a.push(kind);
+        a
+    };
+    let mut measure = u32s(&[u32::from('é')]);
+    measure.extend_from_slice(&(-5i64).to_le_bytes());
+    measure.extend_from_slice(&2.5f64.to_le_bytes());
+    vec![
+        (BENCH, "null", vec![]),
+        (BENCH, "add", u32s(&[40, 2])),
+        (BENCH, "add", u32s(&[u32::MAX, 3])),
+        (BENCH, "big-in", string_bytes(&[7; 200])),
+        (BENCH, "big-in", string_bytes(&[])),
+        (BENCH, "big-in-out", string_bytes(&big[..200])),
+        (BENCH, "big-in-out", string_bytes(&big)),
+        (KV, "put", put("alpha", b"one", 0)),
+        (KV, "put", put("beta", &[0, 1, 2, 255], 1)),
+        (KV, "put", put("alpha", b"uno", 0)),
+        (KV, "put", put("", b"", 0)),
+        (KV, "get", string("alpha")),
+        (KV, "get", string("missing")),
+        (KV, "keys", vec![0]),
+        (KV, "keys", [vec![1], string("al")].concat()),
+        (KV, "stats", vec![]),
+        (KV, "rights", vec![]),
+        (KV, "measure", measure),
+        (KV, "delete", string("beta")),
+        (KV, "delete", string("beta")),
+        (KV, "stats", vec![]),
+    ]
+}
+
+#[test]
+fn remote_results_over_nats_equal_local_ones_for_bench_and_kv() -> Result<()> {
+    // One node: the key-value store keeps state, so one kernel answers all of its calls.
+    let nats = NatsServer::start()?;
+    let url = format!("{}/lrpc.test", nats.url());
+    let _node = Node::start(&url, "kv", 0)?;
+    let (_kernel, pool) = local()?;
+    let rt = runtime();
+    let endpoint: Endpoint = url.parse().map_err(anyhow::Error::msg)?;
+    let mut seen = 0;
+    for (name, function, args) in calls() {
+        let proc = proc_of(&pool, name, function);
+        let export = pool.export(name).unwrap().clone();
+        let want = rt.block_on(pool.call(&export, proc, args.clone()))?;
+        let b = binding(&pool, &endpoint, name, RemoteOptions::default());
+        let got = rt.block_on(b.call(proc, &args))?;
+        assert_eq!(got, want, "{name}.{function}");
+        seen += 1;
+    }
+    assert_eq!(seen, calls().len());
+    // The results are the interfaces' own: add(40, 2) and the stored entry.
+    let b = binding(&pool, &endpoint, BENCH, RemoteOptions::default());
+    let r = rt.block_on(b.call(proc_of(&pool, BENCH, "add"), &u32s(&[40, 2])))?;
+    assert_eq!(r, 42u32.to_le_bytes());
+    let kv = binding(&pool, &endpoint, KV, RemoteOptions::default());
+    let r = rt.block_on(kv.call(proc_of(&pool, KV, "get"), &string("alpha")))?;
+    assert_eq!(r[0], 0);
+    assert_eq!(&r[1..10], &string("alpha")[..]);
+    assert_eq!(&r[10..17], &string_bytes(b"uno")[..]);
+    // Another prefix is another deployment: nobody serves there.
+    let other: Endpoint = format!("{}/lrpc.other", nats.url())
+        .parse()
+        .map_err(anyhow::Error::msg)?;
+    let err = rt
+        .block_on(binding(&pool, &other, BENCH, RemoteOptions::default()).call(0, &[]))
+        .expect_err("no server under that prefix");
+    assert_eq!(err.status(), Status::UnknownInterface, "{err:?}");
+    Ok(())
+}
+
+#[test]
+fn no_server_in_the_group_is_nobody_listening_and_deadlines_hold() -> Result<()> {
+    let (_kernel, pool) = local()?;
+    let rt = runtime();
+    let add = proc_of(&pool, BENCH, "add");
+    // No NATS server at all.
+    let dead: Endpoint = format!("nats://127.0.0.1:{}", free_port()?)
+        .parse()
+        .map_err(anyhow::Error::msg)?;
+    let err = rt
+        .block_on(binding(&pool, &dead, BENCH, RemoteOptions::default()).call(add, &u32s(&[1, 2])))
+        .expect_err("no NATS server");
+    assert!(matches!(err, RemoteError::Unreachable { .. }), "{err:?}");
+    assert_eq!(err.status(), Status::UnknownInterface);
+    // A NATS server, but no kernel serves the export: NATS says there are no responders.
+    let nats = NatsServer::start()?;
+    let endpoint: Endpoint = nats.url().parse().map_err(anyhow::Error::msg)?;
+    let b = binding(&pool, &endpoint, BENCH, RemoteOptions::default());
+    let t = Instant::now();
+    let err = rt
+        .block_on(b.call(add, &u32s(&[1, 2])))
+        .expect_err("nobody serves");
+    assert!(matches!(err, RemoteError::Unreachable { .. }), "{err:?}");
+    assert_eq!(err.status(), Status::UnknownInterface);
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "told at once, not by the deadline"
+    );
+    // A kernel that takes 30 s per call: the caller's deadline ends the call.
+    let _slow = Node::start(&nats.url(), "slow", 30_000_000)?;
+    let b = binding(
+        &pool,
+        &endpoint,
+        BENCH,
+        RemoteOptions {
+            deadline: Duration::from_millis(300),
+            ..Default::default()
+        },
+    );
+    let err = rt
+        .block_on(b.call(add, &u32s(&[1, 2])))
+        .expect_err("the server waits 30 s");
+    assert!(matches!(err, RemoteError::Timeout(_)), "{err:?}");
+    assert_eq!(err.status(), Status::DeadlineExceeded);
+    Ok(())
+}
+
+/// Time for the NATS server to see a killed node's connection close (a call routed to it
+/// before then would wait for its deadline).
+fn settle() {
+    std::thread::sleep(Duration::from_millis(500));
+}
+
+/// Calls `add(a, b)` until one succeeds or `within` passes; the failures on the way.
+fn add_until_ok(
+    rt: &tokio::runtime::Runtime,
+    b: &RemoteBinding,
+    add: usize,
+    within: Duration,
+) -> Result<Vec<RemoteError>> {
+    let until = Instant::now() + within;
+    let mut failures = Vec::new();
+    loop {
+        match rt.block_on(b.call(add, &u32s(&[20, 22]))) {
+            Ok(r) => {
+                assert_eq!(r, 42u32.to_le_bytes());
+                return Ok(failures);
+            }
+            Err(e) if Instant::now() < until => {
+                failures.push(e);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => bail!("no success within {within:?}: {e} (after {failures:?})"),
+        }
+    }
+}
+
+#[test]
+fn one_connection_survives_nats_server_and_node_restarts() -> Result<()> {
+    let mut nats = NatsServer::start()?;
+    let port = nats.port;
+    let url = nats.url();
+    let mut node = Node::start(&url, "kernels", 0)?;
+    let (_kernel, pool) = local()?;
+    let rt = runtime();
+    let add = proc_of(&pool, BENCH, "add");
+    let endpoint: Endpoint = url.parse().map_err(anyhow::Error::msg)?;
+    let b = binding(
+        &pool,
+        &endpoint,
+        BENCH,
+        RemoteOptions {
+            deadline: Duration::from_secs(2),
+            ..Default::default()
+        },
+    );
+    let failures = add_until_ok(&rt, &b, add, Duration::ZERO)?;
+    assert!(failures.is_empty());
+    // The node restarts: the next calls reach the new one over the same connection.
+    node.kill();
+    settle();
+    let err = rt
+        .block_on(b.call(add, &u32s(&[1, 2])))
+        .expect_err("no node");
+    assert_eq!(err.status(), Status::UnknownInterface, "{err:?}");
+    let mut node = Node::start(&url, "kernels", 0)?;
+    add_until_ok(&rt, &b, add, Duration::ZERO)?;
+    // The NATS server restarts: client and node both reconnect by themselves, and the same
+    // binding (the same connection) works again.
+    nats.kill();
+    let err = rt
+        .block_on(b.call(add, &u32s(&[1, 2])))
+        .expect_err("no NATS server");
+    println!("while NATS is down: {err}");
+    let _nats = NatsServer::start_on(port)?;
+    let failures = add_until_ok(&rt, &b, add, Duration::from_secs(30))?;
+    println!("after the restart, {} calls failed first", failures.len());
+    assert!(
+        node.served()? >= 2,
+        "the restarted node served the calls since"
+    );
+    Ok(())
+}
+
+#[test]
+fn malformed_parameters_over_nats_never_reach_the_server() -> Result<()> {
+    // A raw wRPC NATS client sends `add` a truncated LEB128 number, then `big-in` a list
+    // longer than its bytes: the node ends each call without a result and serves the next.
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use wrpc_transport_nats_base::Invoke as _;
+    let nats = NatsServer::start()?;
+    let mut node = Node::start(&nats.url(), "kernels", 0)?;
+    let (_kernel, pool) = local()?;
+    let rt = runtime();
+    rt.block_on(async {
+        let conn = async_nats::connect(nats.url()).await?;
+        let client = wrpc_transport_nats::Client::new(conn, "", None).await?;
+        for (func, params) in [
+            ("add", vec![0x80u8]),
+            ("big-in", vec![0x05, 1, 2]),
+            ("add", vec![0xff, 0xff, 0xff, 0xff, 0x7f, 1]),
+            ("add", vec![1, 2]),
+        ] {
+            let paths: [&[Option<usize>]; 0] = [];
+            let (mut out, mut inc) = client
+                .invoke(None, BENCH, func, params.clone().into(), paths)
+                .await?;
+            out.shutdown().await?;
+            let mut buf = Vec::new();
+            tokio::time::timeout(Duration::from_secs(10), inc.read_to_end(&mut buf)).await??;
+            if params == [1, 2] {
+                assert_eq!(buf, [3], "add(1, 2) in LEB128");
+            } else {
+                assert!(buf.is_empty(), "{func} {params:?}: {buf:?}");
+            }
+        }
+        anyhow::Ok(())
+    })?;
+    assert_eq!(node.served()?, 1, "only the well-formed call was served");
+    let endpoint: Endpoint = nats.url().parse().map_err(anyhow::Error::msg)?;
+    let b = binding(&pool, &endpoint, BENCH, RemoteOptions::default());
+    let r = rt.block_on(b.call(proc_of(&pool, BENCH, "add"), &u32s(&[5, 6])))?;
+    assert_eq!(r, 11u32.to_le_bytes());
+    Ok(())
+}
+
+#[test]
+fn endpoints_parse_and_print() {
+    for s in [
+        "nats://127.0.0.1:4222",
+        "nats://localhost:4222/lrpc",
+        "nats://10.0.0.1:1/a.b.c",
+    ] {
+        let e: Endpoint = s.parse().unwrap();
+        assert!(matches!(e, Endpoint::Nats(_)));
+        assert_eq!(e.to_string(), s);
+    }
+    for s in [
+        "nats://127.0.0.1",
+        "nats://:4222",
+        "nats://h:4222/a..b",
+        "nats://h:4222/a.*",
+        "nats://h:4222/a b",
+        "nats://h:99999",
+    ] {
+        assert!(s.parse::<Endpoint>().is_err(), "{s}");
+    }
+}
+
+#[test]
+fn calls_in_progress_on_a_nats_server_are_bounded() -> Result<()> {
+    // A server in this process that admits 2 calls at a time, each waiting 300 ms: 6 calls
+    // sent at once take three rounds, not one.
+    let nats = NatsServer::start()?;
+    let (_kernel, pool) = local()?;
+    let rt = runtime();
+    let server = rt.block_on(RemoteServer::new(
+        pool.clone(),
+        ServeOptions {
+            max_connections: 2,
+            server_wait: Duration::from_millis(300),
+            ..Default::default()
+        },
+    ))?;
+    let at: NatsEndpoint = nats.url().parse().map_err(anyhow::Error::msg)?;
+    let listener = rt.block_on(server.bind_nats(&at, "bounded"))?;
+    let served = listener.served();
+    rt.spawn(server.listen_nats(listener));
+    let b = binding(&pool, &Endpoint::Nats(at), BENCH, RemoteOptions::default());
+    let add = proc_of(&pool, BENCH, "add");
+    let t = Instant::now();
+    let results = rt.block_on(futures::future::join_all((0..6u32).map(|i| {
+        let b = b.clone();
+        async move { b.call(add, &u32s(&[i, i])).await }
+    })));
+    let took = t.elapsed();
+    for (i, r) in results.into_iter().enumerate() {
+        assert_eq!(r?, (2 * i as u32).to_le_bytes());
+    }
+    println!("6 calls, 2 at a time, 300 ms each: {took:?}");
+    assert!(took >= Duration::from_millis(850), "{took:?}");
+    assert_eq!(served.get(), 6);
+    Ok(())
+}
