@@ -625,6 +625,52 @@ fn run_the_key_value_client_against_a_remote_store() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The same two deployments behind a NATS server: the store's `[network]` joins a queue group
+/// at a `nats://` address, and the client's remote names that address.
+#[test]
+fn run_the_key_value_client_against_a_store_behind_nats() {
+    let nats = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())
+        .expect("nats-server is not installed (Debian: apt-get install -y nats-server)");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut bus = Command::new(nats)
+        .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start nats-server");
+    assert!(
+        eventually(|| TcpStream::connect(("127.0.0.1", port)).is_ok()),
+        "nats-server did not start"
+    );
+    let url = format!("nats://127.0.0.1:{port}/kv");
+    let dir = scratch("nats");
+    let app = app("kv-remote").with_file_name("server.toml");
+    let server = dir.join("server.toml");
+    let text = std::fs::read_to_string(&app).expect("the example server config");
+    std::fs::write(
+        &server,
+        text.replace("tcp:127.0.0.1:7000", &url)
+            .replace("127.0.0.1:8081", "127.0.0.1:0"),
+    )
+    .expect("write");
+    let s = Server::start(&server);
+    let client = dir.join("client.toml");
+    let text = std::fs::read_to_string(app.with_file_name("client.toml")).expect("client");
+    std::fs::write(&client, text.replace("tcp:127.0.0.1:7000", &url)).expect("write");
+    let (ok, out, err) = lrpc(&["run", client.to_str().expect("utf-8 path")]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "0\n");
+    drop(s);
+    let _ = bus.kill();
+    let _ = bus.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn run_the_component_app() {
     let config = app("components");
