@@ -201,15 +201,8 @@ pub fn from_wire(
 
 /// Translates A-stack encoded values of types `tys` (all of `src`) into the wire encoding.
 pub fn to_wire(plan: &InterfacePlan, tys: &[&Ty], src: &[u8]) -> Result<BytesMut, CodecError> {
-    let mut s = Src { bytes: src, at: 0 };
-    let mut dst = BytesMut::with_capacity(src.len() + 8);
-    for t in tys {
-        p2w(plan, t, &mut s, &mut dst).map_err(|e| match e {
-            CodecError::Incomplete => CodecError::Malformed("the encoding ends early"),
-            e => e,
-        })?;
-    }
-    match s.remaining() {
+    let (dst, used) = translate(plan, tys, src)?;
+    match src.len() - used {
         0 => Ok(dst),
         n => Err(CodecError::Trailing(n)),
     }
@@ -223,6 +216,15 @@ pub fn to_wire_prefix(
     tys: &[&Ty],
     src: &[u8],
 ) -> Result<BytesMut, CodecError> {
+    translate(plan, tys, src).map(|(dst, _)| dst)
+}
+
+/// The wire encoding of the values at the start of `src`, and the bytes they took.
+fn translate(
+    plan: &InterfacePlan,
+    tys: &[&Ty],
+    src: &[u8],
+) -> Result<(BytesMut, usize), CodecError> {
     let mut s = Src { bytes: src, at: 0 };
     let mut dst = BytesMut::with_capacity(src.len() + 8);
     for t in tys {
@@ -231,7 +233,7 @@ pub fn to_wire_prefix(
             e => e,
         })?;
     }
-    Ok(dst)
+    Ok((dst, s.at))
 }
 
 fn w2p(

@@ -223,16 +223,13 @@ impl<F: Forwarder> Forward<F> {
         P: Args,
         R: Args + Default,
     {
-        li.func_wrap(name, move |mut ctx, params: P| {
-            match self.to.call::<P, R>(params) {
-                Ok(r) => Ok(r),
-                Err(status) => {
-                    let (interface, function) = self.to.names();
-                    record_failure(ctx.data_mut(), interface, function, status);
-                    Ok(R::default())
-                }
-            }
-        })
+        wrap(
+            li,
+            name,
+            self.to,
+            |to, _, params: P| to.call::<P, R>(params),
+            F::names,
+        )
     }
 }
 
@@ -251,17 +248,34 @@ impl<F: ViewForwarder> ViewForward<F> {
         P: ViewArgs,
         R: Args + Default,
     {
-        li.func_wrap(name, move |mut ctx, params: P| {
-            match self.to.call::<P, R>(&ctx.as_context(), params) {
-                Ok(r) => Ok(r),
-                Err(status) => {
-                    let (interface, function) = self.to.names();
-                    record_failure(ctx.data_mut(), interface, function, status);
-                    Ok(R::default())
-                }
-            }
-        })
+        wrap(li, name, self.to, F::call::<P, R>, F::names)
     }
+}
+
+/// Links `name` with a host function that forwards each call through `call` on `to` (given
+/// the client's store) and answers a failure with the result's zero value, recording it.
+fn wrap<T, P, R>(
+    li: &mut LinkerInstance<'_, ComponentData>,
+    name: &str,
+    to: T,
+    call: impl Fn(&T, &StoreContext<'_, ComponentData>, P) -> Result<R, Status> + Send + Sync + 'static,
+    names: fn(&T) -> (&str, &str),
+) -> wasmtime::Result<()>
+where
+    T: Send + Sync + 'static,
+    P: ComponentNamedList + Lift + 'static,
+    R: Args + Default,
+{
+    li.func_wrap(name, move |mut ctx, params: P| {
+        match call(&to, &ctx.as_context(), params) {
+            Ok(r) => Ok(r),
+            Err(status) => {
+                let (interface, function) = names(&to);
+                record_failure(ctx.data_mut(), interface, function, status);
+                Ok(R::default())
+            }
+        }
+    })
 }
 
 #[cfg(test)]

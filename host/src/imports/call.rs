@@ -208,11 +208,7 @@ fn transfer(
     let server = &b.server;
     let deadline = now.saturating_add(b.deadline_ticks);
     if let Some(d) = &b.export.detour {
-        return match d {
-            Detour::Mailbox(mailbox) => transfer_message(caller, raw, p, proc, deadline, mailbox),
-            Detour::Component(target) => to_component(caller, client_key, p, proc, target),
-            Detour::Remote(target) => to_remote(caller, client_key, p, proc, &**target),
-        };
+        return detoured(caller, client_key, raw, p, proc, deadline, d);
     }
     // A free replica, starting from this thread's own so that threads do not contend for
     // the same one. The common case is that one being free: the rest is `transfer_contended`.
@@ -241,14 +237,17 @@ fn transfer(
     }
 }
 
-/// A call whose server is a component domain (see `mixed`).
+/// A call that does not migrate into the server's replicas: to the server's own thread, to a
+/// component domain or to a server on another machine (see `mixed`).
 #[cold]
-fn to_component(
+fn detoured(
     caller: &mut Caller<'_, DomainData>,
     client_key: ReplicaKey,
+    raw: u64,
     p: &Prepared,
     proc: u32,
-    target: &crate::component::mixed::Target,
+    deadline: u64,
+    detour: &Detour,
 ) -> Status {
     let a = super::mixed::AStack {
         at: p.client_astack,
@@ -256,25 +255,15 @@ fn to_component(
         proc,
         index: p.index,
     };
-    super::mixed::to_component(caller, client_key, p.binding, target, &a)
-}
-
-/// A call whose server is on another machine (see `remote`).
-#[cold]
-fn to_remote(
-    caller: &mut Caller<'_, DomainData>,
-    client_key: ReplicaKey,
-    p: &Prepared,
-    proc: u32,
-    target: &dyn crate::remote::RemoteTarget,
-) -> Status {
-    let a = super::mixed::AStack {
-        at: p.client_astack,
-        cap: p.size,
-        proc,
-        index: p.index,
-    };
-    super::mixed::to_remote(caller, client_key, p.binding, target, &a)
+    match detour {
+        Detour::Mailbox(mailbox) => transfer_message(caller, raw, p, proc, deadline, mailbox),
+        Detour::Component(target) => {
+            super::mixed::to_component(caller, client_key, p.binding, target, &a)
+        }
+        Detour::Remote(target) => {
+            super::mixed::to_remote(caller, client_key, p.binding, &**target, &a)
+        }
+    }
 }
 
 /// A server's fault during a call: the server is terminated, the client gets the status.
