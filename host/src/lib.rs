@@ -46,7 +46,7 @@ pub use clerk::{ExportOptions, Serving};
 pub use component::codec;
 pub use component::{
     AnyDomain, CallFailure, CapturedOutput, ComponentBindingInfo, ComponentDomain, ComponentLimits,
-    ComponentOptions, Preopen, Stdio, WasiGrants, is_component,
+    ComponentOptions, MeteredLimits, Preopen, Stdio, WasiGrants, is_component,
 };
 pub use domain::{Domain, DomainData, DomainFunc};
 pub use error::{BoxError, Error, Fault, Quota};

@@ -669,10 +669,13 @@ impl Plugin {
         died(self, generation);
     }
 
-    /// Bytes of linear memory of the current generation (its first replica), for a core
-    /// plugin.
+    /// Bytes of linear memory of the current generation: a core plugin's first replica, or
+    /// all the memories of a component plugin's instance.
     pub fn memory(&self) -> Option<usize> {
-        self.current().core()?.memory_size().ok()
+        match &self.current().domain {
+            PluginDomain::Core(d) => d.memory_size().ok(),
+            PluginDomain::Component(c) => Some(c.memory_size()),
+        }
     }
 }
 

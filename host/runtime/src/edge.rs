@@ -299,6 +299,12 @@ async fn metrics(State(edge): State<Edge>) -> Response {
                 dep.metrics.memory(n, m);
             }
         }
+        for (n, c) in &dep.components {
+            dep.metrics.memory(n, c.memory_size());
+        }
+        for (n, h) in &dep.handlers {
+            dep.metrics.memory(n, h.memory());
+        }
         dep.metrics.encode()
     })
     .await

@@ -101,7 +101,7 @@ impl Default for Metrics {
         let memory = Family::<DomainLabel, Gauge>::default();
         registry.register(
             "domain_memory_bytes",
-            "Linear memory of each domain (its first replica)",
+            "Linear memory of each domain (a core domain's first replica; every memory of a component's instance; a wasi:http handler's instances)",
             memory.clone(),
         );
         Metrics {

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wasmtime::component::{Component, Linker, ResourceTable};
-use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime::{Engine, Store, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::runtime::AbortOnDropJoinHandle;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
@@ -46,7 +46,7 @@ pub struct HttpState {
     http: WasiHttpCtx,
     table: ResourceTable,
     hooks: Refuse,
-    limits: StoreLimits,
+    limits: lrpc::MeteredLimits,
     /// When the running call must stop.
     deadline: Option<Instant>,
 }
@@ -148,6 +148,9 @@ pub struct HttpHandler {
     /// Serializes reloads and restarts.
     swap: Mutex<()>,
     metrics: Arc<Metrics>,
+    /// The linear memory of each worker's instance, counted by its Store's limiter; an
+    /// instance's count goes when its Store does.
+    memories: Mutex<Vec<std::sync::Weak<std::sync::atomic::AtomicUsize>>>,
 }
 
 impl Supervised for HttpHandler {
@@ -203,6 +206,7 @@ impl HttpHandler {
             restarts: Restarts::new(),
             swap: Mutex::new(()),
             metrics,
+            memories: Mutex::default(),
         }))
     }
 
@@ -264,6 +268,12 @@ impl HttpHandler {
         if let Some(m) = self.memory {
             limits = limits.memory_size(m);
         }
+        let bytes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        {
+            let mut m = lock(&self.memories);
+            m.retain(|w| w.strong_count() > 0);
+            m.push(Arc::downgrade(&bytes));
+        }
         let mut store = Store::new(
             &self.engine,
             HttpState {
@@ -271,7 +281,7 @@ impl HttpHandler {
                 http: WasiHttpCtx::new(),
                 table: ResourceTable::new(),
                 hooks: Refuse,
-                limits: limits.build(),
+                limits: lrpc::MeteredLimits::new(limits.build(), bytes),
                 deadline: Some(Instant::now() + self.deadline),
             },
         );
@@ -291,6 +301,16 @@ impl HttpHandler {
             store,
             proxy,
         })
+    }
+
+    /// Bytes of linear memory held by the handler's instances (one per route worker that has
+    /// served it).
+    pub fn memory(&self) -> usize {
+        lock(&self.memories)
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .map(|b| b.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Serves one request on the worker's instance (`slot`, made or replaced as needed);

@@ -273,6 +273,14 @@ fn a_wasi_http_component_ends_a_chain() {
     assert_eq!(r.text(), "hello alice at POST /echo\nSOME BODY");
     // A plugin in front still answers for it.
     assert_eq!(s.get("/api/v1/greet", &[]).status, 401);
+    // `/metrics` has the linear memory of the handler's instances and of the component
+    // plugin (`stamp`, through its Store's limiter: a component has no memory handle).
+    assert_eq!(s.get("/mixed/x", &[ALICE]).status, 200);
+    let m = s.get("/metrics", &[]).text();
+    for d in ["hello", "stamp", "auth"] {
+        let bytes = metric_value(&m, &format!("lrpc_domain_memory_bytes{{domain=\"{d}\"}}"));
+        assert!(bytes >= 65536.0, "{d}: {bytes}\n{m}");
+    }
     // The component alone, with a body larger than one stream write.
     let big = vec![b'y'; 300_000];
     let r = request(&s.addr, "POST", "/direct/big", &[], &big);

@@ -4,7 +4,7 @@
 //! * **One Store per domain.** A trap anywhere in a component poisons its whole Store ("cannot
 //!   enter component instance"), so every component domain has a Store of its own, behind its
 //!   own lock, with its own limits: linear memory, instances and tables through
-//!   [`StoreLimits`], optional fuel (per call), and the per-call deadline through epoch
+//!   [`wasmtime::StoreLimits`] (counting the memory held, [`MeteredLimits`]), optional fuel (per call), and the per-call deadline through epoch
 //!   interruption, like core domains.
 //! * **WASI as capabilities.** A domain gets WASI p2 only as [`WasiGrants`] say: preopened
 //!   directories (read-only or read-write), environment variables, arguments, standard
@@ -68,11 +68,13 @@
 pub mod codec;
 mod fuse;
 mod handles;
+mod limits;
 pub(crate) mod mixed;
 mod typecheck;
 mod typed;
 mod wasi;
 
+pub use limits::MeteredLimits;
 pub use wasi::{CapturedOutput, Preopen, Stdio, WasiGrants};
 
 use crate::domain::SETUP_WAIT;
@@ -89,7 +91,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 use wasmtime::component::types::{ComponentFunc, ComponentItem, Type};
 use wasmtime::component::{Component, Func, Instance, Linker, ResourceTable, ResourceType, Val};
-use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime::{Config, Engine, Store, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 /// Whether `wasm` is a component binary (as opposed to a core module): the preamble's
@@ -161,7 +163,7 @@ pub struct ComponentBindingInfo {
 pub(crate) struct ComponentData {
     wasi: WasiCtx,
     table: ResourceTable,
-    limits: StoreLimits,
+    limits: limits::MeteredLimits,
     deadline_tick: u64,
     ticks: Arc<AtomicU64>,
     terminated: Arc<AtomicBool>,
@@ -320,6 +322,8 @@ pub(crate) struct Shared {
     exports: Mutex<Vec<String>>,
     /// The core faces of its exports (see `mixed`).
     faces: Mutex<Vec<Arc<crate::domain::DomainShared>>>,
+    /// Bytes of linear memory its current Store holds (see `limits`).
+    memory: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Shared {
@@ -576,6 +580,12 @@ impl std::fmt::Debug for ComponentDomain {
 }
 
 impl ComponentDomain {
+    /// Bytes of linear memory the domain's instance holds (every memory of every core
+    /// instance in it), read without entering its Store.
+    pub fn memory_size(&self) -> usize {
+        self.shared.memory.load(Ordering::Relaxed)
+    }
+
     /// The domain's name.
     pub fn name(&self) -> &str {
         &self.shared.name
@@ -797,6 +807,7 @@ impl Kernel {
             server_bindings: Mutex::new(Vec::new()),
             exports: Mutex::new(Vec::new()),
             faces: Mutex::new(Vec::new()),
+            memory: Default::default(),
         });
         let live = instantiate(inner, &shared)?;
         *wait_lock(&shared.live, SETUP_WAIT).ok_or(Error::Busy)? = Some(live);
@@ -949,10 +960,12 @@ fn instantiate(kernel: &Arc<KernelInner>, shared: &Arc<Shared>) -> Result<Live, 
         .wasi
         .build(&shared.output)
         .map_err(|e| fail(e.into()))?;
+    // A fresh Store: its memories are counted from nothing.
+    shared.memory.store(0, Ordering::Relaxed);
     let data = ComponentData {
         wasi,
         table: ResourceTable::new(),
-        limits: lb.build(),
+        limits: limits::MeteredLimits::new(lb.build(), shared.memory.clone()),
         deadline_tick: 0,
         ticks: shared.ticks.clone(),
         terminated: shared.terminated.clone(),
