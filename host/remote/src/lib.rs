@@ -29,7 +29,9 @@ mod error;
 mod local;
 mod multi;
 pub mod node;
+mod pool;
 mod server;
+mod session;
 pub mod wire;
 
 pub use client::{Endpoint, RemoteBinding, RemoteOptions, encode_args};

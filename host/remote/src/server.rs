@@ -12,30 +12,34 @@
 use crate::client::{param_types, read_values, result_types};
 use crate::error::ServeError;
 use crate::local::{LocalExport, LocalPool};
+use crate::session::{self, ACCEPT, FAILED, REQUEST, RETURNED, SESSION_FUNC, SESSION_INSTANCE};
 use crate::wire;
-use futures::StreamExt as _;
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, BufReader};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
+use wrpc_transport::frame::{Header, Incoming, Outgoing};
 
 type Rx = BufReader<Pin<Box<dyn AsyncRead + Send + Sync>>>;
 type Tx = Pin<Box<dyn AsyncWrite + Send + Sync>>;
-/// The invocation context: the connection's permit, held until its call ends.
+/// A connection's permit, held until it closes.
 type Cx = tokio::sync::OwnedSemaphorePermit;
-type WrpcServer = wrpc_transport::Server<Cx, Rx, Tx>;
 
 /// How a remote export server behaves.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
-    /// Connections served at one time; further ones wait in the listener's backlog.
+    /// Connections served at one time (sessions kept open by clients count); further ones
+    /// wait in the listener's backlog.
     pub max_connections: usize,
     /// Largest parameters accepted, on the wire and translated.
     pub max_request: usize,
-    /// How long a peer may take to send its parameters.
+    /// How long a peer may take to send its parameters (and a new connection its header).
     pub read_deadline: Duration,
+    /// How long a session may stay without a call before it is closed.
+    pub session_idle: Duration,
     /// Waiting added before every call: models server time for the MultiRPC experiment
     /// (time the server spends without using a processor). Zero in production.
     pub server_wait: Duration,
@@ -47,6 +51,7 @@ impl Default for ServeOptions {
             max_connections: 256,
             max_request: 64 << 20,
             read_deadline: Duration::from_secs(5),
+            session_idle: Duration::from_secs(120),
             server_wait: Duration::ZERO,
         }
     }
@@ -56,64 +61,163 @@ impl Default for ServeOptions {
 pub struct RemoteServer {
     pool: Arc<LocalPool>,
     options: ServeOptions,
-    wrpc: Arc<WrpcServer>,
+    /// Instance (export name) -> function name -> the export and the procedure's index.
+    functions: HashMap<String, HashMap<String, (LocalExport, usize)>>,
     permits: Arc<Semaphore>,
 }
 
 impl RemoteServer {
-    /// Registers every procedure of every export of `pool` and starts serving invocations
-    /// (connections are accepted by [`RemoteServer::listen_tcp`] and
-    /// [`RemoteServer::listen_unix`]). Must run inside a tokio runtime.
+    /// Serves every procedure of every export of `pool` (connections are accepted by
+    /// [`RemoteServer::listen_tcp`] and [`RemoteServer::listen_unix`]). Must run inside a
+    /// tokio runtime.
     pub async fn new(
         pool: Arc<LocalPool>,
         options: ServeOptions,
     ) -> Result<Arc<RemoteServer>, ServeError> {
-        let wrpc = Arc::new(WrpcServer::new());
-        let server = Arc::new(RemoteServer {
+        let mut functions: HashMap<String, HashMap<String, (LocalExport, usize)>> = HashMap::new();
+        for export in pool.exports() {
+            let fs = functions.entry(export.name.clone()).or_default();
+            for (proc, p) in export.plan.procs.iter().enumerate() {
+                if fs.insert(p.name.clone(), (export.clone(), proc)).is_some() {
+                    return Err(ServeError::Register(
+                        format!("{}#{}", export.name, p.name),
+                        "registered twice".into(),
+                    ));
+                }
+            }
+        }
+        if functions.contains_key(SESSION_INSTANCE) {
+            return Err(ServeError::Register(
+                SESSION_INSTANCE.into(),
+                "the name of the session function".into(),
+            ));
+        }
+        Ok(Arc::new(RemoteServer {
             permits: Arc::new(Semaphore::new(options.max_connections.max(1))),
             pool,
             options,
-            wrpc,
-        });
-        for export in server.pool.exports() {
-            for (proc, p) in export.plan.procs.iter().enumerate() {
-                let invocations = wrpc_transport::Serve::serve(
-                    &*server.wrpc,
-                    &export.name,
-                    &p.name,
-                    Arc::from([]),
-                )
-                .await
-                .map_err(|e| {
-                    ServeError::Register(format!("{}#{}", export.name, p.name), e.to_string())
-                })?;
-                let export = export.clone();
-                let me = server.clone();
-                tokio::spawn(async move {
-                    let mut invocations = std::pin::pin!(invocations);
-                    while let Some(inv) = invocations.next().await {
-                        let Ok((permit, out, inc)) = inv else {
-                            continue;
-                        };
-                        let me = me.clone();
-                        let export = export.clone();
-                        tokio::spawn(async move {
-                            me.handle(&export, proc, out, inc).await;
-                            drop(permit);
-                        });
-                    }
-                });
+            functions,
+        }))
+    }
+
+    fn function(&self, instance: &str, func: &str) -> Option<&(LocalExport, usize)> {
+        self.functions.get(instance)?.get(func)
+    }
+
+    /// Serves one connection: a plain wRPC invocation, or a session.
+    async fn serve(self: Arc<Self>, tx: Tx, mut rx: Rx) {
+        let deadline = self.options.read_deadline;
+        let Ok(Ok(Header { instance, name })) =
+            tokio::time::timeout(deadline, Header::read(&mut rx)).await
+        else {
+            return;
+        };
+        if instance == SESSION_INSTANCE && name == SESSION_FUNC {
+            // The opening invocation's parameters: one empty frame on the root path.
+            let mut empty = [0u8; 2];
+            match tokio::time::timeout(deadline, rx.read_exact(&mut empty)).await {
+                Ok(Ok(_)) if empty == [0, 0] => {}
+                _ => return,
+            }
+            let mut tx = tx;
+            if tx.write_all(&ACCEPT).await.is_ok() {
+                self.session(tx, rx).await;
+            }
+            return;
+        }
+        // A function without a handler: the connection closes, as with any wRPC server.
+        let Some((export, proc)) = self.function(&instance, &name) else {
+            tracing::debug!(instance, name, "no such function");
+            return;
+        };
+        let paths: [&[Option<usize>]; 0] = [];
+        let inc = Incoming::new(rx, paths, true, |_, _| async {});
+        let out = Outgoing::new(tx, |_, _| async {});
+        self.handle(export, *proc, out, inc).await;
+    }
+
+    /// Calls made one after another on a kept connection (see `session.rs`).
+    async fn session(&self, mut tx: Tx, mut rx: Rx) {
+        let (mut instance, mut func) = (String::new(), String::new());
+        let (mut scratch, mut params, mut reply) = (Vec::new(), Vec::new(), Vec::new());
+        loop {
+            let tag = match tokio::time::timeout(self.options.session_idle, rx.read_u8()).await {
+                Ok(Ok(t)) => t,
+                _ => return,
+            };
+            if tag != REQUEST {
+                return;
+            }
+            let read = async {
+                session::read_name(&mut rx, &mut scratch, &mut instance).await?;
+                session::read_name(&mut rx, &mut scratch, &mut func).await?;
+                let n = session::read_len(&mut rx, self.options.max_request).await?;
+                session::read_exact_into(&mut rx, &mut params, n).await
+            };
+            match tokio::time::timeout(self.options.read_deadline, read).await {
+                Ok(Ok(())) => {}
+                _ => return,
+            }
+            reply.clear();
+            match self.session_call(&instance, &func, &params).await {
+                Some(results) => {
+                    let Ok(n) = u32::try_from(results.len()) else {
+                        return;
+                    };
+                    reply.push(RETURNED);
+                    session::put_leb_u32(&mut reply, n);
+                    reply.extend_from_slice(&results);
+                }
+                None => reply.push(FAILED),
+            }
+            if tx.write_all(&reply).await.is_err() {
+                return;
             }
         }
-        Ok(server)
+    }
+
+    /// One call of a session: the wire-encoded results, or None when it failed.
+    async fn session_call(&self, instance: &str, func: &str, params: &[u8]) -> Option<Vec<u8>> {
+        let Some((export, proc)) = self.function(instance, func) else {
+            tracing::debug!(instance, func, "no such function");
+            return None;
+        };
+        let (plan, proc) = (&export.plan, *proc);
+        let (ptys, rtys) = (
+            param_types(plan, proc).ok()?,
+            result_types(plan, proc).ok()?,
+        );
+        // Checked while translated into the A-stack encoding, before a domain sees a byte.
+        let args = match wire::from_wire(plan, &ptys, params, self.options.max_request) {
+            Ok((args, used)) if used == params.len() => args,
+            Ok((_, used)) => {
+                tracing::debug!(export = %export.name, proc, "{} bytes after the parameters", params.len() - used);
+                return None;
+            }
+            Err(e) => {
+                tracing::debug!(export = %export.name, proc, "refused parameters: {e}");
+                return None;
+            }
+        };
+        if !self.options.server_wait.is_zero() {
+            tokio::time::sleep(self.options.server_wait).await;
+        }
+        let result = match self.pool.call(export, proc, args).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!(export = %export.name, proc, "call failed: {e}");
+                return None;
+            }
+        };
+        wire::to_wire(plan, &rtys, &result).ok().map(|b| b.to_vec())
     }
 
     async fn handle(
         &self,
         export: &LocalExport,
         proc: usize,
-        mut out: wrpc_transport::frame::Outgoing,
-        mut inc: wrpc_transport::frame::Incoming,
+        mut out: Outgoing,
+        mut inc: Incoming,
     ) {
         let plan = &export.plan;
         let (Ok(ptys), Ok(rtys)) = (param_types(plan, proc), result_types(plan, proc)) else {
@@ -181,14 +285,13 @@ impl RemoteServer {
         }
     }
 
-    fn accept(&self, rx: Pin<Box<dyn AsyncRead + Send + Sync>>, tx: Tx, permit: Cx) {
-        let wrpc = self.wrpc.clone();
-        let deadline = self.options.read_deadline;
+    fn accept(self: &Arc<Self>, rx: Pin<Box<dyn AsyncRead + Send + Sync>>, tx: Tx, permit: Cx) {
+        let me = self.clone();
+        // A task per connection before its header is read: a connection opened ahead of its
+        // calls never holds up the accept loop.
         tokio::spawn(async move {
-            // The header names the function; the connection and its permit then belong to
-            // the function's handler until the call ends.
-            let _ =
-                tokio::time::timeout(deadline, wrpc.accept(permit, tx, BufReader::new(rx))).await;
+            me.serve(tx, BufReader::new(rx)).await;
+            drop(permit);
         });
     }
 }
