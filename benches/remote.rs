@@ -11,7 +11,8 @@
 //!   settings with waiting (the slope of m over n); the server time of each setting is the
 //!   rest of a sequential call: network, the server's own work and its waiting. The setting
 //!   without waiting is reported but left out of the key: its server time is the node's
-//!   processor time on the client's two cores, which a MultiRPC can not overlap.
+//!   processor time and thread hand-offs on the client's two cores, not a fixed time that
+//!   the members of a MultiRPC overlap.
 //! * **Remote Null**: a null call through a remote binding over loopback TCP (a session: one
 //!   kept connection) against the out-of-process gRPC peer over a Unix socket
 //!   (`lrpc-grpc-peer`, one kept connection), measured in the same run, interleaved.
@@ -240,8 +241,8 @@ fn main() {
     }
     let error = |r: &&Row| (r.ratio - r.model).abs() / r.model;
     // The key: the settings whose server time is waiting. With no waiting the server time is
-    // the node's processor time on the two cores the client uses too, which a MultiRPC can
-    // not overlap: reported, not part of the key.
+    // the node's processor time and thread hand-offs on the two cores the client uses too,
+    // not a fixed time that members overlap: reported, not part of the key.
     let max_err_cpu = rows
         .iter()
         .filter(|r| r.n <= 32 && r.wait_us == 0)
@@ -371,9 +372,12 @@ fn write_markdown(
          the server's work, its waiting). Each r and m is the median of 7 runs, the runs of \
          r and m interleaved, after a warm-up per setting.\n\n\
          The setting without waiting (wait 0) is in the table and the plot but not in \
-         `multirpc_model_max_rel_error`: there the server time is the node's processor time \
-         on the same two cores as the client, so the servers' work of a MultiRPC runs one \
-         after another instead of overlapping and the model's premise does not hold. Its \
+         `multirpc_model_max_rel_error`: there the server time is not waiting but the node's \
+         processor time and its thread hand-offs, on the same two cores as the client. The \
+         model assumes a fixed server time that members overlap; here a MultiRPC's servers \
+         share two cores with the client, and the node takes several requests per wake-up, \
+         so a member's server time is not a sequential call's and the model does not apply. \
+         Its \
          largest error (n ≤ 32) is {:.3}.\n",
         c / 1e3,
         max_err_cpu

@@ -24,11 +24,14 @@ pub struct LocalExport {
     slot: usize,
 }
 
+/// What a worker does with a call's result, on its own thread.
+type Done = Box<dyn FnOnce(Result<Vec<u8>, RemoteError>) + Send>;
+
 struct Job {
     slot: usize,
     proc: usize,
     args: Vec<u8>,
-    reply: oneshot::Sender<Result<Vec<u8>, RemoteError>>,
+    done: Done,
 }
 
 /// A pool of driver threads calling into a kernel's exports.
@@ -115,18 +118,33 @@ impl LocalPool {
         proc: usize,
         args: Vec<u8>,
     ) -> Result<Vec<u8>, RemoteError> {
+        self.call_then(export, proc, args, |r| r).await?
+    }
+
+    /// Calls procedure `proc` of `export`, then runs `then` on the result on the worker's
+    /// thread (a server sends the reply from there, without waking the task first); what
+    /// `then` returns.
+    pub(crate) async fn call_then<T: Send + 'static>(
+        &self,
+        export: &LocalExport,
+        proc: usize,
+        args: Vec<u8>,
+        then: impl FnOnce(Result<Vec<u8>, RemoteError>) -> T + Send + 'static,
+    ) -> Result<T, RemoteError> {
         let (reply, rx) = oneshot::channel();
         self.queue
             .send(Job {
                 slot: export.slot,
                 proc,
                 args,
-                reply,
+                done: Box::new(move |r| {
+                    let _ = reply.send(then(r));
+                }),
             })
             .await
             .map_err(|_| RemoteError::Driver("the pool is shut down".into()))?;
         rx.await
-            .map_err(|_| RemoteError::Driver("the worker stopped".into()))?
+            .map_err(|_| RemoteError::Driver("the worker stopped".into()))
     }
 }
 
@@ -195,6 +213,6 @@ fn worker(
         {
             let _ = driver.bind(*slot, name, *fp, *n);
         }
-        let _ = job.reply.send(result);
+        (job.done)(result);
     }
 }

@@ -24,7 +24,50 @@ use tokio::sync::Semaphore;
 use wrpc_transport::frame::{Header, Incoming, Outgoing};
 
 type Rx = BufReader<Pin<Box<dyn AsyncRead + Send + Sync>>>;
-type Tx = Pin<Box<dyn AsyncWrite + Send + Sync>>;
+
+/// A connection's sending half, written from a task or (a session's replies) from a driver
+/// thread.
+enum Tx {
+    Tcp(tokio::net::tcp::OwnedWriteHalf),
+    Unix(tokio::net::unix::OwnedWriteHalf),
+}
+
+impl Tx {
+    /// Writes what the socket takes now, without waiting.
+    fn try_write(&self, b: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Tx::Tcp(w) => w.try_write(b),
+            Tx::Unix(w) => w.try_write(b),
+        }
+    }
+
+    async fn writable(&self) -> std::io::Result<()> {
+        match self {
+            Tx::Tcp(w) => w.writable().await,
+            Tx::Unix(w) => w.writable().await,
+        }
+    }
+
+    async fn write_all(&self, mut b: &[u8]) -> std::io::Result<()> {
+        while !b.is_empty() {
+            self.writable().await?;
+            match self.try_write(b) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => b = &b[n..],
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    fn boxed(self) -> Pin<Box<dyn AsyncWrite + Send + Sync>> {
+        match self {
+            Tx::Tcp(w) => Box::pin(w),
+            Tx::Unix(w) => Box::pin(w),
+        }
+    }
+}
 /// A connection's permit, held until it closes.
 type Cx = tokio::sync::OwnedSemaphorePermit;
 
@@ -119,9 +162,8 @@ impl RemoteServer {
                 Ok(Ok(_)) if empty == [0, 0] => {}
                 _ => return,
             }
-            let mut tx = tx;
             if tx.write_all(&ACCEPT).await.is_ok() {
-                self.session(tx, rx).await;
+                self.session(Arc::new(tx), rx).await;
             }
             return;
         }
@@ -132,14 +174,14 @@ impl RemoteServer {
         };
         let paths: [&[Option<usize>]; 0] = [];
         let inc = Incoming::new(rx, paths, true, |_, _| async {});
-        let out = Outgoing::new(tx, |_, _| async {});
+        let out = Outgoing::new(tx.boxed(), |_, _| async {});
         self.handle(export, *proc, out, inc).await;
     }
 
     /// Calls made one after another on a kept connection (see `session.rs`).
-    async fn session(&self, mut tx: Tx, mut rx: Rx) {
+    async fn session(&self, tx: Arc<Tx>, mut rx: Rx) {
         let (mut instance, mut func) = (String::new(), String::new());
-        let (mut scratch, mut params, mut reply) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut scratch, mut params) = (Vec::new(), Vec::new());
         loop {
             let tag = match tokio::time::timeout(self.options.session_idle, rx.read_u8()).await {
                 Ok(Ok(t)) => t,
@@ -158,35 +200,33 @@ impl RemoteServer {
                 Ok(Ok(())) => {}
                 _ => return,
             }
-            reply.clear();
-            match self.session_call(&instance, &func, &params).await {
-                Some(results) => {
-                    let Ok(n) = u32::try_from(results.len()) else {
-                        return;
-                    };
-                    reply.push(RETURNED);
-                    session::put_leb_u32(&mut reply, n);
-                    reply.extend_from_slice(&results);
-                }
-                None => reply.push(FAILED),
-            }
-            if tx.write_all(&reply).await.is_err() {
+            // The reply is sent by the driver thread that made the call; what the socket
+            // did not take at once is sent from here.
+            let rest = match self.session_call(&instance, &func, &params, &tx).await {
+                Some(rest) => rest,
+                None => vec![FAILED],
+            };
+            if !rest.is_empty() && tx.write_all(&rest).await.is_err() {
                 return;
             }
         }
     }
 
-    /// One call of a session: the wire-encoded results, or None when it failed.
-    async fn session_call(&self, instance: &str, func: &str, params: &[u8]) -> Option<Vec<u8>> {
+    /// One call of a session. The driver thread writes the reply; the part of it the socket
+    /// did not take (empty when all went), or None when the call failed before the kernel.
+    async fn session_call(
+        &self,
+        instance: &str,
+        func: &str,
+        params: &[u8],
+        tx: &Arc<Tx>,
+    ) -> Option<Vec<u8>> {
         let Some((export, proc)) = self.function(instance, func) else {
             tracing::debug!(instance, func, "no such function");
             return None;
         };
         let (plan, proc) = (&export.plan, *proc);
-        let (ptys, rtys) = (
-            param_types(plan, proc).ok()?,
-            result_types(plan, proc).ok()?,
-        );
+        let ptys = param_types(plan, proc).ok()?;
         // Checked while translated into the A-stack encoding, before a domain sees a byte.
         let args = match wire::from_wire(plan, &ptys, params, self.options.max_request) {
             Ok((args, used)) if used == params.len() => args,
@@ -202,14 +242,22 @@ impl RemoteServer {
         if !self.options.server_wait.is_zero() {
             tokio::time::sleep(self.options.server_wait).await;
         }
-        let result = match self.pool.call(export, proc, args).await {
-            Ok(r) => r,
+        let (plan, tx) = (plan.clone(), tx.clone());
+        let name = export.name.clone();
+        let sent = self.pool.call_then(export, proc, args, move |r| {
+            let reply = session_reply(&plan, proc, r, &name);
+            match tx.try_write(&reply) {
+                Ok(n) => reply.get(n..).map(<[u8]>::to_vec).unwrap_or_default(),
+                Err(_) => reply,
+            }
+        });
+        match sent.await {
+            Ok(rest) => Some(rest),
             Err(e) => {
                 tracing::debug!(export = %export.name, proc, "call failed: {e}");
-                return None;
+                None
             }
-        };
-        wire::to_wire(plan, &rtys, &result).ok().map(|b| b.to_vec())
+        }
     }
 
     async fn handle(
@@ -267,7 +315,7 @@ impl RemoteServer {
             };
             let _ = stream.set_nodelay(true);
             let (rx, tx) = stream.into_split();
-            self.accept(Box::pin(rx), Box::pin(tx), permit);
+            self.accept(Box::pin(rx), Tx::Tcp(tx), permit);
         }
     }
 
@@ -281,7 +329,7 @@ impl RemoteServer {
                 continue;
             };
             let (rx, tx) = stream.into_split();
-            self.accept(Box::pin(rx), Box::pin(tx), permit);
+            self.accept(Box::pin(rx), Tx::Unix(tx), permit);
         }
     }
 
@@ -293,5 +341,34 @@ impl RemoteServer {
             me.serve(tx, BufReader::new(rx)).await;
             drop(permit);
         });
+    }
+}
+
+/// A session's reply to a call that reached the kernel: its results, or the failure.
+fn session_reply(
+    plan: &lrpc::InterfacePlan,
+    proc: usize,
+    r: Result<Vec<u8>, crate::RemoteError>,
+    name: &str,
+) -> Vec<u8> {
+    let results = r.map_err(|e| e.to_string()).and_then(|r| {
+        let rtys = result_types(plan, proc).map_err(|e| e.to_string())?;
+        wire::to_wire(plan, &rtys, &r).map_err(|e| e.to_string())
+    });
+    match results {
+        Ok(b) => match u32::try_from(b.len()) {
+            Ok(n) => {
+                let mut reply = Vec::with_capacity(b.len() + 6);
+                reply.push(RETURNED);
+                session::put_leb_u32(&mut reply, n);
+                reply.extend_from_slice(&b);
+                reply
+            }
+            Err(_) => vec![FAILED],
+        },
+        Err(e) => {
+            tracing::debug!(export = name, proc, "call failed: {e}");
+            vec![FAILED]
+        }
     }
 }
