@@ -23,6 +23,9 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 /// How long a peer that refused a session is called in plain wRPC before it is asked again.
 pub(crate) const REPROBE: Duration = Duration::from_secs(30);
 
+/// How long a connection may have been idle and still be reused without checking it.
+const CHECK_AFTER: Duration = Duration::from_millis(1);
+
 /// One kept connection.
 struct Conn {
     io: BufReader<Stream>,
@@ -145,9 +148,12 @@ impl Pool {
     fn take_kept(&self) -> Option<Conn> {
         loop {
             let (c, at) = lock(&self.idle).pop()?;
-            if at.elapsed() < self.keep_for
+            let idle = at.elapsed();
+            // A connection put back less than CHECK_AFTER ago is used without the check (a
+            // system call): a peer restarting in between is not possible that fast.
+            if idle < self.keep_for
                 && c.io.buffer().is_empty()
-                && c.io.get_ref().is_idle_and_open()
+                && (idle < CHECK_AFTER || c.io.get_ref().is_idle_and_open())
             {
                 return Some(c);
             }
