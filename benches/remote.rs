@@ -278,6 +278,11 @@ fn main() {
         remote.push(time(1, remote_run) / calls as f64);
         grpc.push(time(1, || assert_eq!(peer.null(calls as i32), 0)) / calls as f64);
     }
+    eprintln!(
+        "null runs (µs): remote {:.1?}, gRPC {:.1?}",
+        remote.iter().map(|x| x / 1e3).collect::<Vec<_>>(),
+        grpc.iter().map(|x| x / 1e3).collect::<Vec<_>>()
+    );
     drop(peer);
     let (remote_null, grpc_null) = (median(remote), median(grpc));
     let null_ratio = remote_null / grpc_null;
