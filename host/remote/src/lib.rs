@@ -9,6 +9,11 @@
 //! `wit-bindgen-wrpc` can call our exports and serve our imports. Calls into the local
 //! kernel run on driver threads ([`LocalPool`]), never on the tokio reactor.
 //!
+//! wRPC's TCP and Unix framing carries one invocation per connection. Between a binding and
+//! a server of this crate, a connection opened by a wRPC invocation of
+//! `lrpc:remote/session@1` / `open` instead carries one call after another (a *session*) and
+//! is kept between calls; peers that do not answer it are called in plain wRPC.
+//!
 //! [`multi_call`] is MultiRPC: one call to N members (local, remote or mixed) with the
 //! arguments encoded once, a handler per reply in arrival order that may end the call, and
 //! an overall timeout.

@@ -8,6 +8,11 @@
 //! encoding. A call that fails locally (the server trapped, was terminated, refused the
 //! arguments) closes the connection without a result, which the caller sees as a failed
 //! call; malformed parameters never reach a domain.
+//!
+//! A connection whose invocation opens a session (see `session.rs`) stays open and carries
+//! one call after another; the parameters of each are checked the same way, a failed call
+//! answers `failed` and the session goes on, and the reply is written by the driver thread
+//! that made the call.
 
 use crate::client::{param_types, read_values, result_types};
 use crate::error::ServeError;
