@@ -219,20 +219,35 @@ impl LocalPool {
         args: Vec<u8>,
         then: impl FnOnce(Result<Vec<u8>, RemoteError>) -> T + Send + 'static,
     ) -> Result<T, RemoteError> {
+        let (reply, rx) = oneshot::channel();
+        self.submit(export, proc, args, move |r| {
+            let _ = reply.send(then(r));
+        })
+        .await?;
+        rx.await
+            .map_err(|_| RemoteError::Driver("the worker stopped".into()))
+    }
+
+    /// Queues a call of procedure `proc` of `export` (waiting while the pool is full); a
+    /// worker runs `done` on its result on its own thread. Nothing wakes the caller.
+    pub(crate) async fn submit(
+        &self,
+        export: &LocalExport,
+        proc: usize,
+        args: Vec<u8>,
+        done: impl FnOnce(Result<Vec<u8>, RemoteError>) + Send + 'static,
+    ) -> Result<(), RemoteError> {
         let permit = self
             .permits
             .clone()
             .acquire_owned()
             .await
             .map_err(|_| RemoteError::Driver("the pool is shut down".into()))?;
-        let (reply, rx) = oneshot::channel();
         let job = Job {
             slot: export.slot,
             proc,
             args,
-            done: Box::new(move |r| {
-                let _ = reply.send(then(r));
-            }),
+            done: Box::new(done),
             _permit: permit,
         };
         let idle = {
@@ -248,8 +263,7 @@ impl LocalPool {
         if let Some((w, job)) = idle {
             self.shared.give(w, Msg::Job(job));
         }
-        rx.await
-            .map_err(|_| RemoteError::Driver("the worker stopped".into()))
+        Ok(())
     }
 }
 

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, BufReader};
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 use wrpc_transport::frame::{Header, Incoming, Outgoing};
 
 type Rx = BufReader<Pin<Box<dyn AsyncRead + Send + Sync>>>;
@@ -187,6 +187,11 @@ impl RemoteServer {
     async fn session(&self, tx: Arc<Tx>, mut rx: Rx) {
         let (mut instance, mut func) = (String::new(), String::new());
         let (mut scratch, mut params) = (Vec::new(), Vec::new());
+        // Given once the previous call's reply is out: one call at a time per session. The
+        // task does not wait for it until the next request is read, so a reply the driver
+        // thread wrote whole wakes nobody.
+        let replied = Arc::new(Notify::new());
+        replied.notify_one();
         loop {
             let tag = match tokio::time::timeout(self.options.session_idle, rx.read_u8()).await {
                 Ok(Ok(t)) => t,
@@ -205,62 +210,77 @@ impl RemoteServer {
                 Ok(Ok(())) => {}
                 _ => return,
             }
-            // The reply is sent by the driver thread that made the call; what the socket
-            // did not take at once is sent from here.
-            let rest = match self.session_call(&instance, &func, &params, &tx).await {
-                Some(rest) => rest,
-                None => vec![FAILED],
-            };
-            if !rest.is_empty() && tx.write_all(&rest).await.is_err() {
-                return;
+            replied.notified().await;
+            if !self
+                .session_call(&instance, &func, &params, &tx, &replied)
+                .await
+            {
+                if tx.write_all(&[FAILED]).await.is_err() {
+                    return;
+                }
+                replied.notify_one();
             }
         }
     }
 
-    /// One call of a session. The driver thread writes the reply; the part of it the socket
-    /// did not take (empty when all went), or None when the call failed before the kernel.
+    /// One call of a session, handed to a driver thread, which writes the reply and gives
+    /// `replied` (what the socket does not take at once goes from a task). False when the
+    /// call failed before it reached the kernel: the caller answers.
     async fn session_call(
         &self,
         instance: &str,
         func: &str,
         params: &[u8],
         tx: &Arc<Tx>,
-    ) -> Option<Vec<u8>> {
+        replied: &Arc<Notify>,
+    ) -> bool {
         let Some((export, proc)) = self.function(instance, func) else {
             tracing::debug!(instance, func, "no such function");
-            return None;
+            return false;
         };
         let (plan, proc) = (&export.plan, *proc);
-        let ptys = param_types(plan, proc).ok()?;
+        let Ok(ptys) = param_types(plan, proc) else {
+            return false;
+        };
         // Checked while translated into the A-stack encoding, before a domain sees a byte.
         let args = match wire::from_wire(plan, &ptys, params, self.options.max_request) {
             Ok((args, used)) if used == params.len() => args,
             Ok((_, used)) => {
                 tracing::debug!(export = %export.name, proc, "{} bytes after the parameters", params.len() - used);
-                return None;
+                return false;
             }
             Err(e) => {
                 tracing::debug!(export = %export.name, proc, "refused parameters: {e}");
-                return None;
+                return false;
             }
         };
         if !self.options.server_wait.is_zero() {
             tokio::time::sleep(self.options.server_wait).await;
         }
-        let (plan, tx) = (plan.clone(), tx.clone());
+        let (plan, tx, replied) = (plan.clone(), tx.clone(), replied.clone());
         let name = export.name.clone();
-        let sent = self.pool.call_then(export, proc, args, move |r| {
+        let rt = tokio::runtime::Handle::current();
+        let sent = self.pool.submit(export, proc, args, move |r| {
             let reply = session_reply(&plan, proc, r, &name);
-            match tx.try_write(&reply) {
+            let rest = match tx.try_write(&reply) {
                 Ok(n) => reply.get(n..).map(<[u8]>::to_vec).unwrap_or_default(),
                 Err(_) => reply,
+            };
+            if rest.is_empty() {
+                replied.notify_one();
+            } else {
+                rt.spawn(async move {
+                    // On failure the connection is broken: the session's next read ends it.
+                    let _ = tx.write_all(&rest).await;
+                    replied.notify_one();
+                });
             }
         });
         match sent.await {
-            Ok(rest) => Some(rest),
+            Ok(()) => true,
             Err(e) => {
                 tracing::debug!(export = %export.name, proc, "call failed: {e}");
-                None
+                false
             }
         }
     }
