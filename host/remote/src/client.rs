@@ -2,6 +2,7 @@
 
 use crate::error::RemoteError;
 use crate::nats::NatsEndpoint;
+use crate::pool::{Fail, Pool};
 use crate::wire::{self, CodecError};
 use bytes::{Bytes, BytesMut};
 use lrpc::InterfacePlan;
@@ -69,6 +70,11 @@ pub struct RemoteOptions {
     pub max_in_flight: usize,
     /// Largest result accepted, on the wire and translated.
     pub max_reply: usize,
+    /// Connections kept open between calls (sessions with a peer of this crate; a plain
+    /// wRPC peer gets a connection per call).
+    pub keep_connections: usize,
+    /// How long a connection is kept unused before it is closed instead of reused.
+    pub keep_for: Duration,
 }
 
 impl Default for RemoteOptions {
@@ -77,6 +83,8 @@ impl Default for RemoteOptions {
             deadline: Duration::from_secs(5),
             max_in_flight: 64,
             max_reply: 64 << 20,
+            keep_connections: 8,
+            keep_for: Duration::from_secs(30),
         }
     }
 }
@@ -85,9 +93,13 @@ impl Default for RemoteOptions {
 /// WIT). Cheap to clone; clones share the in-flight bound.
 ///
 /// wRPC's TCP and Unix transports carry one invocation per connection (the end of the
-/// parameters and of the results is the end of each direction's stream), so a call opens
-/// a connection and the next call opens a fresh one: a peer that restarted is reached again
-/// by the next call, without state to repair.
+/// parameters and of the results is the end of each direction's stream). With a server of
+/// this crate a binding instead opens sessions (see the crate docs): connections that carry
+/// one call after another and are kept between calls (at most
+/// [`RemoteOptions::keep_connections`] idle; as many open as calls in flight). A kept
+/// connection found closed (the peer restarted) is replaced by a fresh one, so a peer that
+/// restarted is reached again by the next call. A peer that does not open sessions (a
+/// `wit-bindgen-wrpc` server) is called in plain wRPC, a connection per call.
 #[derive(Clone)]
 pub struct RemoteBinding {
     inner: Arc<Inner>,
@@ -99,6 +111,7 @@ struct Inner {
     plan: Arc<InterfacePlan>,
     options: RemoteOptions,
     permits: Semaphore,
+    pool: Pool,
 }
 
 impl fmt::Debug for RemoteBinding {
@@ -146,6 +159,7 @@ impl RemoteBinding {
     ) -> RemoteBinding {
         RemoteBinding {
             inner: Arc::new(Inner {
+                pool: Pool::new(endpoint.clone(), options.keep_connections, options.keep_for),
                 endpoint,
                 instance: instance.to_owned(),
                 permits: Semaphore::new(options.max_in_flight.max(1)),
@@ -163,6 +177,11 @@ impl RemoteBinding {
     /// The peer's address.
     pub fn endpoint(&self) -> &Endpoint {
         &self.inner.endpoint
+    }
+
+    /// Connections kept open for the next calls now (0 with a plain wRPC peer).
+    pub fn kept_connections(&self) -> usize {
+        self.inner.pool.idle()
     }
 
     /// Calls procedure `proc` with A-stack encoded arguments; the A-stack encoded result
@@ -193,6 +212,15 @@ impl RemoteBinding {
             if let Endpoint::Nats(n) = &self.inner.endpoint {
                 let (instance, max_reply) = (&self.inner.instance, self.inner.options.max_reply);
                 return crate::nats::call(n, instance, name, params, plan, &tys, max_reply).await;
+            }
+            let pool = &self.inner.pool;
+            if !pool.plain() {
+                let max = self.inner.options.max_reply;
+                match pool.call(&self.inner.instance, name, &params, max).await {
+                    Ok(wire) => return decode_result(plan, &tys, &wire, max),
+                    Err(Fail::Call(e)) => return Err(e),
+                    Err(Fail::NotSession) => {}
+                }
             }
             let (mut out, incoming) = self.invoke(name, params).await?;
             // The parameters went with the invocation; nothing else follows.
@@ -225,6 +253,22 @@ impl RemoteBinding {
             },
             Err(e) => RemoteError::PeerFailed(format!("{e:#}")),
         })
+    }
+}
+
+/// Translates a whole wire-encoded result (from a session) into the A-stack encoding.
+fn decode_result(
+    plan: &InterfacePlan,
+    tys: &[&Ty],
+    wire: &[u8],
+    limit: usize,
+) -> Result<Vec<u8>, RemoteError> {
+    match wire::from_wire(plan, tys, wire, limit) {
+        Ok((v, used)) if used == wire.len() => Ok(v),
+        Ok((_, used)) => Err(RemoteError::BadReply(CodecError::Trailing(
+            wire.len() - used,
+        ))),
+        Err(e) => Err(RemoteError::BadReply(e)),
     }
 }
 

@@ -21,6 +21,11 @@
 //! the same checking translation ([`wire`]) and the same driver pool as over TCP, with the
 //! calls in progress bounded.
 //!
+//! wRPC's TCP and Unix framing carries one invocation per connection. Between a binding and
+//! a server of this crate, a connection opened by a wRPC invocation of
+//! `lrpc:remote/session@1` / `open` instead carries one call after another (a *session*) and
+//! is kept between calls; peers that do not answer it are called in plain wRPC.
+//!
 //! [`multi_call`] is MultiRPC: one call to N members (local, remote or mixed) with the
 //! arguments encoded once, a handler per reply in arrival order that may end the call, and
 //! an overall timeout.
@@ -46,7 +51,9 @@ mod local;
 mod multi;
 pub mod nats;
 pub mod node;
+mod pool;
 mod server;
+mod session;
 pub mod wire;
 
 pub use client::{Endpoint, RemoteBinding, RemoteOptions, encode_args};

@@ -4,14 +4,15 @@
 //! pool of OS threads each owns a driver domain (`lrpc::artifacts::HTTP_DRIVER`, a client
 //! domain of the kernel) bound to every export the pool serves, and takes calls from one
 //! bounded queue. A full queue makes the caller wait (backpressure), never buffers without
-//! bound. With several workers, calls into a server with replicas run in parallel.
+//! bound. A call goes straight to the worker that went idle last, waking only that one. With
+//! several workers, calls into a server with replicas run in parallel.
 
 use crate::error::{RemoteError, ServeError};
 use lrpc::{InterfacePlan, Kernel, Status};
 use lrpc_driver::{BindError, CallFailure, Driver};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use tokio::sync::{mpsc, oneshot};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 /// One export the pool calls into.
 #[derive(Debug, Clone)]
@@ -23,17 +24,100 @@ pub struct LocalExport {
     slot: usize,
 }
 
+/// What a worker does with a call's result, on its own thread.
+type Done = Box<dyn FnOnce(Result<Vec<u8>, RemoteError>) + Send>;
+
 struct Job {
     slot: usize,
     proc: usize,
     args: Vec<u8>,
-    reply: oneshot::Sender<Result<Vec<u8>, RemoteError>>,
+    done: Done,
+    /// The job's place in the bound, given back when it is done.
+    _permit: OwnedSemaphorePermit,
+}
+
+/// A worker's hand-off slot: the job given to it while it waits idle.
+#[derive(Default)]
+struct Slot {
+    job: Mutex<Option<Msg>>,
+    ready: Condvar,
+}
+
+enum Msg {
+    Job(Job),
+    Stop,
+}
+
+/// Calls not yet taken by a worker, and the workers waiting for one, most recently idle
+/// last: a call goes to the worker that finished last (its caches are warm) and wakes
+/// only that one.
+#[derive(Default)]
+struct Queue {
+    waiting: VecDeque<Job>,
+    idle: Vec<usize>,
+    closed: bool,
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    slots: Vec<Slot>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    fn give(&self, w: usize, m: Msg) {
+        if let Some(slot) = self.slots.get(w) {
+            *lock(&slot.job) = Some(m);
+            slot.ready.notify_one();
+        }
+    }
+
+    /// The next job for worker `w`, waiting idle for one; None once the pool is dropped.
+    fn next(&self, w: usize) -> Option<Job> {
+        {
+            let mut q = lock(&self.queue);
+            if let Some(job) = q.waiting.pop_front() {
+                return Some(job);
+            }
+            if q.closed {
+                return None;
+            }
+            q.idle.push(w);
+        }
+        let slot = self.slots.get(w)?;
+        let mut g = lock(&slot.job);
+        loop {
+            match g.take() {
+                Some(Msg::Job(job)) => return Some(job),
+                Some(Msg::Stop) => return None,
+                None => g = slot.ready.wait(g).unwrap_or_else(|p| p.into_inner()),
+            }
+        }
+    }
 }
 
 /// A pool of driver threads calling into a kernel's exports.
 pub struct LocalPool {
     exports: HashMap<String, LocalExport>,
-    queue: mpsc::Sender<Job>,
+    shared: Arc<Shared>,
+    /// Calls in the pool (waiting or running): acquired before a call is queued.
+    permits: Arc<Semaphore>,
+}
+
+impl Drop for LocalPool {
+    fn drop(&mut self) {
+        let idle = {
+            let mut q = lock(&self.shared.queue);
+            q.closed = true;
+            std::mem::take(&mut q.idle)
+        };
+        for w in idle {
+            self.shared.give(w, Msg::Stop);
+        }
+    }
 }
 
 impl LocalPool {
@@ -57,14 +141,17 @@ impl LocalPool {
                 },
             );
         }
-        let (tx, rx) = mpsc::channel::<Job>(queue.max(1));
-        let rx = Arc::new(Mutex::new(rx));
+        let workers = workers.max(1);
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue::default()),
+            slots: (0..workers).map(|_| Slot::default()).collect(),
+        });
         let mut ready = Vec::new();
-        for w in 0..workers.max(1) {
+        for w in 0..workers {
             let (ok_tx, ok_rx) = std::sync::mpsc::channel();
             ready.push(ok_rx);
             let kernel = kernel.clone();
-            let rx = rx.clone();
+            let rx = shared.clone();
             let binds: Vec<(usize, String, u64, usize)> = exports
                 .values()
                 .map(|e| {
@@ -93,7 +180,11 @@ impl LocalPool {
                 Err(_) => return Err(ServeError::Register("driver".into(), "exited".into())),
             }
         }
-        Ok(LocalPool { exports, queue: tx })
+        Ok(LocalPool {
+            exports,
+            shared,
+            permits: Arc::new(Semaphore::new(workers + queue.max(1))),
+        })
     }
 
     /// The export named `name`.
@@ -114,18 +205,64 @@ impl LocalPool {
         proc: usize,
         args: Vec<u8>,
     ) -> Result<Vec<u8>, RemoteError> {
+        self.call_then(export, proc, args, |r| r).await?
+    }
+
+    /// Calls procedure `proc` of `export`, then runs `then` on the result on the worker's
+    /// thread (a server sends the reply from there, without waking the task first); what
+    /// `then` returns.
+    pub(crate) async fn call_then<T: Send + 'static>(
+        &self,
+        export: &LocalExport,
+        proc: usize,
+        args: Vec<u8>,
+        then: impl FnOnce(Result<Vec<u8>, RemoteError>) -> T + Send + 'static,
+    ) -> Result<T, RemoteError> {
         let (reply, rx) = oneshot::channel();
-        self.queue
-            .send(Job {
-                slot: export.slot,
-                proc,
-                args,
-                reply,
-            })
+        self.submit(export, proc, args, move |r| {
+            let _ = reply.send(then(r));
+        })
+        .await?;
+        rx.await
+            .map_err(|_| RemoteError::Driver("the worker stopped".into()))
+    }
+
+    /// Queues a call of procedure `proc` of `export` (waiting while the pool is full); a
+    /// worker runs `done` on its result on its own thread. Nothing wakes the caller.
+    pub(crate) async fn submit(
+        &self,
+        export: &LocalExport,
+        proc: usize,
+        args: Vec<u8>,
+        done: impl FnOnce(Result<Vec<u8>, RemoteError>) + Send + 'static,
+    ) -> Result<(), RemoteError> {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
             .await
             .map_err(|_| RemoteError::Driver("the pool is shut down".into()))?;
-        rx.await
-            .map_err(|_| RemoteError::Driver("the worker stopped".into()))?
+        let job = Job {
+            slot: export.slot,
+            proc,
+            args,
+            done: Box::new(done),
+            _permit: permit,
+        };
+        let idle = {
+            let mut q = lock(&self.shared.queue);
+            match q.idle.pop() {
+                Some(w) => Some((w, job)),
+                None => {
+                    q.waiting.push_back(job);
+                    None
+                }
+            }
+        };
+        if let Some((w, job)) = idle {
+            self.shared.give(w, Msg::Job(job));
+        }
+        Ok(())
     }
 }
 
@@ -134,7 +271,7 @@ fn worker(
     w: usize,
     binds: Vec<(usize, String, u64, usize)>,
     plans: Vec<(usize, Arc<InterfacePlan>)>,
-    rx: Arc<Mutex<mpsc::Receiver<Job>>>,
+    rx: Arc<Shared>,
     ready: std::sync::mpsc::Sender<Result<(), ServeError>>,
 ) {
     let setup = || -> Result<Driver, ServeError> {
@@ -164,11 +301,7 @@ fn worker(
     };
     let plans: HashMap<usize, Arc<InterfacePlan>> = plans.into_iter().collect();
     loop {
-        let job = {
-            let mut q = rx.lock().unwrap_or_else(|p| p.into_inner());
-            q.blocking_recv()
-        };
-        let Some(job) = job else { return };
+        let Some(job) = rx.next(w) else { return };
         let result = match plans.get(&job.slot).and_then(|p| p.procs.get(job.proc)) {
             None => Err(RemoteError::BadProcedure(job.proc)),
             Some(p) => driver
@@ -194,6 +327,6 @@ fn worker(
         {
             let _ = driver.bind(*slot, name, *fp, *n);
         }
-        let _ = job.reply.send(result);
+        (job.done)(result);
     }
 }

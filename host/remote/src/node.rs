@@ -93,8 +93,9 @@ pub fn run(config: &NodeConfig) -> Result<(), ServeError> {
         let addr = addr.to_string();
         move |source| ServeError::Listen { addr, source }
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread for the network: it only moves bytes (calls run on the driver threads), and
+    // a second reactor thread would mostly wake the first.
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(io(&Endpoint::Tcp("runtime".into())))?;

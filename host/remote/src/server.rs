@@ -8,34 +8,86 @@
 //! encoding. A call that fails locally (the server trapped, was terminated, refused the
 //! arguments) closes the connection without a result, which the caller sees as a failed
 //! call; malformed parameters never reach a domain.
+//!
+//! A connection whose invocation opens a session (see `session.rs`) stays open and carries
+//! one call after another; the parameters of each are checked the same way, a failed call
+//! answers `failed` and the session goes on, and the reply is written by the driver thread
+//! that made the call.
 
 use crate::client::{param_types, read_values, result_types};
 use crate::error::ServeError;
 use crate::local::{LocalExport, LocalPool};
+use crate::session::{self, ACCEPT, FAILED, REQUEST, RETURNED, SESSION_FUNC, SESSION_INSTANCE};
 use crate::wire;
-use futures::StreamExt as _;
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, BufReader};
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
+use wrpc_transport::frame::{Header, Incoming, Outgoing};
 
 type Rx = BufReader<Pin<Box<dyn AsyncRead + Send + Sync>>>;
-type Tx = Pin<Box<dyn AsyncWrite + Send + Sync>>;
-/// The invocation context: the connection's permit, held until its call ends.
+
+/// A connection's sending half, written from a task or (a session's replies) from a driver
+/// thread.
+enum Tx {
+    Tcp(tokio::net::tcp::OwnedWriteHalf),
+    Unix(tokio::net::unix::OwnedWriteHalf),
+}
+
+impl Tx {
+    /// Writes what the socket takes now, without waiting.
+    fn try_write(&self, b: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Tx::Tcp(w) => w.try_write(b),
+            Tx::Unix(w) => w.try_write(b),
+        }
+    }
+
+    async fn writable(&self) -> std::io::Result<()> {
+        match self {
+            Tx::Tcp(w) => w.writable().await,
+            Tx::Unix(w) => w.writable().await,
+        }
+    }
+
+    async fn write_all(&self, mut b: &[u8]) -> std::io::Result<()> {
+        while !b.is_empty() {
+            self.writable().await?;
+            match self.try_write(b) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => b = &b[n..],
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    fn boxed(self) -> Pin<Box<dyn AsyncWrite + Send + Sync>> {
+        match self {
+            Tx::Tcp(w) => Box::pin(w),
+            Tx::Unix(w) => Box::pin(w),
+        }
+    }
+}
+/// A connection's permit, held until it closes.
 type Cx = tokio::sync::OwnedSemaphorePermit;
-type WrpcServer = wrpc_transport::Server<Cx, Rx, Tx>;
 
 /// How a remote export server behaves.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
-    /// Connections served at one time; further ones wait in the listener's backlog.
+    /// Connections served at one time (sessions kept open by clients count); further ones
+    /// wait in the listener's backlog.
     pub max_connections: usize,
     /// Largest parameters accepted, on the wire and translated.
     pub max_request: usize,
-    /// How long a peer may take to send its parameters.
+    /// How long a peer may take to send its parameters (and a new connection its header).
     pub read_deadline: Duration,
+    /// How long a session may stay without a call before it is closed.
+    pub session_idle: Duration,
     /// Waiting added before every call: models server time for the MultiRPC experiment
     /// (time the server spends without using a processor). Zero in production.
     pub server_wait: Duration,
@@ -47,6 +99,7 @@ impl Default for ServeOptions {
             max_connections: 256,
             max_request: 64 << 20,
             read_deadline: Duration::from_secs(5),
+            session_idle: Duration::from_secs(120),
             server_wait: Duration::ZERO,
         }
     }
@@ -56,64 +109,188 @@ impl Default for ServeOptions {
 pub struct RemoteServer {
     pub(crate) pool: Arc<LocalPool>,
     pub(crate) options: ServeOptions,
-    wrpc: Arc<WrpcServer>,
+    /// Instance (export name) -> function name -> the export and the procedure's index.
+    functions: HashMap<String, HashMap<String, (LocalExport, usize)>>,
     permits: Arc<Semaphore>,
 }
 
 impl RemoteServer {
-    /// Registers every procedure of every export of `pool` and starts serving invocations
-    /// (connections are accepted by [`RemoteServer::listen_tcp`] and
-    /// [`RemoteServer::listen_unix`]). Must run inside a tokio runtime.
+    /// Serves every procedure of every export of `pool` (connections are accepted by
+    /// [`RemoteServer::listen_tcp`] and [`RemoteServer::listen_unix`]). Must run inside a
+    /// tokio runtime.
     pub async fn new(
         pool: Arc<LocalPool>,
         options: ServeOptions,
     ) -> Result<Arc<RemoteServer>, ServeError> {
-        let wrpc = Arc::new(WrpcServer::new());
-        let server = Arc::new(RemoteServer {
+        let mut functions: HashMap<String, HashMap<String, (LocalExport, usize)>> = HashMap::new();
+        for export in pool.exports() {
+            let fs = functions.entry(export.name.clone()).or_default();
+            for (proc, p) in export.plan.procs.iter().enumerate() {
+                if fs.insert(p.name.clone(), (export.clone(), proc)).is_some() {
+                    return Err(ServeError::Register(
+                        format!("{}#{}", export.name, p.name),
+                        "registered twice".into(),
+                    ));
+                }
+            }
+        }
+        if functions.contains_key(SESSION_INSTANCE) {
+            return Err(ServeError::Register(
+                SESSION_INSTANCE.into(),
+                "the name of the session function".into(),
+            ));
+        }
+        Ok(Arc::new(RemoteServer {
             permits: Arc::new(Semaphore::new(options.max_connections.max(1))),
             pool,
             options,
-            wrpc,
-        });
-        for export in server.pool.exports() {
-            for (proc, p) in export.plan.procs.iter().enumerate() {
-                let invocations = wrpc_transport::Serve::serve(
-                    &*server.wrpc,
-                    &export.name,
-                    &p.name,
-                    Arc::from([]),
-                )
+            functions,
+        }))
+    }
+
+    fn function(&self, instance: &str, func: &str) -> Option<&(LocalExport, usize)> {
+        self.functions.get(instance)?.get(func)
+    }
+
+    /// Serves one connection: a plain wRPC invocation, or a session.
+    async fn serve(self: Arc<Self>, tx: Tx, mut rx: Rx) {
+        let deadline = self.options.read_deadline;
+        let Ok(Ok(Header { instance, name })) =
+            tokio::time::timeout(deadline, Header::read(&mut rx)).await
+        else {
+            return;
+        };
+        if instance == SESSION_INSTANCE && name == SESSION_FUNC {
+            // The opening invocation's parameters: one empty frame on the root path.
+            let mut empty = [0u8; 2];
+            match tokio::time::timeout(deadline, rx.read_exact(&mut empty)).await {
+                Ok(Ok(_)) if empty == [0, 0] => {}
+                _ => return,
+            }
+            if tx.write_all(&ACCEPT).await.is_ok() {
+                self.session(Arc::new(tx), rx).await;
+            }
+            return;
+        }
+        // A function without a handler: the connection closes, as with any wRPC server.
+        let Some((export, proc)) = self.function(&instance, &name) else {
+            tracing::debug!(instance, name, "no such function");
+            return;
+        };
+        let paths: [&[Option<usize>]; 0] = [];
+        let inc = Incoming::new(rx, paths, true, |_, _| async {});
+        let out = Outgoing::new(tx.boxed(), |_, _| async {});
+        self.handle(export, *proc, out, inc).await;
+    }
+
+    /// Calls made one after another on a kept connection (see `session.rs`).
+    async fn session(&self, tx: Arc<Tx>, mut rx: Rx) {
+        let (mut instance, mut func) = (String::new(), String::new());
+        let (mut scratch, mut params) = (Vec::new(), Vec::new());
+        // Given once the previous call's reply is out: one call at a time per session. The
+        // task does not wait for it until the next request is read, so a reply the driver
+        // thread wrote whole wakes nobody.
+        let replied = Arc::new(Notify::new());
+        replied.notify_one();
+        loop {
+            let tag = match tokio::time::timeout(self.options.session_idle, rx.read_u8()).await {
+                Ok(Ok(t)) => t,
+                _ => return,
+            };
+            if tag != REQUEST {
+                return;
+            }
+            let read = async {
+                session::read_name(&mut rx, &mut scratch, &mut instance).await?;
+                session::read_name(&mut rx, &mut scratch, &mut func).await?;
+                let n = session::read_len(&mut rx, self.options.max_request).await?;
+                session::read_exact_into(&mut rx, &mut params, n).await
+            };
+            match tokio::time::timeout(self.options.read_deadline, read).await {
+                Ok(Ok(())) => {}
+                _ => return,
+            }
+            replied.notified().await;
+            if !self
+                .session_call(&instance, &func, &params, &tx, &replied)
                 .await
-                .map_err(|e| {
-                    ServeError::Register(format!("{}#{}", export.name, p.name), e.to_string())
-                })?;
-                let export = export.clone();
-                let me = server.clone();
-                tokio::spawn(async move {
-                    let mut invocations = std::pin::pin!(invocations);
-                    while let Some(inv) = invocations.next().await {
-                        let Ok((permit, out, inc)) = inv else {
-                            continue;
-                        };
-                        let me = me.clone();
-                        let export = export.clone();
-                        tokio::spawn(async move {
-                            me.handle(&export, proc, out, inc).await;
-                            drop(permit);
-                        });
-                    }
-                });
+            {
+                if tx.write_all(&[FAILED]).await.is_err() {
+                    return;
+                }
+                replied.notify_one();
             }
         }
-        Ok(server)
+    }
+
+    /// One call of a session, handed to a driver thread, which writes the reply and gives
+    /// `replied` (what the socket does not take at once goes from a task). False when the
+    /// call failed before it reached the kernel: the caller answers.
+    async fn session_call(
+        &self,
+        instance: &str,
+        func: &str,
+        params: &[u8],
+        tx: &Arc<Tx>,
+        replied: &Arc<Notify>,
+    ) -> bool {
+        let Some((export, proc)) = self.function(instance, func) else {
+            tracing::debug!(instance, func, "no such function");
+            return false;
+        };
+        let (plan, proc) = (&export.plan, *proc);
+        let Ok(ptys) = param_types(plan, proc) else {
+            return false;
+        };
+        // Checked while translated into the A-stack encoding, before a domain sees a byte.
+        let args = match wire::from_wire(plan, &ptys, params, self.options.max_request) {
+            Ok((args, used)) if used == params.len() => args,
+            Ok((_, used)) => {
+                tracing::debug!(export = %export.name, proc, "{} bytes after the parameters", params.len() - used);
+                return false;
+            }
+            Err(e) => {
+                tracing::debug!(export = %export.name, proc, "refused parameters: {e}");
+                return false;
+            }
+        };
+        if !self.options.server_wait.is_zero() {
+            tokio::time::sleep(self.options.server_wait).await;
+        }
+        let (plan, tx, replied) = (plan.clone(), tx.clone(), replied.clone());
+        let name = export.name.clone();
+        let rt = tokio::runtime::Handle::current();
+        let sent = self.pool.submit(export, proc, args, move |r| {
+            let reply = session_reply(&plan, proc, r, &name);
+            let rest = match tx.try_write(&reply) {
+                Ok(n) => reply.get(n..).map(<[u8]>::to_vec).unwrap_or_default(),
+                Err(_) => reply,
+            };
+            if rest.is_empty() {
+                replied.notify_one();
+            } else {
+                rt.spawn(async move {
+                    // On failure the connection is broken: the session's next read ends it.
+                    let _ = tx.write_all(&rest).await;
+                    replied.notify_one();
+                });
+            }
+        });
+        match sent.await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!(export = %export.name, proc, "call failed: {e}");
+                false
+            }
+        }
     }
 
     async fn handle(
         &self,
         export: &LocalExport,
         proc: usize,
-        mut out: wrpc_transport::frame::Outgoing,
-        mut inc: wrpc_transport::frame::Incoming,
+        mut out: Outgoing,
+        mut inc: Incoming,
     ) {
         let plan = &export.plan;
         let (Ok(ptys), Ok(rtys)) = (param_types(plan, proc), result_types(plan, proc)) else {
@@ -163,7 +340,7 @@ impl RemoteServer {
             };
             let _ = stream.set_nodelay(true);
             let (rx, tx) = stream.into_split();
-            self.accept(Box::pin(rx), Box::pin(tx), permit);
+            self.accept(Box::pin(rx), Tx::Tcp(tx), permit);
         }
     }
 
@@ -177,18 +354,46 @@ impl RemoteServer {
                 continue;
             };
             let (rx, tx) = stream.into_split();
-            self.accept(Box::pin(rx), Box::pin(tx), permit);
+            self.accept(Box::pin(rx), Tx::Unix(tx), permit);
         }
     }
 
-    fn accept(&self, rx: Pin<Box<dyn AsyncRead + Send + Sync>>, tx: Tx, permit: Cx) {
-        let wrpc = self.wrpc.clone();
-        let deadline = self.options.read_deadline;
+    fn accept(self: &Arc<Self>, rx: Pin<Box<dyn AsyncRead + Send + Sync>>, tx: Tx, permit: Cx) {
+        let me = self.clone();
+        // A task per connection before its header is read: a connection opened ahead of its
+        // calls never holds up the accept loop.
         tokio::spawn(async move {
-            // The header names the function; the connection and its permit then belong to
-            // the function's handler until the call ends.
-            let _ =
-                tokio::time::timeout(deadline, wrpc.accept(permit, tx, BufReader::new(rx))).await;
+            me.serve(tx, BufReader::new(rx)).await;
+            drop(permit);
         });
+    }
+}
+
+/// A session's reply to a call that reached the kernel: its results, or the failure.
+fn session_reply(
+    plan: &lrpc::InterfacePlan,
+    proc: usize,
+    r: Result<Vec<u8>, crate::RemoteError>,
+    name: &str,
+) -> Vec<u8> {
+    let results = r.map_err(|e| e.to_string()).and_then(|r| {
+        let rtys = result_types(plan, proc).map_err(|e| e.to_string())?;
+        wire::to_wire(plan, &rtys, &r).map_err(|e| e.to_string())
+    });
+    match results {
+        Ok(b) => match u32::try_from(b.len()) {
+            Ok(n) => {
+                let mut reply = Vec::with_capacity(b.len() + 6);
+                reply.push(RETURNED);
+                session::put_leb_u32(&mut reply, n);
+                reply.extend_from_slice(&b);
+                reply
+            }
+            Err(_) => vec![FAILED],
+        },
+        Err(e) => {
+            tracing::debug!(export = name, proc, "call failed: {e}");
+            vec![FAILED]
+        }
     }
 }

@@ -663,3 +663,125 @@ fn a_remote_server_in_this_process_serves_over_a_unix_socket() -> Result<()> {
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
+
+#[test]
+fn kept_connections_are_replaced_after_the_peer_restarts() -> Result<()> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let addr = format!("tcp:127.0.0.1:{port}");
+    let (_kernel, pool) = local()?;
+    let rt = runtime();
+    let add = proc_of(&pool, BENCH, "add");
+    let mut node = Node::start(&[&addr], 0)?;
+    let binding = remote(&pool, &node.endpoints[0], BENCH);
+    for i in 0..20u32 {
+        let r = rt.block_on(binding.call(add, &u32s(&[i, 1])))?;
+        assert_eq!(r, (i + 1).to_le_bytes());
+    }
+    // Calls one after another reuse one connection.
+    assert_eq!(binding.kept_connections(), 1);
+    // The peer restarts between two calls: the kept connection is closed, and the next call
+    // goes on a fresh one instead of failing.
+    node.kill();
+    let _node = Node::start(&[&addr], 0)?;
+    let r = rt.block_on(binding.call(add, &u32s(&[2, 3])))?;
+    assert_eq!(r, 5u32.to_le_bytes());
+    assert_eq!(binding.kept_connections(), 1);
+    Ok(())
+}
+
+#[test]
+fn kept_connections_and_calls_in_flight_are_bounded() -> Result<()> {
+    let (_kernel, pool) = local()?;
+    let rt = runtime();
+    // Every call waits 100 ms at the node: calls in flight at once show in the total time.
+    let node = Node::tcp(100_000)?;
+    let plan = pool.export(BENCH).unwrap().plan.clone();
+    let b = RemoteBinding::new(
+        node.endpoints[0].clone(),
+        BENCH,
+        plan,
+        RemoteOptions {
+            max_in_flight: 4,
+            keep_connections: 2,
+            ..Default::default()
+        },
+    );
+    let add = proc_of(&pool, BENCH, "add");
+    let t = std::time::Instant::now();
+    let results = rt.block_on(async {
+        let calls: Vec<_> = (0..12u32)
+            .map(|i| {
+                let b = b.clone();
+                tokio::spawn(async move { b.call(add, &u32s(&[i, 1])).await })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for c in calls {
+            out.push(c.await.expect("a task"));
+        }
+        out
+    });
+    for (i, r) in results.into_iter().enumerate() {
+        assert_eq!(r?, (i as u32 + 1).to_le_bytes());
+    }
+    // 12 calls, 4 at a time, 100 ms each: at least 3 rounds.
+    assert!(
+        t.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        t.elapsed()
+    );
+    // Four connections were open at once; two are kept.
+    assert_eq!(b.kept_connections(), 2);
+    Ok(())
+}
+
+#[test]
+fn a_session_checks_every_call_s_parameters_and_goes_on() -> Result<()> {
+    // A session spoken by hand: malformed parameters fail that call only.
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let node = Node::tcp(0)?;
+    let Endpoint::Tcp(addr) = node.endpoints[0].clone() else {
+        unreachable!()
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let mut s = tokio::net::TcpStream::connect(addr.as_str()).await?;
+        let name = |b: &mut Vec<u8>, n: &str| {
+            b.push(n.len() as u8);
+            b.extend_from_slice(n.as_bytes());
+        };
+        // The opening wRPC invocation, with one empty parameter frame.
+        let mut open = vec![0u8];
+        name(&mut open, "lrpc:remote/session@1");
+        name(&mut open, "open");
+        open.extend_from_slice(&[0, 0]);
+        s.write_all(&open).await?;
+        let mut accept = [0u8; 3];
+        s.read_exact(&mut accept).await?;
+        assert_eq!(accept, [0, 1, 1]);
+        let request = |params: &[u8]| {
+            let mut b = vec![1u8];
+            name(&mut b, BENCH);
+            name(&mut b, "add");
+            b.push(params.len() as u8);
+            b.extend_from_slice(params);
+            b
+        };
+        // A truncated LEB128 number, one too long for a u32, a byte after the parameters.
+        for bad in [
+            &[0x80u8][..],
+            &[0xff, 0xff, 0xff, 0xff, 0x7f, 1],
+            &[1, 2, 3],
+        ] {
+            s.write_all(&request(bad)).await?;
+            assert_eq!(s.read_u8().await?, 1, "{bad:?}");
+        }
+        s.write_all(&request(&[40, 2])).await?;
+        let mut ok = [0u8; 3];
+        s.read_exact(&mut ok).await?;
+        assert_eq!(ok, [0, 1, 42]);
+        anyhow::Ok(())
+    })
+}

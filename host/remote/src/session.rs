@@ -1,0 +1,221 @@
+//! Sessions: many calls on one kept connection between two of our kernels.
+//!
+//! wRPC's TCP and Unix framing carries one invocation per connection (the end of each
+//! direction's stream ends the call), so every call would pay a connect, an accept and a
+//! close. Between two kernels of this crate a connection can instead carry a sequence of
+//! calls. A client opens a session with an ordinary wRPC invocation of the function
+//! `lrpc:remote/session@1` / `open` with empty parameters; our server answers it with one
+//! wRPC result frame (one byte: the session protocol's version, 1) and keeps the connection. A server that is not ours (a
+//! `wit-bindgen-wrpc` peer) has no such function and closes the connection: the client then
+//! calls it in plain wRPC, one invocation per connection.
+//!
+//! On a session, calls follow each other, one at a time:
+//!
+//! ```text
+//! request:  0x01, instance (LEB128 length, UTF-8), function (same), LEB128 length, parameters
+//! reply:    0x00, LEB128 length, results       (the call returned)
+//!           0x01                               (the call failed: refused, trapped, unknown)
+//! ```
+//!
+//! Parameters and results are in the component model's value encoding, exactly as in a wRPC
+//! invocation, and the server checks the parameters the same way (`wire.rs`).
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, ReadBuf};
+use tokio::net::{TcpStream, UnixStream};
+
+/// The instance of the wRPC function that opens a session.
+pub(crate) const SESSION_INSTANCE: &str = "lrpc:remote/session@1";
+/// The function that opens a session.
+pub(crate) const SESSION_FUNC: &str = "open";
+/// The server's answer to the opening invocation: a wRPC frame on the root path with one
+/// byte, the session protocol's version.
+pub(crate) const ACCEPT: [u8; 3] = [0x00, 0x01, 0x01];
+/// A request's first byte.
+pub(crate) const REQUEST: u8 = 0x01;
+/// A reply's first byte: the call returned, its results follow.
+pub(crate) const RETURNED: u8 = 0x00;
+/// A reply's first byte: the call failed.
+pub(crate) const FAILED: u8 = 0x01;
+/// Longest instance or function name accepted in a request.
+pub(crate) const MAX_NAME: usize = 1024;
+
+/// A connection: TCP or Unix.
+pub(crate) enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    /// Whether the connection still looks usable: nothing to read (a closed or reset one
+    /// reads its end or an error at once; a kept session never has unsolicited data).
+    pub(crate) fn is_idle_and_open(&self) -> bool {
+        let mut b = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+        let r = match self {
+            Stream::Tcp(s) => socket2::SockRef::from(s).peek(&mut b),
+            Stream::Unix(s) => socket2::SockRef::from(s).peek(&mut b),
+        };
+        matches!(r, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Stream::Unix(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Unix(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
+fn invalid(what: &'static str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what)
+}
+
+/// Reads an unsigned LEB128 number of at most 32 bits.
+pub(crate) async fn read_leb_u32(r: &mut (impl AsyncRead + Unpin)) -> io::Result<u32> {
+    let mut v: u32 = 0;
+    for i in 0..5 {
+        let b = r.read_u8().await?;
+        let bits = u32::from(b & 0x7f);
+        if i == 4 && bits > 0x0f {
+            return Err(invalid("LEB128 number out of range"));
+        }
+        v |= bits << (7 * i);
+        if b & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    Err(invalid("LEB128 number too long"))
+}
+
+/// Appends `v` in unsigned LEB128.
+pub(crate) fn put_leb_u32(buf: &mut Vec<u8>, mut v: u32) {
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            buf.push(b);
+            return;
+        }
+        buf.push(b | 0x80);
+    }
+}
+
+/// Reads a LEB128 length that must not exceed `limit`.
+pub(crate) async fn read_len(r: &mut (impl AsyncRead + Unpin), limit: usize) -> io::Result<usize> {
+    let n = usize::try_from(read_leb_u32(r).await?).map_err(|_| invalid("length out of range"))?;
+    if n > limit {
+        return Err(invalid("length over the limit"));
+    }
+    Ok(n)
+}
+
+/// Reads exactly `n` bytes (the caller has bounded `n`) into `buf`, replacing its contents.
+/// The buffer grows with the bytes that arrive, not with the length announced.
+pub(crate) async fn read_exact_into(
+    r: &mut (impl AsyncRead + Unpin),
+    buf: &mut Vec<u8>,
+    n: usize,
+) -> io::Result<()> {
+    buf.clear();
+    let got = (&mut *r).take(n as u64).read_to_end(buf).await?;
+    if got != n {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(())
+}
+
+/// Reads a name (LEB128 length at most [`MAX_NAME`], UTF-8) into `into`.
+pub(crate) async fn read_name(
+    r: &mut (impl AsyncRead + Unpin),
+    scratch: &mut Vec<u8>,
+    into: &mut String,
+) -> io::Result<()> {
+    let n = read_len(r, MAX_NAME).await?;
+    read_exact_into(r, scratch, n).await?;
+    into.clear();
+    into.push_str(std::str::from_utf8(scratch).map_err(|_| invalid("a name is not UTF-8"))?);
+    Ok(())
+}
+
+/// Appends a name: LEB128 length, bytes.
+pub(crate) fn put_name(buf: &mut Vec<u8>, name: &str) -> io::Result<()> {
+    let n = u32::try_from(name.len()).map_err(|_| invalid("name too long"))?;
+    put_leb_u32(buf, n);
+    buf.extend_from_slice(name.as_bytes());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn leb128_round_trips_and_rejects_overlong_and_out_of_range() {
+        for v in [0u32, 1, 127, 128, 300, 16_383, 16_384, u32::MAX] {
+            let mut b = Vec::new();
+            put_leb_u32(&mut b, v);
+            assert_eq!(read_leb_u32(&mut &b[..]).await.unwrap(), v);
+        }
+        let bad: [&[u8]; 3] = [
+            &[0xff, 0xff, 0xff, 0xff, 0x1f],
+            &[0x80, 0x80, 0x80, 0x80, 0x80, 0x00],
+            &[0x80],
+        ];
+        for b in bad {
+            assert!(read_leb_u32(&mut &b[..]).await.is_err(), "{b:?}");
+        }
+        let mut b = Vec::new();
+        put_leb_u32(&mut b, 11);
+        assert!(read_len(&mut &b[..], 10).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn names_are_bounded_and_utf8() {
+        let mut scratch = Vec::new();
+        let mut s = String::new();
+        let mut b = Vec::new();
+        put_name(&mut b, "lrpc:bench/bench").unwrap();
+        read_name(&mut &b[..], &mut scratch, &mut s).await.unwrap();
+        assert_eq!(s, "lrpc:bench/bench");
+        let mut b = Vec::new();
+        put_leb_u32(&mut b, 2);
+        b.extend_from_slice(&[0xc3, 0x28]);
+        assert!(read_name(&mut &b[..], &mut scratch, &mut s).await.is_err());
+        let mut b = Vec::new();
+        put_leb_u32(&mut b, (MAX_NAME + 1) as u32);
+        assert!(read_name(&mut &b[..], &mut scratch, &mut s).await.is_err());
+    }
+}
