@@ -5,7 +5,7 @@
 //! and says so.
 
 use anyhow::{Context as _, Result, bail, ensure};
-use lrpc::{DomainOptions, Kernel, Status, artifacts};
+use lrpc::Status;
 use lrpc_remote::{
     Endpoint, LocalPool, Member, NatsEndpoint, RemoteBinding, RemoteError, RemoteOptions,
     RemoteServer, ServeOptions, multi_call,
@@ -14,11 +14,13 @@ use std::io::{BufRead as _, BufReader, Write as _};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const BENCH: &str = "lrpc:bench/bench";
-const KV: &str = "lrpc:kv/store";
+mod common;
+
+use common::{
+    BENCH, KV, bench_calls, kv_calls, local, proc_of, runtime, string, string_bytes, u32s,
+};
 
 fn nats_server_binary() -> PathBuf {
     let candidates: Vec<PathBuf> = match std::env::var_os("NATS_SERVER") {
@@ -176,57 +178,9 @@ impl Drop for Node {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
-
-/// A kernel in this process with the same servers as a node, and a pool calling them.
-fn local() -> Result<(Kernel, Arc<LocalPool>)> {
-    let kernel = Kernel::new()?;
-    let bench = kernel.domain_with(
-        "bench-server",
-        artifacts::BENCH_SERVER,
-        DomainOptions {
-            replicas: 2,
-            ..Default::default()
-        },
-    )?;
-    kernel.export(&bench, BENCH)?;
-    let kv = kernel.domain("kv-server", artifacts::KV_SERVER)?;
-    kernel.export(&kv, KV)?;
-    let pool = LocalPool::new(&kernel, &[(BENCH, BENCH), (KV, KV)], 2, 64)?;
-    Ok((kernel, Arc::new(pool)))
-}
-
 fn binding(pool: &LocalPool, endpoint: &Endpoint, name: &str, o: RemoteOptions) -> RemoteBinding {
     let plan = pool.export(name).expect("export").plan.clone();
     RemoteBinding::new(endpoint.clone(), name, plan, o)
-}
-
-fn proc_of(pool: &LocalPool, name: &str, function: &str) -> usize {
-    let plan = &pool.export(name).expect("export").plan;
-    plan.procs
-        .iter()
-        .position(|p| p.name == function)
-        .expect("function")
-}
-
-fn u32s(v: &[u32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-fn string(s: &str) -> Vec<u8> {
-    let mut b = u32s(&[s.len() as u32]);
-    b.extend_from_slice(s.as_bytes());
-    b
-}
-fn string_bytes(v: &[u8]) -> Vec<u8> {
-    let mut b = u32s(&[v.len() as u32]);
-    b.extend_from_slice(v);
-    b
 }
 
 /// `n` calls of `add(i, 1000 * i)`, half one after another, half 50 at a time; every result
@@ -347,43 +301,6 @@ fn a_killed_node_share_moves_to_the_others() -> Result<()> {
     Ok(())
 }
 
-/// The calls the comparison makes: (export, function, arguments).
-fn calls() -> Vec<(&'static str, &'static str, Vec<u8>)> {
-    let big: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
-    let put = |k: &str, v: &[u8], kind: u8| {
-        let mut a = string(k);
-        a.extend(string_bytes(v));
-        a.push(kind);
-        a
-    };
-    let mut measure = u32s(&[u32::from('é')]);
-    measure.extend_from_slice(&(-5i64).to_le_bytes());
-    measure.extend_from_slice(&2.5f64.to_le_bytes());
-    vec![
-        (BENCH, "null", vec![]),
-        (BENCH, "add", u32s(&[40, 2])),
-        (BENCH, "add", u32s(&[u32::MAX, 3])),
-        (BENCH, "big-in", string_bytes(&[7; 200])),
-        (BENCH, "big-in", string_bytes(&[])),
-        (BENCH, "big-in-out", string_bytes(&big[..200])),
-        (BENCH, "big-in-out", string_bytes(&big)),
-        (KV, "put", put("alpha", b"one", 0)),
-        (KV, "put", put("beta", &[0, 1, 2, 255], 1)),
-        (KV, "put", put("alpha", b"uno", 0)),
-        (KV, "put", put("", b"", 0)),
-        (KV, "get", string("alpha")),
-        (KV, "get", string("missing")),
-        (KV, "keys", vec![0]),
-        (KV, "keys", [vec![1], string("al")].concat()),
-        (KV, "stats", vec![]),
-        (KV, "rights", vec![]),
-        (KV, "measure", measure),
-        (KV, "delete", string("beta")),
-        (KV, "delete", string("beta")),
-        (KV, "stats", vec![]),
-    ]
-}
-
 #[test]
 fn remote_results_over_nats_equal_local_ones_for_bench_and_kv() -> Result<()> {
     // One node: the key-value store keeps state, so one kernel answers all of its calls.
@@ -394,7 +311,7 @@ fn remote_results_over_nats_equal_local_ones_for_bench_and_kv() -> Result<()> {
     let rt = runtime();
     let endpoint: Endpoint = url.parse().map_err(anyhow::Error::msg)?;
     let mut seen = 0;
-    for (name, function, args) in calls() {
+    for (name, function, args) in bench_calls().into_iter().chain(kv_calls()) {
         let proc = proc_of(&pool, name, function);
         let export = pool.export(name).unwrap().clone();
         let want = rt.block_on(pool.call(&export, proc, args.clone()))?;
@@ -403,7 +320,7 @@ fn remote_results_over_nats_equal_local_ones_for_bench_and_kv() -> Result<()> {
         assert_eq!(got, want, "{name}.{function}");
         seen += 1;
     }
-    assert_eq!(seen, calls().len());
+    assert_eq!(seen, bench_calls().len() + kv_calls().len());
     // The results are the interfaces' own: add(40, 2) and the stored entry.
     let b = binding(&pool, &endpoint, BENCH, RemoteOptions::default());
     let r = rt.block_on(b.call(proc_of(&pool, BENCH, "add"), &u32s(&[40, 2])))?;
