@@ -30,11 +30,10 @@
 //! in the build, 0.29 under the name `wrpc-transport-nats-base` for its `Invoke` / `Serve`
 //! traits only. The value encoding ([`crate::wire`]) is ours and the same on every transport.
 
-use crate::client::{param_types, read_result, read_values, result_types};
+use crate::client::read_result;
 use crate::error::{RemoteError, ServeError};
 use crate::local::LocalExport;
 use crate::server::RemoteServer;
-use crate::wire;
 use bytes::Bytes;
 use futures::stream::{BoxStream, SelectAll};
 use futures::{Stream, StreamExt as _};
@@ -368,37 +367,9 @@ impl RemoteServer {
         export: &LocalExport,
         proc: usize,
         mut out: SubjectWriter,
-        mut inc: Reader,
+        inc: Reader,
     ) -> bool {
-        let plan = &export.plan;
-        let (Ok(ptys), Ok(rtys)) = (param_types(plan, proc), result_types(plan, proc)) else {
-            return false;
-        };
-        let args = match tokio::time::timeout(
-            self.options.read_deadline,
-            read_values(plan, &ptys, &mut inc, self.options.max_request),
-        )
-        .await
-        {
-            Ok(Ok(Ok(args))) => args,
-            Ok(Ok(Err(e))) => {
-                tracing::debug!(export = %export.name, proc, "refused parameters: {e}");
-                return false;
-            }
-            _ => return false,
-        };
-        drop(inc);
-        if !self.options.server_wait.is_zero() {
-            tokio::time::sleep(self.options.server_wait).await;
-        }
-        let result = match self.pool.call(export, proc, args).await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::debug!(export = %export.name, proc, "call failed: {e}");
-                return false;
-            }
-        };
-        let Ok(bytes) = wire::to_wire(plan, &rtys, &result) else {
+        let Some(bytes) = self.answer(export, proc, inc).await else {
             return false;
         };
         if !bytes.is_empty() && out.write_all(&bytes).await.is_err() {

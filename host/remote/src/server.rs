@@ -285,16 +285,29 @@ impl RemoteServer {
         }
     }
 
-    async fn handle(
+    async fn handle(&self, export: &LocalExport, proc: usize, mut out: Outgoing, inc: Incoming) {
+        let Some(bytes) = self.answer(export, proc, inc).await else {
+            return;
+        };
+        if !bytes.is_empty() && out.write_bytes(bytes.freeze()).await.is_err() {
+            return;
+        }
+        let _ = out.shutdown().await;
+    }
+
+    /// One invocation's work, whatever carried it: reads the parameters off `inc` (bounded
+    /// in size and time) and checks them while translating them, makes the call on a driver
+    /// thread, and returns the results in the wire encoding; `None` when a step failed
+    /// (logged), and the caller sees a failed call.
+    pub(crate) async fn answer<R: AsyncRead + Unpin>(
         &self,
         export: &LocalExport,
         proc: usize,
-        mut out: Outgoing,
-        mut inc: Incoming,
-    ) {
+        mut inc: R,
+    ) -> Option<bytes::BytesMut> {
         let plan = &export.plan;
         let (Ok(ptys), Ok(rtys)) = (param_types(plan, proc), result_types(plan, proc)) else {
-            return;
+            return None;
         };
         let args = match tokio::time::timeout(
             self.options.read_deadline,
@@ -305,9 +318,9 @@ impl RemoteServer {
             Ok(Ok(Ok(args))) => args,
             Ok(Ok(Err(e))) => {
                 tracing::debug!(export = %export.name, proc, "refused parameters: {e}");
-                return;
+                return None;
             }
-            _ => return,
+            _ => return None,
         };
         drop(inc);
         if !self.options.server_wait.is_zero() {
@@ -317,16 +330,10 @@ impl RemoteServer {
             Ok(r) => r,
             Err(e) => {
                 tracing::debug!(export = %export.name, proc, "call failed: {e}");
-                return;
+                return None;
             }
         };
-        let Ok(bytes) = wire::to_wire(plan, &rtys, &result) else {
-            return;
-        };
-        if !bytes.is_empty() && out.write_bytes(bytes.freeze()).await.is_err() {
-            return;
-        }
-        let _ = out.shutdown().await;
+        wire::to_wire(plan, &rtys, &result).ok()
     }
 
     /// Accepts connections on `listener` until the task is dropped.
