@@ -170,8 +170,9 @@ pub(super) fn link<F: Forwarder>(
     let Some((params, result)) = signature(ty) else {
         return Ok(false);
     };
-    let f = Forward { to: f };
-    with_signature!(params, result, Vec<u8>, P, R => f.link::<P, R>(li, name))?;
+    with_signature!(params, result, Vec<u8>, P, R => {
+        wrap(li, name, f, |to: &F, _, params: P| to.call::<P, R>(params), F::names)
+    })?;
     Ok(true)
 }
 
@@ -186,8 +187,9 @@ pub(super) fn link_view<F: ViewForwarder>(
     let Some((params, result)) = signature(ty) else {
         return Ok(false);
     };
-    let f = ViewForward { to: f };
-    with_signature!(params, result, WasmList<u8>, P, R => f.link::<P, R>(li, name))?;
+    with_signature!(params, result, WasmList<u8>, P, R => {
+        wrap(li, name, f, F::call::<P, R>, F::names)
+    })?;
     Ok(true)
 }
 
@@ -205,50 +207,6 @@ impl Forwarder for ToComponent {
 
     fn names(&self) -> (&str, &str) {
         (&self.binding.interface, &self.function)
-    }
-}
-
-/// One typed import.
-struct Forward<F> {
-    to: F,
-}
-
-impl<F: Forwarder> Forward<F> {
-    fn link<P, R>(
-        self,
-        li: &mut LinkerInstance<'_, ComponentData>,
-        name: &str,
-    ) -> wasmtime::Result<()>
-    where
-        P: Args,
-        R: Args + Default,
-    {
-        wrap(
-            li,
-            name,
-            self.to,
-            |to, _, params: P| to.call::<P, R>(params),
-            F::names,
-        )
-    }
-}
-
-/// One typed import whose byte list parameters stay in the client's memory.
-struct ViewForward<F> {
-    to: F,
-}
-
-impl<F: ViewForwarder> ViewForward<F> {
-    fn link<P, R>(
-        self,
-        li: &mut LinkerInstance<'_, ComponentData>,
-        name: &str,
-    ) -> wasmtime::Result<()>
-    where
-        P: ViewArgs,
-        R: Args + Default,
-    {
-        wrap(li, name, self.to, F::call::<P, R>, F::names)
     }
 }
 
