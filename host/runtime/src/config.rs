@@ -323,6 +323,12 @@ pub struct ComponentSpec {
 }
 
 impl DomainSpec {
+    /// Whether `[network]` serves its exports: a core domain that is not an HTTP plugin (a
+    /// plugin's export changes with each generation).
+    pub fn served_to_network(&self) -> bool {
+        self.component.is_none() && self.plugin().is_none()
+    }
+
     /// The domain's plugin export, if it is an HTTP plugin.
     pub fn plugin(&self) -> Option<&Export> {
         self.exports
@@ -585,35 +591,27 @@ impl Config {
                             format!("remote `{server}` serves `{}`, not `{iface}`", r.interface),
                         ));
                     }
-                    if let Some(other) = taken.insert(iface, server)
-                        && other != server
-                    {
+                } else {
+                    let Some(s) = domains.get(server) else {
+                        return Err(cx.err(&b.get_ref().server, format!("no domain `{server}`")));
+                    };
+                    let Some(e) = s.exports.iter().find(|e| e.interface == *iface) else {
+                        return Err(cx.err(
+                            &b.get_ref().interface,
+                            format!("domain `{server}` does not export `{iface}`"),
+                        ));
+                    };
+                    // A client's stub binds under the interface's own name.
+                    if e.name != *iface {
                         return Err(cx.err(
                             b,
-                            format!("`{iface}` is bound to both `{other}` and `{server}`"),
+                            format!(
+                                "`{name}` binds to `{iface}` by its interface name, but `{server}` \
+                                 exports it as `{}`",
+                                e.name
+                            ),
                         ));
                     }
-                    continue;
-                }
-                let Some(s) = domains.get(server) else {
-                    return Err(cx.err(&b.get_ref().server, format!("no domain `{server}`")));
-                };
-                let Some(e) = s.exports.iter().find(|e| e.interface == *iface) else {
-                    return Err(cx.err(
-                        &b.get_ref().interface,
-                        format!("domain `{server}` does not export `{iface}`"),
-                    ));
-                };
-                // A client's stub binds under the interface's own name.
-                if e.name != *iface {
-                    return Err(cx.err(
-                        b,
-                        format!(
-                            "`{name}` binds to `{iface}` by its interface name, but `{server}` \
-                             exports it as `{}`",
-                            e.name
-                        ),
-                    ));
                 }
                 if let Some(other) = taken.insert(iface, server)
                     && other != server
@@ -779,7 +777,7 @@ fn network(
             for e in list {
                 let exported = domains
                     .values()
-                    .filter(|d| d.component.is_none() && d.plugin().is_none())
+                    .filter(|d| d.served_to_network())
                     .any(|d| d.exports.iter().any(|x| x.name == *e.get_ref()));
                 if !exported {
                     return Err(cx.err(

@@ -151,7 +151,7 @@ impl Deployment {
             let exported: Vec<(String, String)> = config
                 .domains
                 .values()
-                .filter(|d| d.component.is_none() && d.plugin().is_none())
+                .filter(|d| d.served_to_network())
                 .flat_map(|d| d.exports.iter())
                 .map(|e| (e.name.clone(), e.interface.clone()))
                 .collect();
@@ -497,7 +497,7 @@ pub(crate) fn next_backoff(streak: &Mutex<(u32, Instant)>) -> Duration {
 }
 
 /// A domain the runtime restarts fresh when it dies (an HTTP plugin, a `wasi:http` handler):
-/// what differs between kinds is how a fresh generation is made ([`renew`](Self::renew));
+/// what differs between kinds is how a fresh generation is made ([`replace`](Self::replace));
 /// the backoff, the one restart thread per death and its log and count are [`died`].
 pub(crate) trait Supervised: Send + Sync + 'static {
     /// What the log calls it.
@@ -510,9 +510,21 @@ pub(crate) trait Supervised: Send + Sync + 'static {
     fn restarts(&self) -> &Restarts;
     /// Where restarts are counted.
     fn metrics(&self) -> &Metrics;
-    /// Replaces generation `dead` with a fresh one (`dead + 1`), unless a reload replaced it
-    /// meanwhile. Runs on the restart thread, after the backoff.
-    fn renew(&self, dead: u64) -> Result<(), DeployError>;
+    /// Serializes reloads and restarts.
+    fn swap(&self) -> &Mutex<()>;
+    /// Makes a fresh generation (the current one + 1) from the source's current bytes and
+    /// makes it current; its number. Called with [`swap`](Self::swap) held.
+    fn replace(&self) -> Result<u64, DeployError>;
+}
+
+/// Replaces the running generation of `d` with a fresh one from its source's current bytes;
+/// requests in flight finish on the old one. Logged and counted as a reload.
+pub(crate) fn reload<D: Supervised>(d: &D) -> Result<u64, DeployError> {
+    let _g = lock(d.swap());
+    let generation = d.replace()?;
+    d.metrics().reload(d.name());
+    tracing::info!(plugin = d.name(), generation, "{} reloaded", D::KIND);
+    Ok(generation)
 }
 
 /// The restart state of a [`Supervised`] domain.
@@ -559,7 +571,15 @@ pub(crate) fn died<D: Supervised>(d: &Arc<D>, generation: u64) {
 /// The restart thread: waits out the backoff, renews the domain, logs and counts it.
 fn restart<D: Supervised>(d: &D, dead: u64, wait: Duration) {
     std::thread::sleep(wait);
-    let result = d.renew(dead);
+    let result = {
+        let _g = lock(d.swap());
+        if d.generation() == dead {
+            d.replace().map(|_| ())
+        } else {
+            // A reload replaced it meanwhile.
+            Ok(())
+        }
+    };
     let r = d.restarts();
     lock(&r.streak).1 = Instant::now();
     r.restarting.store(false, Ordering::Release);
@@ -594,17 +614,16 @@ impl Supervised for Plugin {
     fn metrics(&self) -> &Metrics {
         &self.metrics
     }
-    fn renew(&self, dead: u64) -> Result<(), DeployError> {
-        let _g = lock(&self.swap);
-        if self.generation.load(Ordering::Acquire) != dead {
-            // A reload replaced it meanwhile.
-            return Ok(());
-        }
+    fn swap(&self) -> &Mutex<()> {
+        &self.swap
+    }
+    fn replace(&self) -> Result<u64, DeployError> {
         let wasm = read(&self.spec.source)?;
-        let next = instantiate(&self.kernel, &self.spec, &self.bind, &wasm, dead + 1)?;
-        self.generation.store(dead + 1, Ordering::Release);
+        let generation = self.generation.load(Ordering::Acquire) + 1;
+        let next = instantiate(&self.kernel, &self.spec, &self.bind, &wasm, generation)?;
+        self.generation.store(generation, Ordering::Release);
         *lock(&self.current) = Arc::new(next);
-        Ok(())
+        Ok(generation)
     }
 }
 
@@ -652,15 +671,7 @@ impl Plugin {
     /// Replaces the running generation with a fresh one from the module's current bytes
     /// (re-read from its file). Requests in flight finish on the old generation.
     pub fn reload(&self) -> Result<u64, DeployError> {
-        let _g = lock(&self.swap);
-        let wasm = read(&self.spec.source)?;
-        let generation = self.generation.load(Ordering::Acquire) + 1;
-        let next = instantiate(&self.kernel, &self.spec, &self.bind, &wasm, generation)?;
-        self.generation.store(generation, Ordering::Release);
-        *lock(&self.current) = Arc::new(next);
-        self.metrics.reload(&self.name);
-        tracing::info!(plugin = self.name, generation, "plugin reloaded");
-        Ok(generation)
+        reload(self)
     }
 
     /// Reports that generation `generation` died (trapped, ran past its deadline, was

@@ -31,9 +31,11 @@ impl std::fmt::Debug for Network {
     }
 }
 
-fn failed(what: impl Into<String>) -> impl FnOnce(String) -> DeployError {
-    let what = what.into();
-    move |reason| DeployError::Network { what, reason }
+fn failed(what: impl Into<String>, reason: impl std::fmt::Display) -> DeployError {
+    DeployError::Network {
+        what: what.into(),
+        reason: reason.to_string(),
+    }
 }
 
 impl Network {
@@ -48,14 +50,14 @@ impl Network {
             .thread_name("lrpc-network")
             .enable_all()
             .build()
-            .map_err(|e| failed("starting the network runtime")(e.to_string()))?;
+            .map_err(|e| failed("starting the network runtime", e))?;
         let mut faces = Vec::new();
         for r in config.remotes.values() {
             let what = format!("remote `{}` ({} at {})", r.name, r.interface, r.endpoint);
             let plan = Arc::new(
                 kernel
                     .interface(&r.interface)
-                    .map_err(|e| failed(what.clone())(e.to_string()))?,
+                    .map_err(|e| failed(what.clone(), e))?,
             );
             let mut options = RemoteOptions::default();
             if let Some(d) = r.deadline {
@@ -63,7 +65,7 @@ impl Network {
             }
             let binding = RemoteBinding::new(r.endpoint.clone(), &r.interface, plan, options);
             let face = export_remote(kernel, &r.interface, binding, runtime.handle().clone())
-                .map_err(|e| failed(what)(e.to_string()))?;
+                .map_err(|e| failed(what, e))?;
             tracing::info!(remote = r.name, interface = r.interface, endpoint = %r.endpoint, "remote export");
             faces.push(face);
         }
@@ -88,31 +90,29 @@ impl Network {
             .map(|(n, i)| (n.as_str(), i.as_str()))
             .collect();
         let pool = LocalPool::new(kernel, &named, spec.workers, 1024)
-            .map_err(|e| failed("the network's driver threads")(e.to_string()))?;
+            .map_err(|e| failed("the network's driver threads", e))?;
         let Some(rt) = &self.runtime else {
             return Ok(());
         };
         let listening = rt.block_on(async {
             let server = RemoteServer::new(Arc::new(pool), ServeOptions::default())
                 .await
-                .map_err(|e| failed("serving exports")(e.to_string()))?;
+                .map_err(|e| failed("serving exports", e))?;
             let mut listening = Vec::new();
             for e in &spec.listen {
-                let at = failed(format!("listening on {e}"));
+                let at = |x: &dyn std::fmt::Display| failed(format!("listening on {e}"), x);
                 let bound = match e {
                     Endpoint::Tcp(a) => {
                         let l = tokio::net::TcpListener::bind(a.as_str())
                             .await
-                            .map_err(|x| at(x.to_string()))?;
-                        let local = l.local_addr().map_err(|x| {
-                            failed(format!("listening on {e}"))(x.to_string())
-                        })?;
+                            .map_err(|x| at(&x))?;
+                        let local = l.local_addr().map_err(|x| at(&x))?;
                         tokio::spawn(server.clone().listen_tcp(l));
                         Endpoint::Tcp(local.to_string())
                     }
                     Endpoint::Unix(p) => {
                         let _ = std::fs::remove_file(p);
-                        let l = tokio::net::UnixListener::bind(p).map_err(|x| at(x.to_string()))?;
+                        let l = tokio::net::UnixListener::bind(p).map_err(|x| at(&x))?;
                         tokio::spawn(server.clone().listen_unix(l));
                         e.clone()
                     }
@@ -122,7 +122,7 @@ impl Network {
                         let l = server
                             .bind_nats(n, &spec.group)
                             .await
-                            .map_err(|x| at(x.to_string()))?;
+                            .map_err(|x| at(&x))?;
                         tokio::spawn(server.clone().listen_nats(l));
                         e.clone()
                     }

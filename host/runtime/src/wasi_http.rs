@@ -167,13 +167,18 @@ impl Supervised for HttpHandler {
     fn metrics(&self) -> &Metrics {
         &self.metrics
     }
-    fn renew(&self, dead: u64) -> Result<(), DeployError> {
-        let _g = lock(&self.swap);
-        if self.generation.load(Ordering::Acquire) != dead {
-            // A reload replaced it meanwhile.
-            return Ok(());
-        }
-        self.replace().map(|_| ())
+    fn swap(&self) -> &Mutex<()> {
+        &self.swap
+    }
+    fn replace(&self) -> Result<u64, DeployError> {
+        let wasm = read(&self.source)?;
+        let pre = prepare(&self.engine, &wasm)
+            .map_err(|e| DeployError::Unknown(format!("wasi:http handler `{}`: {e}", self.name)))?;
+        let generation = self.generation.load(Ordering::Acquire) + 1;
+        *lock(&self.current) = Arc::new(Generation { pre, generation });
+        self.generation.store(generation, Ordering::Release);
+        self.down.store(false, Ordering::Release);
+        Ok(generation)
     }
 }
 
@@ -231,24 +236,7 @@ impl HttpHandler {
     /// Replaces the running generation with one from the component's current bytes.
     /// Requests in flight finish on the instances they started on.
     pub fn reload(&self) -> Result<u64, DeployError> {
-        let _g = lock(&self.swap);
-        let generation = self.replace()?;
-        self.metrics.reload(&self.name);
-        tracing::info!(plugin = self.name, generation, "wasi:http handler reloaded");
-        Ok(generation)
-    }
-
-    /// A fresh generation from the source's bytes, made current; its number. Called with
-    /// `swap` held.
-    fn replace(&self) -> Result<u64, DeployError> {
-        let wasm = read(&self.source)?;
-        let pre = prepare(&self.engine, &wasm)
-            .map_err(|e| DeployError::Unknown(format!("wasi:http handler `{}`: {e}", self.name)))?;
-        let generation = self.generation.load(Ordering::Acquire) + 1;
-        *lock(&self.current) = Arc::new(Generation { pre, generation });
-        self.generation.store(generation, Ordering::Release);
-        self.down.store(false, Ordering::Release);
-        Ok(generation)
+        crate::deploy::reload(self)
     }
 
     /// Reports that generation `generation` died: the handler is down until a fresh
