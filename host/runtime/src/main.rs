@@ -147,11 +147,16 @@ fn serve(config: Config, listen: &str) -> anyhow::Result<()> {
             .with_context(|| format!("listening on {listen}"))?;
         let addr = listener.local_addr()?;
         tracing::info!(%addr, routes = dep.config.routes.len(), "serving");
-        println!("listening on http://{addr}");
+        // One write: a reader that takes the first line and closes the pipe must not make
+        // a later line fail.
+        let mut lines = format!("listening on http://{addr}\n");
         for e in dep.network.iter().flat_map(|n| n.listening()) {
-            println!("exports on {e}");
+            lines.push_str(&format!("exports on {e}\n"));
         }
-        std::io::stdout().flush()?;
+        let mut out = std::io::stdout().lock();
+        out.write_all(lines.as_bytes())?;
+        out.flush()?;
+        drop(out);
         axum::serve(listener, edge.router())
             .with_graceful_shutdown(shutdown_signal())
             .await
