@@ -99,12 +99,29 @@ impl Shared {
     }
 }
 
+/// What every driver of a pool is bound to: slot, export name, fingerprint, procedures.
+type Bind = (usize, String, u64, usize);
+
+/// The drivers a pool lends to blocking threads, and how many it has made.
+#[derive(Default)]
+struct Lent {
+    idle: Vec<Driver>,
+    made: usize,
+}
+
 /// A pool of driver threads calling into a kernel's exports.
 pub struct LocalPool {
     exports: HashMap<String, LocalExport>,
     shared: Arc<Shared>,
     /// Calls in the pool (waiting or running): acquired before a call is queued.
     permits: Arc<Semaphore>,
+    kernel: Kernel,
+    binds: Arc<[Bind]>,
+    plans: Arc<HashMap<usize, Arc<InterfacePlan>>>,
+    /// Drivers lent to blocking threads, at most `workers` of them.
+    lent: Mutex<Lent>,
+    returned: Condvar,
+    workers: usize,
 }
 
 impl Drop for LocalPool {
@@ -146,25 +163,26 @@ impl LocalPool {
             queue: Mutex::new(Queue::default()),
             slots: (0..workers).map(|_| Slot::default()).collect(),
         });
+        let binds: Arc<[Bind]> = exports
+            .values()
+            .map(|e| {
+                (
+                    e.slot,
+                    e.name.clone(),
+                    e.plan.fingerprint,
+                    e.plan.procs.len(),
+                )
+            })
+            .collect();
+        let plans: Arc<HashMap<usize, Arc<InterfacePlan>>> =
+            Arc::new(exports.values().map(|e| (e.slot, e.plan.clone())).collect());
         let mut ready = Vec::new();
         for w in 0..workers {
             let (ok_tx, ok_rx) = std::sync::mpsc::channel();
             ready.push(ok_rx);
             let kernel = kernel.clone();
             let rx = shared.clone();
-            let binds: Vec<(usize, String, u64, usize)> = exports
-                .values()
-                .map(|e| {
-                    (
-                        e.slot,
-                        e.name.clone(),
-                        e.plan.fingerprint,
-                        e.plan.procs.len(),
-                    )
-                })
-                .collect();
-            let plans: Vec<(usize, Arc<InterfacePlan>)> =
-                exports.values().map(|e| (e.slot, e.plan.clone())).collect();
+            let (binds, plans) = (binds.clone(), plans.clone());
             std::thread::Builder::new()
                 .name(format!("lrpc-remote-{w}"))
                 .spawn(move || worker(kernel, w, binds, plans, rx, ok_tx))
@@ -184,7 +202,60 @@ impl LocalPool {
             exports,
             shared,
             permits: Arc::new(Semaphore::new(workers + queue.max(1))),
+            kernel: kernel.clone(),
+            binds,
+            plans,
+            lent: Mutex::new(Lent::default()),
+            returned: Condvar::new(),
+            workers,
         })
+    }
+
+    /// Calls procedure `proc` of `export` on this thread, with a driver the pool lends
+    /// (waiting at most `wait` for one while all are lent); the A-stack encoded result.
+    pub(crate) fn call_blocking(
+        &self,
+        export: &LocalExport,
+        proc: usize,
+        args: &[u8],
+        wait: std::time::Duration,
+    ) -> Result<Vec<u8>, RemoteError> {
+        let driver = self.borrow(wait)?;
+        let r = run(&driver, &self.binds, &self.plans, export.slot, proc, args);
+        lock(&self.lent).idle.push(driver);
+        self.returned.notify_one();
+        r
+    }
+
+    /// An idle lent driver, a new one while fewer than `workers` exist, or the next one
+    /// given back within `wait`.
+    fn borrow(&self, wait: std::time::Duration) -> Result<Driver, RemoteError> {
+        let until = std::time::Instant::now() + wait;
+        let mut g = lock(&self.lent);
+        loop {
+            if let Some(d) = g.idle.pop() {
+                return Ok(d);
+            }
+            if g.made < self.workers {
+                g.made += 1;
+                let name = format!("lrpc-remote-lent-{}", g.made);
+                drop(g);
+                return make_driver(&self.kernel, &name, &self.binds).map_err(|e| {
+                    lock(&self.lent).made -= 1;
+                    self.returned.notify_one();
+                    RemoteError::Driver(e.to_string())
+                });
+            }
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(RemoteError::Status(Status::ServerBusy));
+            }
+            g = self
+                .returned
+                .wait_timeout(g, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
     }
 
     /// The export named `name`.
@@ -269,27 +340,12 @@ impl LocalPool {
 fn worker(
     kernel: Kernel,
     w: usize,
-    binds: Vec<(usize, String, u64, usize)>,
-    plans: Vec<(usize, Arc<InterfacePlan>)>,
+    binds: Arc<[Bind]>,
+    plans: Arc<HashMap<usize, Arc<InterfacePlan>>>,
     rx: Arc<Shared>,
     ready: std::sync::mpsc::Sender<Result<(), ServeError>>,
 ) {
-    let setup = || -> Result<Driver, ServeError> {
-        let driver = Driver::new(&kernel, &format!("lrpc-remote-{w}"))?;
-        for (slot, name, fp, nprocs) in &binds {
-            driver
-                .bind(*slot, name, *fp, *nprocs)
-                .map_err(|e| match e {
-                    BindError::Status(status) => ServeError::Bind {
-                        name: name.clone(),
-                        status,
-                    },
-                    BindError::Driver(e) => ServeError::Kernel(e),
-                })?;
-        }
-        Ok(driver)
-    };
-    let driver = match setup() {
+    let driver = match make_driver(&kernel, &format!("lrpc-remote-{w}"), &binds) {
         Ok(d) => {
             let _ = ready.send(Ok(()));
             d
@@ -299,34 +355,57 @@ fn worker(
             return;
         }
     };
-    let plans: HashMap<usize, Arc<InterfacePlan>> = plans.into_iter().collect();
     loop {
         let Some(job) = rx.next(w) else { return };
-        let result = match plans.get(&job.slot).and_then(|p| p.procs.get(job.proc)) {
-            None => Err(RemoteError::BadProcedure(job.proc)),
-            Some(p) => driver
-                .call(
-                    job.slot,
-                    job.proc,
-                    p.bounded,
-                    p.out_bound.unwrap_or(0),
-                    &job.args,
-                )
-                .map_err(|e| match e {
-                    CallFailure::Status(s) => RemoteError::Status(s),
-                    CallFailure::Setup(s) => RemoteError::Driver(s),
-                    CallFailure::Driver(e) | CallFailure::Component(e) => {
-                        RemoteError::Driver(e.to_string())
-                    }
-                }),
-        };
-        // A terminated server leaves the driver's binding stale; a restarted server under the
-        // same name is bound again on the next failure.
-        if let Err(RemoteError::Status(Status::ServerTerminated | Status::StaleBinding)) = &result
-            && let Some((slot, name, fp, n)) = binds.iter().find(|b| b.0 == job.slot)
-        {
-            let _ = driver.bind(*slot, name, *fp, *n);
-        }
+        let result = run(&driver, &binds, &plans, job.slot, job.proc, &job.args);
         (job.done)(result);
     }
+}
+
+/// A driver domain named `name`, bound to every export of the pool.
+fn make_driver(kernel: &Kernel, name: &str, binds: &[Bind]) -> Result<Driver, ServeError> {
+    let driver = Driver::new(kernel, name)?;
+    for (slot, name, fp, nprocs) in binds {
+        driver
+            .bind(*slot, name, *fp, *nprocs)
+            .map_err(|e| match e {
+                BindError::Status(status) => ServeError::Bind {
+                    name: name.clone(),
+                    status,
+                },
+                BindError::Driver(e) => ServeError::Kernel(e),
+            })?;
+    }
+    Ok(driver)
+}
+
+/// One call through `driver`: procedure `proc` of the export in `slot`.
+fn run(
+    driver: &Driver,
+    binds: &[Bind],
+    plans: &HashMap<usize, Arc<InterfacePlan>>,
+    slot: usize,
+    proc: usize,
+    args: &[u8],
+) -> Result<Vec<u8>, RemoteError> {
+    let result = match plans.get(&slot).and_then(|p| p.procs.get(proc)) {
+        None => Err(RemoteError::BadProcedure(proc)),
+        Some(p) => driver
+            .call(slot, proc, p.bounded, p.out_bound.unwrap_or(0), args)
+            .map_err(|e| match e {
+                CallFailure::Status(s) => RemoteError::Status(s),
+                CallFailure::Setup(s) => RemoteError::Driver(s),
+                CallFailure::Driver(e) | CallFailure::Component(e) => {
+                    RemoteError::Driver(e.to_string())
+                }
+            }),
+    };
+    // A terminated server leaves the driver's binding stale; a restarted server under the
+    // same name is bound again on the next failure.
+    if let Err(RemoteError::Status(Status::ServerTerminated | Status::StaleBinding)) = &result
+        && let Some((slot, name, fp, n)) = binds.iter().find(|b| b.0 == slot)
+    {
+        let _ = driver.bind(*slot, name, *fp, *n);
+    }
+    result
 }

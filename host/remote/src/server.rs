@@ -10,69 +10,27 @@
 //! call; malformed parameters never reach a domain.
 //!
 //! A connection whose invocation opens a session (see `session.rs`) stays open and carries
-//! one call after another; the parameters of each are checked the same way, a failed call
-//! answers `failed` and the session goes on, and the reply is written by the driver thread
-//! that made the call.
+//! one call after another; the parameters of each are checked the same way, and a failed
+//! call answers `failed` and the session goes on. A session is served by a thread of its own
+//! with blocking reads and writes: it reads a request, makes the call itself with a driver
+//! the pool lends ([`LocalPool::call_blocking`]) and writes the reply, so no other thread is
+//! woken on a call's path. Sessions are bounded by [`ServeOptions::max_connections`].
 
 use crate::client::{param_types, read_values, result_types};
 use crate::error::ServeError;
 use crate::local::{LocalExport, LocalPool};
-use crate::session::{self, ACCEPT, FAILED, REQUEST, RETURNED, SESSION_FUNC, SESSION_INSTANCE};
+use crate::session::{
+    self, ACCEPT, BlockingStream, FAILED, REQUEST, RETURNED, SESSION_FUNC, SESSION_INSTANCE, Stream,
+};
 use crate::wire;
 use std::collections::HashMap;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, BufReader};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Semaphore;
 use wrpc_transport::frame::{Header, Incoming, Outgoing};
 
-type Rx = BufReader<Pin<Box<dyn AsyncRead + Send + Sync>>>;
-
-/// A connection's sending half, written from a task or (a session's replies) from a driver
-/// thread.
-enum Tx {
-    Tcp(tokio::net::tcp::OwnedWriteHalf),
-    Unix(tokio::net::unix::OwnedWriteHalf),
-}
-
-impl Tx {
-    /// Writes what the socket takes now, without waiting.
-    fn try_write(&self, b: &[u8]) -> std::io::Result<usize> {
-        match self {
-            Tx::Tcp(w) => w.try_write(b),
-            Tx::Unix(w) => w.try_write(b),
-        }
-    }
-
-    async fn writable(&self) -> std::io::Result<()> {
-        match self {
-            Tx::Tcp(w) => w.writable().await,
-            Tx::Unix(w) => w.writable().await,
-        }
-    }
-
-    async fn write_all(&self, mut b: &[u8]) -> std::io::Result<()> {
-        while !b.is_empty() {
-            self.writable().await?;
-            match self.try_write(b) {
-                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-                Ok(n) => b = &b[n..],
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    fn boxed(self) -> Pin<Box<dyn AsyncWrite + Send + Sync>> {
-        match self {
-            Tx::Tcp(w) => Box::pin(w),
-            Tx::Unix(w) => Box::pin(w),
-        }
-    }
-}
 /// A connection's permit, held until it closes.
 type Cx = tokio::sync::OwnedSemaphorePermit;
 
@@ -152,9 +110,11 @@ impl RemoteServer {
         self.functions.get(instance)?.get(func)
     }
 
-    /// Serves one connection: a plain wRPC invocation, or a session.
-    async fn serve(self: Arc<Self>, tx: Tx, mut rx: Rx) {
+    /// Serves one connection: a plain wRPC invocation, or a session (handed to a thread of
+    /// its own, which takes the connection's permit with it).
+    async fn serve(self: Arc<Self>, mut conn: Stream, permit: Cx) {
         let deadline = self.options.read_deadline;
+        let mut rx = BufReader::new(&mut conn);
         let Ok(Ok(Header { instance, name })) =
             tokio::time::timeout(deadline, Header::read(&mut rx)).await
         else {
@@ -167,8 +127,24 @@ impl RemoteServer {
                 Ok(Ok(_)) if empty == [0, 0] => {}
                 _ => return,
             }
-            if tx.write_all(&ACCEPT).await.is_ok() {
-                self.session(Arc::new(tx), rx).await;
+            // What the client sent ahead of the answer stays first in line.
+            let early = rx.buffer().to_vec();
+            match tokio::time::timeout(deadline, conn.write_all(&ACCEPT)).await {
+                Ok(Ok(())) => {}
+                _ => return,
+            }
+            let Ok(stream) = conn.into_blocking() else {
+                return;
+            };
+            let me = self.clone();
+            let spawned = std::thread::Builder::new()
+                .name("lrpc-session".into())
+                .spawn(move || {
+                    me.session(stream, early);
+                    drop(permit);
+                });
+            if let Err(e) = spawned {
+                tracing::warn!("no thread for a session: {e}");
             }
             return;
         }
@@ -177,112 +153,110 @@ impl RemoteServer {
             tracing::debug!(instance, name, "no such function");
             return;
         };
+        let early = rx.buffer().to_vec();
+        let (r, w) = conn.into_split();
+        let r: session::BoxedRead = Box::pin(std::io::Cursor::new(early).chain(r));
         let paths: [&[Option<usize>]; 0] = [];
-        let inc = Incoming::new(rx, paths, true, |_, _| async {});
-        let out = Outgoing::new(tx.boxed(), |_, _| async {});
+        let inc = Incoming::new(BufReader::new(r), paths, true, |_, _| async {});
+        let out = Outgoing::new(w, |_, _| async {});
         self.handle(export, *proc, out, inc).await;
+        drop(permit);
     }
 
-    /// Calls made one after another on a kept connection (see `session.rs`).
-    async fn session(&self, tx: Arc<Tx>, mut rx: Rx) {
+    /// A session, on a thread of its own: calls one after another, each read off the
+    /// connection (its parameters within [`ServeOptions::read_deadline`]), made on this
+    /// thread and answered; the session ends when the client closes it, sends something else
+    /// than a request or stays idle for [`ServeOptions::session_idle`].
+    fn session(&self, stream: BlockingStream, early: Vec<u8>) {
+        let opts = &self.options;
+        let Ok(mut tx) = stream.try_clone() else {
+            return;
+        };
+        // One wait of a read (or a write) is bounded by the shorter limit; the idle time and
+        // a request's whole time are checked against the clock.
+        if stream
+            .set_timeouts(
+                opts.read_deadline
+                    .min(opts.session_idle)
+                    .max(Duration::from_millis(1)),
+            )
+            .is_err()
+        {
+            return;
+        }
+        let timed = Timed {
+            stream,
+            until: None,
+        };
+        let mut rx =
+            std::io::BufReader::new(std::io::Read::chain(std::io::Cursor::new(early), timed));
         let (mut instance, mut func) = (String::new(), String::new());
         let (mut scratch, mut params) = (Vec::new(), Vec::new());
-        // Given once the previous call's reply is out: one call at a time per session. The
-        // task does not wait for it until the next request is read, so a reply the driver
-        // thread wrote whole wakes nobody.
-        let replied = Arc::new(Notify::new());
-        replied.notify_one();
+        let mut idle_since = Instant::now();
         loop {
-            let tag = match tokio::time::timeout(self.options.session_idle, rx.read_u8()).await {
-                Ok(Ok(t)) => t,
-                _ => return,
+            let tag = match session::read_u8(&mut rx) {
+                Ok(t) => t,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) && idle_since.elapsed() < opts.session_idle =>
+                {
+                    continue;
+                }
+                Err(_) => return,
             };
             if tag != REQUEST {
                 return;
             }
-            let read = async {
-                session::read_name(&mut rx, &mut scratch, &mut instance).await?;
-                session::read_name(&mut rx, &mut scratch, &mut func).await?;
-                let n = session::read_len(&mut rx, self.options.max_request).await?;
-                session::read_exact_into(&mut rx, &mut params, n).await
-            };
-            match tokio::time::timeout(self.options.read_deadline, read).await {
-                Ok(Ok(())) => {}
-                _ => return,
+            rx.get_mut().get_mut().1.until = Some(Instant::now() + opts.read_deadline);
+            let read = (|| {
+                session::read_name(&mut rx, &mut scratch, &mut instance)?;
+                session::read_name(&mut rx, &mut scratch, &mut func)?;
+                let n = session::read_len(&mut rx, opts.max_request)?;
+                session::read_exact_into_blocking(&mut rx, &mut params, n)
+            })();
+            rx.get_mut().get_mut().1.until = None;
+            if read.is_err() {
+                return;
             }
-            replied.notified().await;
-            if !self
-                .session_call(&instance, &func, &params, &tx, &replied)
-                .await
-            {
-                if tx.write_all(&[FAILED]).await.is_err() {
-                    return;
-                }
-                replied.notify_one();
+            let reply = self.session_call(&instance, &func, &params);
+            if std::io::Write::write_all(&mut tx, &reply).is_err() {
+                return;
             }
+            idle_since = Instant::now();
         }
     }
 
-    /// One call of a session, handed to a driver thread, which writes the reply and gives
-    /// `replied` (what the socket does not take at once goes from a task). False when the
-    /// call failed before it reached the kernel: the caller answers.
-    async fn session_call(
-        &self,
-        instance: &str,
-        func: &str,
-        params: &[u8],
-        tx: &Arc<Tx>,
-        replied: &Arc<Notify>,
-    ) -> bool {
+    /// One call of a session, made on this thread; its reply.
+    fn session_call(&self, instance: &str, func: &str, params: &[u8]) -> Vec<u8> {
         let Some((export, proc)) = self.function(instance, func) else {
             tracing::debug!(instance, func, "no such function");
-            return false;
+            return vec![FAILED];
         };
         let (plan, proc) = (&export.plan, *proc);
         let Ok(ptys) = param_types(plan, proc) else {
-            return false;
+            return vec![FAILED];
         };
         // Checked while translated into the A-stack encoding, before a domain sees a byte.
         let args = match wire::from_wire(plan, &ptys, params, self.options.max_request) {
             Ok((args, used)) if used == params.len() => args,
             Ok((_, used)) => {
                 tracing::debug!(export = %export.name, proc, "{} bytes after the parameters", params.len() - used);
-                return false;
+                return vec![FAILED];
             }
             Err(e) => {
                 tracing::debug!(export = %export.name, proc, "refused parameters: {e}");
-                return false;
+                return vec![FAILED];
             }
         };
         if !self.options.server_wait.is_zero() {
-            tokio::time::sleep(self.options.server_wait).await;
+            std::thread::sleep(self.options.server_wait);
         }
-        let (plan, tx, replied) = (plan.clone(), tx.clone(), replied.clone());
-        let name = export.name.clone();
-        let rt = tokio::runtime::Handle::current();
-        let sent = self.pool.submit(export, proc, args, move |r| {
-            let reply = session_reply(&plan, proc, r, &name);
-            let rest = match tx.try_write(&reply) {
-                Ok(n) => reply.get(n..).map(<[u8]>::to_vec).unwrap_or_default(),
-                Err(_) => reply,
-            };
-            if rest.is_empty() {
-                replied.notify_one();
-            } else {
-                rt.spawn(async move {
-                    // On failure the connection is broken: the session's next read ends it.
-                    let _ = tx.write_all(&rest).await;
-                    replied.notify_one();
-                });
-            }
-        });
-        match sent.await {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::debug!(export = %export.name, proc, "call failed: {e}");
-                false
-            }
-        }
+        let r = self
+            .pool
+            .call_blocking(export, proc, &args, self.options.read_deadline);
+        session_reply(plan, proc, r, &export.name)
     }
 
     async fn handle(&self, export: &LocalExport, proc: usize, mut out: Outgoing, inc: Incoming) {
@@ -346,8 +320,7 @@ impl RemoteServer {
                 continue;
             };
             let _ = stream.set_nodelay(true);
-            let (rx, tx) = stream.into_split();
-            self.accept(Box::pin(rx), Tx::Tcp(tx), permit);
+            self.accept(Stream::Tcp(stream), permit);
         }
     }
 
@@ -360,19 +333,15 @@ impl RemoteServer {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
-            let (rx, tx) = stream.into_split();
-            self.accept(Box::pin(rx), Tx::Unix(tx), permit);
+            self.accept(Stream::Unix(stream), permit);
         }
     }
 
-    fn accept(self: &Arc<Self>, rx: Pin<Box<dyn AsyncRead + Send + Sync>>, tx: Tx, permit: Cx) {
+    fn accept(self: &Arc<Self>, conn: Stream, permit: Cx) {
         let me = self.clone();
         // A task per connection before its header is read: a connection opened ahead of its
         // calls never holds up the accept loop.
-        tokio::spawn(async move {
-            me.serve(tx, BufReader::new(rx)).await;
-            drop(permit);
-        });
+        tokio::spawn(me.serve(conn, permit));
     }
 }
 
@@ -402,5 +371,21 @@ fn session_reply(
             tracing::debug!(export = name, proc, "call failed: {e}");
             vec![FAILED]
         }
+    }
+}
+
+/// A session's connection, read with a bound on a whole request's time: past `until`, a read
+/// fails as timed out.
+struct Timed {
+    stream: BlockingStream,
+    until: Option<Instant>,
+}
+
+impl std::io::Read for Timed {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.until.is_some_and(|t| Instant::now() >= t) {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        self.stream.read(buf)
     }
 }

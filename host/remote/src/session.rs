@@ -20,7 +20,7 @@
 //! Parameters and results are in the component model's value encoding, exactly as in a wRPC
 //! invocation, and the server checks the parameters the same way (`wire.rs`).
 
-use std::io;
+use std::io::{self, Read};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, ReadBuf};
@@ -42,6 +42,11 @@ pub(crate) const FAILED: u8 = 0x01;
 /// Longest instance or function name accepted in a request.
 pub(crate) const MAX_NAME: usize = 1024;
 
+/// A connection's reading half, boxed.
+pub(crate) type BoxedRead = Pin<Box<dyn AsyncRead + Send + Sync>>;
+/// A connection's writing half, boxed.
+pub(crate) type BoxedWrite = Pin<Box<dyn AsyncWrite + Send + Sync>>;
+
 /// A connection: TCP or Unix.
 pub(crate) enum Stream {
     Tcp(TcpStream),
@@ -58,6 +63,85 @@ impl Stream {
             Stream::Unix(s) => socket2::SockRef::from(s).peek(&mut b),
         };
         matches!(r, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+}
+
+impl Stream {
+    /// The connection's halves, boxed.
+    pub(crate) fn into_split(self) -> (BoxedRead, BoxedWrite) {
+        match self {
+            Stream::Tcp(s) => {
+                let (r, w) = s.into_split();
+                (Box::pin(r), Box::pin(w))
+            }
+            Stream::Unix(s) => {
+                let (r, w) = s.into_split();
+                (Box::pin(r), Box::pin(w))
+            }
+        }
+    }
+
+    /// The connection as a blocking socket, for a thread of its own.
+    pub(crate) fn into_blocking(self) -> io::Result<BlockingStream> {
+        let s = match self {
+            Stream::Tcp(s) => BlockingStream::Tcp(s.into_std()?),
+            Stream::Unix(s) => BlockingStream::Unix(s.into_std()?),
+        };
+        match &s {
+            BlockingStream::Tcp(t) => t.set_nonblocking(false)?,
+            BlockingStream::Unix(u) => u.set_nonblocking(false)?,
+        }
+        Ok(s)
+    }
+}
+
+/// A connection served by a blocking thread (the server's side of a session).
+pub(crate) enum BlockingStream {
+    Tcp(std::net::TcpStream),
+    Unix(std::os::unix::net::UnixStream),
+}
+
+impl BlockingStream {
+    pub(crate) fn try_clone(&self) -> io::Result<BlockingStream> {
+        Ok(match self {
+            BlockingStream::Tcp(s) => BlockingStream::Tcp(s.try_clone()?),
+            BlockingStream::Unix(s) => BlockingStream::Unix(s.try_clone()?),
+        })
+    }
+
+    /// Sets how long one read and one write may wait.
+    pub(crate) fn set_timeouts(&self, t: std::time::Duration) -> io::Result<()> {
+        match self {
+            BlockingStream::Tcp(s) => {
+                s.set_read_timeout(Some(t))?;
+                s.set_write_timeout(Some(t))
+            }
+            BlockingStream::Unix(s) => {
+                s.set_read_timeout(Some(t))?;
+                s.set_write_timeout(Some(t))
+            }
+        }
+    }
+}
+
+impl Read for BlockingStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            BlockingStream::Tcp(s) => s.read(buf),
+            BlockingStream::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl io::Write for BlockingStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            BlockingStream::Tcp(s) => s.write(buf),
+            BlockingStream::Unix(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -103,21 +187,58 @@ fn invalid(what: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what)
 }
 
-/// Reads an unsigned LEB128 number of at most 32 bits.
-pub(crate) async fn read_leb_u32(r: &mut (impl AsyncRead + Unpin)) -> io::Result<u32> {
-    let mut v: u32 = 0;
-    for i in 0..5 {
-        let b = r.read_u8().await?;
+/// An unsigned LEB128 number of at most 32 bits, taken a byte at a time (the same decoder
+/// for the client's async reads and the server's blocking ones).
+#[derive(Default)]
+pub(crate) struct Leb {
+    v: u32,
+    i: u32,
+}
+
+impl Leb {
+    /// Takes the next byte; the number once it is complete.
+    pub(crate) fn push(&mut self, b: u8) -> io::Result<Option<u32>> {
         let bits = u32::from(b & 0x7f);
-        if i == 4 && bits > 0x0f {
+        if self.i == 4 && bits > 0x0f {
             return Err(invalid("LEB128 number out of range"));
         }
-        v |= bits << (7 * i);
+        self.v |= bits << (7 * self.i);
+        self.i += 1;
         if b & 0x80 == 0 {
+            return Ok(Some(self.v));
+        }
+        if self.i == 5 {
+            return Err(invalid("LEB128 number too long"));
+        }
+        Ok(None)
+    }
+}
+
+/// Reads an unsigned LEB128 number of at most 32 bits.
+pub(crate) async fn read_leb_u32(r: &mut (impl AsyncRead + Unpin)) -> io::Result<u32> {
+    let mut leb = Leb::default();
+    loop {
+        if let Some(v) = leb.push(r.read_u8().await?)? {
             return Ok(v);
         }
     }
-    Err(invalid("LEB128 number too long"))
+}
+
+/// [`read_leb_u32`] from a blocking reader.
+pub(crate) fn read_leb_u32_blocking(r: &mut impl Read) -> io::Result<u32> {
+    let mut leb = Leb::default();
+    loop {
+        if let Some(v) = leb.push(read_u8(r)?)? {
+            return Ok(v);
+        }
+    }
+}
+
+/// Reads one byte from a blocking reader.
+pub(crate) fn read_u8(r: &mut impl Read) -> io::Result<u8> {
+    let mut b = [0u8; 1];
+    r.read_exact(&mut b)?;
+    Ok(b[0])
 }
 
 /// Appends `v` in unsigned LEB128.
@@ -134,8 +255,9 @@ pub(crate) fn put_leb_u32(buf: &mut Vec<u8>, mut v: u32) {
 }
 
 /// Reads a LEB128 length that must not exceed `limit`.
-pub(crate) async fn read_len(r: &mut (impl AsyncRead + Unpin), limit: usize) -> io::Result<usize> {
-    let n = usize::try_from(read_leb_u32(r).await?).map_err(|_| invalid("length out of range"))?;
+pub(crate) fn read_len(r: &mut impl Read, limit: usize) -> io::Result<usize> {
+    let n =
+        usize::try_from(read_leb_u32_blocking(r)?).map_err(|_| invalid("length out of range"))?;
     if n > limit {
         return Err(invalid("length over the limit"));
     }
@@ -151,6 +273,21 @@ pub(crate) async fn read_exact_into(
 ) -> io::Result<()> {
     buf.clear();
     let got = (&mut *r).take(n as u64).read_to_end(buf).await?;
+    check_len(got, n)
+}
+
+/// [`read_exact_into`] from a blocking reader.
+pub(crate) fn read_exact_into_blocking(
+    r: &mut impl Read,
+    buf: &mut Vec<u8>,
+    n: usize,
+) -> io::Result<()> {
+    buf.clear();
+    let got = r.take(n as u64).read_to_end(buf)?;
+    check_len(got, n)
+}
+
+fn check_len(got: usize, n: usize) -> io::Result<()> {
     if got != n {
         return Err(io::ErrorKind::UnexpectedEof.into());
     }
@@ -158,13 +295,13 @@ pub(crate) async fn read_exact_into(
 }
 
 /// Reads a name (LEB128 length at most [`MAX_NAME`], UTF-8) into `into`.
-pub(crate) async fn read_name(
-    r: &mut (impl AsyncRead + Unpin),
+pub(crate) fn read_name(
+    r: &mut impl Read,
     scratch: &mut Vec<u8>,
     into: &mut String,
 ) -> io::Result<()> {
-    let n = read_len(r, MAX_NAME).await?;
-    read_exact_into(r, scratch, n).await?;
+    let n = read_len(r, MAX_NAME)?;
+    read_exact_into_blocking(r, scratch, n)?;
     into.clear();
     into.push_str(std::str::from_utf8(scratch).map_err(|_| invalid("a name is not UTF-8"))?);
     Ok(())
@@ -199,23 +336,31 @@ mod tests {
         }
         let mut b = Vec::new();
         put_leb_u32(&mut b, 11);
-        assert!(read_len(&mut &b[..], 10).await.is_err());
+        assert!(read_len(&mut &b[..], 10).is_err());
+        for v in [0u32, 300, u32::MAX] {
+            let mut b = Vec::new();
+            put_leb_u32(&mut b, v);
+            assert_eq!(read_leb_u32_blocking(&mut &b[..]).unwrap(), v);
+        }
+        for b in bad {
+            assert!(read_leb_u32_blocking(&mut &b[..]).is_err(), "{b:?}");
+        }
     }
 
-    #[tokio::test]
-    async fn names_are_bounded_and_utf8() {
+    #[test]
+    fn names_are_bounded_and_utf8() {
         let mut scratch = Vec::new();
         let mut s = String::new();
         let mut b = Vec::new();
         put_name(&mut b, "lrpc:bench/bench").unwrap();
-        read_name(&mut &b[..], &mut scratch, &mut s).await.unwrap();
+        read_name(&mut &b[..], &mut scratch, &mut s).unwrap();
         assert_eq!(s, "lrpc:bench/bench");
         let mut b = Vec::new();
         put_leb_u32(&mut b, 2);
         b.extend_from_slice(&[0xc3, 0x28]);
-        assert!(read_name(&mut &b[..], &mut scratch, &mut s).await.is_err());
+        assert!(read_name(&mut &b[..], &mut scratch, &mut s).is_err());
         let mut b = Vec::new();
         put_leb_u32(&mut b, (MAX_NAME + 1) as u32);
-        assert!(read_name(&mut &b[..], &mut scratch, &mut s).await.is_err());
+        assert!(read_name(&mut &b[..], &mut scratch, &mut s).is_err());
     }
 }
