@@ -45,6 +45,8 @@ pub struct DomainData {
     /// Asynchronous bindings (URPC channels) this replica holds as client, indexed by the
     /// handle's slot (see `channel::guest`).
     pub(crate) channels: Vec<crate::channel::ChanSlot>,
+    /// MultiRPCs under way from this replica, indexed by their id (see `imports::multi`).
+    pub(crate) multis: Vec<Option<crate::imports::MultiCall>>,
     /// Ticks of the kernel's default deadline, for calls the embedder makes.
     pub(crate) default_deadline_ticks: u64,
     /// Tick at which the code running now must stop (0: no deadline).
@@ -187,6 +189,7 @@ pub(crate) fn instantiate(
         coresident: Default::default(),
         retired: Vec::new(),
         channels: Vec::new(),
+        multis: Vec::new(),
         default_deadline_ticks: kernel.ticks_for(kernel.config.deadline),
         deadline_tick: kernel.deadline_tick(kernel.config.deadline),
         ticks: kernel.ticks.clone(),

@@ -57,4 +57,4 @@ pub use lrpc_presentation::{
     Trust, Ty, Wit,
 };
 pub use quota::{Quotas, Usage};
-pub use remote::RemoteTarget;
+pub use remote::{RemoteDone, RemoteTarget};

@@ -26,7 +26,7 @@ use lrpc_presentation::{Side, SidePresentation};
 use std::sync::Arc;
 
 /// Where the kernel sends the calls made on bindings to a remote export.
-pub trait RemoteTarget: Send + Sync {
+pub trait RemoteTarget: Send + Sync + 'static {
     /// Runs procedure `proc` (an index into the interface's plan) elsewhere and waits for
     /// it. `request` is the parameters' A-stack encoding as the client's stub laid it out;
     /// for a procedure whose plan is `bounded`, the encoding may be followed by unused bytes
@@ -36,7 +36,23 @@ pub trait RemoteTarget: Send + Sync {
     /// Runs on the calling guest's thread, which waits: it must not need that thread to make
     /// progress.
     fn call(&self, proc: usize, request: &[u8]) -> Result<Vec<u8>, Status>;
+
+    /// Starts [`call`](RemoteTarget::call) without holding the calling thread: `done` gets
+    /// the outcome, on whichever thread finishes the call. A guest's MultiRPC starts its
+    /// remote members this way, all at once. By default a thread of its own makes the call;
+    /// a target with an asynchronous transport sends it there instead.
+    fn start(self: Arc<Self>, proc: usize, request: Vec<u8>, done: RemoteDone) {
+        let spawned = std::thread::Builder::new()
+            .name("lrpc-remote-call".into())
+            .spawn(move || done(self.call(proc, &request)));
+        if let Err(e) = spawned {
+            tracing::warn!("no thread for a remote call: {e}");
+        }
+    }
 }
+
+/// What receives a started remote call's outcome (see [`RemoteTarget::start`]).
+pub type RemoteDone = Box<dyn FnOnce(Result<Vec<u8>, Status>) + Send>;
 
 impl Kernel {
     /// Exports `interface` under `name` on behalf of a server elsewhere: calls made on

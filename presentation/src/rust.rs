@@ -308,8 +308,10 @@ impl Gen<'_> {
 ",
             plan.name
         );
-        // The asynchronous client's methods, collected beside the synchronous ones.
+        // The asynchronous client's methods and the MultiRPC calls, collected beside the
+        // synchronous ones.
         let mut asyncs = String::new();
+        let mut multis = String::new();
         for (id, p) in plan.procs.iter().enumerate() {
             let special = |k: usize| Self::special(self.client, id, k);
             let mut params: Vec<String> = p
@@ -396,6 +398,28 @@ impl Gen<'_> {
                     p.out_bound.unwrap_or(0)
                 );
             }
+            if !into {
+                // One call to many bindings: the same encoding, laid on each member's
+                // A-stack by the runtime; each reply decoded as a single call's.
+                let ret = p.result.as_ref().map_or("()".into(), |t| self.owned(t));
+                let mut mparams = vec!["__members: &[&Client]".to_string()];
+                mparams.extend(params.iter().cloned());
+                let _ = writeln!(
+                    multis,
+                    "        /// Calls `{}` on every client of `__members` at once (MultiRPC): the arguments are
+        /// encoded once; `__handler` runs once per member's reply or failure, in arrival order,
+        /// and ends the call early by returning `Break`; `__timeout_ms` bounds the whole call.
+        pub fn multi_{}({}, __timeout_ms: u32, __handler: impl FnMut(usize, Result<{ret}, CallError>) -> ::core::ops::ControlFlow<()>) -> Result<::lrpc_sdk::rt::MultiOutcome, CallError> {{
+            let __bs: Vec<&::lrpc_sdk::Binding> = __members.iter().map(|__c| &__c.binding).collect();
+            ::lrpc_sdk::rt::multi_invoke(&__bs, {id}, {}, {size}, {}, __timeout_ms, |__w: &mut Writer| {{ {enc} }}, |__r: &mut Reader<'_>| Ok({dec}), __handler)
+        }}",
+                    p.name,
+                    snake(&p.name).trim_start_matches("r#"),
+                    mparams.join(", "),
+                    p.bounded,
+                    p.out_bound.unwrap_or(0)
+                );
+            }
             let _ = writeln!(o, "        /// Calls `{}`.", p.name);
             let fast = p
                 .fast
@@ -435,6 +459,7 @@ impl Gen<'_> {
             let _ = writeln!(o, "{invoke}");
             let _ = writeln!(o, "        }}");
         }
+        o.push_str(&multis);
         let _ = writeln!(o, "    }}");
         let _ = write!(
             o,

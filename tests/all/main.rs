@@ -5,6 +5,7 @@ mod component;
 mod failures;
 mod isolation;
 mod lifecycle;
+mod multi;
 mod nesting;
 mod presentation;
 mod quotas;

@@ -307,3 +307,97 @@ pub extern "C" fn async_null(threads: i32, iters: i32) -> i64 {
         Err(exec::Stalled) => -2000,
     }
 }
+
+thread_local! {
+    /// The members of this client's MultiRPCs, bound by `multi_bind`.
+    static MEMBERS: RefCell<Vec<bench::Client>> = const { RefCell::new(Vec::new()) };
+    /// The last MultiRPC's events, in arrival order: `(member, result or error)`.
+    static MULTI_LOG: RefCell<Vec<(usize, Result<u32, CallError>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A buffer the embedder writes a name into before `multi_bind`.
+static mut NAME: [u8; 256] = [0; 256];
+
+/// The address of the name buffer (256 bytes).
+#[unsafe(no_mangle)]
+pub extern "C" fn name_buf() -> i32 {
+    core::ptr::addr_of_mut!(NAME) as i32
+}
+
+/// Binds `n` more MultiRPC members to the export named by the first `len` bytes of the name
+/// buffer; the number of members, or `-(status)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn multi_bind(len: i32, n: i32) -> i32 {
+    // SAFETY: the buffer is only read here, on this domain's one thread.
+    let buf = unsafe { &*core::ptr::addr_of!(NAME) };
+    let Some(Ok(name)) = buf.get(..len.max(0) as usize).map(std::str::from_utf8) else {
+        return -(lrpc_sdk::Status::UnknownInterface as i32);
+    };
+    for _ in 0..n.max(0) {
+        match bench::Client::bind_named(name) {
+            Ok(c) => MEMBERS.with(|m| m.borrow_mut().push(c)),
+            Err(e) => return -e.code(),
+        }
+    }
+    MEMBERS.with(|m| m.borrow().len() as i32)
+}
+
+/// One MultiRPC of `add(a, b)` to every member, ending after `stop_after` events (0: never)
+/// or after `timeout_ms`. Returns the number of events (bits 0–15), of replies among them
+/// (16–31), whether the handler stopped the call (bit 32) and whether it timed out (bit 33);
+/// or `-(status)` when the MultiRPC could not be made. The events are read by `multi_event`.
+#[unsafe(no_mangle)]
+pub extern "C" fn multi_add(a: i32, b: i32, stop_after: i32, timeout_ms: i32) -> i64 {
+    MULTI_LOG.with(|l| l.borrow_mut().clear());
+    let r = MEMBERS.with(|m| {
+        let m = m.borrow();
+        let members: Vec<&bench::Client> = m.iter().collect();
+        bench::Client::multi_add(
+            &members,
+            a as u32,
+            b as u32,
+            timeout_ms.max(0) as u32,
+            |i, r| {
+                let seen = MULTI_LOG.with(|l| {
+                    let mut l = l.borrow_mut();
+                    l.push((i, r));
+                    l.len()
+                });
+                if stop_after > 0 && seen >= stop_after as usize {
+                    core::ops::ControlFlow::Break(())
+                } else {
+                    core::ops::ControlFlow::Continue(())
+                }
+            },
+        )
+    });
+    match r {
+        Ok(o) => {
+            let (events, ok) = MULTI_LOG.with(|l| {
+                let l = l.borrow();
+                (l.len(), l.iter().filter(|(_, r)| r.is_ok()).count())
+            });
+            if o.answered.iter().filter(|&&x| x).count() != events {
+                return -2001;
+            }
+            events as i64
+                | (ok as i64) << 16
+                | i64::from(o.stopped) << 32
+                | i64::from(o.timed_out) << 33
+        }
+        Err(e) => neg(e),
+    }
+}
+
+/// Event `k` of the last MultiRPC: the member's index (bits 32–62) and its result (bits
+/// 0–31), or the member's index and its error's status code with bit 31 set; -1 if none.
+#[unsafe(no_mangle)]
+pub extern "C" fn multi_event(k: i32) -> i64 {
+    MULTI_LOG.with(|l| match l.borrow().get(k.max(0) as usize) {
+        Some((i, Ok(v))) => (*i as i64) << 32 | i64::from(*v),
+        Some((i, Err(e))) => {
+            (*i as i64) << 32 | 0x8000_0000 | i64::from(e.code() as u32 & 0x7fff_ffff)
+        }
+        None => -1,
+    })
+}

@@ -784,7 +784,28 @@ fn invoke_on<R>(
     enc: impl FnOnce(&mut Writer),
     out: impl TakeOut<R>,
 ) -> Result<R, CallError> {
-    let bad_reply = |_| CallError::BadReply;
+    let inline = put_args(b, proc, astack, cap, bounded, size, out_bound, used, enc)?;
+    check(dispatch(b, proc, astack, cap, inline))?;
+    take_results(b, proc, astack, cap, bounded, out_bound, used, out)
+}
+
+/// The first half of a call: encodes the arguments (`size` bytes, by `enc`) onto the A-stack
+/// at `astack` (at its base for a procedure of bounded size, else after the header), or into
+/// the `in` segment when they do not fit, and records what was used; whether they are all on
+/// the A-stack.
+#[allow(clippy::too_many_arguments, reason = "the parts of one call")]
+#[inline]
+fn put_args(
+    b: &Binding,
+    proc: u32,
+    astack: u32,
+    cap: usize,
+    bounded: bool,
+    size: usize,
+    out_bound: usize,
+    used: &mut Used,
+    enc: impl FnOnce(&mut Writer),
+) -> Result<bool, CallError> {
     let base = astack as usize;
     if bounded {
         // SAFETY: the kernel gave this domain the A-stack `[base, base + cap)`.
@@ -801,14 +822,7 @@ fn invoke_on<R>(
                 c.in_bytes += w.len() as u64;
             });
         }
-        check(dispatch(b, proc, astack, cap, true))?;
-        if out_bound > 0 {
-            count(|c| c.out_copies += 1);
-        }
-        // Only the result's bound is read back (nothing at all for a procedure without one).
-        let n = out_bound.min(cap);
-        // SAFETY: as above; `n <= cap`.
-        return unsafe { out.take_out(base as *const u8, n, false) }.map_err(bad_reply);
+        return Ok(true);
     }
     let inline_cap = cap.saturating_sub(header::LEN);
     let (dst, room, flags) = if size <= inline_cap {
@@ -831,8 +845,36 @@ fn invoke_on<R>(
         c.in_copies += 1;
         c.in_bytes += size as u64;
     });
-    check(dispatch(b, proc, astack, cap, flags == 0))?;
+    Ok(flags == 0)
+}
+
+/// The second half of a call that returned: takes the results out of the A-stack (a
+/// procedure of bounded size: only the result's bound) or the reply segment, by `out`.
+#[allow(clippy::too_many_arguments, reason = "the parts of one call")]
+#[inline]
+fn take_results<R>(
+    b: &Binding,
+    proc: u32,
+    astack: u32,
+    cap: usize,
+    bounded: bool,
+    out_bound: usize,
+    used: &mut Used,
+    out: impl TakeOut<R>,
+) -> Result<R, CallError> {
+    let bad_reply = |_| CallError::BadReply;
+    let base = astack as usize;
+    if bounded {
+        if out_bound > 0 {
+            count(|c| c.out_copies += 1);
+        }
+        // Only the result's bound is read back (nothing at all for a procedure without one).
+        let n = out_bound.min(cap);
+        // SAFETY: the kernel gave this domain the A-stack `[base, base + cap)`; `n <= cap`.
+        return unsafe { out.take_out(base as *const u8, n, false) }.map_err(bad_reply);
+    }
     count(|c| c.out_copies += 1);
+    let inline_cap = cap.saturating_sub(header::LEN);
     // The reply's header and length come from the server: untrusted.
     let rflags = read_u32(base);
     let len = read_u32(base + 4) as usize;
@@ -853,6 +895,213 @@ fn invoke_on<R>(
     // SAFETY: `[src, src + len)` lies inside the A-stack or the reply segment (checked
     // against its capacity just above).
     unsafe { out.take_out(src as *const u8, len, true) }.map_err(bad_reply)
+}
+
+/// How a MultiRPC ended (see [`multi_invoke`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MultiOutcome {
+    /// Per member, in member order: whether its reply or failure reached the handler.
+    pub answered: Vec<bool>,
+    /// The handler ended the call.
+    pub stopped: bool,
+    /// The overall timeout ended the call; members not answered are stragglers.
+    pub timed_out: bool,
+}
+
+/// One member's A-stack in a MultiRPC.
+struct Leg<'a> {
+    b: &'a Binding,
+    astack: u32,
+    cap: usize,
+    used: Used,
+}
+
+/// MultiRPC (Satyanarayanan and Siegel): procedure `proc` on every binding of `members` at
+/// once. The arguments are encoded once (by `enc`, as for [`invoke`]) and laid on each
+/// member's A-stack; the kernel sends the remote members' calls at once and makes the local
+/// ones one after another, each with its ordinary semantics. `handler` runs once per member's
+/// reply (decoded by `dec`) or failure, in arrival order, and ends the call early by
+/// returning `Break`; `timeout_ms` bounds the whole call. A member whose A-stack or arguments
+/// could not be prepared fails at once, before the others.
+#[allow(clippy::too_many_arguments, reason = "the parts of one call")]
+pub fn multi_invoke<R>(
+    members: &[&Binding],
+    proc: u32,
+    bounded: bool,
+    size: usize,
+    out_bound: usize,
+    timeout_ms: u32,
+    enc: impl FnOnce(&mut Writer),
+    dec: impl Fn(&mut Reader<'_>) -> Result<R, DecodeError>,
+    mut handler: impl FnMut(usize, Result<R, CallError>) -> core::ops::ControlFlow<()>,
+) -> Result<MultiOutcome, CallError> {
+    let n = members.len();
+    let mut outcome = MultiOutcome {
+        answered: vec![false; n],
+        stopped: false,
+        timed_out: false,
+    };
+    let mut legs: Vec<Option<Leg<'_>>> = Vec::with_capacity(n);
+    let mut failed: Vec<(usize, CallError)> = Vec::new();
+    for (i, b) in members.iter().enumerate() {
+        match b.take(proc) {
+            Ok((astack, cap)) => legs.push(Some(Leg {
+                b,
+                astack,
+                cap: cap as usize,
+                used: Used::default(),
+            })),
+            Err(e) => {
+                legs.push(None);
+                failed.push((i, e));
+            }
+        }
+    }
+    let r = multi_on(
+        &mut legs,
+        &mut failed,
+        &mut outcome,
+        proc,
+        bounded,
+        size,
+        out_bound,
+        timeout_ms,
+        enc,
+        &dec,
+        &mut handler,
+    );
+    for leg in legs.into_iter().flatten() {
+        if leg.b.clear_residue {
+            clear(leg.astack as usize, &leg.used);
+        }
+        leg.b.put(proc, leg.astack);
+    }
+    r.map(|()| outcome)
+}
+
+/// [`multi_invoke`] once the A-stacks are taken (the caller gives them back).
+#[allow(clippy::too_many_arguments, reason = "the parts of one call")]
+fn multi_on<R>(
+    legs: &mut [Option<Leg<'_>>],
+    failed: &mut Vec<(usize, CallError)>,
+    outcome: &mut MultiOutcome,
+    proc: u32,
+    bounded: bool,
+    size: usize,
+    out_bound: usize,
+    timeout_ms: u32,
+    enc: impl FnOnce(&mut Writer),
+    dec: &impl Fn(&mut Reader<'_>) -> Result<R, DecodeError>,
+    handler: &mut impl FnMut(usize, Result<R, CallError>) -> core::ops::ControlFlow<()>,
+) -> Result<(), CallError> {
+    use lrpc_abi::multi::{Kind, MEMBER_LEN, Member, NEXT_LEN, Next};
+    // Encoded once, into private memory; then copied onto every member's A-stack.
+    let room = if bounded {
+        legs.iter().flatten().map(|l| l.cap).min().unwrap_or(0)
+    } else {
+        size
+    };
+    let mut encoded = vec![0u8; room];
+    // SAFETY: `encoded` is this function's own buffer of `room` bytes.
+    let mut w = unsafe { Writer::new(encoded.as_mut_ptr(), room) };
+    enc(&mut w);
+    if !w.fits() || (!bounded && w.len() != size) {
+        return Err(CallError::ResourceExhausted);
+    }
+    encoded.truncate(w.len());
+    let mut records = Vec::new();
+    let mut sent = Vec::new();
+    for (i, leg) in legs.iter_mut().enumerate() {
+        let Some(l) = leg else { continue };
+        let put = put_args(
+            l.b,
+            proc,
+            l.astack,
+            l.cap,
+            bounded,
+            size,
+            out_bound,
+            &mut l.used,
+            |w| w.bytes(&encoded),
+        );
+        match put {
+            Ok(_) => {
+                let m = Member {
+                    handle: l.b.handle,
+                    astack: l.astack,
+                };
+                records.extend_from_slice(&m.encode());
+                sent.push(i);
+            }
+            Err(e) => failed.push((i, e)),
+        }
+    }
+    let mut report = |i: usize, r: Result<R, CallError>, outcome: &mut MultiOutcome| {
+        outcome.answered[i] = true;
+        if handler(i, r).is_break() {
+            outcome.stopped = true;
+        }
+        outcome.stopped
+    };
+    for (i, e) in failed.drain(..) {
+        if report(i, Err(e), outcome) {
+            return Ok(());
+        }
+    }
+    if sent.is_empty() {
+        return Ok(());
+    }
+    let id = sys::multi_start(
+        records.as_ptr() as i32,
+        (records.len() / MEMBER_LEN) as i32,
+        proc as i32,
+        i32::try_from(timeout_ms).unwrap_or(i32::MAX),
+    );
+    if id < 0 {
+        return Err(CallError::from_code(id.saturating_neg()));
+    }
+    let mut rec = [0u8; NEXT_LEN];
+    let end = loop {
+        let code = sys::multi_next(id, rec.as_mut_ptr() as i32);
+        if code != 0 {
+            break Err(CallError::from_code(code));
+        }
+        let Some(next) = Next::decode(&rec) else {
+            break Err(CallError::BadReply);
+        };
+        match next.kind {
+            Kind::Done => break Ok(()),
+            Kind::Timeout => {
+                outcome.timed_out = true;
+                break Ok(());
+            }
+            Kind::Reply => {}
+        }
+        let Some(&i) = sent.get(next.member as usize) else {
+            break Err(CallError::BadReply);
+        };
+        let Some(l) = legs[i].as_mut() else {
+            break Err(CallError::BadReply);
+        };
+        let r = match next.status {
+            0 => take_results(
+                l.b,
+                proc,
+                l.astack,
+                l.cap,
+                bounded,
+                out_bound,
+                &mut l.used,
+                Decode(dec),
+            ),
+            s => Err(CallError::from_code(s as i32)),
+        };
+        if report(i, r, outcome) {
+            break Ok(());
+        }
+    };
+    sys::multi_end(id);
+    end
 }
 
 /// Where a server entry writes its results.

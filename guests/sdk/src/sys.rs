@@ -44,6 +44,12 @@ mod imp {
         fn lrpc_channel_wait(handle: i64, rep_tail: i32, timeout_us: i32) -> i32;
         #[link_name = "channel_unbind"]
         fn lrpc_channel_unbind(handle: i64) -> i32;
+        #[link_name = "multi_start"]
+        fn lrpc_multi_start(members_ptr: i32, n: i32, proc: i32, timeout_ms: i32) -> i32;
+        #[link_name = "multi_next"]
+        fn lrpc_multi_next(id: i32, next_ptr: i32) -> i32;
+        #[link_name = "multi_end"]
+        fn lrpc_multi_end(id: i32) -> i32;
     }
 
     // SAFETY (all wrappers below): the kernel imports take plain integers; every pointer
@@ -116,6 +122,23 @@ mod imp {
         // SAFETY: see above.
         unsafe { lrpc_channel_unbind(handle) }
     }
+    /// The `multi_start` import ([`lrpc_abi::import::MULTI_START`]): starts a MultiRPC on the
+    /// `n` member records at `members_ptr`; its id, or the negated refusal status.
+    pub fn multi_start(members_ptr: i32, n: i32, proc: i32, timeout_ms: i32) -> i32 {
+        // SAFETY: see above.
+        unsafe { lrpc_multi_start(members_ptr, n, proc, timeout_ms) }
+    }
+    /// The `multi_next` import ([`lrpc_abi::import::MULTI_NEXT`]): the MultiRPC's next
+    /// event, its record written at `next_ptr`.
+    pub fn multi_next(id: i32, next_ptr: i32) -> i32 {
+        // SAFETY: see above.
+        unsafe { lrpc_multi_next(id, next_ptr) }
+    }
+    /// The `multi_end` import ([`lrpc_abi::import::MULTI_END`]): ends MultiRPC `id`.
+    pub fn multi_end(id: i32) -> i32 {
+        // SAFETY: see above.
+        unsafe { lrpc_multi_end(id) }
+    }
 }
 
 /// Without a kernel, every import answers `Status::NoCall`.
@@ -151,6 +174,15 @@ mod imp {
         NO
     }
     pub fn channel_unbind(_: i64) -> i32 {
+        NO
+    }
+    pub fn multi_start(_: i32, _: i32, _: i32, _: i32) -> i32 {
+        -NO
+    }
+    pub fn multi_next(_: i32, _: i32) -> i32 {
+        NO
+    }
+    pub fn multi_end(_: i32) -> i32 {
         NO
     }
 }

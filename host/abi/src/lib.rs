@@ -63,6 +63,106 @@ pub mod import {
     /// `channel_unbind(handle: i64) -> i32`: closes the channel and takes its segment out of
     /// both memories.
     pub const CHANNEL_UNBIND: &str = "channel_unbind";
+    /// `multi_start(members_ptr: i32, n: i32, proc: i32, timeout_ms: i32) -> i32`: starts a
+    /// MultiRPC: procedure `proc` on each of `n` bindings, whose member records
+    /// ([`multi::Member`](crate::multi::Member)) are at `members_ptr`, each A-stack already
+    /// holding the arguments. Returns the call's id (≥ 0), or the negated status that refused
+    /// it. Calls to remote exports go out at once; calls to local servers are made one at a
+    /// time by `multi_next`, on the calling thread, with their ordinary semantics.
+    pub const MULTI_START: &str = "multi_start";
+    /// `multi_next(id: i32, next_ptr: i32) -> i32`: waits for the MultiRPC's next event (a
+    /// member's reply or failure, in arrival order; the end; the overall timeout) and writes
+    /// its record ([`multi::Next`](crate::multi::Next)) at `next_ptr`. A member's results
+    /// are on its A-stack, as after `call`.
+    pub const MULTI_NEXT: &str = "multi_next";
+    /// `multi_end(id: i32) -> i32`: ends the MultiRPC: local members not yet called are not
+    /// called, remote replies still out are dropped, and no A-stack of it is touched again.
+    pub const MULTI_END: &str = "multi_end";
+}
+
+/// The records of MultiRPC from guests (`multi_start`, `multi_next`).
+pub mod multi {
+    /// Bytes of a member record.
+    pub const MEMBER_LEN: usize = 16;
+    /// Bytes of an event record.
+    pub const NEXT_LEN: usize = 12;
+    /// Most members of one MultiRPC.
+    pub const MAX_MEMBERS: usize = 1024;
+    /// Most MultiRPCs a domain replica has under way at once.
+    pub const MAX_OPEN: usize = 16;
+
+    /// One member: a binding and the A-stack holding the arguments.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct Member {
+        /// The binding's handle.
+        pub handle: u64,
+        /// The A-stack's address in the caller's memory.
+        pub astack: u32,
+    }
+
+    impl Member {
+        /// The record's bytes.
+        pub fn encode(&self) -> [u8; MEMBER_LEN] {
+            let lo = self.handle as u32;
+            let hi = (self.handle >> 32) as u32;
+            crate::words::put([lo, hi, self.astack, 0])
+        }
+
+        /// Reads a record from the start of `b`; `None` if `b` is too short.
+        pub fn decode(b: &[u8]) -> Option<Member> {
+            let [lo, hi, astack, _] = crate::words::get(b)?;
+            Some(Member {
+                handle: u64::from(lo) | (u64::from(hi) << 32),
+                astack,
+            })
+        }
+    }
+
+    /// What an event is.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Kind {
+        /// A member's reply or failure: `member` and `status` say which and how.
+        Reply = 0,
+        /// Every member has been reported.
+        Done = 1,
+        /// The overall timeout passed; members not reported are stragglers.
+        Timeout = 2,
+    }
+
+    /// One event of a MultiRPC.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Next {
+        /// What happened.
+        pub kind: Kind,
+        /// The member's index (for a reply).
+        pub member: u32,
+        /// The member call's status code (for a reply).
+        pub status: u32,
+    }
+
+    impl Next {
+        /// The record's bytes.
+        pub fn encode(&self) -> [u8; NEXT_LEN] {
+            crate::words::put([self.kind as u32, self.member, self.status])
+        }
+
+        /// Reads a record from the start of `b`; `None` if `b` is too short or its kind is
+        /// unknown.
+        pub fn decode(b: &[u8]) -> Option<Next> {
+            let [kind, member, status] = crate::words::get(b)?;
+            let kind = match kind {
+                0 => Kind::Reply,
+                1 => Kind::Done,
+                2 => Kind::Timeout,
+                _ => return None,
+            };
+            Some(Next {
+                kind,
+                member,
+                status,
+            })
+        }
+    }
 }
 
 /// Out-of-band segment carrying arguments (client to server).
@@ -627,6 +727,25 @@ pub const fn fnv1a64(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn multirpc_records_round_trip_and_unknown_kinds_are_refused() {
+        let m = multi::Member {
+            handle: 0x0123_4567_89ab_cdef,
+            astack: 0x1_0000,
+        };
+        assert_eq!(multi::Member::decode(&m.encode()), Some(m));
+        assert_eq!(multi::Member::decode(&m.encode()[..15]), None);
+        let n = multi::Next {
+            kind: multi::Kind::Timeout,
+            member: 7,
+            status: 3,
+        };
+        assert_eq!(multi::Next::decode(&n.encode()), Some(n));
+        let mut bad = n.encode();
+        bad[0] = 9;
+        assert_eq!(multi::Next::decode(&bad), None);
+    }
 
     #[test]
     fn statuses_round_trip_and_unknown_codes_are_refused() {

@@ -6,7 +6,8 @@
 
 use crate::client::{RemoteBinding, param_types};
 use crate::wire;
-use lrpc::{Domain, Kernel, RemoteTarget, Status};
+use lrpc::{Domain, Kernel, RemoteDone, RemoteTarget, Status};
+use std::sync::Arc;
 use std::sync::mpsc;
 use tokio::runtime::Handle;
 
@@ -30,8 +31,9 @@ impl Forward {
     }
 }
 
-impl RemoteTarget for Forward {
-    fn call(&self, proc: usize, request: &[u8]) -> Result<Vec<u8>, Status> {
+impl Forward {
+    /// The request in the wire encoding, checked as it is translated.
+    fn params(&self, proc: usize, request: &[u8]) -> Result<bytes::Bytes, Status> {
         let plan = self.binding.plan();
         let pp = plan.procs.get(proc).ok_or(Status::BadProcedure)?;
         let tys = param_types(plan, proc).map_err(|e| e.status())?;
@@ -43,23 +45,49 @@ impl RemoteTarget for Forward {
         .map_err(|e| {
             tracing::debug!(proc, "a guest's request does not translate: {e}");
             Status::ServerRejected
-        })?
-        .freeze();
+        })?;
+        Ok(params.freeze())
+    }
+}
+
+/// A remote call's outcome as the guest sees it: a status only; the log says which peer and
+/// why.
+fn outcome(
+    binding: &RemoteBinding,
+    proc: usize,
+    r: Result<Vec<u8>, crate::RemoteError>,
+) -> Result<Vec<u8>, Status> {
+    r.map_err(|e| {
+        tracing::warn!(proc, endpoint = %binding.endpoint(), "a remote call failed: {e}");
+        e.status()
+    })
+}
+
+impl RemoteTarget for Forward {
+    fn call(&self, proc: usize, request: &[u8]) -> Result<Vec<u8>, Status> {
+        let params = self.params(proc, request)?;
         let (tx, rx) = mpsc::sync_channel(1);
         let binding = self.binding.clone();
         self.runtime.spawn(async move {
             let _ = tx.send(binding.call_wire(proc, params).await);
         });
         match rx.recv() {
-            Ok(Ok(result)) => Ok(result),
-            Ok(Err(e)) => {
-                // The guest sees a status only; the log says which peer and why.
-                tracing::warn!(proc, endpoint = %self.binding.endpoint(), "a remote call failed: {e}");
-                Err(e.status())
-            }
+            Ok(r) => outcome(&self.binding, proc, r),
             // The runtime dropped the call: it is shutting down.
             Err(mpsc::RecvError) => Err(Status::ServerTerminated),
         }
+    }
+
+    fn start(self: Arc<Self>, proc: usize, request: Vec<u8>, done: RemoteDone) {
+        let params = match self.params(proc, &request) {
+            Ok(p) => p,
+            Err(s) => return done(Err(s)),
+        };
+        let runtime = self.runtime.clone();
+        runtime.spawn(async move {
+            let r = self.binding.call_wire(proc, params).await;
+            done(outcome(&self.binding, proc, r));
+        });
     }
 }
 
@@ -73,9 +101,5 @@ pub fn export_remote(
     runtime: Handle,
 ) -> Result<Domain, lrpc::Error> {
     let interface = binding.plan().name.clone();
-    kernel.export_remote(
-        name,
-        &interface,
-        std::sync::Arc::new(Forward::new(binding, runtime)),
-    )
+    kernel.export_remote(name, &interface, Arc::new(Forward::new(binding, runtime)))
 }

@@ -235,6 +235,21 @@ fn a_guests_stub_reaches_a_remote_export() -> Result<()> {
     assert_eq!(remote_kv.call::<(), i32>("selftest", ())?, 0);
     assert_eq!(local_kv.call::<(), i32>("selftest", ())?, 0);
 
+    // A MultiRPC from the guest to ten bindings of the remote export: every member's call
+    // goes out over wRPC at once, and each answers once.
+    let buf: i32 = remote_bench.call("name_buf", ())?;
+    remote_bench.write_memory(buf as usize, BENCH.as_bytes())?;
+    assert_eq!(
+        remote_bench.call::<(i32, i32), i32>("multi_bind", (BENCH.len() as i32, 10))?,
+        10
+    );
+    let r = remote_bench.call::<(i32, i32, i32, i32), i64>("multi_add", (40, 2, 0, 10_000))?;
+    assert_eq!((r & 0xffff, (r >> 16) & 0xffff, r >> 32), (10, 10, 0), "{r:#x}");
+    for k in 0..10 {
+        let e = remote_bench.call::<i32, i64>("multi_event", k)?;
+        assert_eq!(e & 0xffff_ffff, 42, "event {k}: {e:#x}");
+    }
+
     // The peer dies: the guest's call fails with the call-failed status and the guest keeps
     // running; the binding stays, and works again when the peer is back on its address.
     node.kill();

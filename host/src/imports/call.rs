@@ -132,7 +132,17 @@ pub(super) fn call(
     proc: i32,
     astack: i32,
 ) -> HostResult<i32> {
-    let raw = raw as u64;
+    call_in(&mut caller, raw as u64, proc, astack)
+}
+
+/// [`call`] through a borrowed caller (MultiRPC makes its local members' calls with it).
+#[inline(always)]
+pub(super) fn call_in(
+    caller: &mut Caller<'_, DomainData>,
+    raw: u64,
+    proc: i32,
+    astack: i32,
+) -> HostResult<i32> {
     let data = caller.data_mut();
     let p = match prepare(data, raw, proc, astack) {
         Ok(p) => p,
@@ -140,7 +150,7 @@ pub(super) fn call(
     };
     let client_key = data.key();
     let now = data.ticks.load(Ordering::Relaxed);
-    let mut status = transfer(&mut caller, client_key, raw, &p, proc as u32, now);
+    let mut status = transfer(caller, client_key, raw, &p, proc as u32, now);
     if status == Status::Ok && !p.binding.get().is_live() {
         // Unbound or revoked while the call was in flight: its A-stack left both memories,
         // so whatever the server wrote did not reach the client.
@@ -150,7 +160,7 @@ pub(super) fn call(
     if status != Status::Ok {
         // A failed call's stub reads nothing off the A-stack: windows revoked while this
         // client ran can go now (see `Replica::unmap_or_defer`).
-        flush_own(&caller);
+        flush_own(caller);
     }
     let data = caller.data_mut();
     if data.core.terminated.load(Ordering::Acquire) {

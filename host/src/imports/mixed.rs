@@ -114,7 +114,7 @@ pub(super) fn to_remote(
 /// The request of a call, as the client's stub laid it out: the A-stack's bound for a
 /// procedure of bounded size, else the payload the header names, on the A-stack or in the
 /// binding's `in` segment. Read once: the client may change it afterwards.
-fn read_request(
+pub(super) fn read_request(
     caller: &mut Caller<'_, DomainData>,
     b: &Binding,
     pp: &ProcPlan,
@@ -150,7 +150,7 @@ fn read_request(
 
 /// Writes a call's result where the client's stub reads it: at the A-stack's base for a
 /// procedure of bounded size, else as `write_reply` does.
-fn write_result(
+pub(super) fn write_result(
     caller: &mut Caller<'_, DomainData>,
     b: &Binding,
     pp: &ProcPlan,

@@ -1,7 +1,8 @@
 //! The kernel imports guests call, one module per job: binding (`bind`, `unbind`, and
 //! `astacks_more`, which grows a binding's A-stacks), the call itself (`call`, the hot path),
 //! out-of-band segments (`oob`, `reply_oob`) and asynchronous bindings (`channel_bind`,
-//! `channel_wait`, `channel_unbind`). What they share — reading and writing guest
+//! `channel_wait`, `channel_unbind`) and MultiRPC (`multi_start`, `multi_next`, `multi_end`).
+//! What they share — reading and writing guest
 //! memory, finding the kernel, checking a Binding Object's handle, mapping errors to
 //! statuses — lives here, below all of them, so that the job modules import no cycle.
 //!
@@ -12,7 +13,10 @@ mod bind;
 mod call;
 mod channel;
 mod mixed;
+mod multi;
 mod oob;
+
+pub(crate) use multi::MultiCall;
 
 use crate::binding::ClientBinding;
 use crate::clerk::ExportEntry;
@@ -43,6 +47,9 @@ pub(crate) fn define(linker: &mut Linker<DomainData>) -> wasmtime::Result<()> {
     linker.func_wrap(m, lrpc_abi::import::CHANNEL_BIND, channel::channel_bind)?;
     linker.func_wrap(m, lrpc_abi::import::CHANNEL_WAIT, channel::channel_wait)?;
     linker.func_wrap(m, lrpc_abi::import::CHANNEL_UNBIND, channel::channel_unbind)?;
+    linker.func_wrap(m, lrpc_abi::import::MULTI_START, multi::multi_start)?;
+    linker.func_wrap(m, lrpc_abi::import::MULTI_NEXT, multi::multi_next)?;
+    linker.func_wrap(m, lrpc_abi::import::MULTI_END, multi::multi_end)?;
     Ok(())
 }
 

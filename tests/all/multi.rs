@@ -1,0 +1,172 @@
+//! MultiRPC from a guest: `Client::multi_add` in `bench-client` calls many bindings at once
+//! through `lrpc.multi_start` / `multi_next` / `multi_end`. Local members are called with
+//! their ordinary semantics; remote ones (targets in this process, under the test's control)
+//! are sent at once and answered in arrival order.
+
+use lrpc::{Domain, Kernel, RemoteTarget, Status, artifacts};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const BENCH: &str = "lrpc:bench/bench";
+
+/// Answers `add` after waiting `wait`, as a server elsewhere would.
+struct Delayed {
+    wait: Duration,
+}
+
+impl RemoteTarget for Delayed {
+    fn call(&self, _proc: usize, req: &[u8]) -> Result<Vec<u8>, Status> {
+        std::thread::sleep(self.wait);
+        let a = u32::from_le_bytes(req[..4].try_into().unwrap());
+        let b = u32::from_le_bytes(req[4..8].try_into().unwrap());
+        Ok(a.wrapping_add(b).to_le_bytes().to_vec())
+    }
+}
+
+/// A kernel with the bench server exported under each of `names`, and the bench client.
+fn setup(names: &[&str]) -> (Kernel, Vec<Domain>, Domain) {
+    let kernel = Kernel::new().unwrap();
+    let servers = names
+        .iter()
+        .map(|name| {
+            let s = kernel
+                .domain(&format!("server {name}"), artifacts::BENCH_SERVER)
+                .unwrap();
+            kernel
+                .export_as(&s, BENCH, name, Default::default())
+                .unwrap();
+            s
+        })
+        .collect();
+    let client = kernel
+        .domain("bench-client", artifacts::BENCH_CLIENT)
+        .unwrap();
+    (kernel, servers, client)
+}
+
+/// Binds `n` members of `client` to the export `name`; the member count.
+fn bind(client: &Domain, name: &str, n: i32) -> i32 {
+    let buf: i32 = client.call("name_buf", ()).unwrap();
+    client.write_memory(buf as usize, name.as_bytes()).unwrap();
+    client.call("multi_bind", (name.len() as i32, n)).unwrap()
+}
+
+struct Outcome {
+    events: usize,
+    ok: usize,
+    stopped: bool,
+    timed_out: bool,
+    /// `(member, Ok(result) or Err(status code))`, in arrival order.
+    log: Vec<(usize, Result<u32, u32>)>,
+}
+
+fn multi_add(client: &Domain, a: i32, b: i32, stop_after: i32, timeout_ms: i32) -> Outcome {
+    let r: i64 = client
+        .call("multi_add", (a, b, stop_after, timeout_ms))
+        .unwrap();
+    assert!(r >= 0, "the MultiRPC failed: status {}", -r);
+    let events = (r & 0xffff) as usize;
+    let log = (0..events as i32)
+        .map(|k| {
+            let e: i64 = client.call("multi_event", k).unwrap();
+            assert!(e >= 0);
+            let member = (e >> 32) as usize;
+            let low = e as u32;
+            if low & 0x8000_0000 != 0 {
+                (member, Err(low & 0x7fff_ffff))
+            } else {
+                (member, Ok(low))
+            }
+        })
+        .collect();
+    Outcome {
+        events,
+        ok: ((r >> 16) & 0xffff) as usize,
+        stopped: r & (1 << 32) != 0,
+        timed_out: r & (1 << 33) != 0,
+        log,
+    }
+}
+
+#[test]
+fn a_guest_multirpc_reaches_a_hundred_members_once_each() {
+    let _g = crate::shared();
+    let (_k, _servers, client) = setup(&[BENCH, "bench-b"]);
+    assert_eq!(bind(&client, BENCH, 50), 50);
+    assert_eq!(bind(&client, "bench-b", 50), 100);
+    let o = multi_add(&client, 40, 2, 0, 10_000);
+    assert_eq!((o.events, o.ok), (100, 100));
+    assert!(!o.stopped && !o.timed_out);
+    let mut members: Vec<usize> = o.log.iter().map(|(m, _)| *m).collect();
+    members.sort_unstable();
+    assert_eq!(members, (0..100).collect::<Vec<_>>(), "each member once");
+    assert!(o.log.iter().all(|(_, r)| *r == Ok(42)));
+    // The bindings stay usable: the same MultiRPC again, other arguments.
+    let o = multi_add(&client, 7, 8, 0, 10_000);
+    assert_eq!((o.events, o.ok), (100, 100));
+    assert!(o.log.iter().all(|(_, r)| *r == Ok(15)));
+}
+
+#[test]
+fn the_handler_ends_a_guest_multirpc_early() {
+    let _g = crate::shared();
+    let (_k, _servers, client) = setup(&[BENCH]);
+    assert_eq!(bind(&client, BENCH, 20), 20);
+    let o = multi_add(&client, 1, 2, 3, 10_000);
+    assert_eq!((o.events, o.ok), (3, 3));
+    assert!(o.stopped && !o.timed_out);
+    // Nothing of the stopped call lingers: the next one sees every member.
+    let o = multi_add(&client, 1, 2, 0, 10_000);
+    assert_eq!((o.events, o.ok), (20, 20));
+}
+
+#[test]
+fn failures_are_reported_per_member_and_the_rest_answer() {
+    let _g = crate::shared();
+    let (kernel, servers, client) = setup(&[BENCH, "bench-b"]);
+    assert_eq!(bind(&client, BENCH, 3), 3);
+    assert_eq!(bind(&client, "bench-b", 3), 6);
+    kernel.terminate(&servers[1]);
+    let o = multi_add(&client, 40, 2, 0, 10_000);
+    assert_eq!((o.events, o.ok), (6, 3));
+    for (m, r) in &o.log {
+        if *m < 3 {
+            assert_eq!(*r, Ok(42), "member {m}");
+        } else {
+            let code = r.expect_err("a member of the terminated server");
+            assert!(
+                code == Status::ServerTerminated as u32 || code == Status::StaleBinding as u32,
+                "member {m}: status {code}"
+            );
+        }
+    }
+}
+
+#[test]
+fn remote_members_go_out_at_once_and_a_straggler_meets_the_timeout() {
+    let _g = crate::shared();
+    let (kernel, _servers, client) = setup(&[BENCH]);
+    let fast = Arc::new(Delayed {
+        wait: Duration::from_millis(150),
+    });
+    let slow = Arc::new(Delayed {
+        wait: Duration::from_secs(5),
+    });
+    let _f = kernel.export_remote("bench-fast", BENCH, fast).unwrap();
+    let _s = kernel.export_remote("bench-slow", BENCH, slow).unwrap();
+    assert_eq!(bind(&client, BENCH, 2), 2);
+    assert_eq!(bind(&client, "bench-fast", 8), 10);
+    assert_eq!(bind(&client, "bench-slow", 1), 11);
+    let t = Instant::now();
+    let o = multi_add(&client, 40, 2, 0, 1_000);
+    let took = t.elapsed();
+    // Eight remote members of 150 ms each, in parallel: well under their sum (1.2 s), and
+    // the straggler is cut off by the timeout.
+    assert!(took < Duration::from_millis(900 + 300), "took {took:?}");
+    assert!(o.timed_out && !o.stopped);
+    assert_eq!((o.events, o.ok), (10, 10));
+    assert!(o.log.iter().all(|(m, r)| *m != 10 && *r == Ok(42)));
+    // The local members come first: the remote replies arrive later.
+    let first: Vec<usize> = o.log.iter().take(2).map(|(m, _)| *m).collect();
+    assert_eq!(first, vec![0, 1]);
+}
