@@ -244,7 +244,11 @@ fn a_guests_stub_reaches_a_remote_export() -> Result<()> {
         10
     );
     let r = remote_bench.call::<(i32, i32, i32, i32), i64>("multi_add", (40, 2, 0, 10_000))?;
-    assert_eq!((r & 0xffff, (r >> 16) & 0xffff, r >> 32), (10, 10, 0), "{r:#x}");
+    assert_eq!(
+        (r & 0xffff, (r >> 16) & 0xffff, r >> 32),
+        (10, 10, 0),
+        "{r:#x}"
+    );
     for k in 0..10 {
         let e = remote_bench.call::<i32, i64>("multi_event", k)?;
         assert_eq!(e & 0xffff_ffff, 42, "event {k}: {e:#x}");

@@ -12,16 +12,13 @@
 //! slow route could take every blocking thread; wasmtime's async epoch yielding would make
 //! every entry into a domain an async call, which the kernel's synchronous call path does
 //! not do.) Plugins are created with replicas so that the workers of a route call them in
-//! parallel.
+//! parallel. A worker whose request took more than 1 ms of processor time lowers its own
+//! priority for good (`yield_to_short_requests`): long computations still hold only their
+//! own route's workers, and on a loaded machine they also give way to short requests for
+//! the processors.
 //!
-//! Measured with `host/runtime/bench/run.sh` (wrk, loopback, 2 shared cores, 4 s per case,
-//! 16 connections): a native axum handler 59.7k req/s (p50 195 µs), one plugin 39.0k (p50
-//! 369 µs), the three-plugin chain 35.1k (p50 410 µs: each further plugin adds ~20 µs, most
-//! of it the copy of the request into the plugin and the stub's decoding). With the slow
-//! route's two workers busy in 20 ms guest computations, the chain kept answering at 15.1k
-//! req/s with p50 860 µs and p99 5.4 ms: the slow plugin takes CPU (two cores for wrk, the
-//! server and the guests), not the reactor or the chain's workers. The p99s of the unloaded
-//! runs (22–47 ms) were dominated by other load on the machine; rerun on a quiet one.
+//! The load benchmark (`host/runtime/bench/run.sh`) measures the chains alone and beside a
+//! loaded slow route; its numbers are in `bench-results/edge.json`.
 //!
 //! **Kinds of domain in a chain.** A plugin is a core module or a component exporting
 //! `lrpc:http/plugin`; the driver reaches a component through the kernel's core face of its
@@ -350,12 +347,17 @@ fn worker(dep: &Deployment, rt: &RouteRt, k: usize, rx: &Mutex<mpsc::Receiver<Jo
         bound: vec![None; rt.plugins.len()],
         handler: None,
     };
+    let mut demoted = false;
     loop {
         let job = {
             let q = rx.lock().unwrap_or_else(|e| e.into_inner());
             q.recv()
         };
         let Ok(job) = job else { return };
+        // A request that starts this worker's driver pays for it: it is not measured.
+        let measured = (w.driver.is_some() || w.rt.plugins.is_empty())
+            && (w.handler.is_some() || w.rt.handler.is_none());
+        let cpu = thread_cpu_time();
         // A panic below (a kernel bug) costs this request and the driver, not the worker.
         let answer = job.span.in_scope(|| {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.serve(&job.request)))
@@ -366,6 +368,42 @@ fn worker(dep: &Deployment, rt: &RouteRt, k: usize, rx: &Mutex<mpsc::Receiver<Jo
                 })
         });
         let _ = job.reply.send(answer);
+        if measured && !demoted && thread_cpu_time().saturating_sub(cpu) >= LONG_REQUEST {
+            demoted = true;
+            yield_to_short_requests(&rt.route.prefix, k);
+        }
+    }
+}
+
+/// Processor time of one request past which its worker yields to the others (see
+/// [`yield_to_short_requests`]). The plugin chains of a web edge take tens of microseconds.
+const LONG_REQUEST: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// The processor time this thread has used.
+fn thread_cpu_time() -> std::time::Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// A worker that has spent [`LONG_REQUEST`] of processor time on one request serves a route
+/// of long computations: it lowers its own thread's priority to the lowest (nice 19), so that
+/// on a loaded machine the workers of short requests, and the reactor, run first whenever
+/// they are ready, and the long computations take the time that is left. An unprivileged
+/// thread can not raise its priority again, so this lasts for the worker's life (the other
+/// routes' workers are untouched).
+fn yield_to_short_requests(prefix: &str, k: usize) {
+    let tid = rustix::thread::gettid();
+    match rustix::process::setpriority_process(Some(tid), 19) {
+        Ok(()) => tracing::info!(
+            route = prefix,
+            worker = k,
+            "a request took over {LONG_REQUEST:?} of processor time: this worker now runs at the lowest priority"
+        ),
+        Err(e) => tracing::debug!(
+            route = prefix,
+            worker = k,
+            "lowering a worker's priority: {e}"
+        ),
     }
 }
 
