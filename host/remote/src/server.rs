@@ -193,7 +193,12 @@ impl RemoteServer {
         let (mut instance, mut func) = (String::new(), String::new());
         let (mut scratch, mut params) = (Vec::new(), Vec::new());
         let mut idle_since = Instant::now();
+        // How long the client took to send its last request after our reply.
+        let mut gap = Duration::MAX;
         loop {
+            if gap < session::SPIN && rx.buffer().is_empty() {
+                session::spin_until_readable(&tx, session::SPIN);
+            }
             let tag = match session::read_u8(&mut rx) {
                 Ok(t) => t,
                 Err(e)
@@ -209,6 +214,7 @@ impl RemoteServer {
             if tag != REQUEST {
                 return;
             }
+            gap = idle_since.elapsed();
             rx.get_mut().get_mut().1.until = Some(Instant::now() + opts.read_deadline);
             let read = (|| {
                 session::read_name(&mut rx, &mut scratch, &mut instance)?;

@@ -42,6 +42,30 @@ pub(crate) const FAILED: u8 = 0x01;
 /// Longest instance or function name accepted in a request.
 pub(crate) const MAX_NAME: usize = 1024;
 
+/// How long one side of a session keeps its thread awake for the other's next message, when
+/// the last one came that fast (see [`spin_until_readable`]).
+pub(crate) const SPIN: std::time::Duration = std::time::Duration::from_micros(100);
+
+/// Whether the connection has bytes to read, or has ended, without waiting.
+pub(crate) fn readable_now(fd: impl std::os::fd::AsFd) -> bool {
+    let mut b = [0u8; 1];
+    let peek = rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT;
+    !matches!(
+        rustix::net::recv(fd, &mut b, peek),
+        Err(rustix::io::Errno::AGAIN)
+    )
+}
+
+/// Keeps this thread awake for at most `limit` until the connection has bytes to read (a
+/// peer that answered within microseconds last time likely does again): a thread that
+/// sleeps and is woken costs more than that on a machine whose processors go idle.
+pub(crate) fn spin_until_readable(fd: impl std::os::fd::AsFd, limit: std::time::Duration) {
+    let start = std::time::Instant::now();
+    while !readable_now(&fd) && start.elapsed() < limit {
+        std::hint::spin_loop();
+    }
+}
+
 /// A connection's reading half, boxed.
 pub(crate) type BoxedRead = Pin<Box<dyn AsyncRead + Send + Sync>>;
 /// A connection's writing half, boxed.
@@ -120,6 +144,24 @@ impl BlockingStream {
                 s.set_read_timeout(Some(t))?;
                 s.set_write_timeout(Some(t))
             }
+        }
+    }
+}
+
+impl std::os::fd::AsFd for BlockingStream {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            BlockingStream::Tcp(s) => s.as_fd(),
+            BlockingStream::Unix(s) => s.as_fd(),
+        }
+    }
+}
+
+impl std::os::fd::AsFd for Stream {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Stream::Tcp(s) => s.as_fd(),
+            Stream::Unix(s) => s.as_fd(),
         }
     }
 }
