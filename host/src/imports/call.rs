@@ -59,7 +59,7 @@ fn prepare(data: &DomainData, raw: u64, proc: i32, astack: i32) -> Result<Prepar
 
 /// The procedure's borrow mask on binding `b` (which `in` arguments the server reads in place).
 #[inline]
-fn borrow_mask(b: &Binding, proc: u32) -> i32 {
+pub(super) fn borrow_mask(b: &Binding, proc: u32) -> i32 {
     b.borrow.get(proc as usize).copied().unwrap_or(0)
 }
 
@@ -67,7 +67,7 @@ fn borrow_mask(b: &Binding, proc: u32) -> i32 {
 /// address and capacity, `in` segment address and capacity, borrow mask. The segment address
 /// is `u32::MAX` when the segment is not mapped into that replica yet (see `resolve_oob`).
 #[inline]
-fn args_in(e: &crate::astack::Extent, local: u32, r: usize, borrow: i32) -> EntryArgs {
+pub(super) fn args_in(e: &crate::astack::Extent, local: u32, r: usize, borrow: i32) -> EntryArgs {
     let base = e.server_bases.get(r).copied().unwrap_or(0);
     let oob = e.oob_in.get(local as usize);
     let (oob_at, oob_cap) = oob.map_or((0, 0), |o| (o.server.get(r).copied().unwrap_or(0), o.cap));
@@ -112,7 +112,7 @@ fn other_replica_args(
 }
 
 /// A server entry's arguments (see `args_in`).
-type EntryArgs = (i32, i32, i32, i32, i32);
+pub(super) type EntryArgs = (i32, i32, i32, i32, i32);
 
 /// Marks the call's A-stack free again. The binding is in its slot, or in the retired list
 /// if it was unbound while the call was in flight; a retired binding whose last call
@@ -492,5 +492,89 @@ fn send_message(
             }
             fault.status()
         }
+    }
+}
+
+/// A call prepared on the client's thread and run on another one (a MultiRPC's helper, see
+/// `multi`): the client's A-stack is already marked busy, and stays so until the client's
+/// thread hears the outcome.
+pub(super) struct Detached {
+    pub binding: std::sync::Arc<Binding>,
+    pub client_key: ReplicaKey,
+    pub proc: u32,
+    /// Index of the A-stack among the procedure's A-stacks.
+    pub index: u32,
+    /// The entry's arguments in each replica of the server (see `args_in`).
+    pub args: Vec<EntryArgs>,
+    pub deadline_tick: u64,
+    pub kernel: std::sync::Weak<crate::kernel::KernelInner>,
+}
+
+impl Detached {
+    /// Runs the call in a free replica of the server (or the first to come free within the
+    /// binding's deadline), on this thread; the call's status. A server that faults is
+    /// terminated, as on the call path. The server can not call back into the client,
+    /// whose thread waits elsewhere holding its store: such a call finds it busy.
+    pub(super) fn run(&self) -> Status {
+        let b = &*self.binding;
+        let server = &b.server;
+        let picked = (0..server.replicas.len())
+            .find_map(|i| server.replicas[i].store.try_lock().map(|g| (i, g)));
+        let (i, mut store) = match picked {
+            Some(p) => p,
+            None => match wait_lock(&server.replicas[0].store, b.deadline) {
+                Some(g) => (0, g),
+                None => return Status::ServerBusy,
+            },
+        };
+        let Some(mut args) = self.args.get(i).copied() else {
+            return Status::BadAStack;
+        };
+        if args.3 != 0 && args.2 as u32 == u32::MAX {
+            let key = (self.proc, self.index, lrpc_abi::OOB_IN);
+            match b.map_into(key, i, store.as_context_mut()) {
+                Ok(off) => match i32::try_from(off) {
+                    Ok(off) => args.2 = off,
+                    Err(_) => return Status::ResourceExhausted,
+                },
+                Err(e) => return e.status(),
+            }
+        }
+        let Some(entry) = b
+            .export
+            .entries
+            .get(i)
+            .and_then(|e| e.get(self.proc as usize))
+        else {
+            return Status::BadProcedure;
+        };
+        let mut ctx = store.as_context_mut();
+        let saved = std::mem::replace(&mut ctx.data_mut().deadline_tick, self.deadline_tick);
+        let r = linkage::with_served(
+            self.client_key,
+            server.replicas[i].key,
+            Pinned::new(&self.binding),
+            self.proc,
+            self.index,
+            || entry.call(&mut ctx, args),
+        );
+        ctx.data_mut().deadline_tick = saved;
+        drop(store);
+        let status = match r {
+            Ok(lrpc_abi::ENTRY_OK) => Status::Ok,
+            Ok(_) => Status::ServerRejected,
+            Err(e) => {
+                let fault = Fault::classify(&e);
+                if let Some(k) = self.kernel.upgrade() {
+                    crate::terminate::terminate_shared(&k, server);
+                }
+                tracing::debug!(server = server.core.name, %fault, "server faulted during a call");
+                fault.status()
+            }
+        };
+        if status == Status::Ok && !b.is_live() {
+            return b.dead_status();
+        }
+        status
     }
 }

@@ -4,18 +4,25 @@
 //! The guest's stub encodes the arguments once and lays them on each member's A-stack;
 //! `multi_start` checks every member and sends the remote ones at once (each remote target
 //! runs its call without holding this thread, see [`RemoteTarget::start`]). `multi_next`
-//! reports the next event: a member refused at the start, a remote reply that has arrived
-//! (its results written onto the member's A-stack as a remote call's are), or — when none
-//! is waiting — the next local member, called now on this thread through the ordinary call
-//! path, with that call's semantics (its deadline, its failure, the thread migrating into the
-//! server). With nothing local left it waits for the remote replies until the overall
+//! reports the next event: a member refused at the start, a reply that has arrived (a
+//! remote member's results are written onto its A-stack as a remote call's are), or — when
+//! none is waiting — the next local member, called now on this thread through the ordinary
+//! call path, with that call's semantics (its deadline, its failure, the thread migrating
+//! into the server). Local members whose server has several replicas run in parallel: they
+//! are prepared on this thread (checked, their A-stacks marked busy) and run by helper
+//! threads, as many per server as it has replicas, each taking a free replica (see
+//! `call::Detached`); such a server can not call back into the client during the call. With
+//! nothing left to call here, `multi_next` waits for the other replies until the overall
 //! timeout. `multi_end` drops what is left: local members not called yet are not called,
-//! and remote replies still out are never written anywhere.
+//! remote replies still out are never written anywhere, and it waits for the local members
+//! running on helpers to return (a call that has migrated into a server can not be recalled;
+//! each is bounded by its binding's deadline) before their A-stacks are free again.
 //!
 //! Every number the guest passes is untrusted: the member count and the open calls are
 //! bounded, records are read from checked memory, and each member's handle, procedure and
 //! A-stack are checked as `call` checks them.
 
+use super::call::{self, Detached};
 use super::mixed::{AStack, read_request, write_result};
 use super::{HostResult, live_binding, read_guest, write_guest};
 use crate::binding::Binding;
@@ -35,8 +42,16 @@ use wasmtime::Caller;
 /// A remote member's call, ready to go: its target and the request off its A-stack.
 type Outgoing = (Arc<dyn RemoteTarget>, Vec<u8>);
 
-/// A remote member's outcome, as its target reports it.
-type Reply = (usize, Result<Vec<u8>, Status>);
+/// Members for helper threads: each member's index and its prepared call.
+type Jobs = Vec<(usize, Detached)>;
+
+/// A member's outcome, arriving from another thread.
+enum Arrived {
+    /// A remote member's results, or its failure.
+    Remote(usize, Result<Vec<u8>, Status>),
+    /// A local member run by a helper thread: its status (its results are on its A-stack).
+    Local(usize, Status),
+}
 
 /// One MultiRPC under way in a replica.
 pub(crate) struct MultiCall {
@@ -47,9 +62,11 @@ pub(crate) struct MultiCall {
     refused: VecDeque<(usize, Status)>,
     /// Local members not called yet, in member order.
     local: VecDeque<usize>,
-    /// Remote members whose reply has not been reported.
+    /// Members running elsewhere (remote, or on a helper) whose outcome has not arrived.
     out: usize,
-    replies: mpsc::Receiver<Reply>,
+    /// Members running on helpers, by index: their A-stacks stay busy until they return.
+    on_helpers: Vec<usize>,
+    replies: mpsc::Receiver<Arrived>,
 }
 
 /// How long one wait for a remote reply lasts before the caller's termination is checked.
@@ -99,11 +116,28 @@ fn start(
         refused: VecDeque::new(),
         local: VecDeque::new(),
         out: 0,
+        on_helpers: Vec::new(),
         replies,
     };
+    // Jobs for helper threads, per server domain.
+    let mut parallel: Vec<(u16, usize, Jobs)> = Vec::new();
     for i in 0..call.members.len() {
-        match remote_member(caller, &call.members[i], proc) {
-            Ok(None) => call.local.push_back(i),
+        let m = call.members[i];
+        match remote_member(caller, &m, proc) {
+            Ok(None) => match detach(caller.data(), &m, proc) {
+                Ok(None) => call.local.push_back(i),
+                Ok(Some(job)) => {
+                    let server = &job.binding.server;
+                    let (id, n) = (server.core.id, server.replicas.len());
+                    match parallel.iter_mut().find(|p| p.0 == id) {
+                        Some(p) => p.2.push((i, job)),
+                        None => parallel.push((id, n, vec![(i, job)])),
+                    }
+                    call.on_helpers.push(i);
+                    call.out += 1;
+                }
+                Err(s) => call.refused.push_back((i, s)),
+            },
             Ok(Some((target, request))) => {
                 let tx = tx.clone();
                 target.start(
@@ -111,13 +145,16 @@ fn start(
                     request,
                     Box::new(move |r| {
                         // The call may have ended: then nobody listens, and that is fine.
-                        let _ = tx.send((i, r));
+                        let _ = tx.send(Arrived::Remote(i, r));
                     }),
                 );
                 call.out += 1;
             }
             Err(s) => call.refused.push_back((i, s)),
         }
+    }
+    for (_, replicas, jobs) in parallel {
+        start_helpers(replicas, jobs, &tx);
     }
     let open = &mut caller.data_mut().multis;
     if slot == open.len() {
@@ -147,6 +184,71 @@ fn remote_member(
         .ok_or(Status::BadProcedure)?;
     let request = read_request(caller, &binding, pp, &a)?;
     Ok(Some((target.clone(), request)))
+}
+
+/// A local member whose server has several replicas, prepared for a helper thread: checked
+/// as `call` checks it, its A-stack marked busy. `None` for a member called on this thread.
+fn detach(data: &DomainData, m: &Member, proc: i32) -> Result<Option<Detached>, Status> {
+    let cb = live_binding(data, m.handle)?;
+    let b = &cb.binding;
+    if b.export.detour.is_some() || b.server.replicas.len() < 2 {
+        return Ok(None);
+    }
+    let (e, local) = crate::astack::astack(&cb.procs, proc, m.astack as i32)?;
+    let busy = e.busy.get(local as usize).ok_or(Status::BadAStack)?;
+    if busy.replace(true) {
+        return Err(Status::AStackBusy);
+    }
+    let borrow = call::borrow_mask(b, proc as u32);
+    let args = (0..b.server.replicas.len())
+        .map(|r| call::args_in(e, local, r, borrow))
+        .collect();
+    let now = data.ticks.load(Ordering::Relaxed);
+    Ok(Some(Detached {
+        binding: b.clone(),
+        client_key: data.key(),
+        proc: proc as u32,
+        index: e.first + local,
+        args,
+        deadline_tick: now.saturating_add(b.deadline_ticks),
+        kernel: data.kernel.clone(),
+    }))
+}
+
+/// Runs `jobs` (members of one server with `replicas` replicas) on at most that many helper
+/// threads, each taking the next job when it is done with one.
+fn start_helpers(replicas: usize, jobs: Jobs, tx: &mpsc::Sender<Arrived>) {
+    let threads = replicas.min(jobs.len());
+    let queue = Arc::new(std::sync::Mutex::new(VecDeque::from(jobs)));
+    let mut started = 0;
+    for _ in 0..threads {
+        let (queue, tx) = (queue.clone(), tx.clone());
+        let helper = move || {
+            loop {
+                let next = queue.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
+                let Some((i, job)) = next else { return };
+                let _ = tx.send(Arrived::Local(i, job.run()));
+            }
+        };
+        match std::thread::Builder::new()
+            .name("lrpc-multi".into())
+            .spawn(helper)
+        {
+            Ok(_) => started += 1,
+            Err(e) => tracing::warn!("no helper thread for a MultiRPC: {e}"),
+        }
+    }
+    if started == 0 {
+        // No thread could be made: the members fail rather than hang the call.
+        let left: Vec<_> = queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+            .collect();
+        for (i, _) in left {
+            let _ = tx.send(Arrived::Local(i, Status::ResourceExhausted));
+        }
+    }
 }
 
 /// The member's live binding and its A-stack, checked.
@@ -211,7 +313,7 @@ fn next(caller: &mut Caller<'_, DomainData>, slot: usize) -> HostResult<Next> {
     }
     // A reply that has arrived goes before a local call.
     if let Ok(r) = open(caller, slot).replies.try_recv() {
-        return Ok(remote_reply(caller, slot, r));
+        return Ok(arrived(caller, slot, r));
     }
     let call = open(caller, slot);
     if Instant::now() >= call.deadline {
@@ -230,7 +332,7 @@ fn next(caller: &mut Caller<'_, DomainData>, slot: usize) -> HostResult<Next> {
             return Ok(event(Kind::Timeout));
         }
         match call.replies.recv_timeout(left.min(WAIT_SLICE)) {
-            Ok(r) => return Ok(remote_reply(caller, slot, r)),
+            Ok(r) => return Ok(arrived(caller, slot, r)),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             // Every target dropped its sender without answering: nothing more will come.
             Err(mpsc::RecvTimeoutError::Disconnected) => call.out = 0,
@@ -242,24 +344,58 @@ fn next(caller: &mut Caller<'_, DomainData>, slot: usize) -> HostResult<Next> {
     Ok(event(Kind::Done))
 }
 
-/// Writes a remote member's results onto its A-stack (if its binding is still live); the
-/// member's event.
-fn remote_reply(caller: &mut Caller<'_, DomainData>, slot: usize, (i, r): Reply) -> Next {
+/// The event of an outcome that arrived: a remote member's results are written onto its
+/// A-stack (if its binding is still live); a helper's member has its A-stack freed.
+fn arrived(caller: &mut Caller<'_, DomainData>, slot: usize, a: Arrived) -> Next {
     let call = open(caller, slot);
     call.out = call.out.saturating_sub(1);
-    let (m, proc) = (call.members[i], call.proc);
-    let status = match r {
-        Err(Status::Ok) => Status::ServerRejected,
-        Err(s) => s,
-        Ok(results) => match member_astack(caller.data(), &m, proc) {
-            Err(s) => s,
-            Ok((binding, a)) => match binding.export.plan.procs.get(a.proc as usize) {
-                None => Status::BadProcedure,
-                Some(pp) => write_result(caller, &binding, pp, &a, &results),
-            },
-        },
-    };
-    reply(i, status)
+    let proc = call.proc;
+    match a {
+        Arrived::Local(i, status) => {
+            call.on_helpers.retain(|&k| k != i);
+            let m = call.members[i];
+            release(caller.data_mut(), &m, proc);
+            reply(i, status)
+        }
+        Arrived::Remote(i, r) => {
+            let m = call.members[i];
+            let status = match r {
+                Err(Status::Ok) => Status::ServerRejected,
+                Err(s) => s,
+                Ok(results) => match member_astack(caller.data(), &m, proc) {
+                    Err(s) => s,
+                    Ok((binding, a)) => match binding.export.plan.procs.get(a.proc as usize) {
+                        None => Status::BadProcedure,
+                        Some(pp) => write_result(caller, &binding, pp, &a, &results),
+                    },
+                },
+            };
+            reply(i, status)
+        }
+    }
+}
+
+/// Frees the A-stack of a member a helper ran: found in the binding's slot, or among the
+/// bindings retired while the call was in flight (kept for as long as an A-stack of theirs is
+/// busy, like a call's).
+fn release(data: &mut DomainData, m: &Member, proc: i32) {
+    let (_, slot, generation) = lrpc_abi::handle::unpack(m.handle);
+    let in_slot = data
+        .bindings
+        .get(usize::from(slot))
+        .filter(|s| s.generation == generation)
+        .and_then(|s| s.live.as_ref())
+        .filter(|cb| cb.binding.handle == m.handle);
+    let cb = in_slot.or_else(|| data.retired.iter().find(|cb| cb.binding.handle == m.handle));
+    if let Some(cb) = cb
+        && let Ok((e, local)) = crate::astack::astack(&cb.procs, proc, m.astack as i32)
+        && let Some(busy) = e.busy.get(local as usize)
+    {
+        busy.set(false);
+    }
+    if !data.retired.is_empty() {
+        data.retired.retain(crate::binding::ClientBinding::any_busy);
+    }
 }
 
 /// `multi_end(id) -> status`.
@@ -268,9 +404,19 @@ pub(super) fn multi_end(mut caller: Caller<'_, DomainData>, id: i32) -> HostResu
         .ok()
         .and_then(|slot| caller.data_mut().multis.get_mut(slot))
         .and_then(Option::take);
-    Ok(if taken.is_some() {
-        Status::Ok
-    } else {
-        Status::BadPointer
-    } as i32)
+    let Some(mut call) = taken else {
+        return Ok(Status::BadPointer as i32);
+    };
+    // The members still running on helpers return before their A-stacks are free again.
+    while !call.on_helpers.is_empty() {
+        match call.replies.recv() {
+            Ok(Arrived::Local(i, _)) => {
+                call.on_helpers.retain(|&k| k != i);
+                release(caller.data_mut(), &call.members[i], call.proc);
+            }
+            Ok(Arrived::Remote(..)) => {}
+            Err(mpsc::RecvError) => break,
+        }
+    }
+    Ok(Status::Ok as i32)
 }
