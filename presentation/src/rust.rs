@@ -382,26 +382,23 @@ impl Gen<'_> {
                 p.out_bound.unwrap_or(0)
             );
             if !into {
+                let ret = p.result.as_ref().map_or("()".into(), |t| self.owned(t));
+                let method = snake(&p.name);
+                let method = method.trim_start_matches("r#");
+                let (bounded, out_bound) = (p.bounded, p.out_bound.unwrap_or(0));
                 // The same encoding on a channel slot's A-stack; the decoder captures
                 // nothing, so it travels in the future as a function pointer.
-                let ret = p.result.as_ref().map_or("()".into(), |t| self.owned(t));
                 let _ = writeln!(
                     asyncs,
                     "        /// Sends a call of `{}`; the future resolves to its reply.
-        pub fn {}_async(&self, {}) -> ::lrpc_sdk::chan::Reply<{ret}> {{
-            self.channel.submit({id}, {}, {size}, {}, |__w: &mut Writer| {{ {enc} }}, |__r: &mut Reader<'_>| Ok({dec}))
+        pub fn {method}_async(&self, {}) -> ::lrpc_sdk::chan::Reply<{ret}> {{
+            self.channel.submit({id}, {bounded}, {size}, {out_bound}, |__w: &mut Writer| {{ {enc} }}, |__r: &mut Reader<'_>| Ok({dec}))
         }}",
                     p.name,
-                    snake(&p.name).trim_start_matches("r#"),
                     params.join(", "),
-                    p.bounded,
-                    p.out_bound.unwrap_or(0)
                 );
-            }
-            if !into {
                 // One call to many bindings: the same encoding, laid on each member's
                 // A-stack by the runtime; each reply decoded as a single call's.
-                let ret = p.result.as_ref().map_or("()".into(), |t| self.owned(t));
                 let mut mparams = vec!["__members: &[&Client]".to_string()];
                 mparams.extend(params.iter().cloned());
                 let _ = writeln!(
@@ -409,15 +406,12 @@ impl Gen<'_> {
                     "        /// Calls `{}` on every client of `__members` at once (MultiRPC): the arguments are
         /// encoded once; `__handler` runs once per member's reply or failure, in arrival order,
         /// and ends the call early by returning `Break`; `__timeout_ms` bounds the whole call.
-        pub fn multi_{}({}, __timeout_ms: u32, __handler: impl FnMut(usize, Result<{ret}, CallError>) -> ::core::ops::ControlFlow<()>) -> Result<::lrpc_sdk::rt::MultiOutcome, CallError> {{
+        pub fn multi_{method}({}, __timeout_ms: u32, __handler: impl FnMut(usize, Result<{ret}, CallError>) -> ::core::ops::ControlFlow<()>) -> Result<::lrpc_sdk::rt::MultiOutcome, CallError> {{
             let __bs: Vec<&::lrpc_sdk::Binding> = __members.iter().map(|__c| &__c.binding).collect();
-            ::lrpc_sdk::rt::multi_invoke(&__bs, {id}, {}, {size}, {}, __timeout_ms, |__w: &mut Writer| {{ {enc} }}, |__r: &mut Reader<'_>| Ok({dec}), __handler)
+            ::lrpc_sdk::rt::multi_invoke(&__bs, {id}, {bounded}, {size}, {out_bound}, __timeout_ms, |__w: &mut Writer| {{ {enc} }}, |__r: &mut Reader<'_>| Ok({dec}), __handler)
         }}",
                     p.name,
-                    snake(&p.name).trim_start_matches("r#"),
                     mparams.join(", "),
-                    p.bounded,
-                    p.out_bound.unwrap_or(0)
                 );
             }
             let _ = writeln!(o, "        /// Calls `{}`.", p.name);

@@ -717,24 +717,42 @@ fn invoke_with<R>(
     out: impl TakeOut<R>,
 ) -> Result<R, CallError> {
     let (astack, cap) = b.take(proc)?;
-    let mut used = Used::default();
-    let r = invoke_on(
+    let site = Site {
         b,
         proc,
         astack,
-        cap as usize,
+        cap: cap as usize,
+    };
+    let form = Form {
         bounded,
         size,
         out_bound,
-        &mut used,
-        enc,
-        out,
-    );
+    };
+    let mut used = Used::default();
+    let r = invoke_on(site, form, &mut used, enc, out);
     if b.clear_residue {
         clear(astack as usize, &used);
     }
     b.put(proc, astack);
     r
+}
+
+/// Where a call runs: the binding, the procedure and the A-stack (address and capacity).
+#[derive(Clone, Copy)]
+struct Site<'a> {
+    b: &'a Binding,
+    proc: u32,
+    astack: u32,
+    cap: usize,
+}
+
+/// A procedure's form, as its stub gives it: whether its size is bounded, the encoded size
+/// of its arguments (unbounded procedures) and the bound of its results.
+#[derive(Clone, Copy)]
+struct Form {
+    bounded: bool,
+    size: usize,
+    out_bound: usize,
 }
 
 /// What one call wrote or received in shared memory, so that exactly that can be cleared.
@@ -770,42 +788,32 @@ fn zero(at: usize, len: usize) {
     unsafe { zero_bytes(at as *mut u8, len) };
 }
 
-#[allow(clippy::too_many_arguments, reason = "the parts of one call")]
 #[inline]
 fn invoke_on<R>(
-    b: &Binding,
-    proc: u32,
-    astack: u32,
-    cap: usize,
-    bounded: bool,
-    size: usize,
-    out_bound: usize,
+    site: Site<'_>,
+    form: Form,
     used: &mut Used,
     enc: impl FnOnce(&mut Writer),
     out: impl TakeOut<R>,
 ) -> Result<R, CallError> {
-    let inline = put_args(b, proc, astack, cap, bounded, size, out_bound, used, enc)?;
-    check(dispatch(b, proc, astack, cap, inline))?;
-    take_results(b, proc, astack, cap, bounded, out_bound, used, out)
+    let inline = put_args(site, form, used, enc)?;
+    check(dispatch(site.b, site.proc, site.astack, site.cap, inline))?;
+    take_results(site, form, used, out)
 }
 
 /// The first half of a call: encodes the arguments (`size` bytes, by `enc`) onto the A-stack
-/// at `astack` (at its base for a procedure of bounded size, else after the header), or into
-/// the `in` segment when they do not fit, and records what was used; whether they are all on
-/// the A-stack.
-#[allow(clippy::too_many_arguments, reason = "the parts of one call")]
+/// (at its base for a procedure of bounded size, else after the header), or into the `in`
+/// segment when they do not fit, and records what was used; whether they are all on the
+/// A-stack.
 #[inline]
 fn put_args(
-    b: &Binding,
-    proc: u32,
-    astack: u32,
-    cap: usize,
-    bounded: bool,
-    size: usize,
-    out_bound: usize,
+    site: Site<'_>,
+    form: Form,
     used: &mut Used,
     enc: impl FnOnce(&mut Writer),
 ) -> Result<bool, CallError> {
+    let (b, proc, astack, cap) = (site.b, site.proc, site.astack, site.cap);
+    let (bounded, size, out_bound) = (form.bounded, form.size, form.out_bound);
     let base = astack as usize;
     if bounded {
         // SAFETY: the kernel gave this domain the A-stack `[base, base + cap)`.
@@ -850,18 +858,15 @@ fn put_args(
 
 /// The second half of a call that returned: takes the results out of the A-stack (a
 /// procedure of bounded size: only the result's bound) or the reply segment, by `out`.
-#[allow(clippy::too_many_arguments, reason = "the parts of one call")]
 #[inline]
 fn take_results<R>(
-    b: &Binding,
-    proc: u32,
-    astack: u32,
-    cap: usize,
-    bounded: bool,
-    out_bound: usize,
+    site: Site<'_>,
+    form: Form,
     used: &mut Used,
     out: impl TakeOut<R>,
 ) -> Result<R, CallError> {
+    let (b, proc, astack, cap) = (site.b, site.proc, site.astack, site.cap);
+    let (bounded, out_bound) = (form.bounded, form.out_bound);
     let bad_reply = |_| CallError::BadReply;
     let base = astack as usize;
     if bounded {
@@ -910,9 +915,7 @@ pub struct MultiOutcome {
 
 /// One member's A-stack in a MultiRPC.
 struct Leg<'a> {
-    b: &'a Binding,
-    astack: u32,
-    cap: usize,
+    site: Site<'a>,
     used: Used,
 }
 
@@ -946,9 +949,12 @@ pub fn multi_invoke<R>(
     for (i, b) in members.iter().enumerate() {
         match b.take(proc) {
             Ok((astack, cap)) => legs.push(Some(Leg {
-                b,
-                astack,
-                cap: cap as usize,
+                site: Site {
+                    b,
+                    proc,
+                    astack,
+                    cap: cap as usize,
+                },
                 used: Used::default(),
             })),
             Err(e) => {
@@ -957,24 +963,27 @@ pub fn multi_invoke<R>(
             }
         }
     }
+    let form = Form {
+        bounded,
+        size,
+        out_bound,
+    };
     let r = multi_on(
         &mut legs,
         &mut failed,
         &mut outcome,
         proc,
-        bounded,
-        size,
-        out_bound,
+        form,
         timeout_ms,
         enc,
         &dec,
         &mut handler,
     );
-    for leg in legs.into_iter().flatten() {
-        if leg.b.clear_residue {
-            clear(leg.astack as usize, &leg.used);
+    for Leg { site, used } in legs.into_iter().flatten() {
+        if site.b.clear_residue {
+            clear(site.astack as usize, &used);
         }
-        leg.b.put(proc, leg.astack);
+        site.b.put(proc, site.astack);
     }
     r.map(|()| outcome)
 }
@@ -986,9 +995,7 @@ fn multi_on<R>(
     failed: &mut Vec<(usize, CallError)>,
     outcome: &mut MultiOutcome,
     proc: u32,
-    bounded: bool,
-    size: usize,
-    out_bound: usize,
+    form: Form,
     timeout_ms: u32,
     enc: impl FnOnce(&mut Writer),
     dec: &impl Fn(&mut Reader<'_>) -> Result<R, DecodeError>,
@@ -996,16 +1003,16 @@ fn multi_on<R>(
 ) -> Result<(), CallError> {
     use lrpc_abi::multi::{Kind, MEMBER_LEN, Member, NEXT_LEN, Next};
     // Encoded once, into private memory; then copied onto every member's A-stack.
-    let room = if bounded {
-        legs.iter().flatten().map(|l| l.cap).min().unwrap_or(0)
+    let room = if form.bounded {
+        legs.iter().flatten().map(|l| l.site.cap).min().unwrap_or(0)
     } else {
-        size
+        form.size
     };
     let mut encoded = vec![0u8; room];
     // SAFETY: `encoded` is this function's own buffer of `room` bytes.
     let mut w = unsafe { Writer::new(encoded.as_mut_ptr(), room) };
     enc(&mut w);
-    if !w.fits() || (!bounded && w.len() != size) {
+    if !w.fits() || (!form.bounded && w.len() != form.size) {
         return Err(CallError::ResourceExhausted);
     }
     encoded.truncate(w.len());
@@ -1013,22 +1020,11 @@ fn multi_on<R>(
     let mut sent = Vec::new();
     for (i, leg) in legs.iter_mut().enumerate() {
         let Some(l) = leg else { continue };
-        let put = put_args(
-            l.b,
-            proc,
-            l.astack,
-            l.cap,
-            bounded,
-            size,
-            out_bound,
-            &mut l.used,
-            |w| w.bytes(&encoded),
-        );
-        match put {
+        match put_args(l.site, form, &mut l.used, |w| w.bytes(&encoded)) {
             Ok(_) => {
                 let m = Member {
-                    handle: l.b.handle,
-                    astack: l.astack,
+                    handle: l.site.b.handle,
+                    astack: l.site.astack,
                 };
                 records.extend_from_slice(&m.encode());
                 sent.push(i);
@@ -1084,16 +1080,7 @@ fn multi_on<R>(
             break Err(CallError::BadReply);
         };
         let r = match next.status {
-            0 => take_results(
-                l.b,
-                proc,
-                l.astack,
-                l.cap,
-                bounded,
-                out_bound,
-                &mut l.used,
-                Decode(dec),
-            ),
+            0 => take_results(l.site, form, &mut l.used, Decode(dec)),
             s => Err(CallError::from_code(s as i32)),
         };
         if report(i, r, outcome) {
