@@ -206,6 +206,7 @@ fn map_oob_lazily(
 }
 
 /// Runs the call in the server and maps its outcome to a status.
+#[inline(always)]
 fn transfer(
     caller: &mut Caller<'_, DomainData>,
     client_key: ReplicaKey,
@@ -343,7 +344,7 @@ impl RunArgs<'_> {
 
     /// Runs the entry in replica `i` through `ctx`, with the binding's deadline set on the
     /// server.
-    #[inline]
+    #[inline(always)]
     fn entry(
         self,
         i: usize,
