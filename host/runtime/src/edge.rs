@@ -12,8 +12,8 @@
 //! slow route could take every blocking thread; wasmtime's async epoch yielding would make
 //! every entry into a domain an async call, which the kernel's synchronous call path does
 //! not do.) Plugins are created with replicas so that the workers of a route call them in
-//! parallel. A worker whose request took more than 1 ms of processor time lowers its own
-//! priority for good (`yield_to_short_requests`): long computations still hold only their
+//! parallel. A worker whose requests take more than 1 ms of processor time on average moves
+//! to the idle scheduling class for good (`yield_to_short_requests`): long computations still hold only their
 //! own route's workers, and on a loaded machine they also give way to short requests for
 //! the processors.
 //!
@@ -348,6 +348,8 @@ fn worker(dep: &Deployment, rt: &RouteRt, k: usize, rx: &Mutex<mpsc::Receiver<Jo
         handler: None,
     };
     let mut demoted = false;
+    // Processor time per request, a moving average over about the last 16 requests.
+    let mut average = 0.0f64;
     loop {
         let job = {
             let q = rx.lock().unwrap_or_else(|e| e.into_inner());
@@ -368,15 +370,21 @@ fn worker(dep: &Deployment, rt: &RouteRt, k: usize, rx: &Mutex<mpsc::Receiver<Jo
                 })
         });
         let _ = job.reply.send(answer);
-        if measured && !demoted && thread_cpu_time().saturating_sub(cpu) >= LONG_REQUEST {
-            demoted = true;
-            yield_to_short_requests(&rt.route.prefix, k);
+        if measured && !demoted {
+            let took = thread_cpu_time().saturating_sub(cpu).as_secs_f64();
+            average += (took - average) / 16.0;
+            if average >= LONG_REQUEST.as_secs_f64() {
+                demoted = true;
+                yield_to_short_requests(&rt.route.prefix, k);
+            }
         }
     }
 }
 
-/// Processor time of one request past which its worker yields to the others (see
-/// [`yield_to_short_requests`]). The plugin chains of a web edge take tens of microseconds.
+/// Processor time per request (a moving average over about the last 16, so that one cold
+/// request, faulting in a fresh replica's pages, does not count) past which a worker yields
+/// to the others (see [`yield_to_short_requests`]). The plugin chains of a web edge take
+/// tens of microseconds.
 const LONG_REQUEST: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// The processor time this thread has used.
@@ -385,19 +393,33 @@ fn thread_cpu_time() -> std::time::Duration {
     std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
-/// A worker that has spent [`LONG_REQUEST`] of processor time on one request serves a route
-/// of long computations: it lowers its own thread's priority to the lowest (nice 19), so that
-/// on a loaded machine the workers of short requests, and the reactor, run first whenever
-/// they are ready, and the long computations take the time that is left. An unprivileged
-/// thread can not raise its priority again, so this lasts for the worker's life (the other
-/// routes' workers are untouched).
+/// A worker whose requests take [`LONG_REQUEST`] of processor time on average serves a route
+/// of long computations: it moves its own thread to the idle scheduling class (Linux
+/// `SCHED_IDLE`; where that is refused, the lowest priority, nice 19), so that on a loaded
+/// machine the workers of short requests, and the reactor, run whenever they are ready and
+/// the long computations take the processor time that is left. An unprivileged thread can
+/// not leave that class again, so this lasts for the worker's life (the other routes'
+/// workers are untouched).
 fn yield_to_short_requests(prefix: &str, k: usize) {
-    let tid = rustix::thread::gettid();
-    match rustix::process::setpriority_process(Some(tid), 19) {
-        Ok(()) => tracing::info!(
+    use thread_priority::{
+        NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
+        set_thread_priority_and_policy, thread_native_id,
+    };
+    let idle = set_thread_priority_and_policy(
+        thread_native_id(),
+        ThreadPriority::Min,
+        ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle),
+    );
+    let lowered = match idle {
+        Ok(()) => Ok("the idle class"),
+        Err(_) => rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19)
+            .map(|()| "nice 19"),
+    };
+    match lowered {
+        Ok(how) => tracing::info!(
             route = prefix,
             worker = k,
-            "a request took over {LONG_REQUEST:?} of processor time: this worker now runs at the lowest priority"
+            "requests take over {LONG_REQUEST:?} of processor time: this worker now runs in {how}"
         ),
         Err(e) => tracing::debug!(
             route = prefix,
