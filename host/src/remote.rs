@@ -39,17 +39,46 @@ pub trait RemoteTarget: Send + Sync + 'static {
 
     /// Starts [`call`](RemoteTarget::call) without holding the calling thread: `done` gets
     /// the outcome, on whichever thread finishes the call. A guest's MultiRPC starts its
-    /// remote members this way, all at once. By default a thread of its own makes the call;
-    /// a target with an asynchronous transport sends it there instead.
+    /// remote members this way, all at once. By default a thread of its own makes the call,
+    /// with at most [`MAX_STARTED`] such threads in the process at a time (beyond that a call
+    /// fails at once with `ServerBusy`, so that guests can not make threads without bound); a
+    /// target with an asynchronous transport sends the call there instead.
     fn start(self: Arc<Self>, proc: usize, request: Vec<u8>, done: RemoteDone) {
+        use std::sync::atomic::Ordering;
+        if STARTED.fetch_add(1, Ordering::AcqRel) >= MAX_STARTED {
+            STARTED.fetch_sub(1, Ordering::AcqRel);
+            return done(Err(Status::ServerBusy));
+        }
+        // Kept outside the thread's closure too, so that a thread that can not be made
+        // still answers.
+        let done = Arc::new(std::sync::Mutex::new(Some(done)));
+        let answer = |done: &std::sync::Mutex<Option<RemoteDone>>, r| {
+            let taken = done.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(d) = taken {
+                d(r);
+            }
+        };
+        let theirs = done.clone();
         let spawned = std::thread::Builder::new()
             .name("lrpc-remote-call".into())
-            .spawn(move || done(self.call(proc, &request)));
+            .spawn(move || {
+                let r = self.call(proc, &request);
+                STARTED.fetch_sub(1, Ordering::AcqRel);
+                answer(&theirs, r);
+            });
         if let Err(e) = spawned {
+            STARTED.fetch_sub(1, Ordering::AcqRel);
             tracing::warn!("no thread for a remote call: {e}");
+            answer(&done, Err(Status::ResourceExhausted));
         }
     }
 }
+
+/// Most threads the default [`RemoteTarget::start`] runs at once, in the whole process.
+pub const MAX_STARTED: usize = 256;
+
+/// Threads of the default [`RemoteTarget::start`] running now.
+static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// What receives a started remote call's outcome (see [`RemoteTarget::start`]).
 pub type RemoteDone = Box<dyn FnOnce(Result<Vec<u8>, Status>) + Send>;

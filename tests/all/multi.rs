@@ -219,3 +219,112 @@ fn members_of_a_server_with_replicas_run_on_helpers_and_free_their_astacks() {
     assert_eq!(client.call::<(), i32>("bind", ()).unwrap(), 0);
     assert_eq!(client.call::<(i32, i32), i64>("add", (2, 3)).unwrap(), 5);
 }
+
+#[test]
+fn a_hostile_guest_s_multirpc_arguments_are_refused_one_by_one() {
+    use lrpc_abi::multi::{Kind, MAX_OPEN, Member, NEXT_LEN, Next};
+    let _g = crate::shared();
+    let (kernel, _servers, _client) = setup(&[BENCH]);
+    let fp = kernel.interface(BENCH).unwrap().fingerprint as i64;
+    let h = kernel.domain("hostile", artifacts::HOSTILE).unwrap();
+    let handle: i64 = h.call("bind_raw", (fp,)).unwrap();
+    assert!(handle > 0);
+    let a0: i32 = h.call("astack", (0,)).unwrap();
+    let scratch: i32 = h.call("scratch", ()).unwrap();
+    let (records, next_at) = (scratch as usize, scratch + 2048);
+    let start = |ptr: i32, n: i32, proc: i32, timeout: i32| -> i32 {
+        h.call("multi_start_raw", (ptr, n, proc, timeout)).unwrap()
+    };
+    let next = |id: i32| -> Result<Next, i32> {
+        match h
+            .call::<(i32, i32), i32>("multi_next_raw", (id, next_at))
+            .unwrap()
+        {
+            0 => Ok(Next::decode(&h.read_memory(next_at as usize, NEXT_LEN).unwrap()).unwrap()),
+            s => Err(s),
+        }
+    };
+    let end = |id: i32| -> i32 { h.call("multi_end_raw", id).unwrap() };
+    let put = |members: &[Member]| {
+        let bytes: Vec<u8> = members.iter().flat_map(|m| m.encode()).collect();
+        h.write_memory(records, &bytes).unwrap();
+    };
+    let refused = |s: Status| -(s as i32);
+
+    // The call itself: too many members, a negative count, records outside memory, a
+    // negative timeout.
+    assert_eq!(
+        start(scratch, 5000, 0, 100),
+        refused(Status::ResourceExhausted)
+    );
+    assert_eq!(
+        start(scratch, -1, 0, 100),
+        refused(Status::ResourceExhausted)
+    );
+    assert_eq!(start(i32::MAX - 8, 2, 0, 100), refused(Status::BadPointer));
+    assert_eq!(start(scratch, 1, 0, -5), refused(Status::BadPointer));
+
+    // Members: each refused on its own, before the good ones are called.
+    let good = Member {
+        handle: handle as u64,
+        astack: a0 as u32,
+    };
+    let forged = Member {
+        handle: handle as u64 + (5 << 32),
+        astack: a0 as u32,
+    };
+    let stray = Member {
+        handle: handle as u64,
+        astack: a0 as u32 + 3,
+    };
+    put(&[good, forged, stray, good]);
+    let id = start(scratch, 4, 0, 1_000);
+    assert!(id >= 0, "start: {id}");
+    let mut events = Vec::new();
+    loop {
+        let e = next(id).unwrap();
+        if e.kind != Kind::Reply {
+            assert_eq!(e.kind, Kind::Done);
+            break;
+        }
+        events.push((e.member, e.status));
+    }
+    assert_eq!(
+        events,
+        vec![
+            (1, Status::ForgedBinding as u32),
+            (2, Status::BadAStack as u32),
+            (0, Status::Ok as u32),
+            (3, Status::Ok as u32),
+        ]
+    );
+    // An event written outside memory, unknown ids, an id ended twice.
+    assert_eq!(
+        h.call::<(i32, i32), i32>("multi_next_raw", (id, i32::MAX - 4))
+            .unwrap(),
+        Status::BadPointer as i32
+    );
+    assert_eq!(end(id), Status::Ok as i32);
+    assert_eq!(end(id), Status::BadPointer as i32);
+    for bad in [id, -1, 99, i32::MAX] {
+        assert_eq!(next(bad), Err(Status::BadPointer as i32), "id {bad}");
+    }
+
+    // At most MAX_OPEN under way at once; ending one makes room.
+    put(&[good]);
+    let ids: Vec<i32> = (0..MAX_OPEN).map(|_| start(scratch, 1, 0, 1_000)).collect();
+    assert!(ids.iter().all(|&i| i >= 0), "{ids:?}");
+    assert_eq!(
+        start(scratch, 1, 0, 1_000),
+        refused(Status::ResourceExhausted)
+    );
+    assert_eq!(end(ids[3]), Status::Ok as i32);
+    let again = start(scratch, 1, 0, 1_000);
+    assert_eq!(again, ids[3]);
+    for i in ids {
+        assert_eq!(end(i), Status::Ok as i32);
+    }
+    // Nothing is left busy: a plain call on the same A-stack works.
+    let ok: i32 = h.call("call_raw", (handle, 0, a0)).unwrap();
+    assert_eq!(ok, Status::Ok as i32);
+}

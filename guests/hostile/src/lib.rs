@@ -219,3 +219,21 @@ pub extern "C" fn chan_wait_raw(handle: i64, rep_tail: i32, timeout_us: i32) -> 
 pub extern "C" fn chan_unbind_raw(handle: i64) -> i32 {
     sys::channel_unbind(handle)
 }
+
+/// A raw `multi_start`.
+#[unsafe(no_mangle)]
+pub extern "C" fn multi_start_raw(members_ptr: i32, n: i32, proc: i32, timeout_ms: i32) -> i32 {
+    sys::multi_start(members_ptr, n, proc, timeout_ms)
+}
+
+/// A raw `multi_next`.
+#[unsafe(no_mangle)]
+pub extern "C" fn multi_next_raw(id: i32, next_ptr: i32) -> i32 {
+    sys::multi_next(id, next_ptr)
+}
+
+/// A raw `multi_end`.
+#[unsafe(no_mangle)]
+pub extern "C" fn multi_end_raw(id: i32) -> i32 {
+    sys::multi_end(id)
+}
