@@ -61,6 +61,10 @@ pub enum Op {
     /// A second thread runs `n` `add` calls on client `c` while this one terminates the
     /// server.
     TerminateDuring { c: u8, n: u8 },
+    /// Hostile: a MultiRPC of null calls to 1 to 8 members, each the current binding's first
+    /// A-stack, or a made-up handle where `forged` has the member's bit set; ended after
+    /// `stop` events (0: after all of them).
+    Multi { c: u8, n: u8, forged: u8, stop: u8 },
 }
 
 /// A sequence and the clients it runs on.
@@ -503,6 +507,99 @@ fn step_op(w: &mut World, op: &Op, step: usize) {
                 }
             }
         }
+        Op::Multi { c, n, forged, stop } => {
+            use lrpc_abi::multi::{Kind as Event, Member, NEXT_LEN, Next};
+            let i = pick(w, c);
+            let cl = &w.clients[i];
+            if !cl.alive || cl.kind != Kind::Hostile {
+                return;
+            }
+            let Some((h, _)) = cl.current else { return };
+            let astack: i32 = cl.domain.call("astack", 0).expect("astack");
+            let scratch: i32 = cl.domain.call("scratch", ()).expect("scratch");
+            let n = 1 + usize::from(n % 8);
+            let made_up = |k: usize| 0x7fff_0000_0000_0001_i64 + k as i64;
+            let members: Vec<i64> = (0..n)
+                .map(|k| {
+                    if (forged >> k) & 1 == 1 && !w.issued.contains(&made_up(k)) {
+                        made_up(k)
+                    } else {
+                        h
+                    }
+                })
+                .collect();
+            let records: Vec<u8> = members
+                .iter()
+                .flat_map(|&hd| {
+                    Member {
+                        handle: hd as u64,
+                        astack: astack as u32,
+                    }
+                    .encode()
+                })
+                .collect();
+            cl.domain
+                .write_memory(scratch as usize, &records)
+                .expect("records");
+            let id: i32 = cl
+                .domain
+                .call("multi_start_raw", (scratch, n as i32, 0, 10_000))
+                .expect("multi_start");
+            assert!(id >= 0, "{}", ctx(&format!("multi_start: {id}")));
+            let at = scratch + 2048;
+            let mut seen = vec![false; n];
+            let mut events = 0;
+            loop {
+                let r: i32 = cl
+                    .domain
+                    .call("multi_next_raw", (id, at))
+                    .expect("multi_next");
+                assert_eq!(r, 0, "{}", ctx("multi_next"));
+                let rec = cl.domain.read_memory(at as usize, NEXT_LEN).expect("event");
+                let e = Next::decode(&rec).expect("an event record");
+                if e.kind == Event::Done {
+                    assert!(
+                        seen.iter().all(|&x| x),
+                        "{}",
+                        ctx("done before every member")
+                    );
+                    break;
+                }
+                assert_eq!(e.kind, Event::Reply, "{}", ctx("no timeout"));
+                let m = e.member as usize;
+                assert!(m < n && !seen[m], "{}", ctx(&format!("member {m} again")));
+                seen[m] = true;
+                let got = i64::from(e.status);
+                if members[m] == h {
+                    check_revoked(got, expect_call(cl.current), &ctx("a member's null call"));
+                } else {
+                    assert_eq!(
+                        got,
+                        code(Status::ForgedBinding),
+                        "{}",
+                        ctx("made-up member")
+                    );
+                }
+                events += 1;
+                if usize::from(stop) == events {
+                    break;
+                }
+            }
+            let r: i32 = cl.domain.call("multi_end_raw", id).expect("multi_end");
+            assert_eq!(r, 0, "{}", ctx("multi_end"));
+            // Nothing of it stays busy.
+            if cl.current.is_some_and(|(_, live)| live) {
+                let got: i32 = cl
+                    .domain
+                    .call("call_raw", (h, 0, astack))
+                    .expect("call_raw");
+                check_revoked(
+                    i64::from(got),
+                    expect_call(cl.current),
+                    &ctx("a call after"),
+                );
+            }
+        }
         Op::TerminateDuring { c, n } => {
             let i = pick(w, c);
             let cl = &w.clients[i];
@@ -519,9 +616,8 @@ fn step_op(w: &mut World, op: &Op, step: usize) {
                 t.join().expect("thread")
             });
             let r = r.expect("add_loop");
-            let ok = r == 0
-                || -r == code(Status::ServerTerminated)
-                || -r == code(Status::StaleBinding);
+            let ok =
+                r == 0 || -r == code(Status::ServerTerminated) || -r == code(Status::StaleBinding);
             assert!(ok, "{}", ctx(&format!("calls racing a termination: {r}")));
             revoke_all(w);
         }
