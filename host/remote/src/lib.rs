@@ -24,11 +24,16 @@
 //! wRPC's TCP and Unix framing carries one invocation per connection. Between a binding and
 //! a server of this crate, a connection opened by a wRPC invocation of
 //! `lrpc:remote/session@1` / `open` instead carries one call after another (a *session*) and
-//! is kept between calls; peers that do not answer it are called in plain wRPC.
+//! is kept between calls; peers that do not answer it are called in plain wRPC. The server
+//! serves each session on a thread of its own, which makes the calls itself with a driver
+//! the pool lends ([`LocalPool`]); both sides keep their thread awake briefly for a peer that
+//! answers within microseconds (`session::SPIN`).
 //!
-//! [`multi_call`] is MultiRPC: one call to N members (local, remote or mixed) with the
-//! arguments encoded once, a handler per reply in arrival order that may end the call, and
-//! an overall timeout.
+//! [`multi_call`] is MultiRPC for embedders: one call to N members (local, remote or mixed)
+//! with the arguments encoded once, a handler per reply in arrival order that may end the
+//! call, and an overall timeout. Guests have their own (`Client::multi_<method>` in every
+//! generated client, over the kernel's `multi_*` imports); their remote members go out
+//! through [`Forward`]'s `RemoteTarget::start`.
 //!
 //! **Versions.** `wrpc-transport` 0.30 (with `wasm-tokio` 0.8: lengths read off the wire no
 //! longer size allocations up front) and, for the foreign peer in the tests,
