@@ -205,7 +205,7 @@ impl Pool {
             session::put_name(&mut req, instance)
                 .and_then(|()| session::put_name(&mut req, func))
                 .map_err(|e| RemoteError::PeerFailed(e.to_string()))?;
-            session::put_leb_u32(&mut req, len);
+            crate::wire::put_uleb(&mut req, u64::from(len));
             req.extend_from_slice(params);
             if let Err(e) = c.io.get_mut().write_all(&req).await {
                 if reused {

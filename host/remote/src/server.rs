@@ -367,7 +367,7 @@ fn session_reply(
             Ok(n) => {
                 let mut reply = Vec::with_capacity(b.len() + 6);
                 reply.push(RETURNED);
-                session::put_leb_u32(&mut reply, n);
+                crate::wire::put_uleb(&mut reply, u64::from(n));
                 reply.extend_from_slice(&b);
                 reply
             }

@@ -283,19 +283,6 @@ pub(crate) fn read_u8(r: &mut impl Read) -> io::Result<u8> {
     Ok(b[0])
 }
 
-/// Appends `v` in unsigned LEB128.
-pub(crate) fn put_leb_u32(buf: &mut Vec<u8>, mut v: u32) {
-    loop {
-        let b = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            buf.push(b);
-            return;
-        }
-        buf.push(b | 0x80);
-    }
-}
-
 /// Reads a LEB128 length that must not exceed `limit`.
 pub(crate) fn read_len(r: &mut impl Read, limit: usize) -> io::Result<usize> {
     let n =
@@ -352,7 +339,7 @@ pub(crate) fn read_name(
 /// Appends a name: LEB128 length, bytes.
 pub(crate) fn put_name(buf: &mut Vec<u8>, name: &str) -> io::Result<()> {
     let n = u32::try_from(name.len()).map_err(|_| invalid("name too long"))?;
-    put_leb_u32(buf, n);
+    crate::wire::put_uleb(buf, u64::from(n));
     buf.extend_from_slice(name.as_bytes());
     Ok(())
 }
@@ -365,7 +352,7 @@ mod tests {
     async fn leb128_round_trips_and_rejects_overlong_and_out_of_range() {
         for v in [0u32, 1, 127, 128, 300, 16_383, 16_384, u32::MAX] {
             let mut b = Vec::new();
-            put_leb_u32(&mut b, v);
+            crate::wire::put_uleb(&mut b, u64::from(v));
             assert_eq!(read_leb_u32(&mut &b[..]).await.unwrap(), v);
         }
         let bad: [&[u8]; 3] = [
@@ -377,11 +364,11 @@ mod tests {
             assert!(read_leb_u32(&mut &b[..]).await.is_err(), "{b:?}");
         }
         let mut b = Vec::new();
-        put_leb_u32(&mut b, 11);
+        crate::wire::put_uleb(&mut b, 11);
         assert!(read_len(&mut &b[..], 10).is_err());
         for v in [0u32, 300, u32::MAX] {
             let mut b = Vec::new();
-            put_leb_u32(&mut b, v);
+            crate::wire::put_uleb(&mut b, u64::from(v));
             assert_eq!(read_leb_u32_blocking(&mut &b[..]).unwrap(), v);
         }
         for b in bad {
@@ -398,11 +385,11 @@ mod tests {
         read_name(&mut &b[..], &mut scratch, &mut s).unwrap();
         assert_eq!(s, "lrpc:bench/bench");
         let mut b = Vec::new();
-        put_leb_u32(&mut b, 2);
+        crate::wire::put_uleb(&mut b, 2);
         b.extend_from_slice(&[0xc3, 0x28]);
         assert!(read_name(&mut &b[..], &mut scratch, &mut s).is_err());
         let mut b = Vec::new();
-        put_leb_u32(&mut b, (MAX_NAME + 1) as u32);
+        crate::wire::put_uleb(&mut b, (MAX_NAME + 1) as u64);
         assert!(read_name(&mut &b[..], &mut scratch, &mut s).is_err());
     }
 }

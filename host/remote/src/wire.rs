@@ -112,7 +112,8 @@ impl<'a> Src<'a> {
     }
 }
 
-fn put_uleb(dst: &mut BytesMut, mut v: u64) {
+/// Appends `v` in unsigned LEB128.
+pub(crate) fn put_uleb(dst: &mut impl bytes::BufMut, mut v: u64) {
     loop {
         let b = (v & 0x7f) as u8;
         v >>= 7;

@@ -120,6 +120,13 @@ pub(super) type EntryArgs = (i32, i32, i32, i32, i32);
 #[inline]
 fn release(data: &mut DomainData, p: &Prepared) {
     p.busy.clear();
+    drop_finished_retired(data);
+}
+
+/// Drops the bindings unbound while a call on them was in flight whose last call has
+/// finished (see `linkage::Pinned`).
+#[inline]
+pub(super) fn drop_finished_retired(data: &mut DomainData) {
     if !data.retired.is_empty() {
         data.retired.retain(ClientBinding::any_busy);
     }
@@ -176,8 +183,7 @@ pub(super) fn call_in(
 #[inline]
 fn resolve_oob(
     b: &Binding,
-    p: &Prepared,
-    proc: u32,
+    (proc, index): (u32, u32),
     i: usize,
     args: &EntryArgs,
     ctx: wasmtime::StoreContextMut<'_, DomainData>,
@@ -186,7 +192,7 @@ fn resolve_oob(
     if cap == 0 || at as u32 != u32::MAX {
         return Ok(at);
     }
-    map_oob_lazily(b, p, proc, i, ctx)
+    map_oob_lazily(b, (proc, index), i, ctx)
 }
 
 /// The slow half of `resolve_oob`: maps the segment into replica `i` now.
@@ -194,13 +200,12 @@ fn resolve_oob(
 #[inline(never)]
 fn map_oob_lazily(
     b: &Binding,
-    p: &Prepared,
-    proc: u32,
+    (proc, index): (u32, u32),
     i: usize,
     ctx: wasmtime::StoreContextMut<'_, DomainData>,
 ) -> Result<i32, Status> {
     let off = b
-        .map_into((proc, p.index, lrpc_abi::OOB_IN), i, ctx)
+        .map_into((proc, index, lrpc_abi::OOB_IN), i, ctx)
         .map_err(|e| e.status())?;
     i32::try_from(off).map_err(|_| Status::ResourceExhausted)
 }
@@ -240,12 +245,41 @@ fn transfer(
         Some(store) => call.locked(caller, start, store),
         None => call.contended(caller, start),
     };
+    status_of(outcome, &caller.data().kernel, server)
+}
+
+/// The status of an entry's outcome: a server that faulted is terminated.
+#[inline(always)]
+fn status_of(
+    outcome: Outcome,
+    kernel: &std::sync::Weak<crate::kernel::KernelInner>,
+    server: &crate::domain::DomainShared,
+) -> Status {
     match outcome {
         Ok(Ok(lrpc_abi::ENTRY_OK)) => Status::Ok,
         Ok(Ok(_)) => Status::ServerRejected,
-        Ok(Err(e)) => server_faulted(caller, server, &e),
+        Ok(Err(e)) => server_faulted(kernel, server, &e),
         Err(s) => s,
     }
+}
+
+/// Runs the entry of `proc` in replica `i` through `ctx` (its store, locked by this thread)
+/// with `deadline` set on the server, mapping the `in` segment there first if it is not yet
+/// (`index`: the A-stack's index among the procedure's).
+#[inline(always)]
+fn enter(
+    b: &Binding,
+    (proc, index): (u32, u32),
+    i: usize,
+    mut args: EntryArgs,
+    deadline: u64,
+    mut ctx: wasmtime::StoreContextMut<'_, DomainData>,
+) -> Outcome {
+    args.2 = resolve_oob(b, (proc, index), i, &args, ctx.as_context_mut())?;
+    let saved = std::mem::replace(&mut ctx.data_mut().deadline_tick, deadline);
+    let r = b.export.entries[i][proc as usize].call(&mut ctx, args);
+    ctx.data_mut().deadline_tick = saved;
+    Ok(r)
 }
 
 /// A call that does not migrate into the server's replicas: to the server's own thread, to a
@@ -280,12 +314,12 @@ fn detoured(
 /// A server's fault during a call: the server is terminated, the client gets the status.
 #[cold]
 fn server_faulted(
-    caller: &Caller<'_, DomainData>,
+    kernel: &std::sync::Weak<crate::kernel::KernelInner>,
     server: &crate::domain::DomainShared,
     e: &wasmtime::Error,
 ) -> Status {
     let fault = Fault::classify(e);
-    if let Some(k) = caller.data().kernel.upgrade() {
+    if let Some(k) = kernel.upgrade() {
         crate::terminate::terminate_shared(&k, server);
     }
     tracing::debug!(server = server.core.name, %fault, "server faulted during a call");
@@ -348,15 +382,11 @@ impl RunArgs<'_> {
     fn entry(
         self,
         i: usize,
-        mut args: EntryArgs,
-        mut ctx: wasmtime::StoreContextMut<'_, DomainData>,
+        args: EntryArgs,
+        ctx: wasmtime::StoreContextMut<'_, DomainData>,
     ) -> Outcome {
-        let b = self.p.binding.get();
-        args.2 = resolve_oob(b, self.p, self.proc, i, &args, ctx.as_context_mut())?;
-        let saved = std::mem::replace(&mut ctx.data_mut().deadline_tick, self.deadline);
-        let r = b.export.entries[i][self.proc as usize].call(&mut ctx, args);
-        ctx.data_mut().deadline_tick = saved;
-        Ok(r)
+        let key = (self.proc, self.p.index);
+        enter(self.p.binding.get(), key, i, args, self.deadline, ctx)
     }
 
     /// This thread's replica was busy: another free one; else one suspended in a call on this
@@ -410,7 +440,9 @@ fn transfer_message(
         Err(s) => return s,
     };
     let r0 = &b.server.replicas[0];
-    let oob = r0.with_store(b.deadline, |ctx| resolve_oob(b, p, proc, 0, &args, ctx));
+    let oob = r0.with_store(b.deadline, |ctx| {
+        resolve_oob(b, (proc, p.index), 0, &args, ctx)
+    });
     match oob {
         Ok(Ok(o)) => args.2 = o,
         Ok(Err(s)) => return s,
@@ -528,51 +560,20 @@ impl Detached {
                 None => return Status::ServerBusy,
             },
         };
-        let Some(mut args) = self.args.get(i).copied() else {
+        let Some(&args) = self.args.get(i) else {
             return Status::BadAStack;
         };
-        if args.3 != 0 && args.2 as u32 == u32::MAX {
-            let key = (self.proc, self.index, lrpc_abi::OOB_IN);
-            match b.map_into(key, i, store.as_context_mut()) {
-                Ok(off) => match i32::try_from(off) {
-                    Ok(off) => args.2 = off,
-                    Err(_) => return Status::ResourceExhausted,
-                },
-                Err(e) => return e.status(),
-            }
-        }
-        let Some(entry) = b
-            .export
-            .entries
-            .get(i)
-            .and_then(|e| e.get(self.proc as usize))
-        else {
-            return Status::BadProcedure;
-        };
-        let mut ctx = store.as_context_mut();
-        let saved = std::mem::replace(&mut ctx.data_mut().deadline_tick, self.deadline_tick);
-        let r = linkage::with_served(
+        let key = (self.proc, self.index);
+        let outcome = linkage::with_served(
             self.client_key,
             server.replicas[i].key,
             Pinned::new(&self.binding),
             self.proc,
             self.index,
-            || entry.call(&mut ctx, args),
+            || enter(b, key, i, args, self.deadline_tick, store.as_context_mut()),
         );
-        ctx.data_mut().deadline_tick = saved;
         drop(store);
-        let status = match r {
-            Ok(lrpc_abi::ENTRY_OK) => Status::Ok,
-            Ok(_) => Status::ServerRejected,
-            Err(e) => {
-                let fault = Fault::classify(&e);
-                if let Some(k) = self.kernel.upgrade() {
-                    crate::terminate::terminate_shared(&k, server);
-                }
-                tracing::debug!(server = server.core.name, %fault, "server faulted during a call");
-                fault.status()
-            }
-        };
+        let status = status_of(outcome, &self.kernel, server);
         if status == Status::Ok && !b.is_live() {
             return b.dead_status();
         }

@@ -25,7 +25,8 @@
 use super::call::{self, Detached};
 use super::mixed::{AStack, read_request, write_result};
 use super::{HostResult, live_binding, read_guest, write_guest};
-use crate::binding::Binding;
+use crate::astack::Extent;
+use crate::binding::{Binding, ClientBinding};
 use crate::clerk::Detour;
 use crate::domain::DomainData;
 use crate::error::Interrupt;
@@ -38,9 +39,6 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use wasmtime::Caller;
-
-/// A remote member's call, ready to go: its target and the request off its A-stack.
-type Outgoing = (Arc<dyn RemoteTarget>, Vec<u8>);
 
 /// Members for helper threads: each member's index and its prepared call.
 type Jobs = Vec<(usize, Detached)>;
@@ -122,23 +120,19 @@ fn start(
     // Jobs for helper threads, per server domain.
     let mut parallel: Vec<(u16, usize, Jobs)> = Vec::new();
     for i in 0..call.members.len() {
-        let m = call.members[i];
-        match remote_member(caller, &m, proc) {
-            Ok(None) => match detach(caller.data(), &m, proc) {
-                Ok(None) => call.local.push_back(i),
-                Ok(Some(job)) => {
-                    let server = &job.binding.server;
-                    let (id, n) = (server.core.id, server.replicas.len());
-                    match parallel.iter_mut().find(|p| p.0 == id) {
-                        Some(p) => p.2.push((i, job)),
-                        None => parallel.push((id, n, vec![(i, job)])),
-                    }
-                    call.on_helpers.push(i);
-                    call.out += 1;
+        match route(caller, &call.members[i], proc) {
+            Ok(Route::Here) => call.local.push_back(i),
+            Ok(Route::Helper(job)) => {
+                let server = &job.binding.server;
+                let (id, n) = (server.core.id, server.replicas.len());
+                match parallel.iter_mut().find(|p| p.0 == id) {
+                    Some(p) => p.2.push((i, job)),
+                    None => parallel.push((id, n, vec![(i, job)])),
                 }
-                Err(s) => call.refused.push_back((i, s)),
-            },
-            Ok(Some((target, request))) => {
+                call.on_helpers.push(i);
+                call.out += 1;
+            }
+            Ok(Route::Remote(target, request)) => {
                 let tx = tx.clone();
                 target.start(
                     proc as usize,
@@ -165,54 +159,73 @@ fn start(
     Ok(slot as i32)
 }
 
-/// A member's binding, checked as `call` checks it: `None` for a local server (called later,
-/// through `call`), or the remote target and the request read off its A-stack.
-fn remote_member(
-    caller: &mut Caller<'_, DomainData>,
-    m: &Member,
-    proc: i32,
-) -> Result<Option<Outgoing>, Status> {
-    let (binding, a) = member_astack(caller.data(), m, proc)?;
-    let Some(Detour::Remote(target)) = &binding.export.detour else {
-        return Ok(None);
-    };
-    let pp = binding
-        .export
-        .plan
-        .procs
-        .get(a.proc as usize)
-        .ok_or(Status::BadProcedure)?;
-    let request = read_request(caller, &binding, pp, &a)?;
-    Ok(Some((target.clone(), request)))
+/// How a member's call is made.
+enum Route {
+    /// Through the ordinary call path, on this thread (`multi_next`).
+    Here,
+    /// On a helper thread: a local server with several replicas.
+    Helper(Detached),
+    /// By the remote target, with the request read off the member's A-stack.
+    Remote(Arc<dyn RemoteTarget>, Vec<u8>),
 }
 
-/// A local member whose server has several replicas, prepared for a helper thread: checked
-/// as `call` checks it, its A-stack marked busy. `None` for a member called on this thread.
-fn detach(data: &DomainData, m: &Member, proc: i32) -> Result<Option<Detached>, Status> {
-    let cb = live_binding(data, m.handle)?;
+/// A member, checked as `call` checks it (its binding, the procedure, its A-stack), and how
+/// its call is made. A member for a helper has its A-stack marked busy here.
+fn route(caller: &mut Caller<'_, DomainData>, m: &Member, proc: i32) -> Result<Route, Status> {
+    let data = caller.data();
+    let (cb, e, local) = lookup(data, m, proc)?;
     let b = &cb.binding;
-    if b.export.detour.is_some() || b.server.replicas.len() < 2 {
-        return Ok(None);
+    match &b.export.detour {
+        Some(Detour::Remote(target)) => {
+            let a = astack_of(m, proc, e, local);
+            let (b, target) = (b.clone(), target.clone());
+            let pp = b.export.plan.procs.get(a.proc as usize);
+            let request = read_request(caller, &b, pp.ok_or(Status::BadProcedure)?, &a)?;
+            Ok(Route::Remote(target, request))
+        }
+        None if b.server.replicas.len() > 1 => {
+            let busy = e.busy.get(local as usize).ok_or(Status::BadAStack)?;
+            if busy.replace(true) {
+                return Err(Status::AStackBusy);
+            }
+            let borrow = call::borrow_mask(b, proc as u32);
+            let args = (0..b.server.replicas.len())
+                .map(|r| call::args_in(e, local, r, borrow))
+                .collect();
+            let now = data.ticks.load(Ordering::Relaxed);
+            Ok(Route::Helper(Detached {
+                binding: b.clone(),
+                client_key: data.key(),
+                proc: proc as u32,
+                index: e.first + local,
+                args,
+                deadline_tick: now.saturating_add(b.deadline_ticks),
+                kernel: data.kernel.clone(),
+            }))
+        }
+        _ => Ok(Route::Here),
     }
+}
+
+/// The member's live binding, and the extent and index of its A-stack.
+fn lookup<'a>(
+    data: &'a DomainData,
+    m: &Member,
+    proc: i32,
+) -> Result<(&'a ClientBinding, &'a Extent, u32), Status> {
+    let cb = live_binding(data, m.handle)?;
     let (e, local) = crate::astack::astack(&cb.procs, proc, m.astack as i32)?;
-    let busy = e.busy.get(local as usize).ok_or(Status::BadAStack)?;
-    if busy.replace(true) {
-        return Err(Status::AStackBusy);
-    }
-    let borrow = call::borrow_mask(b, proc as u32);
-    let args = (0..b.server.replicas.len())
-        .map(|r| call::args_in(e, local, r, borrow))
-        .collect();
-    let now = data.ticks.load(Ordering::Relaxed);
-    Ok(Some(Detached {
-        binding: b.clone(),
-        client_key: data.key(),
+    Ok((cb, e, local))
+}
+
+/// Where the member's A-stack is, as the mixed paths take it.
+fn astack_of(m: &Member, proc: i32, e: &Extent, local: u32) -> AStack {
+    AStack {
+        at: m.astack,
+        cap: e.size,
         proc: proc as u32,
         index: e.first + local,
-        args,
-        deadline_tick: now.saturating_add(b.deadline_ticks),
-        kernel: data.kernel.clone(),
-    }))
+    }
 }
 
 /// Runs `jobs` (members of one server with `replicas` replicas) on at most that many helper
@@ -257,15 +270,8 @@ fn member_astack(
     m: &Member,
     proc: i32,
 ) -> Result<(Arc<Binding>, AStack), Status> {
-    let cb = live_binding(data, m.handle)?;
-    let (e, local) = crate::astack::astack(&cb.procs, proc, m.astack as i32)?;
-    let a = AStack {
-        at: m.astack,
-        cap: e.size,
-        proc: proc as u32,
-        index: e.first + local,
-    };
-    Ok((cb.binding.clone(), a))
+    let (cb, e, local) = lookup(data, m, proc)?;
+    Ok((cb.binding.clone(), astack_of(m, proc, e, local)))
 }
 
 /// `multi_next(id, next_ptr) -> status`.
@@ -393,9 +399,7 @@ fn release(data: &mut DomainData, m: &Member, proc: i32) {
     {
         busy.set(false);
     }
-    if !data.retired.is_empty() {
-        data.retired.retain(crate::binding::ClientBinding::any_busy);
-    }
+    call::drop_finished_retired(data);
 }
 
 /// `multi_end(id) -> status`.
