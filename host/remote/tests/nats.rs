@@ -209,20 +209,61 @@ fn adds(rt: &tokio::runtime::Runtime, b: &RemoteBinding, add: usize, n: u32) -> 
     })
 }
 
+/// A NATS server, three kernels serving the bench and key-value interfaces in one queue
+/// group behind it, and a local kernel's binding to the group's bench export.
+struct Group {
+    nats: NatsServer,
+    url: String,
+    nodes: [Node; 3],
+    _kernel: lrpc::Kernel,
+    pool: std::sync::Arc<LocalPool>,
+    rt: tokio::runtime::Runtime,
+    endpoint: Endpoint,
+    b: RemoteBinding,
+    add: usize,
+}
+
+impl Group {
+    fn start() -> Result<Group> {
+        let nats = NatsServer::start()?;
+        let url = nats.url();
+        let nodes = [
+            Node::start(&url, "kernels", 0)?,
+            Node::start(&url, "kernels", 0)?,
+            Node::start(&url, "kernels", 0)?,
+        ];
+        let (_kernel, pool) = local()?;
+        let rt = runtime();
+        let endpoint: Endpoint = url.parse().map_err(anyhow::Error::msg)?;
+        let b = binding(&pool, &endpoint, BENCH, RemoteOptions::default());
+        let add = proc_of(&pool, BENCH, "add");
+        Ok(Group {
+            nats,
+            url,
+            nodes,
+            _kernel,
+            pool,
+            rt,
+            endpoint,
+            b,
+            add,
+        })
+    }
+}
+
 #[test]
 fn load_is_shared_across_three_kernels_behind_nats() -> Result<()> {
-    let nats = NatsServer::start()?;
-    let url = nats.url();
-    let mut nodes = [
-        Node::start(&url, "kernels", 0)?,
-        Node::start(&url, "kernels", 0)?,
-        Node::start(&url, "kernels", 0)?,
-    ];
-    let (_kernel, pool) = local()?;
-    let rt = runtime();
-    let endpoint: Endpoint = url.parse().map_err(anyhow::Error::msg)?;
-    let b = binding(&pool, &endpoint, BENCH, RemoteOptions::default());
-    let add = proc_of(&pool, BENCH, "add");
+    let Group {
+        nats,
+        url: _url,
+        mut nodes,
+        _kernel,
+        pool,
+        rt,
+        endpoint,
+        b,
+        add,
+    } = Group::start()?;
     adds(&rt, &b, add, 300)?;
     let served: Vec<u64> = nodes.iter_mut().map(Node::served).collect::<Result<_>>()?;
     println!("calls served per node: {served:?}");
@@ -263,18 +304,17 @@ fn load_is_shared_across_three_kernels_behind_nats() -> Result<()> {
 
 #[test]
 fn a_killed_node_share_moves_to_the_others() -> Result<()> {
-    let nats = NatsServer::start()?;
-    let url = nats.url();
-    let mut nodes = [
-        Node::start(&url, "kernels", 0)?,
-        Node::start(&url, "kernels", 0)?,
-        Node::start(&url, "kernels", 0)?,
-    ];
-    let (_kernel, pool) = local()?;
-    let rt = runtime();
-    let endpoint: Endpoint = url.parse().map_err(anyhow::Error::msg)?;
-    let b = binding(&pool, &endpoint, BENCH, RemoteOptions::default());
-    let add = proc_of(&pool, BENCH, "add");
+    let Group {
+        nats: _nats,
+        url,
+        mut nodes,
+        _kernel,
+        pool: _pool,
+        rt,
+        endpoint: _endpoint,
+        b,
+        add,
+    } = Group::start()?;
     adds(&rt, &b, add, 150)?;
     let before: Vec<u64> = nodes.iter_mut().map(Node::served).collect::<Result<_>>()?;
     assert_eq!(before.iter().sum::<u64>(), 150, "{before:?}");
