@@ -13,13 +13,14 @@ use lrpc_remote::{
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
 use common::{
-    BENCH, KV, bench_calls, kv_calls, local, proc_of, runtime, string, string_bytes, u32s,
+    BENCH, KV, Reaped, bench_calls, binding, kv_calls, local, proc_of, runtime, string,
+    string_bytes, u32s,
 };
 
 fn nats_server_binary() -> PathBuf {
@@ -53,7 +54,7 @@ fn free_port() -> Result<u16> {
 
 /// A `nats-server` process on loopback, killed when dropped.
 struct NatsServer {
-    child: Child,
+    child: Reaped,
     port: u16,
     monitor: u16,
 }
@@ -74,13 +75,13 @@ impl NatsServer {
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
         let mut s = NatsServer {
-            child,
+            child: Reaped(child),
             port,
             monitor,
         };
         let until = Instant::now() + Duration::from_secs(15);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Some(status) = s.child.try_wait()? {
+            if let Some(status) = s.child.0.try_wait()? {
                 bail!("nats-server exited: {status}");
             }
             ensure!(Instant::now() < until, "nats-server did not start");
@@ -112,20 +113,13 @@ impl NatsServer {
     }
 
     fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for NatsServer {
-    fn drop(&mut self) {
-        self.kill();
+        self.child.kill();
     }
 }
 
 /// A node process serving on NATS in a queue group, killed when dropped.
 struct Node {
-    child: Child,
+    child: Reaped,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
 }
@@ -147,7 +141,7 @@ impl Node {
             "node said `{line}`"
         );
         Ok(Node {
-            child,
+            child: Reaped(child),
             stdin,
             stdout,
         })
@@ -167,20 +161,8 @@ impl Node {
     }
 
     fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.kill();
     }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn binding(pool: &LocalPool, endpoint: &Endpoint, name: &str, o: RemoteOptions) -> RemoteBinding {
-    let plan = pool.export(name).expect("export").plan.clone();
-    RemoteBinding::new(endpoint.clone(), name, plan, o)
 }
 
 /// `n` calls of `add(i, 1000 * i)`, half one after another, half 50 at a time; every result

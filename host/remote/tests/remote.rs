@@ -12,19 +12,20 @@ use lrpc_remote::{
 };
 use std::io::{BufRead as _, BufReader};
 use std::ops::ControlFlow;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 mod common;
 
 use common::{
-    BENCH, KV, bench_calls, bytes, kv_calls, local, proc_of, runtime, string, string_bytes, u32s,
+    BENCH, KV, Reaped, bench_calls, binding, bytes, kv_calls, local, proc_of, runtime, string,
+    string_bytes, u32s,
 };
 
 /// A node process, killed when dropped.
 struct Node {
-    child: Child,
+    child: Reaped,
     endpoints: Vec<Endpoint>,
 }
 
@@ -47,7 +48,10 @@ impl Node {
                 .with_context(|| format!("node said `{line}`"))?;
             endpoints.push(e.parse().map_err(anyhow::Error::msg)?);
         }
-        Ok(Node { child, endpoints })
+        Ok(Node {
+            child: Reaped(child),
+            endpoints,
+        })
     }
 
     fn tcp(wait_us: u64) -> Result<Node> {
@@ -55,20 +59,12 @@ impl Node {
     }
 
     fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.kill();
+        self.child.kill();
     }
 }
 
 fn remote(pool: &LocalPool, endpoint: &Endpoint, name: &str) -> RemoteBinding {
-    let plan = pool.export(name).expect("export").plan.clone();
-    RemoteBinding::new(endpoint.clone(), name, plan, RemoteOptions::default())
+    binding(pool, endpoint, name, RemoteOptions::default())
 }
 
 /// The calls both tests compare: (export, function, arguments).
@@ -150,11 +146,10 @@ fn a_call_past_its_deadline_times_out() -> Result<()> {
     let (_kernel, pool) = local()?;
     let rt = runtime();
     let node = Node::tcp(30_000_000)?;
-    let plan = pool.export(BENCH).unwrap().plan.clone();
-    let b = RemoteBinding::new(
-        node.endpoints[0].clone(),
+    let b = binding(
+        &pool,
+        &node.endpoints[0],
         BENCH,
-        plan,
         RemoteOptions {
             deadline: Duration::from_millis(300),
             ..Default::default()
@@ -627,11 +622,10 @@ fn kept_connections_and_calls_in_flight_are_bounded() -> Result<()> {
     let rt = runtime();
     // Every call waits 100 ms at the node: calls in flight at once show in the total time.
     let node = Node::tcp(100_000)?;
-    let plan = pool.export(BENCH).unwrap().plan.clone();
-    let b = RemoteBinding::new(
-        node.endpoints[0].clone(),
+    let b = binding(
+        &pool,
+        &node.endpoints[0],
         BENCH,
-        plan,
         RemoteOptions {
             max_in_flight: 4,
             keep_connections: 2,

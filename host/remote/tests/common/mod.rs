@@ -7,8 +7,36 @@
 
 use anyhow::Result;
 use lrpc::{DomainOptions, Kernel, artifacts};
-use lrpc_remote::LocalPool;
+use lrpc_remote::{Endpoint, LocalPool, RemoteBinding, RemoteOptions};
+use std::process::Child;
 use std::sync::Arc;
+
+/// A child process that is killed and reaped when dropped.
+pub struct Reaped(pub Child);
+
+impl Reaped {
+    pub fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A binding to export `name` at `endpoint`, with the plan of the pool's export of it.
+pub fn binding(
+    pool: &LocalPool,
+    endpoint: &Endpoint,
+    name: &str,
+    o: RemoteOptions,
+) -> RemoteBinding {
+    let plan = pool.export(name).expect("export").plan.clone();
+    RemoteBinding::new(endpoint.clone(), name, plan, o)
+}
 
 pub const BENCH: &str = "lrpc:bench/bench";
 pub const KV: &str = "lrpc:kv/store";
