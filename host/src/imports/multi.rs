@@ -24,7 +24,7 @@
 
 use super::call::{self, Detached};
 use super::mixed::{AStack, read_request, write_result};
-use super::{HostResult, live_binding, read_guest, write_guest};
+use super::{HostResult, live_binding, memory, read_guest, write_guest};
 use crate::astack::Extent;
 use crate::binding::{Binding, ClientBinding};
 use crate::clerk::Detour;
@@ -32,7 +32,7 @@ use crate::domain::DomainData;
 use crate::error::Interrupt;
 use crate::remote::RemoteTarget;
 use lrpc_abi::Status;
-use lrpc_abi::multi::{Kind, MAX_MEMBERS, MAX_OPEN, MEMBER_LEN, Member, Next};
+use lrpc_abi::multi::{Kind, MAX_MEMBERS, MAX_OPEN, MEMBER_LEN, Member, NEXT_LEN, Next};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -284,6 +284,13 @@ pub(super) fn multi_next(
         return Ok(Status::BadPointer as i32);
     };
     if caller.data().multis.get(slot).is_none_or(Option::is_none) {
+        return Ok(Status::BadPointer as i32);
+    }
+    // Checked before the event is taken: an event that could not be written would be lost.
+    // (Linear memory never shrinks, so the range stays writable.)
+    let end = (next_ptr as u32 as usize).checked_add(NEXT_LEN);
+    let size = memory(&mut caller).map(|m| m.data_size(&caller));
+    if end.zip(size).is_none_or(|(end, size)| end > size) {
         return Ok(Status::BadPointer as i32);
     }
     let next = next(&mut caller, slot)?;
