@@ -263,13 +263,7 @@ fn decode_result(
     wire: &[u8],
     limit: usize,
 ) -> Result<Vec<u8>, RemoteError> {
-    match wire::from_wire(plan, tys, wire, limit) {
-        Ok((v, used)) if used == wire.len() => Ok(v),
-        Ok((_, used)) => Err(RemoteError::BadReply(CodecError::Trailing(
-            wire.len() - used,
-        ))),
-        Err(e) => Err(RemoteError::BadReply(e)),
-    }
+    wire::from_wire_whole(plan, tys, wire, limit).map_err(RemoteError::BadReply)
 }
 
 /// Reads values of types `tys` from `incoming` until they are complete; A-stack encoded.

@@ -245,12 +245,8 @@ impl RemoteServer {
             return vec![FAILED];
         };
         // Checked while translated into the A-stack encoding, before a domain sees a byte.
-        let args = match wire::from_wire(plan, &ptys, params, self.options.max_request) {
-            Ok((args, used)) if used == params.len() => args,
-            Ok((_, used)) => {
-                tracing::debug!(export = %export.name, proc, "{} bytes after the parameters", params.len() - used);
-                return vec![FAILED];
-            }
+        let args = match wire::from_wire_whole(plan, &ptys, params, self.options.max_request) {
+            Ok(args) => args,
             Err(e) => {
                 tracing::debug!(export = %export.name, proc, "refused parameters: {e}");
                 return vec![FAILED];

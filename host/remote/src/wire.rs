@@ -200,6 +200,20 @@ pub fn from_wire(
     Ok((dst, s.at))
 }
 
+/// [`from_wire`] for a buffer that must hold exactly the values: bytes after them are
+/// refused.
+pub fn from_wire_whole(
+    plan: &InterfacePlan,
+    tys: &[&Ty],
+    src: &[u8],
+    limit: usize,
+) -> Result<Vec<u8>, CodecError> {
+    match from_wire(plan, tys, src, limit)? {
+        (v, used) if used == src.len() => Ok(v),
+        (_, used) => Err(CodecError::Trailing(src.len() - used)),
+    }
+}
+
 /// Translates A-stack encoded values of types `tys` (all of `src`) into the wire encoding.
 pub fn to_wire(plan: &InterfacePlan, tys: &[&Ty], src: &[u8]) -> Result<BytesMut, CodecError> {
     let (dst, used) = translate(plan, tys, src)?;
