@@ -11,7 +11,9 @@
 //! components linked by wasmtime through the host) and `component-kernel` (the same components
 //! as kernel domains, bound through the clerk); `component-host-big-in` and
 //! `component-to-astack-big-in` (BigIn of the size given from a component client to the
-//! host-linked server component, or through the kernel to the core server). The setup runs before the measured loop; compare two runs with different
+//! host-linked server component, or through the kernel to the core server);
+//! `component-null-timed` times the two component Null peers in alternating rounds and
+//! prints their medians. The setup runs before the measured loop; compare two runs with different
 //! counts to take it out. With `LRPC_PERFMAP=1` the kernel's engine writes
 //! `/tmp/perf-PID.map`, which names the guest functions behind callgrind's `???:0x…` entries.
 
@@ -68,6 +70,35 @@ fn main() {
             .expect("a mixed pair")
             .big_in(size, n)
             .min(0),
+        "component-null-timed" => {
+            // Times the two component Null peers in alternating rounds and prints their
+            // medians (ns per call), as the report's `component-null/interleaved` rows do.
+            let kernel = lrpc::Kernel::new().expect("kernel");
+            let mut host = lrpc_benches::components::HostLinked::new(kernel.engine())
+                .expect("host-linked components");
+            let mut through =
+                lrpc_benches::components::KernelLinked::new().expect("component domains");
+            let time = |p: &mut dyn Peer| {
+                let t = std::time::Instant::now();
+                let r = p.null(n);
+                assert!(r >= 0, "a call failed ({r})");
+                t.elapsed().as_nanos() as f64 / f64::from(n)
+            };
+            let (mut h, mut k) = (Vec::new(), Vec::new());
+            for _ in 0..9 {
+                h.push(time(&mut host));
+                k.push(time(&mut through));
+            }
+            h.sort_by(f64::total_cmp);
+            k.sort_by(f64::total_cmp);
+            println!(
+                "component-host {:.1} ns, component-kernel {:.1} ns, ratio {:.3}",
+                h[4],
+                k[4],
+                k[4] / h[4]
+            );
+            0
+        }
         other => panic!("unknown case {other}"),
     };
     assert!(status >= 0, "a call failed ({status})");

@@ -183,6 +183,13 @@ impl WasiView for ComponentData {
 const MAX_FAILURES: usize = 256;
 
 /// Records a failed call a domain made through an import (the latest [`MAX_FAILURES`]).
+/// The Store is held by another call for longer than the deadline allows.
+#[cold]
+#[inline(never)]
+fn busy() -> Error {
+    Error::Busy
+}
+
 fn record_failure(data: &mut ComponentData, interface: &str, function: &str, status: Status) {
     let failures = &mut data.failures;
     if failures.len() >= MAX_FAILURES {
@@ -443,7 +450,8 @@ impl Shared {
         {
             return Err(e);
         }
-        let mut guard = wait_lock(&self.live, self.deadline).ok_or(Error::Busy)?;
+        // `ok_or_else`: an `Error` built eagerly would be dropped on every successful call.
+        let mut guard = wait_lock(&self.live, self.deadline).ok_or_else(busy)?;
         let Some(live) = guard.as_mut() else {
             return Err(self.gone());
         };
