@@ -207,6 +207,7 @@ pub(crate) fn instantiate(
         if d.deadline_tick != 0 && d.ticks.load(Ordering::Relaxed) >= d.deadline_tick {
             return Err(wasmtime::Error::new(Interrupt::Deadline));
         }
+        crate::pace::on_tick();
         Ok(UpdateDeadline::Continue(1))
     });
     store.set_epoch_deadline(1);

@@ -33,6 +33,7 @@ mod imports;
 mod kernel;
 mod linkage;
 mod mailbox;
+pub mod pace;
 mod quota;
 mod remote;
 mod sync;

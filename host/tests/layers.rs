@@ -7,6 +7,7 @@ use std::path::Path;
 const BELOW: &[(&str, &[&str])] = &[
     ("error.rs", &[]),
     ("sync.rs", &[]),
+    ("pace.rs", &[]),
     ("quota.rs", &["error", "sync"]),
     ("astack/map.rs", &[]),
     ("astack/alloc.rs", &[]),

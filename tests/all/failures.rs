@@ -58,6 +58,38 @@ fn a_looping_server_is_interrupted_at_the_deadline() {
     );
 }
 
+/// A thread's tick hook runs while the thread executes the server's code (the call migrated
+/// it there), at each epoch tick; time it spends pausing counts toward the call's deadline.
+#[test]
+fn a_threads_tick_hook_paces_the_server_it_migrated_into() {
+    let _guard = crate::shared();
+    let (_kernel, server, client) = faulty(Some(Duration::from_millis(100)));
+    let ticks = std::rc::Rc::new(std::cell::Cell::new(0u32));
+    let t = ticks.clone();
+    let hook = move || {
+        t.set(t.get() + 1);
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(lrpc::pace::set_tick_hook(Some(Box::new(hook))).is_none());
+    let start = Instant::now();
+    let s: i32 = client.call("spin", ()).unwrap();
+    let took = start.elapsed();
+    assert!(lrpc::pace::set_tick_hook(None).is_some());
+    assert_eq!(s, Status::DeadlineExceeded as i32);
+    assert!(took >= Duration::from_millis(100), "{took:?}");
+    // Each tick paused the spinning server for 5 ms: about 100 / (1 + 5) ticks fit, and
+    // certainly fewer than the 100 of a server that was not paused.
+    let n = ticks.get();
+    assert!((2..60).contains(&n), "{n} ticks");
+    assert!(server.is_terminated());
+    // Without the hook, the same thread's calls are not paced.
+    assert_eq!(
+        client.call::<(i32,), i64>("echo", (1,)).unwrap(),
+        neg(Status::ServerTerminated)
+    );
+    assert_eq!(ticks.get(), n);
+}
+
 #[test]
 fn work_inside_the_deadline_completes() {
     let _guard = crate::shared();

@@ -45,6 +45,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use lrpc::Status;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -104,6 +105,7 @@ impl Edge {
     /// Starts the worker threads of every route of the deployment.
     pub fn start(deployment: Arc<Deployment>) -> std::io::Result<Edge> {
         let mut routes = Vec::new();
+        let short = Arc::new(AtomicU64::new(0));
         for route in &deployment.config.routes {
             let plugins = route
                 .chain
@@ -125,9 +127,10 @@ impl Edge {
             });
             for k in 0..route.workers {
                 let (rt2, rx, dep) = (rt.clone(), rx.clone(), deployment.clone());
+                let short = short.clone();
                 let h = std::thread::Builder::new()
                     .name(format!("edge{}#{k}", route.prefix))
-                    .spawn(move || worker(&dep, &rt2, k, &rx))?;
+                    .spawn(move || worker(&dep, &rt2, k, &rx, &short))?;
                 rt.workers.lock().unwrap_or_else(|e| e.into_inner()).push(h);
             }
             routes.push(rt);
@@ -338,7 +341,14 @@ async fn reload(State(edge): State<Edge>, Path(domain): Path<String>) -> Respons
 }
 
 /// A worker: owns a driver domain bound to the route's plugins; runs queued requests.
-fn worker(dep: &Deployment, rt: &RouteRt, k: usize, rx: &Mutex<mpsc::Receiver<Job>>) {
+/// `short` counts the requests that workers of short requests have started, on every route.
+fn worker(
+    dep: &Deployment,
+    rt: &RouteRt,
+    k: usize,
+    rx: &Mutex<mpsc::Receiver<Job>>,
+    short: &Arc<AtomicU64>,
+) {
     let mut w = Worker {
         dep,
         rt,
@@ -356,6 +366,9 @@ fn worker(dep: &Deployment, rt: &RouteRt, k: usize, rx: &Mutex<mpsc::Receiver<Jo
             q.recv()
         };
         let Ok(job) = job else { return };
+        if !demoted {
+            short.fetch_add(1, Ordering::Relaxed);
+        }
         // A request that starts this worker's driver pays for it: it is not measured.
         let measured = (w.driver.is_some() || w.rt.plugins.is_empty())
             && (w.handler.is_some() || w.rt.handler.is_none());
@@ -376,6 +389,7 @@ fn worker(dep: &Deployment, rt: &RouteRt, k: usize, rx: &Mutex<mpsc::Receiver<Jo
             if average >= LONG_REQUEST.as_secs_f64() {
                 demoted = true;
                 yield_to_short_requests(&rt.route.prefix, k);
+                give_way_while_short_requests_arrive(short.clone());
             }
         }
     }
@@ -427,6 +441,38 @@ fn yield_to_short_requests(prefix: &str, k: usize) {
             "lowering a worker's priority: {e}"
         ),
     }
+}
+
+/// How long a demoted worker's guest computation pauses at a time while short requests
+/// keep arriving, and at most in a row (then it runs for one epoch tick before it pauses
+/// again): a long computation gets at least about a fiftieth of a processor however busy
+/// the other routes are.
+const PAUSE_STEP: std::time::Duration = std::time::Duration::from_millis(1);
+const MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// The idle scheduling class alone is not enough where the processors are virtual: a busy
+/// loop in that class beside the short requests' threads still cost them a fifth of their
+/// throughput and several times their tail latency (measured with plain shell loops under
+/// `chrt --idle`). So a demoted worker's thread also pauses its guest computation at each
+/// epoch tick (`lrpc::pace`) for as long as short requests have started since its last
+/// look, [`PAUSE_STEP`] at a time and [`MAX_PAUSE`] at most. The pause counts toward the
+/// call's deadline: routes of long computations need deadlines that allow for it.
+fn give_way_while_short_requests_arrive(short: Arc<AtomicU64>) {
+    let mut seen = short.load(Ordering::Relaxed);
+    let hook = move || {
+        let mut paused = std::time::Duration::ZERO;
+        loop {
+            let now = short.load(Ordering::Relaxed);
+            let active = now != seen;
+            seen = now;
+            if !active || paused >= MAX_PAUSE {
+                return;
+            }
+            std::thread::sleep(PAUSE_STEP);
+            paused += PAUSE_STEP;
+        }
+    };
+    lrpc::pace::set_tick_hook(Some(Box::new(hook)));
 }
 
 struct Worker<'a> {

@@ -497,7 +497,7 @@ fn hot_reload_under_concurrent_requests_drops_none() {
 fn sigterm_finishes_requests_in_flight_and_exits_0() {
     let mut s = Server::start(&app("http-chain"));
     let addr = s.addr.clone();
-    let slow = std::thread::spawn(move || request(&addr, "GET", "/faulty/busy/150", &[], b""));
+    let slow = std::thread::spawn(move || request(&addr, "GET", "/faulty/busy/50", &[], b""));
     // The signal comes while the request is in the plugin.
     assert!(eventually(|| s
         .metric("lrpc_http_requests_in_flight{route=\"/faulty\"}")
