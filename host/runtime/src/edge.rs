@@ -46,7 +46,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use lrpc::Status;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -85,7 +84,7 @@ struct RouteRt {
     plugins: Vec<Arc<Plugin>>,
     /// The `wasi:http` handler at the end of the chain, if it has one.
     handler: Option<Arc<HttpHandler>>,
-    queue: Mutex<Option<mpsc::Sender<Job>>>,
+    queue: Mutex<Option<crossbeam_channel::Sender<Job>>>,
     workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -116,8 +115,9 @@ impl Edge {
                 .chain
                 .last()
                 .and_then(|h| deployment.handlers.get(h).cloned());
-            let (tx, rx) = mpsc::channel::<Job>();
-            let rx = Arc::new(Mutex::new(rx));
+            // Every worker of the route waits on the queue itself (a multi-consumer
+            // channel): a request wakes one of them, and no lock is handed between them.
+            let (tx, rx) = crossbeam_channel::unbounded::<Job>();
             let rt = Arc::new(RouteRt {
                 route: route.clone(),
                 plugins,
@@ -346,7 +346,7 @@ fn worker(
     dep: &Deployment,
     rt: &RouteRt,
     k: usize,
-    rx: &Mutex<mpsc::Receiver<Job>>,
+    rx: &crossbeam_channel::Receiver<Job>,
     short: &Arc<AtomicU64>,
 ) {
     let mut w = Worker {
@@ -361,11 +361,7 @@ fn worker(
     // Processor time per request, a moving average over about the last 16 requests.
     let mut average = 0.0f64;
     loop {
-        let job = {
-            let q = rx.lock().unwrap_or_else(|e| e.into_inner());
-            q.recv()
-        };
-        let Ok(job) = job else { return };
+        let Ok(job) = rx.recv() else { return };
         if !demoted {
             short.fetch_add(1, Ordering::Relaxed);
         }
@@ -504,10 +500,9 @@ impl Worker<'_> {
         let Some(driver) = &self.driver else {
             return Answer::text(500, "no driver\n".into());
         };
-        let plan = match self.dep.kernel.interface(PLUGIN_INTERFACE) {
-            Ok(p) => p,
-            Err(e) => return Answer::text(500, format!("{e}\n")),
-        };
+        // The interface's plan (its fingerprint and procedures), made only when a plugin
+        // needs binding: planning an interface costs more than a whole chain of calls.
+        let mut plan = None;
         for (slot, plugin) in self.rt.plugins.iter().enumerate() {
             let cur = plugin.current();
             if self.bound[slot]
@@ -516,7 +511,14 @@ impl Worker<'_> {
             {
                 continue;
             }
-            match driver.bind(slot, &cur.export, plan.fingerprint, plan.procs.len()) {
+            let (fingerprint, procs) = match &plan {
+                Some(p) => *p,
+                None => match self.dep.kernel.interface(PLUGIN_INTERFACE) {
+                    Ok(p) => *plan.insert((p.fingerprint, p.procs.len())),
+                    Err(e) => return Answer::text(500, format!("{e}\n")),
+                },
+            };
+            match driver.bind(slot, &cur.export, fingerprint, procs) {
                 Ok(()) => self.bound[slot] = Some(cur),
                 Err(BindError::Status(s)) => {
                     tracing::warn!(plugin = plugin.name, "binding failed: {s}");
