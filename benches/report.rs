@@ -899,7 +899,10 @@ fn main() {
         ("edge_chain3_over_native_rps", "≥ 0.8"),
         ("edge_chain3_p50_over_chain1_p50", "≤ 1.15"),
         ("edge_fast_p99_loaded_over_alone", "≤ 2"),
+        // The ceiling of a route that keeps its work off the reactor (no target).
+        ("edge_hop_over_native_rps", "none"),
     ];
+    let mut others_missed = Vec::new();
     for (name, target) in others {
         let Some(v) = kept
             .iter()
@@ -908,9 +911,12 @@ fn main() {
         else {
             continue;
         };
-        let met = if meets(v, target) {
+        let met = if target == "none" {
+            "—"
+        } else if meets(v, target) {
             "met"
         } else {
+            others_missed.push(name);
             "**missed**"
         };
         let _ = writeln!(md, "| {name} | {v:.2} | {target} | {met} |");
@@ -926,11 +932,15 @@ fn main() {
         });
         let _ = writeln!(md, "| {name} | {ours} | {target} | {met} |");
     }
-    let missed: Vec<&str> = ratios
-        .iter()
-        .zip(targets)
-        .filter(|((_, v), (_, target))| v.is_some_and(|v| !meets(v, target)))
-        .map(|((name, _), _)| *name)
+    let missed: Vec<&str> = others_missed
+        .into_iter()
+        .chain(
+            ratios
+                .iter()
+                .zip(targets)
+                .filter(|((_, v), (_, target))| v.is_some_and(|v| !meets(v, target)))
+                .map(|((name, _), _)| *name),
+        )
         .collect();
     if !missed.is_empty() {
         let _ = writeln!(md, "\n### Why the missed targets are missed\n");
@@ -1066,6 +1076,15 @@ fn why(ratio: &str) -> &'static str {
              machine costs about as much as the `urpc/floor/pingpong` round trip of two \
              threads and two atomic words, already several times the whole synchronous call \
              (which never leaves its processor). Only donation (S = 0) stays on one processor."
+        }
+        "edge_chain3_over_native_rps" => {
+            "a plugin route hands each request from the reactor to a worker thread and back, \
+             because no wasm runs on the reactor (a slow plugin must not starve other routes). \
+             That hop alone, with no work at all (`edge_hop_over_native_rps`, the embedding \
+             example's `/hop` route), reaches about 0.65 to 0.8 of the native handler on this \
+             2-core machine, where the load generator shares the two processors with the \
+             server: the target is at or past the ceiling of any route that keeps its work off \
+             the reactor."
         }
         "urpc_t2_over_t1_throughput" => {
             "the pipeline of URPC's Fig. 4 needs the guest client's and the server's \

@@ -5,7 +5,9 @@
 //!     cargo run --release -p lrpc-runtime --example embed -- CONFIG [ADDR]
 //!
 //! The load benchmark (`host/runtime/bench/run.sh`) uses it to measure the native handler
-//! and the plugin routes in one process.
+//! and the plugin routes in one process. `/hop` answers like `/native`, but from one of two
+//! threads of its own, as the plugin routes' workers do (a queue there, a oneshot back):
+//! the ceiling of any route that keeps its work off the reactor, whatever the work.
 
 use anyhow::Context as _;
 use axum::Router;
@@ -23,6 +25,25 @@ async fn native(Path(rest): Path<String>) -> ([(&'static str, &'static str); 1],
     )
 }
 
+/// A request for the `/hop` threads: the path, and where its answer goes.
+type Hop = (String, tokio::sync::oneshot::Sender<String>);
+
+/// Starts the two `/hop` threads; answers their queue.
+fn hop_threads() -> std::io::Result<crossbeam_channel::Sender<Hop>> {
+    let (tx, rx) = crossbeam_channel::unbounded::<Hop>();
+    for k in 0..2 {
+        let rx = rx.clone();
+        std::thread::Builder::new()
+            .name(format!("hop#{k}"))
+            .spawn(move || {
+                for (rest, reply) in rx {
+                    let _ = reply.send(format!("hello anonymous at GET /{rest}\n"));
+                }
+            })?;
+    }
+    Ok(tx)
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -30,8 +51,19 @@ async fn main() -> anyhow::Result<()> {
     let addr = args.next().unwrap_or_else(|| "127.0.0.1:8080".into());
     let deployment = Deployment::start(Config::load(config.as_ref())?)?;
     let edge = Edge::start(Arc::new(deployment))?;
+    let hops = hop_threads()?;
+    let hop = move |Path(rest): Path<String>| {
+        let hops = hops.clone();
+        async move {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let _ = hops.send((rest, tx));
+            let body = rx.await.unwrap_or_default();
+            ([("content-type", "text/plain")], body)
+        }
+    };
     let app = Router::new()
         .route("/native/{*rest}", get(native))
+        .route("/hop/{*rest}", get(hop))
         .merge(edge.router());
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     println!("listening on http://{}", listener.local_addr()?);
