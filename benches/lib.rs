@@ -347,6 +347,33 @@ pub fn presentation_text(side: &str, trust: &str, extra: &str) -> String {
 
 /// The argument sizes of the `in` buffers every peer is measured with (LRPC's 200 B, plus
 /// 4 KiB and 64 KiB).
+/// Median ns per call of `a(n)` and of `b(n)` over nine rounds each, the rounds interleaved
+/// (a, b, a, b, …) so that both see the same machine: for two peers whose ratio is a target
+/// and whose difference is smaller than the drift of a shared machine between two separate
+/// measurements. Each function runs `n` calls and answers a negative value if one failed.
+pub fn per_call_interleaved(
+    mut a: impl FnMut(i32) -> i64,
+    mut b: impl FnMut(i32) -> i64,
+    n: i32,
+) -> (f64, f64) {
+    assert!(a(n.min(1000)) >= 0, "a call failed before timing");
+    assert!(b(n.min(1000)) >= 0, "a call failed before timing");
+    let time = |f: &mut dyn FnMut(i32) -> i64| {
+        let t = std::time::Instant::now();
+        let r = f(n);
+        assert!(r >= 0, "a call failed while timing ({r})");
+        t.elapsed().as_nanos() as f64 / f64::from(n)
+    };
+    let (mut ra, mut rb) = (Vec::new(), Vec::new());
+    for _ in 0..9 {
+        ra.push(time(&mut a));
+        rb.push(time(&mut b));
+    }
+    ra.sort_by(f64::total_cmp);
+    rb.sort_by(f64::total_cmp);
+    (ra[4], rb[4])
+}
+
 pub const SIZES: [i32; 3] = [200, 4096, 65536];
 
 /// One peer's Table IV call loops. Each method makes `n` calls (at least one) and returns a

@@ -33,32 +33,13 @@ fn per_call(mut f: impl FnMut(i32) -> i64, n: i32) -> f64 {
     rounds[3]
 }
 
-/// Median ns per call of `a(n)` and of `b(n)` (as [`per_call`]), their rounds interleaved
-/// (a, b, a, b, …) so that both see the same machine: for two peers whose ratio is a target
-/// and whose difference is smaller than the drift of a shared machine between two separate
-/// measurements.
+/// [`lrpc_benches::per_call_interleaved`] with the report's scale.
 fn per_call_interleaved(
-    mut a: impl FnMut(i32) -> i64,
-    mut b: impl FnMut(i32) -> i64,
+    a: impl FnMut(i32) -> i64,
+    b: impl FnMut(i32) -> i64,
     n: i32,
 ) -> (f64, f64) {
-    let n = n.saturating_mul(SCALE);
-    assert!(a(n.min(1000)) >= 0, "a call failed before timing");
-    assert!(b(n.min(1000)) >= 0, "a call failed before timing");
-    let time = |f: &mut dyn FnMut(i32) -> i64| {
-        let t = Instant::now();
-        let r = f(n);
-        assert!(r >= 0, "a call failed while timing ({r})");
-        t.elapsed().as_nanos() as f64 / f64::from(n)
-    };
-    let (mut ra, mut rb) = (Vec::new(), Vec::new());
-    for _ in 0..9 {
-        ra.push(time(&mut a));
-        rb.push(time(&mut b));
-    }
-    ra.sort_by(f64::total_cmp);
-    rb.sort_by(f64::total_cmp);
-    (ra[4], rb[4])
+    lrpc_benches::per_call_interleaved(a, b, n.saturating_mul(SCALE))
 }
 
 fn loop_fn(d: &Domain, name: &str) -> impl FnMut(i32) -> i64 {

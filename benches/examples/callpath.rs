@@ -78,24 +78,13 @@ fn main() {
                 .expect("host-linked components");
             let mut through =
                 lrpc_benches::components::KernelLinked::new().expect("component domains");
-            let time = |p: &mut dyn Peer| {
-                let t = std::time::Instant::now();
-                let r = p.null(n);
-                assert!(r >= 0, "a call failed ({r})");
-                t.elapsed().as_nanos() as f64 / f64::from(n)
-            };
-            let (mut h, mut k) = (Vec::new(), Vec::new());
-            for _ in 0..9 {
-                h.push(time(&mut host));
-                k.push(time(&mut through));
-            }
-            h.sort_by(f64::total_cmp);
-            k.sort_by(f64::total_cmp);
+            let (h, k) =
+                lrpc_benches::per_call_interleaved(|n| host.null(n), |n| through.null(n), n);
             println!(
                 "component-host {:.1} ns, component-kernel {:.1} ns, ratio {:.3}",
-                h[4],
-                k[4],
-                k[4] / h[4]
+                h,
+                k,
+                k / h
             );
             0
         }
