@@ -85,6 +85,9 @@ struct RouteRt {
     /// The `wasi:http` handler at the end of the chain, if it has one.
     handler: Option<Arc<HttpHandler>>,
     queue: Mutex<Option<crossbeam_channel::Sender<Job>>>,
+    /// The route's metrics, and each plugin's call counter (in chain order).
+    meters: crate::metrics::RouteMeters,
+    calls: Vec<prometheus_client::metrics::counter::Counter>,
     workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -106,7 +109,7 @@ impl Edge {
         let mut routes = Vec::new();
         let short = Arc::new(AtomicU64::new(0));
         for route in &deployment.config.routes {
-            let plugins = route
+            let plugins: Vec<Arc<Plugin>> = route
                 .chain
                 .iter()
                 .filter_map(|p| deployment.plugins.get(p).cloned())
@@ -118,7 +121,13 @@ impl Edge {
             // Every worker of the route waits on the queue itself (a multi-consumer
             // channel): a request wakes one of them, and no lock is handed between them.
             let (tx, rx) = crossbeam_channel::unbounded::<Job>();
+            let calls = plugins
+                .iter()
+                .map(|p| deployment.metrics.call_counter(&p.name))
+                .collect();
             let rt = Arc::new(RouteRt {
+                meters: deployment.metrics.route(&route.prefix),
+                calls,
                 route: route.clone(),
                 plugins,
                 handler,
@@ -193,7 +202,7 @@ impl Edge {
         let (tx, rx) = oneshot::channel();
         let metrics = &self.inner.deployment.metrics;
         // Counted down on every way out, also when the client goes away mid-request.
-        let _in_flight = InFlight::new(metrics, &route.route.prefix);
+        let _in_flight = InFlight::new(&route.meters);
         let sent = route
             .queue
             .lock()
@@ -212,27 +221,26 @@ impl Edge {
                 .unwrap_or_else(|_| Answer::text(500, "the worker went away\n".into())),
             _ => Answer::text(503, "shutting down\n".into()),
         };
-        metrics.request(&route.route.prefix, answer.status, start.elapsed());
+        route
+            .meters
+            .answered(metrics, answer.status, start.elapsed());
         answer
     }
 }
 
 /// One request in flight on a route, for the in-flight gauge.
-struct InFlight<'a> {
-    metrics: &'a crate::metrics::Metrics,
-    route: &'a str,
-}
+struct InFlight<'a>(&'a crate::metrics::RouteMeters);
 
 impl<'a> InFlight<'a> {
-    fn new(metrics: &'a crate::metrics::Metrics, route: &'a str) -> Self {
-        metrics.in_flight(route, 1);
-        InFlight { metrics, route }
+    fn new(meters: &'a crate::metrics::RouteMeters) -> Self {
+        meters.in_flight(1);
+        InFlight(meters)
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.metrics.in_flight(self.route, -1);
+        self.0.in_flight(-1);
     }
 }
 
@@ -540,9 +548,9 @@ impl Worker<'_> {
         let metrics = &self.dep.metrics;
         match end {
             Ok(ChainEnd::Responded { slot, response }) => {
-                for p in self.rt.plugins.iter().take(slot + 1) {
-                    metrics.call(&p.name);
-                }
+                self.rt.calls.iter().take(slot + 1).for_each(|c| {
+                    c.inc();
+                });
                 let name = self.plugin_name(slot);
                 decode_response(&response).unwrap_or_else(|| {
                     metrics.failure(&name, "malformed");
@@ -553,9 +561,9 @@ impl Worker<'_> {
                 })
             }
             Ok(ChainEnd::Failed { slot, status }) => {
-                for p in self.rt.plugins.iter().take(slot + 1) {
-                    metrics.call(&p.name);
-                }
+                self.rt.calls.iter().take(slot + 1).for_each(|c| {
+                    c.inc();
+                });
                 let name = self.plugin_name(slot);
                 // A dead component keeps answering with the fault that killed it until its
                 // restart: once that fault is reported, it is restarting.
@@ -583,9 +591,9 @@ impl Worker<'_> {
                 Answer::text(code, format!("plugin {name} {what}\n"))
             }
             Ok(ChainEnd::Unanswered { request }) => {
-                for p in &self.rt.plugins {
-                    metrics.call(&p.name);
-                }
+                self.rt.calls.iter().for_each(|c| {
+                    c.inc();
+                });
                 if self.rt.handler.is_some() {
                     let last = self.plugin_name(self.rt.plugins.len().saturating_sub(1));
                     self.handle(&request, &format!("plugin {last}"))

@@ -124,7 +124,63 @@ fn domain(d: &str) -> DomainLabel {
     }
 }
 
+/// One route's metrics, looked up once when the route starts: what every request on it
+/// updates, without a label lookup (and its allocations) per request.
+#[derive(Clone)]
+pub struct RouteMeters {
+    route: String,
+    in_flight: Gauge,
+    seconds: Histogram,
+    /// Requests answered 200, the common case; other codes are looked up.
+    ok: Counter,
+}
+
+impl RouteMeters {
+    /// A request arrived (`+1`) or was answered (`-1`).
+    pub fn in_flight(&self, delta: i64) {
+        self.in_flight.inc_by(delta);
+    }
+
+    /// A request answered with `code` after `took`.
+    pub fn answered(&self, metrics: &Metrics, code: u16, took: Duration) {
+        if code == 200 {
+            self.ok.inc();
+        } else {
+            metrics
+                .requests
+                .get_or_create(&route_code(&self.route, code))
+                .inc();
+        }
+        self.seconds.observe(took.as_secs_f64());
+    }
+}
+
+fn route_code(route: &str, code: u16) -> RouteCode {
+    RouteCode {
+        route: route.to_string(),
+        code: code.to_string(),
+    }
+}
+
 impl Metrics {
+    /// The metrics of `route`, to keep (see [`RouteMeters`]).
+    pub fn route(&self, route: &str) -> RouteMeters {
+        let label = RouteLabel {
+            route: route.to_string(),
+        };
+        RouteMeters {
+            route: route.to_string(),
+            in_flight: self.in_flight.get_or_create_owned(&label),
+            seconds: self.request_seconds.get_or_create_owned(&label),
+            ok: self.requests.get_or_create_owned(&route_code(route, 200)),
+        }
+    }
+
+    /// The call counter of plugin `name`, to keep and increment without a lookup per call.
+    pub fn call_counter(&self, name: &str) -> Counter {
+        self.calls.get_or_create_owned(&domain(name))
+    }
+
     /// A request on `route` arrived (`+1`) or was answered (`-1`).
     pub fn in_flight(&self, route: &str, delta: i64) {
         self.in_flight
@@ -136,12 +192,7 @@ impl Metrics {
 
     /// A request on `route` answered with `code` after `took`.
     pub fn request(&self, route: &str, code: u16, took: Duration) {
-        self.requests
-            .get_or_create(&RouteCode {
-                route: route.to_string(),
-                code: code.to_string(),
-            })
-            .inc();
+        self.requests.get_or_create(&route_code(route, code)).inc();
         self.request_seconds
             .get_or_create(&RouteLabel {
                 route: route.to_string(),
