@@ -20,7 +20,7 @@ use crate::linkage::{self, ReplicaKey};
 use crate::sync::{lock, wait_lock};
 use lrpc_lock::{Guard, TryLock};
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use wasmtime::{
@@ -61,6 +61,9 @@ pub struct DomainData {
     /// The replica's flag for windows waiting to be unmapped (`Replica::flush_deferred`),
     /// so that the imports find out without looking the replica up.
     pub(crate) has_deferred: Arc<AtomicBool>,
+    /// Threads waiting for this replica's store (`Replica::wait_store`), which the epoch
+    /// callback passes to the thread's tick hook (`pace`).
+    pub(crate) waiting: Arc<AtomicU32>,
 }
 
 impl DomainData {
@@ -111,6 +114,8 @@ pub(crate) struct Replica {
     base: usize,
     /// The replica's window space and the windows waiting to be unmapped.
     pub windows: ReplicaWindows,
+    /// Threads waiting for `store` (shared with the store's `DomainData`).
+    waiting: Arc<AtomicU32>,
 }
 
 /// A domain: its replicas and shared state.
@@ -138,6 +143,13 @@ impl Drop for DomainShared {
 }
 
 impl Replica {
+    /// Locks the replica's store, waiting for at most `wait` (counted as a waiter meanwhile:
+    /// see `DomainData::waiting`).
+    #[inline]
+    pub(crate) fn wait_store(&self, wait: Duration) -> Option<Guard<'_, Store<DomainData>>> {
+        crate::sync::wait_lock_noted(&self.store, wait, &self.waiting)
+    }
+
     /// The memory as a window-mapping range, up to the host-grown high-water mark.
     #[allow(unsafe_code, reason = "the range's contract, argued below")]
     pub(crate) fn range(&self, high: usize) -> MemoryRange {
@@ -165,7 +177,7 @@ impl Replica {
             return Ok(r);
         }
         let f = f.take().expect("not yet called");
-        let mut guard = wait_lock(&self.store, wait).ok_or(Busy)?;
+        let mut guard = self.wait_store(wait).ok_or(Busy)?;
         Ok(f(guard.as_context_mut()))
     }
 }
@@ -196,6 +208,7 @@ pub(crate) fn instantiate(
         limits: store_limits(&core.account.limits),
         memory_export: module.get_export_index("memory"),
         has_deferred: Arc::new(AtomicBool::new(false)),
+        waiting: Arc::new(AtomicU32::new(0)),
     };
     let mut store = Store::new(&kernel.engine, data);
     store.limiter(|d| &mut d.limits);
@@ -207,7 +220,7 @@ pub(crate) fn instantiate(
         if d.deadline_tick != 0 && d.ticks.load(Ordering::Relaxed) >= d.deadline_tick {
             return Err(wasmtime::Error::new(Interrupt::Deadline));
         }
-        crate::pace::on_tick();
+        crate::pace::on_tick(d.waiting.load(Ordering::Relaxed) != 0);
         Ok(UpdateDeadline::Continue(1))
     });
     store.set_epoch_deadline(1);
@@ -234,6 +247,7 @@ pub(crate) fn instantiate(
     let base = memory.data_ptr(&store) as usize;
     store.data_mut().deadline_tick = 0;
     let has_deferred = store.data().has_deferred.clone();
+    let waiting = store.data().waiting.clone();
     Ok(Replica {
         key: ReplicaKey {
             domain: core.id,
@@ -244,6 +258,7 @@ pub(crate) fn instantiate(
         memory,
         base,
         windows: ReplicaWindows::new(has_deferred),
+        waiting,
     })
 }
 
@@ -490,7 +505,7 @@ pub(crate) fn pick_replica(
             return Some((i, g));
         }
     }
-    wait_lock(&replicas[start].store, wait).map(|g| (start, g))
+    replicas[start].wait_store(wait).map(|g| (start, g))
 }
 
 /// A small per-thread number used to spread threads over replicas.

@@ -12,7 +12,6 @@ use crate::clerk::EntryFunc;
 use crate::domain::DomainShared;
 use crate::error::Fault;
 use crate::linkage::{self, Pinned, ReplicaKey};
-use crate::sync::wait_lock;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, Weak};
@@ -178,7 +177,7 @@ fn run(server: &DomainShared, entries: &[EntryFunc], req: &Request) -> Reply {
         outcome,
         payload: Vec::new(),
     };
-    let Some(mut store) = wait_lock(&replica.store, req.wait) else {
+    let Some(mut store) = replica.wait_store(req.wait) else {
         return answer(Outcome::Busy);
     };
     // Taken under the store, right before it runs: the client may have stopped waiting

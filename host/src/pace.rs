@@ -12,8 +12,10 @@
 
 use std::cell::RefCell;
 
-/// A hook run at epoch ticks (see the module docs).
-pub type TickHook = Box<dyn FnMut()>;
+/// A hook run at epoch ticks (see the module docs). Its argument, `wanted`, says whether
+/// another thread is waiting for the `Store` this thread is executing in: a pause then
+/// holds that thread up too, so a hook that pauses for others' sake should not.
+pub type TickHook = Box<dyn FnMut(bool)>;
 
 thread_local! {
     static HOOK: RefCell<Option<TickHook>> = const { RefCell::new(None) };
@@ -24,14 +26,15 @@ pub fn set_tick_hook(hook: Option<TickHook>) -> Option<TickHook> {
     HOOK.with(|h| std::mem::replace(&mut *h.borrow_mut(), hook))
 }
 
-/// Runs this thread's hook, if it has one (from a Store's epoch callback). A hook that runs
-/// guest code, and so reaches a tick inside itself, is not run again from there.
-pub(crate) fn on_tick() {
+/// Runs this thread's hook, if it has one (from a Store's epoch callback; `wanted`: another
+/// thread waits for that Store). A hook that runs guest code, and so reaches a tick inside
+/// itself, is not run again from there.
+pub(crate) fn on_tick(wanted: bool) {
     HOOK.with(|h| {
         if let Ok(mut h) = h.try_borrow_mut()
             && let Some(f) = h.as_mut()
         {
-            f();
+            f(wanted);
         }
     });
 }
@@ -46,13 +49,16 @@ mod tests {
     fn a_hook_runs_on_its_own_thread_only_until_removed() {
         let n = Rc::new(Cell::new(0));
         let m = n.clone();
-        assert!(set_tick_hook(Some(Box::new(move || m.set(m.get() + 1)))).is_none());
-        on_tick();
-        on_tick();
-        std::thread::spawn(on_tick).join().expect("another thread");
-        assert_eq!(n.get(), 2);
+        let hook = move |wanted: bool| m.set(m.get() + if wanted { 10 } else { 1 });
+        assert!(set_tick_hook(Some(Box::new(hook))).is_none());
+        on_tick(false);
+        on_tick(true);
+        std::thread::spawn(|| on_tick(false))
+            .join()
+            .expect("another thread");
+        assert_eq!(n.get(), 11);
         assert!(set_tick_hook(None).is_some());
-        on_tick();
-        assert_eq!(n.get(), 2);
+        on_tick(false);
+        assert_eq!(n.get(), 11);
     }
 }

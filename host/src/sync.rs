@@ -2,6 +2,7 @@
 //! poisoning, and a bounded wait for a replica's `Store` lock.
 
 use lrpc_lock::{Guard, TryLock};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -20,6 +21,26 @@ pub(crate) fn wait_lock<T>(m: &TryLock<T>, wait: Duration) -> Option<Guard<'_, T
     match m.try_lock() {
         Some(g) => Some(g),
         None => wait_lock_contended(m, wait),
+    }
+}
+
+/// [`wait_lock`], counted in `waiting` while this thread waits: the holder of a `Store`
+/// learns from it that someone is waiting (a thread that paces its guest code at epoch
+/// ticks, `pace`, does not pause then).
+#[inline]
+pub(crate) fn wait_lock_noted<'a, T>(
+    m: &'a TryLock<T>,
+    wait: Duration,
+    waiting: &AtomicU32,
+) -> Option<Guard<'a, T>> {
+    match m.try_lock() {
+        Some(g) => Some(g),
+        None => {
+            waiting.fetch_add(1, Ordering::Relaxed);
+            let g = wait_lock_contended(m, wait);
+            waiting.fetch_sub(1, Ordering::Relaxed);
+            g
+        }
     }
 }
 

@@ -66,7 +66,7 @@ fn a_threads_tick_hook_paces_the_server_it_migrated_into() {
     let (_kernel, server, client) = faulty(Some(Duration::from_millis(100)));
     let ticks = std::rc::Rc::new(std::cell::Cell::new(0u32));
     let t = ticks.clone();
-    let hook = move || {
+    let hook = move |_wanted: bool| {
         t.set(t.get() + 1);
         std::thread::sleep(Duration::from_millis(5));
     };
@@ -88,6 +88,41 @@ fn a_threads_tick_hook_paces_the_server_it_migrated_into() {
         neg(Status::ServerTerminated)
     );
     assert_eq!(ticks.get(), n);
+}
+
+/// The tick hook learns when another thread waits for the server Store its thread holds, so
+/// that a thread pacing itself for others' sake does not hold that one up.
+#[test]
+fn a_tick_hook_learns_when_another_thread_waits_for_its_server() {
+    let _guard = crate::shared();
+    let (kernel, _server, client) = faulty(Some(Duration::from_millis(400)));
+    // A second client of the same server (one replica), calling from another thread.
+    let other = kernel
+        .domain("faulty-client-2", lrpc::artifacts::FAULTY_CLIENT)
+        .unwrap();
+    assert_eq!(other.call::<(), i32>("bind", ()).unwrap(), 0);
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let waiter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        // Waits for the spinning call's Store, then fails with it (the spinner is
+        // terminated at its deadline).
+        other.call::<(i32,), i64>("echo", (1,)).unwrap()
+    });
+    let s2 = seen.clone();
+    let hook = move |wanted: bool| {
+        if wanted {
+            s2.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    };
+    lrpc::pace::set_tick_hook(Some(Box::new(hook)));
+    let s: i32 = client.call("spin", ()).unwrap();
+    lrpc::pace::set_tick_hook(None);
+    assert_eq!(s, Status::DeadlineExceeded as i32);
+    assert!(waiter.join().expect("the waiting client") < 0);
+    assert!(
+        seen.load(std::sync::atomic::Ordering::Relaxed),
+        "the hook never saw the waiting call"
+    );
 }
 
 #[test]

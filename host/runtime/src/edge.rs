@@ -459,11 +459,17 @@ const MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 /// throughput and several times their tail latency (measured with plain shell loops under
 /// `chrt --idle`). So a demoted worker's thread also pauses its guest computation at each
 /// epoch tick (`lrpc::pace`) for as long as short requests have started since its last
-/// look, [`PAUSE_STEP`] at a time and [`MAX_PAUSE`] at most. The pause counts toward the
-/// call's deadline: routes of long computations need deadlines that allow for it.
+/// look, [`PAUSE_STEP`] at a time and [`MAX_PAUSE`] at most, and not while another thread
+/// waits for the Store it is in (a short request to the same plugin domain). The pause counts
+/// toward the call's deadline: routes of long computations need deadlines that allow for it.
 fn give_way_while_short_requests_arrive(short: Arc<AtomicU64>) {
     let mut seen = short.load(Ordering::Relaxed);
-    let hook = move || {
+    let hook = move |wanted: bool| {
+        // Another thread waits for the Store this computation holds: pausing would hold
+        // that request up too.
+        if wanted {
+            return;
+        }
         let mut paused = std::time::Duration::ZERO;
         loop {
             let now = short.load(Ordering::Relaxed);

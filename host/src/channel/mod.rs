@@ -87,7 +87,7 @@ use crate::domain::{Domain, DomainData, DomainShared};
 use crate::error::{Error, Fault};
 use crate::kernel::{Kernel, KernelInner};
 use crate::quota::Charge;
-use crate::sync::{lock, wait_lock};
+use crate::sync::lock;
 pub(crate) use guest::{ChanSlot, HANDLE_BIT, MAX_WAIT};
 use lrpc_abi::Status;
 use lrpc_lock::TryLock;
@@ -1053,7 +1053,7 @@ fn pick(
             return Some((i, g));
         }
     }
-    wait_lock(&server.replicas[start].store, wait).map(|g| (start, g))
+    server.replicas[start].wait_store(wait).map(|g| (start, g))
 }
 
 /// An asynchronous binding held by the embedder: calls are messages on a channel served by

@@ -81,11 +81,11 @@ use crate::domain::SETUP_WAIT;
 use crate::error::Interrupt;
 use crate::error::{Error, Fault, boxed};
 use crate::kernel::{Kernel, KernelInner};
-use crate::sync::{lock, wait_lock};
+use crate::sync::{lock, wait_lock, wait_lock_noted};
 use lrpc_abi::Status;
 use lrpc_lock::TryLock;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -168,6 +168,8 @@ pub(crate) struct ComponentData {
     ticks: Arc<AtomicU64>,
     terminated: Arc<AtomicBool>,
     failures: Vec<CallFailure>,
+    /// Threads waiting for this Store (`Shared::waiting`), for the tick hook (`pace`).
+    waiting: Arc<AtomicU32>,
 }
 
 impl WasiView for ComponentData {
@@ -317,6 +319,8 @@ pub(crate) struct Shared {
     /// `(interface, function)` of every exported function, by index into `Live::funcs`.
     export_funcs: Vec<(String, String)>,
     live: TryLock<Option<Live>>,
+    /// Threads waiting for `live` in a call (`Shared::enter`).
+    waiting: Arc<AtomicU32>,
     /// Why the domain is dead (its Store is poisoned), if it is.
     dead: Mutex<Option<Fault>>,
     /// Whether `dead` holds a fault: the call path's check, without taking the mutex.
@@ -451,7 +455,8 @@ impl Shared {
             return Err(e);
         }
         // `ok_or_else`: an `Error` built eagerly would be dropped on every successful call.
-        let mut guard = wait_lock(&self.live, self.deadline).ok_or_else(busy)?;
+        let mut guard =
+            wait_lock_noted(&self.live, self.deadline, &self.waiting).ok_or_else(busy)?;
         let Some(live) = guard.as_mut() else {
             return Err(self.gone());
         };
@@ -811,6 +816,7 @@ impl Kernel {
             dead: Mutex::new(None),
             is_dead: AtomicBool::new(false),
             terminated: Arc::new(AtomicBool::new(false)),
+            waiting: Arc::new(AtomicU32::new(0)),
             output: Default::default(),
             server_bindings: Mutex::new(Vec::new()),
             exports: Mutex::new(Vec::new()),
@@ -978,6 +984,7 @@ fn instantiate(kernel: &Arc<KernelInner>, shared: &Arc<Shared>) -> Result<Live, 
         ticks: shared.ticks.clone(),
         terminated: shared.terminated.clone(),
         failures: Vec::new(),
+        waiting: shared.waiting.clone(),
     };
     let mut store = Store::new(&shared.engine, data);
     store.limiter(|d| &mut d.limits);
@@ -989,7 +996,7 @@ fn instantiate(kernel: &Arc<KernelInner>, shared: &Arc<Shared>) -> Result<Live, 
         if d.deadline_tick != 0 && d.ticks.load(Ordering::Relaxed) >= d.deadline_tick {
             return Err(wasmtime::Error::new(Interrupt::Deadline));
         }
-        crate::pace::on_tick();
+        crate::pace::on_tick(d.waiting.load(Ordering::Relaxed) != 0);
         Ok(UpdateDeadline::Continue(1))
     });
     store.set_epoch_deadline(1);

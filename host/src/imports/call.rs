@@ -14,7 +14,7 @@ use crate::clerk::Detour;
 use crate::domain::DomainData;
 use crate::error::{Fault, Interrupt};
 use crate::linkage::{self, BusyFlag, Pinned, ReplicaKey};
-use crate::sync::{lock, wait_lock};
+use crate::sync::lock;
 use lrpc_abi::Status;
 use lrpc_lock::Guard;
 use std::sync::atomic::Ordering;
@@ -415,7 +415,7 @@ impl RunArgs<'_> {
         });
         match reentered {
             Some(r) => r,
-            None => match wait_lock(&server.replicas[start].store, b.deadline) {
+            None => match server.replicas[start].wait_store(b.deadline) {
                 Some(store) => self.locked(caller, start, store),
                 None => Err(Status::ServerBusy),
             },
@@ -555,7 +555,7 @@ impl Detached {
             .find_map(|i| server.replicas[i].store.try_lock().map(|g| (i, g)));
         let (i, mut store) = match picked {
             Some(p) => p,
-            None => match wait_lock(&server.replicas[0].store, b.deadline) {
+            None => match server.replicas[0].wait_store(b.deadline) {
                 Some(g) => (0, g),
                 None => return Status::ServerBusy,
             },
