@@ -13,9 +13,11 @@
 //! every entry into a domain an async call, which the kernel's synchronous call path does
 //! not do.) Plugins are created with replicas so that the workers of a route call them in
 //! parallel. A worker whose requests take more than 1 ms of processor time on average moves
-//! to the idle scheduling class for good (`yield_to_short_requests`): long computations still hold only their
-//! own route's workers, and on a loaded machine they also give way to short requests for
-//! the processors.
+//! to the idle scheduling class for good (`yield_to_short_requests`) and pauses its guest
+//! computation at epoch ticks while short requests keep arriving
+//! (`give_way_while_short_requests_arrive`, through `lrpc::pace`): long computations still
+//! hold only their own route's workers, and on a loaded machine they also give way to short
+//! requests for the processors.
 //!
 //! The load benchmark (`host/runtime/bench/run.sh`) measures the chains alone and beside a
 //! loaded slow route; its numbers are in `bench-results/edge.json`.
