@@ -675,7 +675,7 @@ impl Plugin {
     }
 
     /// Reports that generation `generation` died (trapped, ran past its deadline, was
-    /// terminated): see [`died`].
+    /// terminated); the first report of a generation schedules its restart with backoff.
     pub fn died(self: &Arc<Self>, generation: u64) {
         died(self, generation);
     }

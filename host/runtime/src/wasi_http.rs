@@ -240,8 +240,7 @@ impl HttpHandler {
     }
 
     /// Reports that generation `generation` died: the handler is down until a fresh
-    /// generation replaces it, and the first report schedules a restart (see
-    /// [`died`](crate::deploy::died)).
+    /// generation replaces it, and the first report schedules a restart with backoff.
     pub fn died(self: &Arc<Self>, generation: u64) {
         if self.generation.load(Ordering::Acquire) == generation {
             self.down.store(true, Ordering::Release);
