@@ -181,30 +181,6 @@ impl Metrics {
         self.calls.get_or_create_owned(&domain(name))
     }
 
-    /// A request on `route` arrived (`+1`) or was answered (`-1`).
-    pub fn in_flight(&self, route: &str, delta: i64) {
-        self.in_flight
-            .get_or_create(&RouteLabel {
-                route: route.to_string(),
-            })
-            .inc_by(delta);
-    }
-
-    /// A request on `route` answered with `code` after `took`.
-    pub fn request(&self, route: &str, code: u16, took: Duration) {
-        self.requests.get_or_create(&route_code(route, code)).inc();
-        self.request_seconds
-            .get_or_create(&RouteLabel {
-                route: route.to_string(),
-            })
-            .observe(took.as_secs_f64());
-    }
-
-    /// A call into plugin `name`.
-    pub fn call(&self, name: &str) {
-        self.calls.get_or_create(&domain(name)).inc();
-    }
-
     /// A failed call into plugin `name`.
     pub fn failure(&self, name: &str, kind: &str) {
         self.failures

@@ -148,6 +148,8 @@ pub struct HttpHandler {
     /// Serializes reloads and restarts.
     swap: Mutex<()>,
     metrics: Arc<Metrics>,
+    /// The handler's call counter (looked up once).
+    calls: prometheus_client::metrics::counter::Counter,
     /// The linear memory of each worker's instance, counted by its Store's limiter; an
     /// instance's count goes when its Store does.
     memories: Mutex<Vec<std::sync::Weak<std::sync::atomic::AtomicUsize>>>,
@@ -210,6 +212,7 @@ impl HttpHandler {
             down: AtomicBool::new(false),
             restarts: Restarts::new(),
             swap: Mutex::new(()),
+            calls: metrics.call_counter(&spec.name),
             metrics,
             memories: Mutex::default(),
         }))
@@ -303,7 +306,7 @@ impl HttpHandler {
     /// Serves one request on the worker's instance (`slot`, made or replaced as needed);
     /// counts the call and its failures.
     pub fn serve(self: &Arc<Self>, slot: &mut Option<HandlerInstance>, req: Incoming) -> Answer {
-        self.metrics.call(&self.name);
+        self.calls.inc();
         let fail = |code: u16, kind: &str, what: &str| {
             self.metrics.failure(&self.name, kind);
             Answer::text(code, format!("plugin {} {what}\n", self.name))
