@@ -9,7 +9,7 @@
 use crate::domain::{DomainShared, SETUP_WAIT};
 use crate::error::Error;
 use crate::mailbox::Mailbox;
-use crate::sync::{lock, wait_lock};
+use crate::sync::lock;
 use lrpc_presentation::{InterfacePlan, SidePresentation};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -119,7 +119,7 @@ impl Clerk {
     ) -> Result<(), Error> {
         let mut entries = Vec::with_capacity(server.replicas.len());
         for r in server.replicas.iter() {
-            let mut store = wait_lock(&r.store, SETUP_WAIT).ok_or(Error::Busy)?;
+            let mut store = r.wait_store(SETUP_WAIT).ok_or(Error::Busy)?;
             let mut funcs = Vec::with_capacity(plan.procs.len());
             for p in &plan.procs {
                 let f = r

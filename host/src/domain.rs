@@ -14,10 +14,10 @@
 
 use crate::astack::{MemoryRange, ReplicaWindows};
 use crate::binding::{Binding, ClientSlot};
-use crate::error::{Error, Fault, Interrupt};
+use crate::error::{Error, Fault};
 use crate::kernel::KernelInner;
 use crate::linkage::{self, ReplicaKey};
-use crate::sync::{lock, wait_lock};
+use crate::sync::lock;
 use lrpc_lock::{Guard, TryLock};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use wasmtime::{
     AsContextMut, Instance, Memory, Module, Store, StoreContextMut, StoreLimits,
-    StoreLimitsBuilder, TypedFunc, UpdateDeadline, WasmParams, WasmResults,
+    StoreLimitsBuilder, TypedFunc, WasmParams, WasmResults,
 };
 
 /// How long setup operations (export, export lookup) wait for a busy replica.
@@ -147,7 +147,7 @@ impl Replica {
     /// see `DomainData::waiting`).
     #[inline]
     pub(crate) fn wait_store(&self, wait: Duration) -> Option<Guard<'_, Store<DomainData>>> {
-        crate::sync::wait_lock_noted(&self.store, wait, &self.waiting)
+        crate::sync::wait_lock(&self.store, wait, &self.waiting)
     }
 
     /// The memory as a window-mapping range, up to the host-grown high-water mark.
@@ -214,14 +214,7 @@ pub(crate) fn instantiate(
     store.limiter(|d| &mut d.limits);
     store.epoch_deadline_callback(|ctx| {
         let d = ctx.data();
-        if d.core.terminated.load(Ordering::Relaxed) {
-            return Err(wasmtime::Error::new(Interrupt::Terminated));
-        }
-        if d.deadline_tick != 0 && d.ticks.load(Ordering::Relaxed) >= d.deadline_tick {
-            return Err(wasmtime::Error::new(Interrupt::Deadline));
-        }
-        crate::pace::on_tick(d.waiting.load(Ordering::Relaxed) != 0);
-        Ok(UpdateDeadline::Continue(1))
+        crate::pace::at_tick(&d.core.terminated, d.deadline_tick, &d.ticks, &d.waiting)
     });
     store.set_epoch_deadline(1);
     let instance =
@@ -329,7 +322,7 @@ impl Domain {
     ) -> Result<DomainFunc<P, R>, Error> {
         let mut funcs = Vec::with_capacity(self.shared.replicas.len());
         for r in self.shared.replicas.iter() {
-            let mut store = wait_lock(&r.store, SETUP_WAIT).ok_or(Error::Busy)?;
+            let mut store = r.wait_store(SETUP_WAIT).ok_or(Error::Busy)?;
             let f = r
                 .instance
                 .get_typed_func::<P, R>(&mut *store, name)

@@ -6,11 +6,15 @@
 //! with [`set_tick_hook`]; while that thread runs guest code, in any domain it has migrated
 //! into, the hook runs at every epoch tick (see [`KernelConfig::tick`]), after the deadline
 //! and termination checks. It may sleep: the guest's computation pauses where it is, and the
-//! call's deadline keeps counting.
+//! call's deadline keeps counting. `at_tick` is what every Store, core replica or component,
+//! does at an epoch tick: the termination and deadline checks, then the hook.
 //!
 //! [`KernelConfig::tick`]: crate::KernelConfig::tick
 
+use crate::error::Interrupt;
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use wasmtime::UpdateDeadline;
 
 /// A hook run at epoch ticks (see the module docs). Its argument, `wanted`, says whether
 /// another thread is waiting for the `Store` this thread is executing in: a pause then
@@ -26,10 +30,31 @@ pub fn set_tick_hook(hook: Option<TickHook>) -> Option<TickHook> {
     HOOK.with(|h| std::mem::replace(&mut *h.borrow_mut(), hook))
 }
 
-/// Runs this thread's hook, if it has one (from a Store's epoch callback; `wanted`: another
-/// thread waits for that Store). A hook that runs guest code, and so reaches a tick inside
-/// itself, is not run again from there.
-pub(crate) fn on_tick(wanted: bool) {
+/// What a Store (core replica or component) does at an epoch tick: interrupts guest code
+/// whose domain was `terminated` or whose call has passed its `deadline_tick` (0: none) on
+/// the kernel's `ticks`, and otherwise runs this thread's hook (told whether any thread is
+/// `waiting` for the Store) and lets the guest go on to the next tick.
+#[inline]
+pub(crate) fn at_tick(
+    terminated: &AtomicBool,
+    deadline_tick: u64,
+    ticks: &AtomicU64,
+    waiting: &AtomicU32,
+) -> wasmtime::Result<UpdateDeadline> {
+    if terminated.load(Ordering::Relaxed) {
+        return Err(wasmtime::Error::new(Interrupt::Terminated));
+    }
+    if deadline_tick != 0 && ticks.load(Ordering::Relaxed) >= deadline_tick {
+        return Err(wasmtime::Error::new(Interrupt::Deadline));
+    }
+    on_tick(waiting.load(Ordering::Relaxed) != 0);
+    Ok(UpdateDeadline::Continue(1))
+}
+
+/// Runs this thread's hook, if it has one (`wanted`: another thread waits for the Store it
+/// is in). A hook that runs guest code, and so reaches a tick inside itself, is not run
+/// again from there.
+fn on_tick(wanted: bool) {
     HOOK.with(|h| {
         if let Ok(mut h) = h.try_borrow_mut()
             && let Some(f) = h.as_mut()

@@ -15,24 +15,16 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Locks `m`, polling with back-off for at most `wait`. A `Store` lock is held for the whole
 /// of a call, which may legitimately be long; a cycle of calls across threads (T1: A→B while
 /// T2: B→A) would deadlock a blocking lock, so waiting is bounded by the caller's deadline.
+/// A thread that has to wait is counted in `waiting` meanwhile: the holder of a `Store`
+/// learns from it that someone waits (a thread that paces its guest code at epoch ticks,
+/// `pace`, does not pause then).
 #[inline]
-pub(crate) fn wait_lock<T>(m: &TryLock<T>, wait: Duration) -> Option<Guard<'_, T>> {
-    // The common case, a free lock, reads no clock.
-    match m.try_lock() {
-        Some(g) => Some(g),
-        None => wait_lock_contended(m, wait),
-    }
-}
-
-/// [`wait_lock`], counted in `waiting` while this thread waits: the holder of a `Store`
-/// learns from it that someone is waiting (a thread that paces its guest code at epoch
-/// ticks, `pace`, does not pause then).
-#[inline]
-pub(crate) fn wait_lock_noted<'a, T>(
+pub(crate) fn wait_lock<'a, T>(
     m: &'a TryLock<T>,
     wait: Duration,
     waiting: &AtomicU32,
 ) -> Option<Guard<'a, T>> {
+    // The common case, a free lock, reads no clock and counts nothing.
     match m.try_lock() {
         Some(g) => Some(g),
         None => {

@@ -7,7 +7,7 @@ use std::path::Path;
 const BELOW: &[(&str, &[&str])] = &[
     ("error.rs", &[]),
     ("sync.rs", &[]),
-    ("pace.rs", &[]),
+    ("pace.rs", &["error"]),
     ("quota.rs", &["error", "sync"]),
     ("astack/map.rs", &[]),
     ("astack/alloc.rs", &[]),

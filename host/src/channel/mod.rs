@@ -83,7 +83,7 @@ mod ring;
 mod tokio_api;
 
 use crate::clerk::ExportEntry;
-use crate::domain::{Domain, DomainData, DomainShared};
+use crate::domain::{Domain, DomainShared};
 use crate::error::{Error, Fault};
 use crate::kernel::{Kernel, KernelInner};
 use crate::quota::Charge;
@@ -688,7 +688,7 @@ impl ChannelShared {
         } else {
             Duration::ZERO
         };
-        let Some((r, mut store)) = pick(server, wait) else {
+        let Some((r, mut store)) = crate::domain::pick_replica(&server.replicas, wait) else {
             return 0;
         };
         let _busy = processor.then(|| BusyMark::new(&self.procs.busy));
@@ -1034,26 +1034,6 @@ fn place(
         offsets.push(off);
     }
     Ok((offsets.into_boxed_slice(), base0, segment))
-}
-
-/// A free replica of `server`, or the first one after waiting up to `wait`.
-fn pick(
-    server: &DomainShared,
-    wait: Duration,
-) -> Option<(usize, lrpc_lock::Guard<'_, wasmtime::Store<DomainData>>)> {
-    let n = server.replicas.len();
-    let start = if n == 1 {
-        0
-    } else {
-        crate::domain::thread_slot() % n
-    };
-    for k in 0..n {
-        let i = (start + k) % n;
-        if let Some(g) = server.replicas[i].store.try_lock() {
-            return Some((i, g));
-        }
-    }
-    server.replicas[start].wait_store(wait).map(|g| (start, g))
 }
 
 /// An asynchronous binding held by the embedder: calls are messages on a channel served by

@@ -78,10 +78,9 @@ pub use limits::MeteredLimits;
 pub use wasi::{CapturedOutput, Preopen, Stdio, WasiGrants};
 
 use crate::domain::SETUP_WAIT;
-use crate::error::Interrupt;
 use crate::error::{Error, Fault, boxed};
 use crate::kernel::{Kernel, KernelInner};
-use crate::sync::{lock, wait_lock, wait_lock_noted};
+use crate::sync::{lock, wait_lock};
 use lrpc_abi::Status;
 use lrpc_lock::TryLock;
 use std::collections::HashMap;
@@ -91,7 +90,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 use wasmtime::component::types::{ComponentFunc, ComponentItem, Type};
 use wasmtime::component::{Component, Func, Instance, Linker, ResourceTable, ResourceType, Val};
-use wasmtime::{Config, Engine, Store, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime::{Config, Engine, Store, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 /// Whether `wasm` is a component binary (as opposed to a core module): the preamble's
@@ -319,7 +318,7 @@ pub(crate) struct Shared {
     /// `(interface, function)` of every exported function, by index into `Live::funcs`.
     export_funcs: Vec<(String, String)>,
     live: TryLock<Option<Live>>,
-    /// Threads waiting for `live` in a call (`Shared::enter`).
+    /// Threads waiting for `live` (`Shared::wait_live`).
     waiting: Arc<AtomicU32>,
     /// Why the domain is dead (its Store is poisoned), if it is.
     dead: Mutex<Option<Fault>>,
@@ -417,7 +416,7 @@ impl Shared {
         if self.terminated.load(Ordering::Acquire) || self.is_dead().is_some() {
             return;
         }
-        let Some(mut guard) = wait_lock(&self.live, self.deadline) else {
+        let Some(mut guard) = self.wait_live(self.deadline) else {
             return;
         };
         let Some(live) = guard.as_mut() else {
@@ -433,6 +432,13 @@ impl Shared {
         if let Err(e) = r {
             self.set_dead(Some(Fault::classify(&e)));
         }
+    }
+
+    /// Locks the Store, waiting for at most `wait` (counted as a waiter meanwhile: see
+    /// `ComponentData::waiting`).
+    #[inline]
+    fn wait_live(&self, wait: Duration) -> Option<lrpc_lock::Guard<'_, Option<Live>>> {
+        wait_lock(&self.live, wait, &self.waiting)
     }
 
     /// Enters the Store to run the exported function `idx` through `f`, with the domain's
@@ -455,8 +461,7 @@ impl Shared {
             return Err(e);
         }
         // `ok_or_else`: an `Error` built eagerly would be dropped on every successful call.
-        let mut guard =
-            wait_lock_noted(&self.live, self.deadline, &self.waiting).ok_or_else(busy)?;
+        let mut guard = self.wait_live(self.deadline).ok_or_else(busy)?;
         let Some(live) = guard.as_mut() else {
             return Err(self.gone());
         };
@@ -661,7 +666,7 @@ impl ComponentDomain {
     /// The failed calls this domain made through its imports since the last take (at most
     /// the latest 256).
     pub fn take_failures(&self) -> Vec<CallFailure> {
-        match wait_lock(&self.shared.live, SETUP_WAIT) {
+        match self.shared.wait_live(SETUP_WAIT) {
             Some(mut g) => g
                 .as_mut()
                 .map(|l| std::mem::take(&mut l.store.data_mut().failures))
@@ -678,7 +683,7 @@ impl ComponentDomain {
 
     /// The bindings of this domain's imports (those through the kernel).
     pub fn bindings(&self) -> Vec<ComponentBindingInfo> {
-        match wait_lock(&self.shared.live, SETUP_WAIT) {
+        match self.shared.wait_live(SETUP_WAIT) {
             Some(g) => g
                 .as_ref()
                 .map(|l| {
@@ -824,7 +829,7 @@ impl Kernel {
             memory: Default::default(),
         });
         let live = instantiate(inner, &shared)?;
-        *wait_lock(&shared.live, SETUP_WAIT).ok_or(Error::Busy)? = Some(live);
+        *shared.wait_live(SETUP_WAIT).ok_or(Error::Busy)? = Some(live);
         Ok(ComponentDomain { shared })
     }
 
@@ -916,7 +921,7 @@ impl Kernel {
         if domain.is_terminated() {
             return Err(Error::Terminated(shared.name.clone()));
         }
-        let mut guard = wait_lock(&shared.live, SETUP_WAIT).ok_or(Error::Busy)?;
+        let mut guard = shared.wait_live(SETUP_WAIT).ok_or(Error::Busy)?;
         let live = instantiate(&self.inner, shared)?;
         let old = guard.replace(live);
         drop(guard);
@@ -944,7 +949,7 @@ impl Kernel {
         let faces = std::mem::take(&mut *lock(&shared.faces));
         mixed::terminate_faces(&self.inner, &faces);
         // Running code is interrupted at the next tick; then the Store can be dropped.
-        let old = wait_lock(&shared.live, SETUP_WAIT).and_then(|mut g| g.take());
+        let old = shared.wait_live(SETUP_WAIT).and_then(|mut g| g.take());
         if let Some(old) = old {
             old.revoke();
             old.release_handles();
@@ -990,14 +995,7 @@ fn instantiate(kernel: &Arc<KernelInner>, shared: &Arc<Shared>) -> Result<Live, 
     store.limiter(|d| &mut d.limits);
     store.epoch_deadline_callback(|ctx| {
         let d = ctx.data();
-        if d.terminated.load(Ordering::Relaxed) {
-            return Err(wasmtime::Error::new(Interrupt::Terminated));
-        }
-        if d.deadline_tick != 0 && d.ticks.load(Ordering::Relaxed) >= d.deadline_tick {
-            return Err(wasmtime::Error::new(Interrupt::Deadline));
-        }
-        crate::pace::on_tick(d.waiting.load(Ordering::Relaxed) != 0);
-        Ok(UpdateDeadline::Continue(1))
+        crate::pace::at_tick(&d.terminated, d.deadline_tick, &d.ticks, &d.waiting)
     });
     store.set_epoch_deadline(1);
     let mut linker: Linker<ComponentData> = Linker::new(&shared.engine);
