@@ -101,17 +101,24 @@ fn a_tick_hook_learns_when_another_thread_waits_for_its_server() {
         .domain("faulty-client-2", lrpc::artifacts::FAULTY_CLIENT)
         .unwrap();
     assert_eq!(other.call::<(), i32>("bind", ()).unwrap(), 0);
-    let seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let seen = std::sync::Arc::new(AtomicBool::new(false));
+    // Set at the hook's first tick: the spinning call holds the server's Store.
+    let spinning = std::sync::Arc::new(AtomicBool::new(false));
+    let started = spinning.clone();
     let waiter = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(100));
+        while !started.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         // Waits for the spinning call's Store, then fails with it (the spinner is
         // terminated at its deadline).
         other.call::<(i32,), i64>("echo", (1,)).unwrap()
     });
     let s2 = seen.clone();
     let hook = move |wanted: bool| {
+        spinning.store(true, Ordering::Release);
         if wanted {
-            s2.store(true, std::sync::atomic::Ordering::Relaxed);
+            s2.store(true, Ordering::Relaxed);
         }
     };
     lrpc::pace::set_tick_hook(Some(Box::new(hook)));
@@ -120,7 +127,7 @@ fn a_tick_hook_learns_when_another_thread_waits_for_its_server() {
     assert_eq!(s, Status::DeadlineExceeded as i32);
     assert!(waiter.join().expect("the waiting client") < 0);
     assert!(
-        seen.load(std::sync::atomic::Ordering::Relaxed),
+        seen.load(Ordering::Relaxed),
         "the hook never saw the waiting call"
     );
 }

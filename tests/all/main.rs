@@ -41,6 +41,20 @@ pub fn export_with(
     kernel.export_as(server, interface, interface, options)
 }
 
+/// A domain of `replicas` replicas of `wasm` on `kernel`.
+pub fn replicated(kernel: &Kernel, name: &str, wasm: &[u8], replicas: usize) -> Domain {
+    kernel
+        .domain_with(
+            name,
+            wasm,
+            lrpc::DomainOptions {
+                replicas,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+}
+
 /// A kernel with the faulty server exported under `lrpc:test/faulty` with `deadline`.
 pub fn faulty_server(deadline: Option<std::time::Duration>) -> (Kernel, Domain) {
     let kernel = Kernel::new().unwrap();

@@ -188,16 +188,7 @@ fn remote_members_go_out_at_once_and_a_straggler_meets_the_timeout() {
 fn members_of_a_server_with_replicas_run_on_helpers_and_free_their_astacks() {
     let _g = crate::shared();
     let kernel = Kernel::new().unwrap();
-    let server = kernel
-        .domain_with(
-            "bench-server",
-            artifacts::BENCH_SERVER,
-            lrpc::DomainOptions {
-                replicas: 4,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    let server = crate::replicated(&kernel, "bench-server", artifacts::BENCH_SERVER, 4);
     kernel.export(&server, BENCH).unwrap();
     let client = kernel
         .domain("bench-client", artifacts::BENCH_CLIENT)

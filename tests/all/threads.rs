@@ -2,7 +2,7 @@
 //! each), never by a kernel-wide lock: two threads calling two replicas of a server, or two
 //! different servers, run in parallel (the scaling is shown by the `threads` benchmark).
 
-use lrpc::{Domain, DomainOptions, Kernel};
+use lrpc::{Domain, Kernel};
 use std::sync::{Arc, Barrier};
 
 fn client(kernel: &Kernel, name: &str) -> Domain {
@@ -43,16 +43,7 @@ fn hammer(clients: Vec<Domain>) {
 fn two_threads_call_one_replicated_server_at_once() {
     let _guard = crate::shared();
     let kernel = Kernel::new().unwrap();
-    let server = kernel
-        .domain_with(
-            "bench-server",
-            lrpc::artifacts::BENCH_SERVER,
-            DomainOptions {
-                replicas: 2,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    let server = crate::replicated(&kernel, "bench-server", lrpc::artifacts::BENCH_SERVER, 2);
     kernel.export(&server, "lrpc:bench/bench").unwrap();
     hammer(vec![client(&kernel, "c1"), client(&kernel, "c2")]);
     assert!(!server.is_terminated());

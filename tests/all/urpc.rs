@@ -482,16 +482,7 @@ fn an_idle_client_processor_serves_when_every_server_processor_is_busy() {
     let _guard = crate::shared();
     let kernel = Kernel::new().unwrap();
     // Two replicas: a donor runs in the one the busy processor does not hold.
-    let server = kernel
-        .domain_with(
-            "faulty",
-            lrpc::artifacts::FAULTY_SERVER,
-            lrpc::DomainOptions {
-                replicas: 2,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    let server = crate::replicated(&kernel, "faulty", lrpc::artifacts::FAULTY_SERVER, 2);
     crate::export_with(
         &kernel,
         &server,
