@@ -730,11 +730,18 @@ fn invoke_with<R>(
     };
     let mut used = Used::default();
     let r = invoke_on(site, form, &mut used, enc, out);
-    if b.clear_residue {
-        clear(astack as usize, &used);
-    }
-    b.put(proc, astack);
+    give_back(site, &used);
     r
+}
+
+/// Gives a call's A-stack back to its binding, cleared first of what the call left there
+/// when the binding clears residue (trust `none`).
+#[inline]
+fn give_back(site: Site<'_>, used: &Used) {
+    if site.b.clear_residue {
+        clear(site.astack as usize, used);
+    }
+    site.b.put(site.proc, site.astack);
 }
 
 /// Where a call runs: the binding, the procedure and the A-stack (address and capacity).
@@ -980,10 +987,7 @@ pub fn multi_invoke<R>(
         &mut handler,
     );
     for Leg { site, used } in legs.into_iter().flatten() {
-        if site.b.clear_residue {
-            clear(site.astack as usize, &used);
-        }
-        site.b.put(proc, site.astack);
+        give_back(site, &used);
     }
     r.map(|()| outcome)
 }
