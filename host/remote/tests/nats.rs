@@ -46,6 +46,14 @@ fn nats_server_binary() -> PathBuf {
         })
 }
 
+/// Taken for its whole run by every test that starts processes: each starts a NATS server
+/// and up to four kernels, and all of them at once overload a small machine (2 cores) until
+/// calls miss their deadlines for want of a processor.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static PROCESSES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    PROCESSES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
@@ -171,7 +179,11 @@ fn adds(rt: &tokio::runtime::Runtime, b: &RemoteBinding, add: usize, n: u32) -> 
     rt.block_on(async {
         let sequential = n / 2;
         for i in 0..sequential {
-            let r = b.call(add, &u32s(&[i, 1000 * i])).await?;
+            let t = Instant::now();
+            let r = b
+                .call(add, &u32s(&[i, 1000 * i]))
+                .await
+                .with_context(|| format!("add({i}) of {n}, after {:?}", t.elapsed()))?;
             ensure!(r == (1001 * i).to_le_bytes(), "add({i}) = {r:?}");
         }
         let mut i = sequential;
@@ -235,6 +247,7 @@ impl Group {
 
 #[test]
 fn load_is_shared_across_three_kernels_behind_nats() -> Result<()> {
+    let _one = one_at_a_time();
     let Group {
         nats,
         url: _url,
@@ -286,6 +299,7 @@ fn load_is_shared_across_three_kernels_behind_nats() -> Result<()> {
 
 #[test]
 fn a_killed_node_share_moves_to_the_others() -> Result<()> {
+    let _one = one_at_a_time();
     let Group {
         nats: _nats,
         url,
@@ -325,6 +339,7 @@ fn a_killed_node_share_moves_to_the_others() -> Result<()> {
 
 #[test]
 fn remote_results_over_nats_equal_local_ones_for_bench_and_kv() -> Result<()> {
+    let _one = one_at_a_time();
     // One node: the key-value store keeps state, so one kernel answers all of its calls.
     let nats = NatsServer::start()?;
     let url = format!("{}/lrpc.test", nats.url());
@@ -365,6 +380,7 @@ fn remote_results_over_nats_equal_local_ones_for_bench_and_kv() -> Result<()> {
 
 #[test]
 fn no_server_in_the_group_is_nobody_listening_and_deadlines_hold() -> Result<()> {
+    let _one = one_at_a_time();
     let (_kernel, pool) = local()?;
     let rt = runtime();
     let add = proc_of(&pool, BENCH, "add");
@@ -442,6 +458,7 @@ fn add_until_ok(
 
 #[test]
 fn one_connection_survives_nats_server_and_node_restarts() -> Result<()> {
+    let _one = one_at_a_time();
     let mut nats = NatsServer::start()?;
     let port = nats.port;
     let url = nats.url();
@@ -489,6 +506,7 @@ fn one_connection_survives_nats_server_and_node_restarts() -> Result<()> {
 
 #[test]
 fn malformed_parameters_over_nats_never_reach_the_server() -> Result<()> {
+    let _one = one_at_a_time();
     // A raw wRPC NATS client sends `add` a truncated LEB128 number, then `big-in` a list
     // longer than its bytes: the node ends each call without a result and serves the next.
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -554,6 +572,7 @@ fn endpoints_parse_and_print() {
 
 #[test]
 fn calls_in_progress_on_a_nats_server_are_bounded() -> Result<()> {
+    let _one = one_at_a_time();
     // A server in this process that admits 2 calls at a time, each waiting 300 ms: 6 calls
     // sent at once take three rounds, not one.
     let nats = NatsServer::start()?;
