@@ -368,8 +368,7 @@ fn worker(
         handler: None,
     };
     let mut demoted = false;
-    // Processor time per request, a moving average over about the last 16 requests.
-    let mut average = 0.0f64;
+    let mut meter = CpuMeter::new();
     loop {
         let Ok(job) = rx.recv() else { return };
         if !demoted {
@@ -378,7 +377,6 @@ fn worker(
         // A request that starts this worker's driver pays for it: it is not measured.
         let measured = (w.driver.is_some() || w.rt.plugins.is_empty())
             && (w.handler.is_some() || w.rt.handler.is_none());
-        let cpu = thread_cpu_time();
         // A panic below (a kernel bug) costs this request and the driver, not the worker.
         let answer = job.span.in_scope(|| {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.serve(&job.request)))
@@ -389,21 +387,76 @@ fn worker(
                 })
         });
         let _ = job.reply.send(answer);
-        if measured && !demoted {
-            let took = thread_cpu_time().saturating_sub(cpu).as_secs_f64();
-            average += (took - average) / 16.0;
-            if average >= LONG_REQUEST.as_secs_f64() {
-                demoted = true;
-                yield_to_short_requests(&rt.route.prefix, k);
-                give_way_while_short_requests_arrive(short.clone());
-            }
+        if demoted {
+            continue;
+        }
+        if !measured {
+            meter.restart();
+        } else if meter.done() >= LONG_REQUEST {
+            demoted = true;
+            yield_to_short_requests(&rt.route.prefix, k);
+            give_way_while_short_requests_arrive(short.clone());
         }
     }
 }
 
-/// Processor time per request (a moving average over about the last 16, so that one cold
-/// request, faulting in a fresh replica's pages, does not count) past which a worker yields
-/// to the others (see [`yield_to_short_requests`]). The plugin chains of a web edge take
+/// A worker's processor time per request: a moving average over about the last 16
+/// requests, so that one cold request (faulting in a fresh replica's pages) does not count.
+/// The thread's clock is read once per batch of requests, not per request (reading it is a
+/// system call): a batch ends after [`CpuMeter::BATCH`] requests, or at the first request
+/// that ends [`LONG_REQUEST`] of wall-clock time after the batch began (processor time
+/// never exceeds wall-clock time, so a long request never hides in a long batch).
+struct CpuMeter {
+    /// The thread's processor time when the batch began.
+    cpu: std::time::Duration,
+    /// When the batch began.
+    began: Instant,
+    /// Requests done in this batch.
+    done: u32,
+    /// The moving average, in seconds.
+    average: f64,
+}
+
+impl CpuMeter {
+    const BATCH: u32 = 8;
+
+    fn new() -> CpuMeter {
+        CpuMeter {
+            cpu: thread_cpu_time(),
+            began: Instant::now(),
+            done: 0,
+            average: 0.0,
+        }
+    }
+
+    /// Begins a new batch now (what ran since the last one began is not counted).
+    fn restart(&mut self) {
+        *self = CpuMeter {
+            average: self.average,
+            ..CpuMeter::new()
+        };
+    }
+
+    /// Counts a request done; the average so far.
+    fn done(&mut self) -> std::time::Duration {
+        self.done += 1;
+        if self.done >= Self::BATCH || self.began.elapsed() >= LONG_REQUEST {
+            let now = thread_cpu_time();
+            let per = now.saturating_sub(self.cpu).as_secs_f64() / f64::from(self.done);
+            // As if each of the batch's requests, at its mean, entered the average in turn
+            // with weight 1/16.
+            let keep = (15.0f64 / 16.0).powi(self.done as i32);
+            self.average = self.average * keep + per * (1.0 - keep);
+            self.cpu = now;
+            self.began = Instant::now();
+            self.done = 0;
+        }
+        std::time::Duration::from_secs_f64(self.average)
+    }
+}
+
+/// Processor time per request (a [`CpuMeter`] average) past which a worker yields to the
+/// others (see [`yield_to_short_requests`]). The plugin chains of a web edge take
 /// tens of microseconds.
 const LONG_REQUEST: std::time::Duration = std::time::Duration::from_millis(1);
 
@@ -775,6 +828,33 @@ pub async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Spends `d` of this thread's processor time.
+    fn spin(d: std::time::Duration) {
+        let t = thread_cpu_time();
+        while thread_cpu_time().saturating_sub(t) < d {
+            std::hint::spin_loop();
+        }
+    }
+
+    #[test]
+    fn a_cpu_meter_tells_long_requests_from_short_ones() {
+        let mut m = CpuMeter::new();
+        for _ in 0..64 {
+            spin(std::time::Duration::from_micros(20));
+            let avg = m.done();
+            assert!(avg < LONG_REQUEST / 4, "short requests averaged {avg:?}");
+        }
+        // Requests of 5 ms: the average passes 1 ms on the fourth (weights of 1/16 each).
+        let long = (1..=8).find(|_| {
+            spin(std::time::Duration::from_millis(5));
+            m.done() >= LONG_REQUEST
+        });
+        assert!(
+            long.is_some_and(|n| (3..=5).contains(&n)),
+            "found long after {long:?} requests"
+        );
+    }
 
     #[test]
     fn prefixes() {
