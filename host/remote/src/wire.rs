@@ -251,6 +251,21 @@ fn translate(
     Ok((dst, s.at))
 }
 
+/// The tag of an `option` or `result` value (`ty`) read off `src` and checked, and the type of
+/// the payload that follows it, if the tag has one.
+fn tagged<'t>(ty: &'t Ty, src: &mut Src<'_>) -> Result<(u8, Option<&'t Ty>), CodecError> {
+    let tag = src.byte()?;
+    let payload = match (ty, tag) {
+        (Ty::Option(_), 0) => None,
+        (Ty::Option(t), 1) => Some(&**t),
+        (Ty::Option(_), _) => return Err(CodecError::Malformed("option tag not 0 or 1")),
+        (Ty::Result(ok, _), 0) => ok.as_deref(),
+        (Ty::Result(_, err), 1) => err.as_deref(),
+        _ => return Err(CodecError::Malformed("result tag not 0 or 1")),
+    };
+    Ok((tag, payload))
+}
+
 fn w2p(
     plan: &InterfacePlan,
     ty: &Ty,
@@ -324,21 +339,8 @@ fn w2p(
                 w2p(plan, t, src, dst, limit)?;
             }
         }
-        Ty::Option(t) => match src.byte()? {
-            0 => dst.push(0),
-            1 => {
-                dst.push(1);
-                w2p(plan, t, src, dst, limit)?;
-            }
-            _ => return Err(CodecError::Malformed("option tag not 0 or 1")),
-        },
-        Ty::Result(ok, err) => {
-            let tag = src.byte()?;
-            let payload = match tag {
-                0 => ok,
-                1 => err,
-                _ => return Err(CodecError::Malformed("result tag not 0 or 1")),
-            };
+        Ty::Option(_) | Ty::Result(..) => {
+            let (tag, payload) = tagged(ty, src)?;
             dst.push(tag);
             if let Some(t) = payload {
                 w2p(plan, t, src, dst, limit)?;
@@ -441,21 +443,8 @@ fn p2w(
                 p2w(plan, t, src, dst)?;
             }
         }
-        Ty::Option(t) => match src.byte()? {
-            0 => dst.put_u8(0),
-            1 => {
-                dst.put_u8(1);
-                p2w(plan, t, src, dst)?;
-            }
-            _ => return Err(CodecError::Malformed("option tag not 0 or 1")),
-        },
-        Ty::Result(ok, err) => {
-            let tag = src.byte()?;
-            let payload = match tag {
-                0 => ok,
-                1 => err,
-                _ => return Err(CodecError::Malformed("result tag not 0 or 1")),
-            };
+        Ty::Option(_) | Ty::Result(..) => {
+            let (tag, payload) = tagged(ty, src)?;
             dst.put_u8(tag);
             if let Some(t) = payload {
                 p2w(plan, t, src, dst)?;

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{
-    BENCH, KV, Reaped, bench_calls, binding, kv_calls, local, proc_of, runtime, string,
+    BENCH, KV, Reaped, bench_calls, binding, free_port, kv_calls, local, proc_of, runtime, string,
     string_bytes, u32s,
 };
 
@@ -52,12 +52,6 @@ fn nats_server_binary() -> PathBuf {
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static PROCESSES: std::sync::Mutex<()> = std::sync::Mutex::new(());
     PROCESSES.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
 }
 
 /// A `nats-server` process on loopback, killed when dropped.

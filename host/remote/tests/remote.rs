@@ -19,8 +19,8 @@ use std::time::Duration;
 mod common;
 
 use common::{
-    BENCH, KV, Reaped, bench_calls, binding, bytes, kv_calls, local, proc_of, runtime, string,
-    string_bytes, u32s,
+    BENCH, KV, Reaped, bench_calls, binding, bytes, free_port, free_tcp, kv_calls, local, proc_of,
+    runtime, string, string_bytes, u32s,
 };
 
 /// A node process, killed when dropped.
@@ -67,6 +67,39 @@ fn remote(pool: &LocalPool, endpoint: &Endpoint, name: &str) -> RemoteBinding {
     binding(pool, endpoint, name, RemoteOptions::default())
 }
 
+/// A node on a free port that it can be started on again after it is killed, the local
+/// pool, a runtime, and a binding to the node's bench export (`add`: its procedure). Dropped
+/// in field order: the binding and the node before the runtime and the kernel.
+struct Restartable {
+    binding: RemoteBinding,
+    node: Node,
+    addr: String,
+    add: usize,
+    rt: tokio::runtime::Runtime,
+    _pool: Arc<LocalPool>,
+    _kernel: Kernel,
+}
+
+impl Restartable {
+    /// Starts the node, whose server waits `wait_us` before each call.
+    fn start(wait_us: u64) -> Result<Restartable> {
+        let addr = free_tcp()?;
+        let (_kernel, _pool) = local()?;
+        let add = proc_of(&_pool, BENCH, "add");
+        let node = Node::start(&[&addr], wait_us)?;
+        let binding = remote(&_pool, &node.endpoints[0], BENCH);
+        Ok(Restartable {
+            binding,
+            node,
+            addr,
+            add,
+            rt: runtime(),
+            _pool,
+            _kernel,
+        })
+    }
+}
+
 /// The calls both tests compare: (export, function, arguments).
 
 #[test]
@@ -108,35 +141,27 @@ fn remote_results_equal_local_ones_for_bench_and_kv() -> Result<()> {
 
 #[test]
 fn a_peer_killed_mid_call_fails_the_call_and_the_binding_recovers() -> Result<()> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let addr = format!("tcp:127.0.0.1:{port}");
-    let (_kernel, pool) = local()?;
-    let rt = runtime();
-    let add = proc_of(&pool, BENCH, "add");
     // The node waits 30 s before each call: the call is in flight when it dies.
-    let mut node = Node::start(&[&addr], 30_000_000)?;
-    let binding = remote(&pool, &node.endpoints[0], BENCH);
+    let mut f = Restartable::start(30_000_000)?;
     let call = {
-        let b = binding.clone();
-        rt.spawn(async move { b.call(add, &u32s(&[1, 2])).await })
+        let b = f.binding.clone();
+        f.rt.spawn(async move { b.call(f.add, &u32s(&[1, 2])).await })
     };
     // Time for the call to reach the node (it then waits there for 30 s).
     std::thread::sleep(Duration::from_secs(2));
-    node.kill();
-    let err = rt.block_on(call)?.expect_err("the peer died mid-call");
+    f.node.kill();
+    let err = f.rt.block_on(call)?.expect_err("the peer died mid-call");
     assert!(matches!(err, RemoteError::PeerFailed(_)), "{err:?}");
     assert_eq!(err.status(), Status::ServerTerminated);
     // While it is down the bind is refused.
-    let err = rt
-        .block_on(binding.call(add, &u32s(&[1, 2])))
-        .expect_err("nobody listens");
+    let err =
+        f.rt.block_on(f.binding.call(f.add, &u32s(&[1, 2])))
+            .expect_err("nobody listens");
     assert!(matches!(err, RemoteError::Unreachable { .. }), "{err:?}");
     assert_eq!(err.status(), Status::UnknownInterface);
     // It comes back on the same address: the same binding works again.
-    let _node = Node::start(&[&addr], 0)?;
-    let r = rt.block_on(binding.call(add, &u32s(&[1, 2])))?;
+    let _node = Node::start(&[&f.addr], 0)?;
+    let r = f.rt.block_on(f.binding.call(f.add, &u32s(&[1, 2])))?;
     assert_eq!(r, 3u32.to_le_bytes());
     Ok(())
 }
@@ -169,10 +194,7 @@ fn a_call_past_its_deadline_times_out() -> Result<()> {
 /// servers, for arguments on the A-stack and in out-of-band segments both ways.
 #[test]
 fn a_guests_stub_reaches_a_remote_export() -> Result<()> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let addr = format!("tcp:127.0.0.1:{port}");
+    let addr = free_tcp()?;
     let mut node = Node::start(&[&addr], 0)?;
     let rt = runtime();
     let kernel = Kernel::new()?;
@@ -363,9 +385,7 @@ fn multirpc_handler_stops_early_and_failures_are_per_member() -> Result<()> {
     let (_kernel, pool) = local()?;
     let rt = runtime();
     let add = proc_of(&pool, BENCH, "add");
-    let dead_port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
+    let dead_port = free_port()?;
     let plan = pool.export(BENCH).unwrap().plan.clone();
     let mut members = vec![
         // Nothing listens here.
@@ -591,28 +611,20 @@ fn a_remote_server_in_this_process_serves_over_a_unix_socket() -> Result<()> {
 
 #[test]
 fn kept_connections_are_replaced_after_the_peer_restarts() -> Result<()> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let addr = format!("tcp:127.0.0.1:{port}");
-    let (_kernel, pool) = local()?;
-    let rt = runtime();
-    let add = proc_of(&pool, BENCH, "add");
-    let mut node = Node::start(&[&addr], 0)?;
-    let binding = remote(&pool, &node.endpoints[0], BENCH);
+    let mut f = Restartable::start(0)?;
     for i in 0..20u32 {
-        let r = rt.block_on(binding.call(add, &u32s(&[i, 1])))?;
+        let r = f.rt.block_on(f.binding.call(f.add, &u32s(&[i, 1])))?;
         assert_eq!(r, (i + 1).to_le_bytes());
     }
     // Calls one after another reuse one connection.
-    assert_eq!(binding.kept_connections(), 1);
+    assert_eq!(f.binding.kept_connections(), 1);
     // The peer restarts between two calls: the kept connection is closed, and the next call
     // goes on a fresh one instead of failing.
-    node.kill();
-    let _node = Node::start(&[&addr], 0)?;
-    let r = rt.block_on(binding.call(add, &u32s(&[2, 3])))?;
+    f.node.kill();
+    let _node = Node::start(&[&f.addr], 0)?;
+    let r = f.rt.block_on(f.binding.call(f.add, &u32s(&[2, 3])))?;
     assert_eq!(r, 5u32.to_le_bytes());
-    assert_eq!(binding.kept_connections(), 1);
+    assert_eq!(f.binding.kept_connections(), 1);
     Ok(())
 }
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Load benchmark of the edge server, on loopback, bounded in time: requests per second and
 # p50/p99 latency of a native Rust handler (the ceiling), the same answer from a thread off
-# the reactor (the hop every plugin route makes, alone), one plugin, a three-plugin chain,
-# the chain again while a slow route (long guest computations) is loaded beside it (three
-# rounds of each, alternating; the loaded ratio compares their medians),
-# and `wasmtime serve` running the same hello handler as a wasi:http component (it
-# instantiates the component per request; our domains live across requests). Uses wrk
+# the reactor (the hop every plugin route makes, alone), one plugin, a three-plugin chain and
+# `wasmtime serve` running the same hello handler as a wasi:http component (it instantiates
+# the component per request; our domains live across requests), in three interleaved rounds
+# (ratios are medians of the rounds' ratios); then the chain alone and while a slow route
+# (long guest computations) is loaded beside it (three rounds of each, alternating; the
+# loaded ratio compares their medians). Uses wrk
 # (Debian) and wasmtime-cli 48 (crates.io), installed here if missing. Writes
 # bench-results/edge.json and merges the edge ratios into bench-results/summary.json.
 #
@@ -55,15 +56,50 @@ to_us() {
         printf "%.1f", n }'
 }
 
-read -r native_rps native_p50 native_p99 < <(measure /native/x)
-# The same answer from a thread off the reactor, as plugin routes answer: the hop alone.
-read -r hop_rps hop_p50 hop_p99 < <(measure /hop/x)
-read -r one_rps one_p50 one_p99 < <(measure /one/x)
-read -r chain_rps chain_p50 chain_p99 < <(measure /chain/v1/x)
-read -r wt_rps wt_p50 wt_p99 < <(measure /x "$wt_addr")
-# The chain alone and with the slow route under load beside it, in alternating rounds: a
-# p99 on this kind of machine moves by several times between runs, so the ratio compares
-# the medians of three rounds each.
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+join() { local IFS=,; echo "$*"; }
+div() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
+
+# The plain cases in three rounds, each round all of them one after another, so that a slow
+# spell of the machine falls on every case alike: a ratio is the median of its rounds' ratios,
+# and a case's numbers are the medians of its rounds. `hop` is the native answer from a
+# thread off the reactor, as plugin routes answer: the hop alone.
+cases=(native hop one chain wt)
+declare -A path=([native]=/native/x [hop]=/hop/x [one]=/one/x [chain]=/chain/v1/x [wt]=/x)
+declare -A host=([native]=$addr [hop]=$addr [one]=$addr [chain]=$addr [wt]=$wt_addr)
+declare -A rps p50 p99
+for _ in 1 2 3; do
+    for c in "${cases[@]}"; do
+        read -r r a b < <(measure "${path[$c]}" "${host[$c]}")
+        rps[$c]+="$r "
+        p50[$c]+="$a "
+        p99[$c]+="$b "
+    done
+done
+# The per-round ratio of case $1's column $3 (rps, p50 or p99) over case $2's.
+ratios() {
+    local -n col=$3
+    local -a x y out
+    read -ra x <<<"${col[$1]}"
+    read -ra y <<<"${col[$2]}"
+    for i in "${!x[@]}"; do out+=("$(div "${x[$i]}" "${y[$i]}")"); done
+    echo "${out[@]}"
+}
+# A case's medians as JSON, with its rounds' requests per second.
+summary() {
+    # shellcheck disable=SC2086
+    echo "{\"rps\": $(median ${rps[$1]}), \"p50_us\": $(median ${p50[$1]}), \"p99_us\": $(median ${p99[$1]}), \"rps_rounds\": [$(join ${rps[$1]})]}"
+}
+# shellcheck disable=SC2046
+chain_over_wt=$(median $(ratios chain wt rps))
+# shellcheck disable=SC2046
+chain_over_native=$(median $(ratios chain native rps))
+# shellcheck disable=SC2046
+hop_over_native=$(median $(ratios hop native rps))
+# shellcheck disable=SC2046
+chain_p50_over_one=$(median $(ratios chain one p50))
+
+# The fast route's tail alone and with the slow route loaded beside it, alternating.
 alone_p99s=()
 loaded_p99s=()
 loaded_rpss=()
@@ -74,35 +110,33 @@ for _ in 1 2 3; do
     wrk -t1 -c4 -d"$((secs + 2))s" "http://$addr/slow/busy/20" >/dev/null &
     slow=$!
     sleep 1
-    read -r rps p50 p99 < <(measure /chain/v1/x)
+    read -r r a b < <(measure /chain/v1/x)
     wait $slow
-    loaded_rpss+=("$rps")
-    loaded_p50s+=("$p50")
-    loaded_p99s+=("$p99")
+    loaded_rpss+=("$r")
+    loaded_p50s+=("$a")
+    loaded_p99s+=("$b")
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 alone_p99=$(median "${alone_p99s[@]}")
 loaded_rps=$(median "${loaded_rpss[@]}")
 loaded_p50=$(median "${loaded_p50s[@]}")
 loaded_p99=$(median "${loaded_p99s[@]}")
-join() { local IFS=,; echo "$*"; }
 
 mkdir -p bench-results
 cat > bench-results/edge.json <<JSON
 {
   "seconds_per_case": $secs,
-  "native": {"rps": $native_rps, "p50_us": $native_p50, "p99_us": $native_p99},
-  "hop": {"rps": $hop_rps, "p50_us": $hop_p50, "p99_us": $hop_p99},
-  "chain1": {"rps": $one_rps, "p50_us": $one_p50, "p99_us": $one_p99},
-  "chain3": {"rps": $chain_rps, "p50_us": $chain_p50, "p99_us": $chain_p99},
+  "native": $(summary native),
+  "hop": $(summary hop),
+  "chain1": $(summary one),
+  "chain3": $(summary chain),
   "chain3_slow_beside": {"rps": $loaded_rps, "p50_us": $loaded_p50, "p99_us": $loaded_p99},
   "chain3_p99_us_rounds": {"alone": [$(join "${alone_p99s[@]}")], "slow_beside": [$(join "${loaded_p99s[@]}")]},
-  "wasmtime_serve": {"rps": $wt_rps, "p50_us": $wt_p50, "p99_us": $wt_p99},
-  "edge_chain3_over_wasmtime_serve_rps": $(awk -v a="$chain_rps" -v b="$wt_rps" 'BEGIN {printf "%.3f", a / b}'),
-  "edge_chain3_over_native_rps": $(awk -v a="$chain_rps" -v b="$native_rps" 'BEGIN {printf "%.3f", a / b}'),
-  "edge_hop_over_native_rps": $(awk -v a="$hop_rps" -v b="$native_rps" 'BEGIN {printf "%.3f", a / b}'),
-  "edge_chain3_p50_over_chain1_p50": $(awk -v a="$chain_p50" -v b="$one_p50" 'BEGIN {printf "%.3f", a / b}'),
-  "edge_fast_p99_loaded_over_alone": $(awk -v a="$loaded_p99" -v b="$alone_p99" 'BEGIN {printf "%.3f", a / b}')
+  "wasmtime_serve": $(summary wt),
+  "edge_chain3_over_wasmtime_serve_rps": $chain_over_wt,
+  "edge_chain3_over_native_rps": $chain_over_native,
+  "edge_hop_over_native_rps": $hop_over_native,
+  "edge_chain3_p50_over_chain1_p50": $chain_p50_over_one,
+  "edge_fast_p99_loaded_over_alone": $(div "$loaded_p99" "$alone_p99")
 }
 JSON
 cat bench-results/edge.json

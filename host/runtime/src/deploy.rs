@@ -470,11 +470,7 @@ pub struct Plugin {
     bind: Vec<(String, String)>,
     kernel: Kernel,
     current: Mutex<Arc<PluginInstance>>,
-    generation: AtomicU64,
-    restarts: Restarts,
-    /// Serializes reloads and restarts.
-    swap: Mutex<()>,
-    metrics: Arc<Metrics>,
+    supervision: Supervision,
 }
 
 /// The first restart waits this long; each further one within [`QUIET`] twice as long.
@@ -504,43 +500,66 @@ pub(crate) trait Supervised: Send + Sync + 'static {
     const KIND: &'static str;
     /// The domain's name.
     fn name(&self) -> &str;
-    /// The generation running now.
-    fn generation(&self) -> u64;
-    /// Whether a restart is scheduled or running, and the recent restarts.
-    fn restarts(&self) -> &Restarts;
-    /// Where restarts are counted.
-    fn metrics(&self) -> &Metrics;
-    /// Serializes reloads and restarts.
-    fn swap(&self) -> &Mutex<()>;
-    /// Makes a fresh generation (the current one + 1) from the source's current bytes and
-    /// makes it current; its number. Called with [`swap`](Self::swap) held.
-    fn replace(&self) -> Result<u64, DeployError>;
+    /// Its generations and restarts.
+    fn supervision(&self) -> &Supervision;
+    /// Makes generation `generation` (the current one + 1) from the source's current bytes
+    /// and makes it the domain's current instance. Called with [`Supervision::swap`] held;
+    /// the generation count moves on when it succeeds.
+    fn replace(&self, generation: u64) -> Result<(), DeployError>;
+    /// Runs once the generation count has moved on to a fresh generation.
+    fn renewed(&self) {}
 }
 
 /// Replaces the running generation of `d` with a fresh one from its source's current bytes;
 /// requests in flight finish on the old one. Logged and counted as a reload.
 pub(crate) fn reload<D: Supervised>(d: &D) -> Result<u64, DeployError> {
-    let _g = lock(d.swap());
-    let generation = d.replace()?;
-    d.metrics().reload(d.name());
+    let s = d.supervision();
+    let _g = lock(&s.swap);
+    let generation = s.renew(|g| d.replace(g))?;
+    d.renewed();
+    s.metrics.reload(d.name());
     tracing::info!(plugin = d.name(), generation, "{} reloaded", D::KIND);
     Ok(generation)
 }
 
-/// The restart state of a [`Supervised`] domain.
-pub(crate) struct Restarts {
+/// The generations and restarts of a [`Supervised`] domain.
+pub(crate) struct Supervision {
+    /// The generation running now (the first is 1).
+    generation: AtomicU64,
     /// A restart is scheduled or running.
     restarting: AtomicBool,
     /// Consecutive restarts without a quiet period, for the backoff.
     streak: Mutex<(u32, Instant)>,
+    /// Serializes reloads and restarts.
+    pub(crate) swap: Mutex<()>,
+    /// Where reloads, restarts and the domain's failures are counted.
+    pub(crate) metrics: Arc<Metrics>,
 }
 
-impl Restarts {
-    pub(crate) fn new() -> Restarts {
-        Restarts {
+impl Supervision {
+    /// A domain's supervision, running its first generation.
+    pub(crate) fn new(metrics: Arc<Metrics>) -> Supervision {
+        Supervision {
+            generation: AtomicU64::new(1),
             restarting: AtomicBool::new(false),
             streak: Mutex::new((0, Instant::now())),
+            swap: Mutex::new(()),
+            metrics,
         }
+    }
+
+    /// The generation running now.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Makes the next generation with `make` (given its number) and, once it is made,
+    /// counts it as the current one; its number. Called with [`swap`](Self::swap) held.
+    fn renew(&self, make: impl FnOnce(u64) -> Result<(), DeployError>) -> Result<u64, DeployError> {
+        let generation = self.generation() + 1;
+        make(generation)?;
+        self.generation.store(generation, Ordering::Release);
+        Ok(generation)
     }
 
     /// Whether a restart is scheduled or running.
@@ -553,8 +572,8 @@ impl Restarts {
 /// terminated). The first report of the current generation schedules a restart with backoff
 /// on a thread of its own; later reports, and reports of older generations, do nothing.
 pub(crate) fn died<D: Supervised>(d: &Arc<D>, generation: u64) {
-    let r = d.restarts();
-    if d.generation() != generation || r.restarting.swap(true, Ordering::AcqRel) {
+    let r = d.supervision();
+    if r.generation() != generation || r.restarting.swap(true, Ordering::AcqRel) {
         return;
     }
     let wait = next_backoff(&r.streak);
@@ -571,21 +590,21 @@ pub(crate) fn died<D: Supervised>(d: &Arc<D>, generation: u64) {
 /// The restart thread: waits out the backoff, renews the domain, logs and counts it.
 fn restart<D: Supervised>(d: &D, dead: u64, wait: Duration) {
     std::thread::sleep(wait);
+    let r = d.supervision();
     let result = {
-        let _g = lock(d.swap());
-        if d.generation() == dead {
-            d.replace().map(|_| ())
+        let _g = lock(&r.swap);
+        if r.generation() == dead {
+            r.renew(|g| d.replace(g)).map(|_| d.renewed())
         } else {
             // A reload replaced it meanwhile.
             Ok(())
         }
     };
-    let r = d.restarts();
     lock(&r.streak).1 = Instant::now();
     r.restarting.store(false, Ordering::Release);
     match result {
         Ok(()) => {
-            d.metrics().restart(d.name());
+            r.metrics.restart(d.name());
             tracing::warn!(
                 plugin = d.name(),
                 generation = dead + 1,
@@ -605,25 +624,14 @@ impl Supervised for Plugin {
     fn name(&self) -> &str {
         &self.name
     }
-    fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
+    fn supervision(&self) -> &Supervision {
+        &self.supervision
     }
-    fn restarts(&self) -> &Restarts {
-        &self.restarts
-    }
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-    fn swap(&self) -> &Mutex<()> {
-        &self.swap
-    }
-    fn replace(&self) -> Result<u64, DeployError> {
+    fn replace(&self, generation: u64) -> Result<(), DeployError> {
         let wasm = read(&self.spec.source)?;
-        let generation = self.generation.load(Ordering::Acquire) + 1;
         let next = instantiate(&self.kernel, &self.spec, &self.bind, &wasm, generation)?;
-        self.generation.store(generation, Ordering::Release);
         *lock(&self.current) = Arc::new(next);
-        Ok(generation)
+        Ok(())
     }
 }
 
@@ -643,16 +651,13 @@ impl Plugin {
             bind,
             kernel: kernel.clone(),
             current: Mutex::new(Arc::new(first)),
-            generation: AtomicU64::new(1),
-            restarts: Restarts::new(),
-            swap: Mutex::new(()),
-            metrics,
+            supervision: Supervision::new(metrics),
         }))
     }
 
     /// Whether a restart is scheduled or under way.
     pub fn restarting(&self) -> bool {
-        self.restarts.pending()
+        self.supervision.pending()
     }
 
     /// The generation requests should use now.

@@ -22,13 +22,13 @@
 //! requests are answered 503. A guest that answers nothing, or an `error-code`, answers 502.
 
 use crate::config::{DomainSpec, Source};
-use crate::deploy::{DeployError, Restarts, Supervised, died, lock, read};
+use crate::deploy::{DeployError, Supervised, Supervision, died, lock, read};
 use crate::edge::{Answer, Incoming};
 use crate::metrics::Metrics;
 use axum::body::Bytes;
 use axum::http::{HeaderName, HeaderValue, Method, Request, Uri};
 use http_body_util::{BodyExt as _, Full, Limited};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wasmtime::component::{Component, Linker, ResourceTable};
@@ -141,13 +141,9 @@ pub struct HttpHandler {
     max_body: usize,
     output: lrpc::CapturedOutput,
     current: Mutex<Arc<Generation>>,
-    generation: AtomicU64,
     /// The current generation died and no fresh one has replaced it yet.
     down: AtomicBool,
-    restarts: Restarts,
-    /// Serializes reloads and restarts.
-    swap: Mutex<()>,
-    metrics: Arc<Metrics>,
+    supervision: Supervision,
     /// The handler's call counter (looked up once).
     calls: prometheus_client::metrics::counter::Counter,
     /// The linear memory of each worker's instance, counted by its Store's limiter; an
@@ -160,27 +156,18 @@ impl Supervised for HttpHandler {
     fn name(&self) -> &str {
         &self.name
     }
-    fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
+    fn supervision(&self) -> &Supervision {
+        &self.supervision
     }
-    fn restarts(&self) -> &Restarts {
-        &self.restarts
-    }
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-    fn swap(&self) -> &Mutex<()> {
-        &self.swap
-    }
-    fn replace(&self) -> Result<u64, DeployError> {
+    fn replace(&self, generation: u64) -> Result<(), DeployError> {
         let wasm = read(&self.source)?;
         let pre = prepare(&self.engine, &wasm)
             .map_err(|e| DeployError::Unknown(format!("wasi:http handler `{}`: {e}", self.name)))?;
-        let generation = self.generation.load(Ordering::Acquire) + 1;
         *lock(&self.current) = Arc::new(Generation { pre, generation });
-        self.generation.store(generation, Ordering::Release);
+        Ok(())
+    }
+    fn renewed(&self) {
         self.down.store(false, Ordering::Release);
-        Ok(generation)
     }
 }
 
@@ -208,12 +195,9 @@ impl HttpHandler {
             max_body,
             output: lrpc::CapturedOutput::default(),
             current: Mutex::new(Arc::new(Generation { pre, generation: 1 })),
-            generation: AtomicU64::new(1),
             down: AtomicBool::new(false),
-            restarts: Restarts::new(),
-            swap: Mutex::new(()),
             calls: metrics.call_counter(&spec.name),
-            metrics,
+            supervision: Supervision::new(metrics),
             memories: Mutex::default(),
         }))
     }
@@ -245,7 +229,7 @@ impl HttpHandler {
     /// Reports that generation `generation` died: the handler is down until a fresh
     /// generation replaces it, and the first report schedules a restart with backoff.
     pub fn died(self: &Arc<Self>, generation: u64) {
-        if self.generation.load(Ordering::Acquire) == generation {
+        if self.supervision.generation() == generation {
             self.down.store(true, Ordering::Release);
         }
         died(self, generation);
@@ -308,7 +292,7 @@ impl HttpHandler {
     pub fn serve(self: &Arc<Self>, slot: &mut Option<HandlerInstance>, req: Incoming) -> Answer {
         self.calls.inc();
         let fail = |code: u16, kind: &str, what: &str| {
-            self.metrics.failure(&self.name, kind);
+            self.supervision.metrics.failure(&self.name, kind);
             Answer::text(code, format!("plugin {} {what}\n", self.name))
         };
         let current = self.current();

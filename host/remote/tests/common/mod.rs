@@ -27,6 +27,19 @@ impl Drop for Reaped {
     }
 }
 
+/// A loopback port nobody listens on now.
+pub fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// A node listen address (`tcp:127.0.0.1:PORT`) on a free port, to start a node on and to
+/// start it again on after it was killed.
+pub fn free_tcp() -> Result<String> {
+    Ok(format!("tcp:127.0.0.1:{}", free_port()?))
+}
+
 /// A binding to export `name` at `endpoint`, with the plan of the pool's export of it.
 pub fn binding(
     pool: &LocalPool,
