@@ -36,14 +36,12 @@ pub(crate) struct ReplicaKey {
     pub replica: u16,
 }
 
-/// One in-flight call. Records live on the native stack of the `lrpc.call` frame that made
-/// them and form a per-thread intrusive list, innermost first (pushing is two thread-local
-/// accesses, no allocation).
-pub(crate) struct Record {
-    /// The calling replica, suspended in its `lrpc.call` import.
+/// What a linkage record says of a call.
+#[derive(Clone, Copy)]
+pub(crate) struct Call {
+    /// The calling replica, suspended in its `lrpc.call` import (or, for a call served on
+    /// the server's own thread, waiting on another thread).
     pub caller: ReplicaKey,
-    /// That import's `Caller`, lent for re-entry while the record is on the stack.
-    caller_ctx: *mut Caller<'static, DomainData>,
     /// The replica running the call.
     pub server: ReplicaKey,
     /// The binding the call travels on.
@@ -52,6 +50,16 @@ pub(crate) struct Record {
     pub proc: u32,
     /// Index of the A-stack within the procedure (across extents).
     pub astack: u32,
+}
+
+/// One in-flight call. Records live on the native stack of the `lrpc.call` frame that made
+/// them and form a per-thread intrusive list, innermost first (pushing is two thread-local
+/// accesses, no allocation).
+struct Record {
+    call: Call,
+    /// The caller's import's `Caller`, lent for re-entry while the record is on the stack
+    /// (null when the caller runs on another thread).
+    caller_ctx: *mut Caller<'static, DomainData>,
     /// The record below this one.
     prev: *const Record,
 }
@@ -69,81 +77,34 @@ impl Drop for PopOnDrop {
     }
 }
 
-/// Runs `f` with a record of this call on the thread's linkage stack. `caller` is the
-/// `Caller` of the client's import; it stays lent to nested re-entries until `f` returns.
+/// Runs `f` with a record of `call` on the thread's linkage stack. `caller` is the `Caller`
+/// of the client's import; it stays lent to nested re-entries until `f` returns.
 ///
 /// `f` must not use `caller` (it has no access to it: the borrow is taken here).
-#[allow(
-    clippy::too_many_arguments,
-    reason = "a linkage record has this many parts"
-)]
 #[inline]
 pub(crate) fn with_record<R>(
     caller: &mut Caller<'_, DomainData>,
-    caller_key: ReplicaKey,
-    server: ReplicaKey,
-    binding: Pinned,
-    proc: u32,
-    astack: u32,
+    call: Call,
     f: impl FnOnce() -> R,
 ) -> R {
     let caller_ctx: *mut Caller<'_, DomainData> = caller;
-    push(
-        caller_key,
-        caller_ctx.cast(),
-        server,
-        binding,
-        proc,
-        astack,
-        f,
-    )
+    push(call, caller_ctx.cast(), f)
 }
 
 /// Runs `f` with a record of a call this thread serves on behalf of a client running on
 /// another thread (thread-per-domain serving): `reply_oob` finds it; nothing can re-enter
 /// the client through it.
-pub(crate) fn with_served<R>(
-    caller: ReplicaKey,
-    server: ReplicaKey,
-    binding: Pinned,
-    proc: u32,
-    astack: u32,
-    f: impl FnOnce() -> R,
-) -> R {
-    push(
-        caller,
-        std::ptr::null_mut(),
-        server,
-        binding,
-        proc,
-        astack,
-        f,
-    )
+pub(crate) fn with_served<R>(call: Call, f: impl FnOnce() -> R) -> R {
+    push(call, std::ptr::null_mut(), f)
 }
 
 /// Links a record into the thread's stack for the duration of `f`.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "a linkage record has this many parts"
-)]
 #[inline]
-fn push<R>(
-    caller: ReplicaKey,
-    caller_ctx: *mut Caller<'static, DomainData>,
-    server: ReplicaKey,
-    binding: Pinned,
-    proc: u32,
-    astack: u32,
-    f: impl FnOnce() -> R,
-) -> R {
+fn push<R>(call: Call, caller_ctx: *mut Caller<'static, DomainData>, f: impl FnOnce() -> R) -> R {
     let prev = TOP.with(|t| t.get());
     let record = Record {
-        caller,
+        call,
         caller_ctx,
-        server,
-        binding,
-        proc,
-        astack,
         prev,
     };
     TOP.with(|t| t.set(&record));
@@ -174,7 +135,7 @@ pub(crate) fn reenter<R>(
     key: ReplicaKey,
     f: impl FnOnce(&mut Caller<'_, DomainData>) -> R,
 ) -> Option<R> {
-    let ptr = find(|r| (r.caller == key && !r.caller_ctx.is_null()).then_some(r.caller_ctx))?;
+    let ptr = find(|r| (r.call.caller == key && !r.caller_ctx.is_null()).then_some(r.caller_ctx))?;
     // SAFETY: the record was pushed by `with_record` from a live `&mut Caller` whose frame is
     // further down this thread's stack, blocked in `f` until the record is popped; that frame
     // does not touch its `Caller` meanwhile (the borrow is held by `with_record`). The record
@@ -187,11 +148,10 @@ pub(crate) fn reenter<R>(
     Some(f(caller))
 }
 
-/// The call currently being served on this thread (the topmost record), if any:
-/// `(caller, server, binding, proc, astack)`. The pinned binding stays valid while the
-/// server runs inside that call.
-pub(crate) fn current() -> Option<(ReplicaKey, ReplicaKey, Pinned, u32, u32)> {
-    find(|r| Some((r.caller, r.server, r.binding, r.proc, r.astack)))
+/// The call currently being served on this thread (the topmost record), if any. The pinned
+/// binding stays valid while the server runs inside that call.
+pub(crate) fn current() -> Option<Call> {
+    find(|r| Some(r.call))
 }
 
 /// A binding pinned for the duration of a call without touching its reference count.

@@ -207,14 +207,14 @@ fn run(server: &DomainShared, entries: &[EntryFunc], req: &Request) -> Reply {
     let entry = &entries[req.proc];
     // The request owns an `Arc` of the binding for as long as the linkage record exists, so
     // the pinned view `reply_oob` reads stays valid.
-    let r = linkage::with_served(
-        req.client,
-        replica.key,
-        Pinned::new(&req.binding),
-        req.proc as u32,
-        req.index,
-        || entry.call(&mut *store, args),
-    );
+    let call = linkage::Call {
+        caller: req.client,
+        server: replica.key,
+        binding: Pinned::new(&req.binding),
+        proc: req.proc as u32,
+        astack: req.index,
+    };
+    let r = linkage::with_served(call, || entry.call(&mut *store, args));
     store.data_mut().deadline_tick = 0;
     let outcome = match r {
         Ok(code) => Outcome::Entry(code),

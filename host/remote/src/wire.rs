@@ -251,6 +251,14 @@ fn translate(
     Ok((dst, s.at))
 }
 
+/// A `bool`'s byte read off `src`: 0 or 1, anything else refused.
+fn bool_byte(src: &mut Src<'_>) -> Result<u8, CodecError> {
+    match src.byte()? {
+        b @ (0 | 1) => Ok(b),
+        _ => Err(CodecError::Malformed("bool not 0 or 1")),
+    }
+}
+
 /// The tag of an `option` or `result` value (`ty`) read off `src` and checked, and the type of
 /// the payload that follows it, if the tag has one.
 fn tagged<'t>(ty: &'t Ty, src: &mut Src<'_>) -> Result<(u8, Option<&'t Ty>), CodecError> {
@@ -278,13 +286,7 @@ fn w2p(
     }
     match ty {
         Ty::Prim(p) => match p {
-            Prim::Bool => {
-                let b = src.byte()?;
-                if b > 1 {
-                    return Err(CodecError::Malformed("bool not 0 or 1"));
-                }
-                dst.push(b);
-            }
+            Prim::Bool => dst.push(bool_byte(src)?),
             Prim::U8 | Prim::S8 => dst.push(src.byte()?),
             Prim::U16 => dst.extend_from_slice(&(src.uleb(16)? as u16).to_le_bytes()),
             Prim::S16 => dst.extend_from_slice(&(src.sleb(16)? as i16).to_le_bytes()),
@@ -393,13 +395,7 @@ fn p2w(
 ) -> Result<(), CodecError> {
     match ty {
         Ty::Prim(p) => match p {
-            Prim::Bool => {
-                let b = src.byte()?;
-                if b > 1 {
-                    return Err(CodecError::Malformed("bool not 0 or 1"));
-                }
-                dst.put_u8(b);
-            }
+            Prim::Bool => dst.put_u8(bool_byte(src)?),
             Prim::U8 | Prim::S8 => dst.put_u8(src.byte()?),
             Prim::U16 => put_uleb(dst, u16::from_le_bytes(src.array()?).into()),
             Prim::S16 => put_sleb(dst, i16::from_le_bytes(src.array()?).into()),

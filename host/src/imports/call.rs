@@ -80,37 +80,6 @@ pub(super) fn args_in(e: &crate::astack::Extent, local: u32, r: usize, borrow: i
     )
 }
 
-/// The server entry's arguments for this call in replica `r` (see `args_in`), looked up again
-/// in the client's live binding (if it is gone, the call is refused rather than sent
-/// anywhere).
-fn entry_args(
-    data: &DomainData,
-    raw: u64,
-    proc: u32,
-    p: &Prepared,
-    r: usize,
-) -> Result<EntryArgs, Status> {
-    if r == 0 {
-        return Ok(p.first);
-    }
-    other_replica_args(data, raw, proc, p, r)
-}
-
-/// [`entry_args`] for a replica other than the first (out of the common path).
-#[cold]
-#[inline(never)]
-fn other_replica_args(
-    data: &DomainData,
-    raw: u64,
-    proc: u32,
-    p: &Prepared,
-    r: usize,
-) -> Result<EntryArgs, Status> {
-    let cb = live_binding(data, raw)?;
-    let (e, _) = astack::astack(&cb.procs, proc as i32, p.client_astack as i32)?;
-    Ok(args_in(e, p.local, r, borrow_mask(&cb.binding, proc)))
-}
-
 /// A server entry's arguments (see `args_in`).
 pub(super) type EntryArgs = (i32, i32, i32, i32, i32);
 
@@ -224,7 +193,7 @@ fn transfer(
     let server = &b.server;
     let deadline = now.saturating_add(b.deadline_ticks);
     if let Some(d) = &b.export.detour {
-        return detoured(caller, client_key, raw, p, proc, deadline, d);
+        return detoured(caller, client_key, p, proc, deadline, d);
     }
     // A free replica, starting from this thread's own so that threads do not contend for
     // the same one. The common case is that one being free: the rest is `transfer_contended`.
@@ -288,7 +257,6 @@ fn enter(
 fn detoured(
     caller: &mut Caller<'_, DomainData>,
     client_key: ReplicaKey,
-    raw: u64,
     p: &Prepared,
     proc: u32,
     deadline: u64,
@@ -301,7 +269,7 @@ fn detoured(
         index: p.index,
     };
     match detour {
-        Detour::Mailbox(mailbox) => transfer_message(caller, raw, p, proc, deadline, mailbox),
+        Detour::Mailbox(mailbox) => transfer_message(caller, p, proc, deadline, mailbox),
         Detour::Component(target) => {
             super::mixed::to_component(caller, client_key, p.binding, target, &a)
         }
@@ -341,6 +309,32 @@ struct RunArgs<'a> {
 type Outcome = Result<wasmtime::Result<i32>, Status>;
 
 impl RunArgs<'_> {
+    /// The server entry's arguments for this call in replica `r` (see `args_in`), looked up
+    /// again in the client's live binding (if it is gone, the call is refused rather than
+    /// sent anywhere).
+    #[inline]
+    fn entry_args(&self, data: &DomainData, r: usize) -> Result<EntryArgs, Status> {
+        if r == 0 {
+            return Ok(self.p.first);
+        }
+        self.other_replica_args(data, r)
+    }
+
+    /// [`entry_args`](Self::entry_args) for a replica other than the first (out of the
+    /// common path).
+    #[cold]
+    #[inline(never)]
+    fn other_replica_args(&self, data: &DomainData, r: usize) -> Result<EntryArgs, Status> {
+        let cb = live_binding(data, self.raw)?;
+        let (e, _) = astack::astack(&cb.procs, self.proc as i32, self.p.client_astack as i32)?;
+        Ok(args_in(
+            e,
+            self.p.local,
+            r,
+            borrow_mask(&cb.binding, self.proc),
+        ))
+    }
+
     /// Runs the call in replica `i`, whose store this thread has locked, with this call's
     /// linkage record on the thread's stack.
     #[inline]
@@ -351,7 +345,7 @@ impl RunArgs<'_> {
         mut store: Guard<'_, wasmtime::Store<DomainData>>,
     ) -> Outcome {
         let b = self.p.binding.get();
-        let args = entry_args(caller.data(), self.raw, self.proc, self.p, i)?;
+        let args = self.entry_args(caller.data(), i)?;
         self.recorded(caller, b.server.replicas[i].key, || {
             self.entry(i, args, store.as_context_mut())
         })
@@ -365,15 +359,14 @@ impl RunArgs<'_> {
         server: ReplicaKey,
         f: impl FnOnce() -> R,
     ) -> R {
-        linkage::with_record(
-            caller,
-            self.client_key,
+        let call = linkage::Call {
+            caller: self.client_key,
             server,
-            self.p.binding,
-            self.proc,
-            self.p.index,
-            f,
-        )
+            binding: self.p.binding,
+            proc: self.proc,
+            astack: self.p.index,
+        };
+        linkage::with_record(caller, call, f)
     }
 
     /// Runs the entry in replica `i` through `ctx`, with the binding's deadline set on the
@@ -406,7 +399,7 @@ impl RunArgs<'_> {
         }
         let reentered = (0..n).find_map(|i| {
             let key = server.replicas[i].key;
-            let args = entry_args(caller.data(), self.raw, self.proc, self.p, i);
+            let args = self.entry_args(caller.data(), i);
             self.recorded(caller, key, || {
                 linkage::reenter(key, |srv| {
                     args.and_then(|args| self.entry(i, args, srv.as_context_mut()))
@@ -428,17 +421,14 @@ impl RunArgs<'_> {
 #[cold]
 fn transfer_message(
     caller: &mut Caller<'_, DomainData>,
-    raw: u64,
     p: &Prepared,
     proc: u32,
     deadline: u64,
     mailbox: &crate::mailbox::Mailbox,
 ) -> Status {
     let b = p.binding.get();
-    let mut args = match entry_args(caller.data(), raw, proc, p, 0) {
-        Ok(a) => a,
-        Err(s) => return s,
-    };
+    // Replica 0's arguments, as prepared.
+    let mut args = p.first;
     let r0 = &b.server.replicas[0];
     let oob = r0.with_store(b.deadline, |ctx| {
         resolve_oob(b, (proc, p.index), 0, &args, ctx)
@@ -564,14 +554,16 @@ impl Detached {
             return Status::BadAStack;
         };
         let key = (self.proc, self.index);
-        let outcome = linkage::with_served(
-            self.client_key,
-            server.replicas[i].key,
-            Pinned::new(&self.binding),
-            self.proc,
-            self.index,
-            || enter(b, key, i, args, self.deadline_tick, store.as_context_mut()),
-        );
+        let call = linkage::Call {
+            caller: self.client_key,
+            server: server.replicas[i].key,
+            binding: Pinned::new(&self.binding),
+            proc: self.proc,
+            astack: self.index,
+        };
+        let outcome = linkage::with_served(call, || {
+            enter(b, key, i, args, self.deadline_tick, store.as_context_mut())
+        });
         drop(store);
         let status = status_of(outcome, &self.kernel, server);
         if status == Status::Ok && !b.is_live() {

@@ -29,6 +29,23 @@ pub(super) struct AStack {
     pub index: u32,
 }
 
+impl AStack {
+    /// The linkage record of a call on this A-stack from `client` over `binding`, served by
+    /// the server domain's one replica (its core face, or the remote target's stand-in).
+    fn record(&self, client: ReplicaKey, binding: Pinned) -> linkage::Call {
+        linkage::Call {
+            caller: client,
+            server: ReplicaKey {
+                domain: binding.get().server.core.id,
+                replica: 0,
+            },
+            binding,
+            proc: self.proc,
+            astack: self.index,
+        }
+    }
+}
+
 /// Serves one call of a core client on a component server; the call's status.
 pub(super) fn to_component(
     caller: &mut Caller<'_, DomainData>,
@@ -56,13 +73,9 @@ pub(super) fn to_component(
         return Status::ServerRejected;
     };
     let mut results = vec![Val::Bool(false); usize::from(pp.result.is_some())];
-    let server = ReplicaKey {
-        domain: b.server.core.id,
-        replica: 0,
-    };
     // On the thread's linkage stack like any call, so that the component may call back into
     // this client (A→B→A re-enters it).
-    let ran = linkage::with_record(caller, client_key, server, binding, a.proc, a.index, || {
+    let ran = linkage::with_record(caller, a.record(client_key, binding), || {
         target.run(a.proc as usize, &args, &mut results)
     });
     if let Err(e) = ran {
@@ -95,13 +108,9 @@ pub(super) fn to_remote(
         Ok(r) => r,
         Err(s) => return s,
     };
-    let server = ReplicaKey {
-        domain: b.server.core.id,
-        replica: 0,
-    };
     // On the linkage stack like any call: terminating the client while it waits marks it,
     // and the call unwinds the client when it returns.
-    let ran = linkage::with_record(caller, client_key, server, binding, a.proc, a.index, || {
+    let ran = linkage::with_record(caller, a.record(client_key, binding), || {
         target.call(a.proc as usize, &request)
     });
     match ran {

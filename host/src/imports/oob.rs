@@ -205,7 +205,7 @@ fn reply_oob_inner(
     let me = caller.data().key();
     let min = usize::try_from(min_len).map_err(|_| Status::BadPointer)?;
     let (pinned, proc, index) = match linkage::current() {
-        Some((_, server, pinned, proc, index)) if server == me => (pinned, proc, index),
+        Some(c) if c.server == me => (c.binding, c.proc, c.astack),
         // Not a core client's call: one a component client makes through the kernel?
         _ => {
             let (addr, cap) =
