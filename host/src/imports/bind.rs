@@ -3,7 +3,7 @@
 //! when nested calls have used them all (LRPC 5.2).
 
 use super::{
-    HostResult, Named, Place, answer, bad_handle, bind_with, bindable, client_binding, find_export,
+    HostResult, answer, bad_handle, bindable, checked_name_len, client_binding, find_export,
     flush_own, status_of, write_guest,
 };
 use crate::astack::page_round;
@@ -27,16 +27,35 @@ pub(super) fn bind(
     desc_ptr: i32,
     desc_cap: i32,
 ) -> HostResult<i32> {
-    let name = (name_ptr, name_len, fingerprint);
-    bind_with(&mut caller, name, (desc_ptr, desc_cap), bind_inner)
+    answer(bind_inner(
+        &mut caller,
+        name_ptr,
+        name_len,
+        fingerprint as u64,
+        desc_ptr,
+        desc_cap,
+    ))
 }
 
-fn bind_inner(caller: &mut Caller<'_, DomainData>, named: Named, out: Place) -> Result<(), Status> {
+fn bind_inner(
+    caller: &mut Caller<'_, DomainData>,
+    name_ptr: i32,
+    name_len: i32,
+    fingerprint: u64,
+    desc_ptr: i32,
+    desc_cap: i32,
+) -> Result<(), Status> {
+    flush_own(caller);
+    let len = checked_name_len(name_len)?;
     // A core server's export, or the core face of a component domain's (a mixed pair).
-    let (kernel, export) = find_export(caller, named, true)?;
+    let (kernel, export) = find_export(caller, name_ptr, len, fingerprint, true)?;
     let nprocs = export.plan.procs.len();
     let desc_len = desc::len(nprocs);
-    out.check(caller, desc_len)?;
+    if usize::try_from(desc_cap).map_or(true, |c| c < desc_len) {
+        return Err(Status::BadPointer);
+    }
+    // Check the descriptor's place before allocating anything.
+    write_guest(caller, desc_ptr, &vec![0; desc_len])?;
     let data = caller.data();
     let key = data.key();
     bindable(&export.server, key.domain)?;
@@ -205,7 +224,7 @@ fn bind_inner(caller: &mut Caller<'_, DomainData>, named: Named, out: Place) -> 
             procs: procs.into_boxed_slice(),
         }),
     };
-    write_guest(caller, out.ptr, &bytes)
+    write_guest(caller, desc_ptr, &bytes)
 }
 
 fn empty_oob(replicas: usize) -> OobView {

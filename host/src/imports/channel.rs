@@ -3,8 +3,8 @@
 //! `channel::guest`; this module checks what the guest passes and answers with statuses.
 
 use super::{
-    HostResult, Named, Place, answer, bind_with, bindable, find_export, flush_own, kernel_of,
-    status_of, write_guest,
+    HostResult, answer, bindable, checked_name_len, find_export, flush_own, kernel_of, status_of,
+    write_guest,
 };
 use crate::channel::{ChanSlot, HANDLE_BIT, MAX_WAIT, ProcShared};
 use crate::domain::DomainData;
@@ -22,25 +22,39 @@ pub(super) fn channel_bind(
     desc_ptr: i32,
     desc_cap: i32,
 ) -> HostResult<i32> {
-    let name = (name_ptr, name_len, fingerprint);
-    bind_with(&mut caller, name, (desc_ptr, desc_cap), |c, n, o| {
-        bind_inner(c, n, slots, o)
-    })
+    answer(bind_inner(
+        &mut caller,
+        name_ptr,
+        name_len,
+        fingerprint as u64,
+        slots,
+        desc_ptr,
+        desc_cap,
+    ))
 }
 
 fn bind_inner(
     caller: &mut Caller<'_, DomainData>,
-    named: Named,
+    name_ptr: i32,
+    name_len: i32,
+    fingerprint: u64,
     slots: i32,
-    out: Place,
+    desc_ptr: i32,
+    desc_cap: i32,
 ) -> Result<(), Status> {
+    flush_own(caller);
+    let len = checked_name_len(name_len)?;
     let slots = match u32::try_from(slots) {
         Ok(0) => chan::DEFAULT_SLOTS,
         Ok(n) if n <= chan::MAX_SLOTS => n,
         _ => return Err(Status::ResourceExhausted),
     };
-    out.check(caller, chan::DESC_LEN)?;
-    let (kernel, export) = find_export(caller, named, false)?;
+    if usize::try_from(desc_cap).map_or(true, |c| c < chan::DESC_LEN) {
+        return Err(Status::BadPointer);
+    }
+    // Check the descriptor's place before allocating anything.
+    write_guest(caller, desc_ptr, &[0; chan::DESC_LEN])?;
+    let (kernel, export) = find_export(caller, name_ptr, len, fingerprint, false)?;
     let key = caller.data().key();
     bindable(&export.server, key.domain)?;
     let procs = ProcShared::of(&kernel, &export.server).ok_or(Status::NoProcessors)?;
@@ -86,7 +100,7 @@ fn bind_inner(
         generation,
         live: Some(gc),
     };
-    write_guest(caller, out.ptr, &desc.encode())
+    write_guest(caller, desc_ptr, &desc.encode())
 }
 
 /// The table index of the caller's live channel `raw`, or the refusal status.

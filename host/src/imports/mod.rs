@@ -107,72 +107,16 @@ fn read_name(caller: &mut Caller<'_, DomainData>, ptr: i32, len: usize) -> Resul
     String::from_utf8(name).map_err(|_| Status::UnknownInterface)
 }
 
-/// The export a bind import names: where the name is in the guest's memory (its length
-/// checked by `checked_name_len`) and the fingerprint the guest's stubs were generated for.
-#[derive(Clone, Copy)]
-struct Named {
-    ptr: i32,
-    len: usize,
-    fingerprint: u64,
-}
-
-impl Named {
-    /// The name and fingerprint as the import's arguments give them; the name's length is
-    /// checked before anything is read.
-    fn new(ptr: i32, len: i32, fingerprint: i64) -> Result<Named, Status> {
-        let len = checked_name_len(len)?;
-        Ok(Named {
-            ptr,
-            len,
-            fingerprint: fingerprint as u64,
-        })
-    }
-}
-
-/// Where a guest wants a descriptor written: address and capacity in its memory.
-#[derive(Clone, Copy)]
-struct Place {
-    ptr: i32,
-    cap: i32,
-}
-
-impl Place {
-    /// Checks that a descriptor of `len` bytes fits and can be written here (zeroing it),
-    /// before anything is allocated for it.
-    fn check(self, caller: &mut Caller<'_, DomainData>, len: usize) -> Result<(), Status> {
-        if usize::try_from(self.cap).map_or(true, |c| c < len) {
-            return Err(Status::BadPointer);
-        }
-        write_guest(caller, self.ptr, &vec![0; len])
-    }
-}
-
-/// What both bind imports do first: drop the windows revoked meanwhile (see `flush_own`),
-/// check the export's name (`name`: pointer, length, fingerprint) and take where the
-/// descriptor goes (`out`: pointer, capacity); then `bind`, whose refusal is the status.
-fn bind_with(
-    caller: &mut Caller<'_, DomainData>,
-    (ptr, len, fingerprint): (i32, i32, i64),
-    (out_ptr, out_cap): (i32, i32),
-    bind: impl FnOnce(&mut Caller<'_, DomainData>, Named, Place) -> Result<(), Status>,
-) -> HostResult<i32> {
-    flush_own(caller);
-    let out = Place {
-        ptr: out_ptr,
-        cap: out_cap,
-    };
-    answer(Named::new(ptr, len, fingerprint).and_then(|n| bind(caller, n, out)))
-}
-
 /// Reads the interface name a guest passes and finds its export, checked against the
 /// fingerprint the guest's stubs were generated for. With `faces`, the core face of a
 /// component domain's export counts too (a mixed pair).
 fn find_export(
     caller: &mut Caller<'_, DomainData>,
-    named: Named,
+    name_ptr: i32,
+    len: usize,
+    fingerprint: u64,
     faces: bool,
 ) -> Result<(Arc<KernelInner>, Arc<ExportEntry>), Status> {
-    let (name_ptr, len, fingerprint) = (named.ptr, named.len, named.fingerprint);
     let name = read_name(caller, name_ptr, len)?;
     let kernel = kernel_of(caller)?;
     let export = match kernel.clerk.get(&name) {
