@@ -1114,10 +1114,13 @@ fn why(ratio: &str) -> &'static str {
         "isolated_null_over_cross_store" => {
             "the kernel's handle, procedure and A-stack checks, linkage record, replica lock \
              and deadline, and the client stub's A-stack queue, still cost more than the bare \
-             crossing (callgrind: 799 instructions per isolated Null against 357 for the \
-             crossing: about 345 in the kernel's import, 90 in the client stub, 30 in the \
-             server's entry stub); the time ratio is higher than the instruction ratio (the \
-             replica lock's atomic exchange, more memory touched)."
+             crossing. By callgrind an isolated Null is about twice the crossing's \
+             instructions: the kernel's import (not counting the crossing into the server) \
+             about two thirds of the extra, the two stubs the rest; the call runs near 20 \
+             instructions per nanosecond, so the target needs most of the kernel's path gone, \
+             not trimmed. Of the time, the replica lock's compare-exchange is 1 to 4 ns (A/B \
+             against an unsound plain store), and where the linker places the call path moves \
+             the result by up to 2.5 ns between builds of the same instructions."
         }
         "component_host_64k_over_isolated_64k"
         | "component_host_64k_inout_over_isolated_64k_inout" => {
