@@ -295,7 +295,7 @@ fn load_is_shared_across_three_kernels_behind_nats() -> Result<()> {
 fn a_killed_node_share_moves_to_the_others() -> Result<()> {
     let _one = one_at_a_time();
     let Group {
-        nats: _nats,
+        nats,
         url,
         mut nodes,
         _kernel,
@@ -311,7 +311,8 @@ fn a_killed_node_share_moves_to_the_others() -> Result<()> {
     assert!(before.iter().all(|&s| s > 0), "{before:?}");
     // The node's connection closes with it, and NATS routes the group's calls to the others.
     nodes[0].kill();
-    settle();
+    // Three nodes and this client were connected.
+    settle(&nats, 3)?;
     adds(&rt, &b, add, 150)?;
     let after: Vec<u64> = nodes[1..]
         .iter_mut()
@@ -420,10 +421,22 @@ fn no_server_in_the_group_is_nobody_listening_and_deadlines_hold() -> Result<()>
     Ok(())
 }
 
-/// Time for the NATS server to see a killed node's connection close (a call routed to it
-/// before then would wait for its deadline).
-fn settle() {
-    std::thread::sleep(Duration::from_millis(500));
+/// Waits (at most 10 s) until the NATS server counts `n` client connections: once it has
+/// closed a killed node's connection it routes no call there (one routed before would wait
+/// for its deadline).
+fn settle(nats: &NatsServer, n: u64) -> Result<()> {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = nats.connections()?;
+        if now == n {
+            return Ok(());
+        }
+        ensure!(
+            Instant::now() < until,
+            "the NATS server still counts {now} connections"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Calls `add(a, b)` until one succeeds or `within` passes; the failures on the way.
@@ -474,7 +487,8 @@ fn one_connection_survives_nats_server_and_node_restarts() -> Result<()> {
     assert!(failures.is_empty());
     // The node restarts: the next calls reach the new one over the same connection.
     node.kill();
-    settle();
+    // The node and this client were connected.
+    settle(&nats, 1)?;
     let err = rt
         .block_on(b.call(add, &u32s(&[1, 2])))
         .expect_err("no node");
