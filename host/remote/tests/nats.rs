@@ -14,6 +14,7 @@ use std::io::{BufRead as _, BufReader, Write as _};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::process::{ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
@@ -167,34 +168,51 @@ impl Node {
     }
 }
 
-/// `n` calls of `add(i, 1000 * i)`, half one after another, half 50 at a time; every result
-/// checked.
-fn adds(rt: &tokio::runtime::Runtime, b: &RemoteBinding, add: usize, n: u32) -> Result<()> {
+/// `add(i, 1000 * i)`, every result checked; called again once if the first call gets no
+/// result within its deadline. NATS delivers a message at most once: a message lost on the
+/// way (seen here about once in a few thousand calls) ends its call at the deadline, and a
+/// client that wants the result calls again. The calls made again are counted in `again`
+/// (each may also have been served).
+async fn add_at_least_once(b: &RemoteBinding, add: usize, i: u32, again: &AtomicU32) -> Result<()> {
+    let t = Instant::now();
+    let args = u32s(&[i, 1000 * i]);
+    let r = match b.call(add, &args).await {
+        Err(RemoteError::Timeout(_)) => {
+            again.fetch_add(1, Ordering::Relaxed);
+            b.call(add, &args).await
+        }
+        r => r,
+    }
+    .with_context(|| format!("add({i}), after {:?}", t.elapsed()))?;
+    ensure!(r == (1001 * i).to_le_bytes(), "add({i}) = {r:?}");
+    Ok(())
+}
+
+/// `n` calls of `add(i, 1000 * i)`, half one after another, half 50 at a time (see
+/// `add_at_least_once`); how many were made again.
+fn adds(rt: &tokio::runtime::Runtime, b: &RemoteBinding, add: usize, n: u32) -> Result<u64> {
+    let again = AtomicU32::new(0);
     rt.block_on(async {
         let sequential = n / 2;
         for i in 0..sequential {
-            let t = Instant::now();
-            let r = b
-                .call(add, &u32s(&[i, 1000 * i]))
-                .await
-                .with_context(|| format!("add({i}) of {n}, after {:?}", t.elapsed()))?;
-            ensure!(r == (1001 * i).to_le_bytes(), "add({i}) = {r:?}");
+            add_at_least_once(b, add, i, &again).await?;
         }
         let mut i = sequential;
         while i < n {
             let batch: Vec<u32> = (i..n.min(i + 50)).collect();
-            let calls = batch.iter().map(|&i| {
-                let b = b.clone();
-                async move { (i, b.call(add, &u32s(&[i, 1000 * i])).await) }
-            });
-            for (i, r) in futures::future::join_all(calls).await {
-                let r = r?;
-                ensure!(r == (1001 * i).to_le_bytes(), "add({i}) = {r:?}");
+            let calls = batch.iter().map(|&i| add_at_least_once(b, add, i, &again));
+            for r in futures::future::join_all(calls).await {
+                r?;
             }
             i += batch.len() as u32;
         }
-        Ok(())
-    })
+        anyhow::Ok(())
+    })?;
+    let again = u64::from(again.load(Ordering::Relaxed));
+    if again > 0 {
+        println!("{again} of {n} calls made again after their deadline");
+    }
+    Ok(again)
 }
 
 /// A NATS server, three kernels serving the bench and key-value interfaces in one queue
@@ -253,10 +271,14 @@ fn load_is_shared_across_three_kernels_behind_nats() -> Result<()> {
         b,
         add,
     } = Group::start()?;
-    adds(&rt, &b, add, 300)?;
+    let again = adds(&rt, &b, add, 300)?;
     let served: Vec<u64> = nodes.iter_mut().map(Node::served).collect::<Result<_>>()?;
     println!("calls served per node: {served:?}");
-    assert_eq!(served.iter().sum::<u64>(), 300, "{served:?}");
+    let total = served.iter().sum::<u64>();
+    assert!(
+        (300..=300 + again).contains(&total),
+        "{served:?}, {again} again"
+    );
     // NATS picks a member of the group at random: each of three gets about 100 of 300.
     for s in &served {
         assert!(*s >= 30, "every node takes a share: {served:?}");
@@ -287,7 +309,7 @@ fn load_is_shared_across_three_kernels_behind_nats() -> Result<()> {
         "three kernels and one client connection"
     );
     let after: Vec<u64> = nodes.iter_mut().map(Node::served).collect::<Result<_>>()?;
-    assert_eq!(after.iter().sum::<u64>(), 300 + 8 + 1, "{after:?}");
+    assert_eq!(after.iter().sum::<u64>(), total + 8 + 1, "{after:?}");
     Ok(())
 }
 
@@ -305,24 +327,28 @@ fn a_killed_node_share_moves_to_the_others() -> Result<()> {
         b,
         add,
     } = Group::start()?;
-    adds(&rt, &b, add, 150)?;
+    let again = adds(&rt, &b, add, 150)?;
     let before: Vec<u64> = nodes.iter_mut().map(Node::served).collect::<Result<_>>()?;
-    assert_eq!(before.iter().sum::<u64>(), 150, "{before:?}");
+    let total = before.iter().sum::<u64>();
+    assert!(
+        (150..=150 + again).contains(&total),
+        "{before:?}, {again} again"
+    );
     assert!(before.iter().all(|&s| s > 0), "{before:?}");
     // The node's connection closes with it, and NATS routes the group's calls to the others.
     nodes[0].kill();
     // Three nodes and this client were connected.
     settle(&nats, 3)?;
-    adds(&rt, &b, add, 150)?;
+    let again = adds(&rt, &b, add, 150)?;
     let after: Vec<u64> = nodes[1..]
         .iter_mut()
         .map(Node::served)
         .collect::<Result<_>>()?;
     println!("served before the kill {before:?}, after it (nodes 1 and 2) {after:?}");
-    assert_eq!(
-        after[0] - before[1] + after[1] - before[2],
-        150,
-        "the survivors served every later call"
+    let later = after[0] - before[1] + after[1] - before[2];
+    assert!(
+        (150..=150 + again).contains(&later),
+        "the survivors served every later call: {later}, {again} again"
     );
     assert!(after[0] > before[1] && after[1] > before[2], "{after:?}");
     // A node joining the group takes a share again.
