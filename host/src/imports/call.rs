@@ -541,14 +541,8 @@ impl Detached {
     pub(super) fn run(&self) -> Status {
         let b = &*self.binding;
         let server = &b.server;
-        let picked = (0..server.replicas.len())
-            .find_map(|i| server.replicas[i].store.try_lock().map(|g| (i, g)));
-        let (i, mut store) = match picked {
-            Some(p) => p,
-            None => match server.replicas[0].wait_store(b.deadline) {
-                Some(g) => (0, g),
-                None => return Status::ServerBusy,
-            },
+        let Some((i, mut store)) = crate::domain::pick_replica(&server.replicas, b.deadline) else {
+            return Status::ServerBusy;
         };
         let Some(&args) = self.args.get(i) else {
             return Status::BadAStack;
