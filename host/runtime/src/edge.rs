@@ -607,24 +607,29 @@ impl Worker<'_> {
             driver.chain(self.rt.plugins.len(), request)
         };
         let metrics = &self.dep.metrics;
+        // The plugins the request reached, in chain order: up to the one that answered or
+        // failed (the driver's slot, bounded by the chain), or all of them.
+        let reached = match &end {
+            Ok(ChainEnd::Responded { slot, .. } | ChainEnd::Failed { slot, .. }) => {
+                slot.saturating_add(1)
+            }
+            Ok(ChainEnd::Unanswered { .. }) => self.rt.calls.len(),
+            Err(_) => 0,
+        };
+        for c in self.rt.calls.iter().take(reached) {
+            c.inc();
+        }
         match end {
-            Ok(ChainEnd::Responded { slot, response }) => {
-                self.rt.calls.iter().take(slot + 1).for_each(|c| {
-                    c.inc();
-                });
-                let name = self.plugin_name(slot);
-                decode_response(&response).unwrap_or_else(|| {
+            Ok(ChainEnd::Responded { slot, response }) => decode_response(&response)
+                .unwrap_or_else(|| {
+                    let name = self.plugin_name(slot);
                     metrics.failure(&name, "malformed");
                     Answer::text(
                         502,
                         format!("plugin {name} answered with a malformed response\n"),
                     )
-                })
-            }
+                }),
             Ok(ChainEnd::Failed { slot, status }) => {
-                self.rt.calls.iter().take(slot + 1).for_each(|c| {
-                    c.inc();
-                });
                 let name = self.plugin_name(slot);
                 // A dead component keeps answering with the fault that killed it until its
                 // restart: once that fault is reported, it is restarting.
@@ -652,9 +657,6 @@ impl Worker<'_> {
                 Answer::text(code, format!("plugin {name} {what}\n"))
             }
             Ok(ChainEnd::Unanswered { request }) => {
-                self.rt.calls.iter().for_each(|c| {
-                    c.inc();
-                });
                 if self.rt.handler.is_some() {
                     let last = self.plugin_name(self.rt.plugins.len().saturating_sub(1));
                     self.handle(&request, &format!("plugin {last}"))
