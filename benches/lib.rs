@@ -345,8 +345,6 @@ pub fn presentation_text(side: &str, trust: &str, extra: &str) -> String {
     format!("interface = \"lrpc:bench/bench\"\nside = \"{side}\"\ntrust = \"{trust}\"\n{extra}")
 }
 
-/// The argument sizes of the `in` buffers every peer is measured with (LRPC's 200 B, plus
-/// 4 KiB and 64 KiB).
 /// Median ns per call of `a(n)` and of `b(n)` over nine rounds each, the rounds interleaved
 /// (a, b, a, b, …) so that both see the same machine: for two peers whose ratio is a target
 /// and whose difference is smaller than the drift of a shared machine between two separate
@@ -374,6 +372,8 @@ pub fn per_call_interleaved(
     (ra[4], rb[4])
 }
 
+/// The argument sizes of the `in` buffers every peer is measured with (LRPC's 200 B, plus
+/// 4 KiB and 64 KiB).
 pub const SIZES: [i32; 3] = [200, 4096, 65536];
 
 /// One peer's Table IV call loops. Each method makes `n` calls (at least one) and returns a

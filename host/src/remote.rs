@@ -40,7 +40,7 @@ pub trait RemoteTarget: Send + Sync + 'static {
     /// Starts [`call`](RemoteTarget::call) without holding the calling thread: `done` gets
     /// the outcome, on whichever thread finishes the call. A guest's MultiRPC starts its
     /// remote members this way, all at once. By default a thread of its own makes the call,
-    /// with at most 256 such threads in the process at a time (beyond that a call
+    /// with at most `MAX_STARTED` (256) such threads in the process at a time (beyond that a call
     /// fails at once with `ServerBusy`, so that guests can not make threads without bound); a
     /// target with an asynchronous transport sends the call there instead.
     fn start(self: Arc<Self>, proc: usize, request: Vec<u8>, done: RemoteDone) {

@@ -18,11 +18,13 @@ use lrpc_runtime::deploy::Deployment;
 use lrpc_runtime::edge::{Edge, shutdown_signal};
 use std::sync::Arc;
 
+/// The answer of `/native` and `/hop`, as the hello plugin gives it to an anonymous caller.
+fn greeting(rest: &str) -> String {
+    format!("hello anonymous at GET /{rest}\n")
+}
+
 async fn native(Path(rest): Path<String>) -> ([(&'static str, &'static str); 1], String) {
-    (
-        [("content-type", "text/plain")],
-        format!("hello anonymous at GET /{rest}\n"),
-    )
+    ([("content-type", "text/plain")], greeting(&rest))
 }
 
 /// A request for the `/hop` threads: the path, and where its answer goes.
@@ -37,7 +39,7 @@ fn hop_threads() -> std::io::Result<crossbeam_channel::Sender<Hop>> {
             .name(format!("hop#{k}"))
             .spawn(move || {
                 for (rest, reply) in rx {
-                    let _ = reply.send(format!("hello anonymous at GET /{rest}\n"));
+                    let _ = reply.send(greeting(&rest));
                 }
             })?;
     }
