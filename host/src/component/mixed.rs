@@ -510,8 +510,15 @@ pub(super) fn bind_core(
             function: fname.clone(),
         };
         if let Some(ty) = inst_func(&inst_funcs, &fname)
-            && super::typed::link_view(li, &fname, ty, to)
-                .map_err(|e| format!("`{fname}`: {e:#}"))?
+            && super::typed::link_view(
+                super::typed::Import {
+                    li,
+                    name: &fname,
+                    ty,
+                },
+                to,
+            )
+            .map_err(|e| format!("`{fname}`: {e:#}"))?
         {
             continue;
         }

@@ -1270,9 +1270,12 @@ fn bind_imports(
                 idx: *idx,
                 function: fname.to_string(),
             };
-            if typed::link(&mut li, fname, &want, to)
-                .map_err(|e| unbound(format!("`{fname}`: {e:#}")))?
-            {
+            let at = typed::Import {
+                li: &mut li,
+                name: fname,
+                ty: &want,
+            };
+            if typed::link(at, to).map_err(|e| unbound(format!("`{fname}`: {e:#}")))? {
                 continue;
             }
             let (b, idx, iface, func) =

@@ -158,37 +158,33 @@ fn signature(ty: &ComponentFunc) -> Option<(Vec<Kind>, Option<Kind>)> {
     (results.len() <= 1).then(|| (params, results.first().copied()))
 }
 
-/// Links function `name` of `li` (type `ty`) with a typed host function forwarding through
-/// `f`, when its signature is one the typed path carries. `Ok(false)`: it is not; the caller
-/// links the general path.
-pub(super) fn link<F: Forwarder>(
-    li: &mut LinkerInstance<'_, ComponentData>,
-    name: &str,
-    ty: &ComponentFunc,
-    f: F,
-) -> wasmtime::Result<bool> {
-    let Some((params, result)) = signature(ty) else {
+/// An imported function to link: the linker instance it goes in, its name and its type.
+pub(super) struct Import<'l, 'a> {
+    pub li: &'l mut LinkerInstance<'a, ComponentData>,
+    pub name: &'l str,
+    pub ty: &'l ComponentFunc,
+}
+
+/// Links `at` with a typed host function forwarding through `f`, when its signature is one
+/// the typed path carries. `Ok(false)`: it is not; the caller links the general path.
+pub(super) fn link<F: Forwarder>(at: Import<'_, '_>, f: F) -> wasmtime::Result<bool> {
+    let Some((params, result)) = signature(at.ty) else {
         return Ok(false);
     };
     with_signature!(params, result, Vec<u8>, P, R => {
-        wrap(li, name, f, |to: &F, _, params: P| to.call::<P, R>(params), F::names)
+        wrap(at.li, at.name, f, |to: &F, _, params: P| to.call::<P, R>(params), F::names)
     })?;
     Ok(true)
 }
 
 /// [`link`] for a forwarder that reads byte list parameters where they are, in the client's
 /// memory.
-pub(super) fn link_view<F: ViewForwarder>(
-    li: &mut LinkerInstance<'_, ComponentData>,
-    name: &str,
-    ty: &ComponentFunc,
-    f: F,
-) -> wasmtime::Result<bool> {
-    let Some((params, result)) = signature(ty) else {
+pub(super) fn link_view<F: ViewForwarder>(at: Import<'_, '_>, f: F) -> wasmtime::Result<bool> {
+    let Some((params, result)) = signature(at.ty) else {
         return Ok(false);
     };
     with_signature!(params, result, WasmList<u8>, P, R => {
-        wrap(li, name, f, F::call::<P, R>, F::names)
+        wrap(at.li, at.name, f, F::call::<P, R>, F::names)
     })?;
     Ok(true)
 }

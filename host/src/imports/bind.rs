@@ -18,6 +18,67 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use wasmtime::{AsContextMut, Caller};
 
+/// The export a bind import names: where the name is in the guest's memory (its length
+/// checked by `checked_name_len`) and the fingerprint the guest's stubs were generated for.
+#[derive(Clone, Copy)]
+pub(super) struct Named {
+    pub(super) ptr: i32,
+    pub(super) len: usize,
+    pub(super) fingerprint: u64,
+}
+
+impl Named {
+    /// The name and fingerprint as the import's arguments give them; the name's length is
+    /// checked before anything is read.
+    pub(super) fn new(ptr: i32, len: i32, fingerprint: i64) -> Result<Named, Status> {
+        let len = checked_name_len(len)?;
+        Ok(Named {
+            ptr,
+            len,
+            fingerprint: fingerprint as u64,
+        })
+    }
+}
+
+/// Where a guest wants a descriptor written: address and capacity in its memory.
+#[derive(Clone, Copy)]
+pub(super) struct Place {
+    pub(super) ptr: i32,
+    cap: i32,
+}
+
+impl Place {
+    /// Checks that a descriptor of `len` bytes fits and can be written here (zeroing it),
+    /// before anything is allocated for it.
+    pub(super) fn check(
+        self,
+        caller: &mut Caller<'_, DomainData>,
+        len: usize,
+    ) -> Result<(), Status> {
+        if usize::try_from(self.cap).map_or(true, |c| c < len) {
+            return Err(Status::BadPointer);
+        }
+        write_guest(caller, self.ptr, &vec![0; len])
+    }
+}
+
+/// What both bind imports do first: drop the windows revoked meanwhile (see `flush_own`),
+/// check the export's name (`name`: pointer, length, fingerprint) and take where the
+/// descriptor goes (`out`: pointer, capacity); then `bind`, whose refusal is the status.
+pub(super) fn bind_with(
+    caller: &mut Caller<'_, DomainData>,
+    (ptr, len, fingerprint): (i32, i32, i64),
+    (out_ptr, out_cap): (i32, i32),
+    bind: impl FnOnce(&mut Caller<'_, DomainData>, Named, Place) -> Result<(), Status>,
+) -> HostResult<i32> {
+    flush_own(caller);
+    let out = Place {
+        ptr: out_ptr,
+        cap: out_cap,
+    };
+    answer(Named::new(ptr, len, fingerprint).and_then(|n| bind(caller, n, out)))
+}
+
 /// `lrpc.bind(name_ptr, name_len, fingerprint, desc_ptr, desc_cap) -> status`.
 pub(super) fn bind(
     mut caller: Caller<'_, DomainData>,
@@ -27,35 +88,16 @@ pub(super) fn bind(
     desc_ptr: i32,
     desc_cap: i32,
 ) -> HostResult<i32> {
-    answer(bind_inner(
-        &mut caller,
-        name_ptr,
-        name_len,
-        fingerprint as u64,
-        desc_ptr,
-        desc_cap,
-    ))
+    let name = (name_ptr, name_len, fingerprint);
+    bind_with(&mut caller, name, (desc_ptr, desc_cap), bind_inner)
 }
 
-fn bind_inner(
-    caller: &mut Caller<'_, DomainData>,
-    name_ptr: i32,
-    name_len: i32,
-    fingerprint: u64,
-    desc_ptr: i32,
-    desc_cap: i32,
-) -> Result<(), Status> {
-    flush_own(caller);
-    let len = checked_name_len(name_len)?;
+fn bind_inner(caller: &mut Caller<'_, DomainData>, named: Named, out: Place) -> Result<(), Status> {
     // A core server's export, or the core face of a component domain's (a mixed pair).
-    let (kernel, export) = find_export(caller, name_ptr, len, fingerprint, true)?;
+    let (kernel, export) = find_export(caller, named, true)?;
     let nprocs = export.plan.procs.len();
     let desc_len = desc::len(nprocs);
-    if usize::try_from(desc_cap).map_or(true, |c| c < desc_len) {
-        return Err(Status::BadPointer);
-    }
-    // Check the descriptor's place before allocating anything.
-    write_guest(caller, desc_ptr, &vec![0; desc_len])?;
+    out.check(caller, desc_len)?;
     let data = caller.data();
     let key = data.key();
     bindable(&export.server, key.domain)?;
@@ -224,7 +266,7 @@ fn bind_inner(
             procs: procs.into_boxed_slice(),
         }),
     };
-    write_guest(caller, desc_ptr, &bytes)
+    write_guest(caller, out.ptr, &bytes)
 }
 
 fn empty_oob(replicas: usize) -> OobView {

@@ -2,9 +2,9 @@
 //! bindings (URPC channels) held by guest clients. What the kernel does for them is in
 //! `channel::guest`; this module checks what the guest passes and answers with statuses.
 
+use super::bind::{Named, Place, bind_with};
 use super::{
-    HostResult, answer, bindable, checked_name_len, find_export, flush_own, kernel_of, status_of,
-    write_guest,
+    HostResult, answer, bindable, find_export, flush_own, kernel_of, status_of, write_guest,
 };
 use crate::channel::{ChanSlot, HANDLE_BIT, MAX_WAIT, ProcShared};
 use crate::domain::DomainData;
@@ -22,39 +22,25 @@ pub(super) fn channel_bind(
     desc_ptr: i32,
     desc_cap: i32,
 ) -> HostResult<i32> {
-    answer(bind_inner(
-        &mut caller,
-        name_ptr,
-        name_len,
-        fingerprint as u64,
-        slots,
-        desc_ptr,
-        desc_cap,
-    ))
+    let name = (name_ptr, name_len, fingerprint);
+    bind_with(&mut caller, name, (desc_ptr, desc_cap), |c, n, o| {
+        bind_inner(c, n, slots, o)
+    })
 }
 
 fn bind_inner(
     caller: &mut Caller<'_, DomainData>,
-    name_ptr: i32,
-    name_len: i32,
-    fingerprint: u64,
+    named: Named,
     slots: i32,
-    desc_ptr: i32,
-    desc_cap: i32,
+    out: Place,
 ) -> Result<(), Status> {
-    flush_own(caller);
-    let len = checked_name_len(name_len)?;
     let slots = match u32::try_from(slots) {
         Ok(0) => chan::DEFAULT_SLOTS,
         Ok(n) if n <= chan::MAX_SLOTS => n,
         _ => return Err(Status::ResourceExhausted),
     };
-    if usize::try_from(desc_cap).map_or(true, |c| c < chan::DESC_LEN) {
-        return Err(Status::BadPointer);
-    }
-    // Check the descriptor's place before allocating anything.
-    write_guest(caller, desc_ptr, &[0; chan::DESC_LEN])?;
-    let (kernel, export) = find_export(caller, name_ptr, len, fingerprint, false)?;
+    out.check(caller, chan::DESC_LEN)?;
+    let (kernel, export) = find_export(caller, named, false)?;
     let key = caller.data().key();
     bindable(&export.server, key.domain)?;
     let procs = ProcShared::of(&kernel, &export.server).ok_or(Status::NoProcessors)?;
@@ -100,7 +86,7 @@ fn bind_inner(
         generation,
         live: Some(gc),
     };
-    write_guest(caller, desc_ptr, &desc.encode())
+    write_guest(caller, out.ptr, &desc.encode())
 }
 
 /// The table index of the caller's live channel `raw`, or the refusal status.

@@ -112,11 +112,10 @@ fn read_name(caller: &mut Caller<'_, DomainData>, ptr: i32, len: usize) -> Resul
 /// component domain's export counts too (a mixed pair).
 fn find_export(
     caller: &mut Caller<'_, DomainData>,
-    name_ptr: i32,
-    len: usize,
-    fingerprint: u64,
+    named: bind::Named,
     faces: bool,
 ) -> Result<(Arc<KernelInner>, Arc<ExportEntry>), Status> {
+    let (name_ptr, len, fingerprint) = (named.ptr, named.len, named.fingerprint);
     let name = read_name(caller, name_ptr, len)?;
     let kernel = kernel_of(caller)?;
     let export = match kernel.clerk.get(&name) {
