@@ -43,7 +43,8 @@
 //! of `wrpc-transport` 0.29 (with `async-nats` 0.49 and `wasm-tokio` 0.6). Rather than going
 //! back to 0.29 everywhere (and to `wit-bindgen-wrpc` 0.11, losing 0.30's bounded
 //! preallocation on TCP), both are in the build: 0.30 for TCP and Unix sockets, 0.29 under
-//! the name `wrpc-transport-nats-base` only for the NATS client's and server's traits. The
+//! the name `wrpc-transport-nats-base` only for the NATS server's trait (the NATS client
+//! speaks wRPC's protocol over `async-nats` itself, see [`nats`]). The
 //! two never exchange types: each transport hands us byte streams (`AsyncRead` /
 //! `AsyncWrite`), and the value encoding on them is ours ([`wire`]), the same on both.
 #![deny(unsafe_code)]

@@ -26,9 +26,11 @@
 //!   `4 × max_connections` per procedure: past that NATS drops them (a slow consumer) and
 //!   their callers see their deadline pass; nothing buffers without bound.
 //!
-//! The NATS transport builds on `wrpc-transport` 0.29 while TCP and Unix use 0.30; both are
-//! in the build, 0.29 under the name `wrpc-transport-nats-base` for its `Invoke` / `Serve`
-//! traits only. The value encoding ([`crate::wire`]) is ours and the same on every transport.
+//! The server side builds on `wrpc-transport-nats`, and so on `wrpc-transport` 0.29 while TCP
+//! and Unix use 0.30; both are in the build, 0.29 under the name `wrpc-transport-nats-base`
+//! for its `Serve` trait only. The client side speaks the same protocol with `async-nats`
+//! itself (see `Caller`: `wrpc-transport-nats`'s client can lose a server's answer). The
+//! value encoding ([`crate::wire`]) is ours and the same on every transport.
 
 use crate::client::read_result;
 use crate::error::{RemoteError, ServeError};
@@ -39,15 +41,18 @@ use futures::stream::{BoxStream, SelectAll};
 use futures::{Stream, StreamExt as _};
 use lrpc::InterfacePlan;
 use lrpc_presentation::Ty;
+use std::collections::HashMap;
 use std::fmt;
 use std::hash::{Hash, Hasher};
+use std::pin::Pin;
 use std::str::FromStr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use tokio::io::AsyncWriteExt as _;
-use tokio::sync::{OnceCell, Semaphore};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWriteExt as _, ReadBuf};
+use tokio::sync::{OnceCell, Semaphore, mpsc};
 use wrpc_transport_nats::{NatsContext, Reader, SubjectWriter};
-use wrpc_transport_nats_base::{Invoke as _, Serve as _};
+use wrpc_transport_nats_base::Serve as _;
 
 /// A NATS server and a subject prefix: `nats://HOST:PORT` or `nats://HOST:PORT/PREFIX`,
 /// e.g. `nats://127.0.0.1:4222/lrpc.prod`. The prefix (dot-separated tokens, no spaces,
@@ -61,7 +66,7 @@ use wrpc_transport_nats_base::{Invoke as _, Serve as _};
 pub struct NatsEndpoint {
     server: String,
     prefix: String,
-    conn: Arc<OnceCell<wrpc_transport_nats::Client>>,
+    conn: Arc<OnceCell<Caller>>,
 }
 
 impl NatsEndpoint {
@@ -112,18 +117,171 @@ impl NatsEndpoint {
 
     /// The shared connection, opened on first use; a failed attempt is not kept, so the next
     /// call tries again.
-    async fn client(&self) -> Result<&wrpc_transport_nats::Client, RemoteError> {
+    async fn caller(&self) -> Result<&Caller, RemoteError> {
         self.conn
             .get_or_try_init(|| async {
                 let nats = async_nats::ConnectOptions::new()
                     .connect(self.url())
                     .await
                     .map_err(|e| self.unreachable(std::io::ErrorKind::ConnectionRefused, e))?;
-                wrpc_transport_nats::Client::new(nats, self.prefix.as_str(), None)
-                    .await
-                    .map_err(|e| RemoteError::PeerFailed(format!("{e:#}")))
+                Caller::new(nats).await
             })
             .await
+    }
+}
+
+/// The client side of an endpoint's connection: one subscription on an inbox of its own
+/// (`_INBOX.<unique>.>`) receives every answer to every call, and a routing task hands each
+/// message to the call it belongs to.
+///
+/// This is wRPC's NATS protocol, as `wrpc-transport-nats` speaks it, but not its client:
+/// that client registers a call's subjects by a command to its routing task, sent on one
+/// channel while the messages arrive on another, and the task can see the server's answer
+/// before the command (a command sent just before by another task, not yet written into
+/// the channel, holds back the ones behind it; or the routing task is descheduled between
+/// looking at one channel and the other). The answer is then dropped as addressed to nobody
+/// and the call waits for its deadline, about once in 10 000 calls on a loaded machine.
+/// Here a call is entered in the routing table before its invocation is published, so its
+/// answers always find it.
+struct Caller {
+    nats: async_nats::Client,
+    /// The inbox subject with its trailing dot; a call's subject is this and its number.
+    inbox: String,
+    next: AtomicU64,
+    routes: Arc<Routes>,
+    router: tokio::task::JoinHandle<()>,
+}
+
+/// The calls waiting for answers, by number.
+type Routes = Mutex<HashMap<u64, mpsc::Sender<async_nats::Message>>>;
+
+/// Messages a call's channel holds before the routing task waits for the call to read them
+/// (the handshake answer and the result chunks as they come).
+const CALL_QUEUE: usize = 32;
+
+fn lock(
+    routes: &Routes,
+) -> std::sync::MutexGuard<'_, HashMap<u64, mpsc::Sender<async_nats::Message>>> {
+    routes.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Caller {
+    async fn new(nats: async_nats::Client) -> Result<Caller, RemoteError> {
+        let mut inbox = nats.new_inbox();
+        inbox.push('.');
+        let sub = nats
+            .subscribe(format!("{inbox}>"))
+            .await
+            .map_err(|e| RemoteError::PeerFailed(format!("subscribing to the inbox: {e}")))?;
+        let routes = Arc::new(Routes::default());
+        let router = tokio::spawn(route(sub, inbox.clone(), routes.clone()));
+        Ok(Caller {
+            nats,
+            inbox,
+            next: AtomicU64::new(0),
+            routes,
+            router,
+        })
+    }
+
+    /// A new call, entered in the routing table.
+    fn start(&self) -> Pending<'_> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel(CALL_QUEUE);
+        lock(&self.routes).insert(id, tx);
+        let subject = format!("{}{id}", self.inbox);
+        Pending {
+            results: wrpc_transport_nats::result_subject(&subject),
+            subject,
+            id,
+            rx,
+            routes: &self.routes,
+        }
+    }
+}
+
+impl Drop for Caller {
+    fn drop(&mut self) {
+        self.router.abort();
+    }
+}
+
+/// Hands every message on the inbox to the call it is addressed to: `<inbox><call>` (the
+/// handshake's answer) or `<inbox><call>.results`.
+async fn route(mut sub: async_nats::Subscriber, inbox: String, routes: Arc<Routes>) {
+    while let Some(msg) = sub.next().await {
+        let id = msg
+            .subject
+            .as_str()
+            .strip_prefix(inbox.as_str())
+            .and_then(|rest| rest.split('.').next())
+            .and_then(|id| id.parse::<u64>().ok());
+        let tx = id.and_then(|id| lock(&routes).get(&id).cloned());
+        let Some(tx) = tx else {
+            // An answer to a call that ended (its deadline passed, or the end of a result
+            // already read).
+            tracing::trace!(subject = %msg.subject, "message for no call");
+            continue;
+        };
+        // The call reads its channel while it waits; one that ended dropped it.
+        let _ = tx.send(msg).await;
+    }
+}
+
+/// A call in progress: its subjects, and the channel its answers arrive on. Dropping it
+/// takes the call out of the routing table.
+struct Pending<'a> {
+    subject: String,
+    results: String,
+    id: u64,
+    rx: mpsc::Receiver<async_nats::Message>,
+    routes: &'a Routes,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        lock(self.routes).remove(&self.id);
+    }
+}
+
+/// A call's result stream: the payloads of the messages on its results subject, ended by an
+/// empty one.
+struct Results<'a> {
+    call: Pending<'a>,
+    buf: Bytes,
+    ended: bool,
+}
+
+impl AsyncRead for Results<'_> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        loop {
+            if !self.buf.is_empty() {
+                let n = self.buf.len().min(out.remaining());
+                let chunk = self.buf.split_to(n);
+                out.put_slice(&chunk);
+                return Poll::Ready(Ok(()));
+            }
+            if self.ended || out.remaining() == 0 {
+                return Poll::Ready(Ok(()));
+            }
+            match self.call.rx.poll_recv(cx) {
+                Poll::Ready(Some(msg)) => {
+                    if msg.subject.as_str() != self.call.results {
+                        continue;
+                    }
+                    if msg.payload.is_empty() {
+                        self.ended = true;
+                    }
+                    self.buf = msg.payload;
+                }
+                Poll::Ready(None) => self.ended = true,
+                Poll::Pending => return Poll::Pending,
+            }
+        }
     }
 }
 
@@ -171,33 +329,85 @@ impl FromStr for NatsEndpoint {
 
 /// One call over NATS: parameters already in the wire encoding, the A-stack encoded result.
 /// The caller applies the deadline and the in-flight bound.
+///
+/// wRPC's protocol: the invocation goes to the function's subject with the call's inbox
+/// subject to answer on and as much of the parameters as a message holds; the server that
+/// takes it answers on that subject with a subject of its own, where the rest of the
+/// parameters and an empty message (their end) go; the results come on the call's subject
+/// followed by `.results`, ended by an empty message.
 pub(crate) async fn call(
     endpoint: &NatsEndpoint,
     instance: &str,
     func: &str,
-    params: Bytes,
+    mut params: Bytes,
     plan: &InterfacePlan,
     tys: &[&Ty],
     max_reply: usize,
 ) -> Result<Vec<u8>, RemoteError> {
-    let client = endpoint.client().await?;
-    let paths: [&[Option<usize>]; 0] = [];
-    let (mut out, incoming) = client
-        .invoke(None, instance, func, params, paths)
+    let caller = endpoint.caller().await?;
+    let failed = |e: &dyn fmt::Display| RemoteError::PeerFailed(e.to_string());
+    let mut call = caller.start();
+    let chunk = caller
+        .nats
+        .server_info()
+        .max_payload
+        .saturating_sub(call.subject.len())
+        .max(1);
+    let first = params.split_to(chunk.min(params.len()));
+    let to = wrpc_transport_nats::invocation_subject(&endpoint.prefix, instance, func);
+    caller
+        .nats
+        .publish_with_reply(to, call.subject.clone(), first)
         .await
-        .map_err(|e| RemoteError::PeerFailed(format!("{e:#}")))?;
-    // Ending the parameters waits for a server's answer to the handshake: NATS says here
-    // when no server subscribes to the function.
-    if let Err(e) = out.shutdown().await {
-        return Err(match e.kind() {
-            std::io::ErrorKind::NotConnected => endpoint.unreachable(
-                e.kind(),
+        .map_err(|e| failed(&e))?;
+    // The handshake's answer: NATS answers here when no server subscribes to the function.
+    let answer = loop {
+        let msg = call.rx.recv().await.ok_or_else(|| {
+            RemoteError::PeerFailed("the connection closed before the result".into())
+        })?;
+        if msg.subject.as_str() == call.subject {
+            break msg;
+        }
+    };
+    match answer.status {
+        Some(async_nats::StatusCode::NO_RESPONDERS) => {
+            return Err(endpoint.unreachable(
+                std::io::ErrorKind::NotConnected,
                 format!("no server subscribes to {instance}.{func}"),
-            ),
-            _ => RemoteError::PeerFailed(e.to_string()),
-        });
+            ));
+        }
+        Some(code) if !code.is_success() => {
+            return Err(RemoteError::PeerFailed(match &answer.description {
+                Some(d) => format!("received a response with code `{code}` ({d})"),
+                None => format!("received a response with code `{code}`"),
+            }));
+        }
+        _ => {}
     }
-    read_result(plan, tys, incoming, max_reply).await
+    let server = answer
+        .reply
+        .ok_or_else(|| RemoteError::PeerFailed("peer did not specify a reply subject".into()))?;
+    // The rest of the parameters, if they did not fit in the invocation, and their end.
+    let to = wrpc_transport_nats::param_subject(&server);
+    while !params.is_empty() {
+        let part = params.split_to(chunk.min(params.len()));
+        caller
+            .nats
+            .publish(to.clone(), part)
+            .await
+            .map_err(|e| failed(&e))?;
+    }
+    caller
+        .nats
+        .publish(to, Bytes::new())
+        .await
+        .map_err(|e| failed(&e))?;
+    let results = Results {
+        call,
+        buf: Bytes::new(),
+        ended: false,
+    };
+    read_result(plan, tys, results, max_reply).await
 }
 
 /// How many calls a NATS listener has answered with a result; readable while it serves.
