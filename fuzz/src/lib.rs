@@ -13,6 +13,7 @@
 //!   canonical ABI carries for the same WIT type;
 //! * [`ops`]: sequences of kernel operations from several client domains and threads,
 //!   checked against a model of which calls must succeed.
+#![warn(missing_docs)]
 
 pub mod entry;
 pub mod ops;

@@ -27,6 +27,7 @@ pub enum Kind {
 
 /// One operation. `c` picks a client (modulo the number of clients).
 #[derive(Debug, Arbitrary, Clone)]
+#[allow(missing_docs, reason = "each variant's doc says what its fields are")]
 pub enum Op {
     /// Bind (hostile: `bind_raw` with the right fingerprint; bench: `bind`).
     Bind { c: u8 },

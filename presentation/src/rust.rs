@@ -189,6 +189,7 @@ impl Gen<'_> {
                 let _ = writeln!(o, "    #[derive(Clone, Debug, PartialEq)]");
                 let _ = writeln!(o, "    pub struct {name} {{");
                 for (f, t) in fs {
+                    let _ = writeln!(o, "        /// Field `{f}`.");
                     let _ = writeln!(o, "        pub {}: {},", snake(f), self.owned(t));
                 }
                 let _ = writeln!(o, "    }}");
@@ -198,6 +199,7 @@ impl Gen<'_> {
                 let _ = writeln!(o, "    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]");
                 let _ = writeln!(o, "    pub enum {name} {{");
                 for c in cs {
+                    let _ = writeln!(o, "        /// Case `{c}`.");
                     let _ = writeln!(o, "        {},", camel(c));
                 }
                 let _ = writeln!(o, "    }}");
@@ -207,6 +209,7 @@ impl Gen<'_> {
                 let _ = writeln!(o, "    #[derive(Clone, Debug, PartialEq)]");
                 let _ = writeln!(o, "    pub enum {name} {{");
                 for (c, t) in cs {
+                    let _ = writeln!(o, "        /// Case `{c}`.");
                     match t {
                         Some(t) => {
                             let _ = writeln!(o, "        {}({}),", camel(c), self.owned(t));

@@ -5,6 +5,7 @@
 //! `fuzz/src/roundtrip.rs`). The client rebuilds the value, calls `round-trip` through its
 //! generated client stub, and writes the reply back as a tape; the server, behind its
 //! generated entry stub, records what it received as a tape too. The host compares the three.
+#![warn(missing_docs)]
 
 include!(concat!(env!("OUT_DIR"), "/stubs.rs"));
 

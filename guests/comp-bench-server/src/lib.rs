@@ -1,11 +1,16 @@
 //! `lrpc:bench/bench` as a component (wit-bindgen, `wasm32-wasip2`), with the same answers
 //! as the core `bench-server`.
 
-wit_bindgen::generate!({
-    generate_all,
-    path: ["../../wit/kv.wit", "../../wit/bench.wit", "../comp-relay/wit/relay.wit"],
-    world: "lrpc:relay/bench-server",
-});
+/// What wit-bindgen generates from the WIT: private to this guest, which exports only
+/// what the world names.
+mod bindings {
+    wit_bindgen::generate!({
+        generate_all,
+        path: ["../../wit/kv.wit", "../../wit/bench.wit", "../comp-relay/wit/relay.wit"],
+        world: "lrpc:relay/bench-server",
+    });
+}
+use bindings::*;
 
 use exports::lrpc::bench::bench::Guest;
 
@@ -32,4 +37,4 @@ impl Guest for Bench {
     }
 }
 
-export!(Bench);
+export!(Bench with_types_in bindings);

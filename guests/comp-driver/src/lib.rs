@@ -1,12 +1,17 @@
 //! `lrpc:comp/driver` as a component (wit-bindgen, `wasm32-wasip2`): a client domain whose
 //! imports `lrpc:comp/probe` and `lrpc:kv/store` the kernel binds to other component domains.
 
-wit_bindgen::generate!({
-    generate_all,
-    path: ["../../wit/kv.wit", "../comp-wit/probe.wit", "../comp-wit/worlds/worlds.wit"],
-    world: "lrpc:comp-worlds/driver",
-    additional_derives: [PartialEq],
-});
+/// What wit-bindgen generates from the WIT: private to this guest, which exports only
+/// what the world names.
+mod bindings {
+    wit_bindgen::generate!({
+        generate_all,
+        path: ["../../wit/kv.wit", "../comp-wit/probe.wit", "../comp-wit/worlds/worlds.wit"],
+        world: "lrpc:comp-worlds/driver",
+        additional_derives: [PartialEq],
+    });
+}
+use bindings::*;
 
 use exports::lrpc::comp::driver::Guest;
 use lrpc::comp::probe;
@@ -126,4 +131,4 @@ impl Guest for Driver {
     }
 }
 
-export!(Driver);
+export!(Driver with_types_in bindings);

@@ -1,11 +1,16 @@
 //! `lrpc:comp/holder` as a component (wit-bindgen, `wasm32-wasip2`): a client of
 //! `lrpc:comp/counters` whose resource handles the kernel carries to the server's domain.
 
-wit_bindgen::generate!({
-    generate_all,
-    path: ["../../wit/kv.wit", "../comp-wit/probe.wit", "../comp-wit/worlds/worlds.wit"],
-    world: "lrpc:comp-worlds/holder",
-});
+/// What wit-bindgen generates from the WIT: private to this guest, which exports only
+/// what the world names.
+mod bindings {
+    wit_bindgen::generate!({
+        generate_all,
+        path: ["../../wit/kv.wit", "../comp-wit/probe.wit", "../comp-wit/worlds/worlds.wit"],
+        world: "lrpc:comp-worlds/holder",
+    });
+}
+use bindings::*;
 
 use exports::lrpc::comp::holder::Guest;
 use lrpc::comp::counters::{self, Counter};
@@ -59,4 +64,4 @@ impl Guest for Holder {
     }
 }
 
-export!(Holder);
+export!(Holder with_types_in bindings);

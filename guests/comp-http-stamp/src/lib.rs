@@ -3,11 +3,16 @@
 //! head an `x-stamp` header) and passes it on; it answers 403 itself on paths under
 //! `/deny`; `/trap` traps and `/spin` computes forever, for the edge's failure tests.
 
-wit_bindgen::generate!({
-    inline: "package lrpc:comp-http; world plugin { export lrpc:http/plugin; }",
-    path: ["../../wit/http.wit"],
-    world: "lrpc:comp-http/plugin",
-});
+/// What wit-bindgen generates from the WIT: private to this guest, which exports only
+/// what the world names.
+mod bindings {
+    wit_bindgen::generate!({
+        inline: "package lrpc:comp-http; world plugin { export lrpc:http/plugin; }",
+        path: ["../../wit/http.wit"],
+        world: "lrpc:comp-http/plugin",
+    });
+}
+use bindings::*;
 
 use exports::lrpc::http::plugin::{Action, Guest, Head, Header, Response};
 
@@ -47,4 +52,4 @@ fn spin() -> ! {
     }
 }
 
-export!(Stamp);
+export!(Stamp with_types_in bindings);

@@ -6,11 +6,16 @@
 //! `delete`, and a fresh instance loads them when it is first called: the store survives a
 //! restart of its domain. Without the grant it is memory only.
 
-wit_bindgen::generate!({
-    generate_all,
-    path: ["../../wit/kv.wit", "../comp-wit/probe.wit", "../comp-wit/worlds/worlds.wit"],
-    world: "lrpc:comp-worlds/kv-server",
-});
+/// What wit-bindgen generates from the WIT: private to this guest, which exports only
+/// what the world names.
+mod bindings {
+    wit_bindgen::generate!({
+        generate_all,
+        path: ["../../wit/kv.wit", "../comp-wit/probe.wit", "../comp-wit/worlds/worlds.wit"],
+        world: "lrpc:comp-worlds/kv-server",
+    });
+}
+use bindings::*;
 
 use exports::lrpc::kv::store::{Access, Entry, Error, Guest, Kind};
 use std::cell::RefCell;
@@ -183,4 +188,4 @@ impl Guest for Kv {
     }
 }
 
-export!(Kv);
+export!(Kv with_types_in bindings);

@@ -3,11 +3,16 @@
 //! domain reaches exactly what it was granted; and fails on demand (trap, endless loop,
 //! memory growth).
 
-wit_bindgen::generate!({
-    generate_all,
-    path: ["../../wit/kv.wit", "../comp-wit/probe.wit", "../comp-wit/worlds/worlds.wit"],
-    world: "lrpc:comp-worlds/probe",
-});
+/// What wit-bindgen generates from the WIT: private to this guest, which exports only
+/// what the world names.
+mod bindings {
+    wit_bindgen::generate!({
+        generate_all,
+        path: ["../../wit/kv.wit", "../comp-wit/probe.wit", "../comp-wit/worlds/worlds.wit"],
+        world: "lrpc:comp-worlds/probe",
+    });
+}
+use bindings::*;
 
 use exports::lrpc::comp::counters::{self, GuestCounter};
 use exports::lrpc::comp::probe::Guest;
@@ -126,4 +131,4 @@ impl counters::Guest for Probe {
     }
 }
 
-export!(Probe);
+export!(Probe with_types_in bindings);

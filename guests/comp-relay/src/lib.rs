@@ -2,11 +2,16 @@
 //! forwards every call to its imports `lrpc:kv/store` and `lrpc:bench/bench`, which the
 //! kernel binds to a component or a core (A-stack) domain alike.
 
-wit_bindgen::generate!({
-    generate_all,
-    path: ["../../wit/kv.wit", "../../wit/bench.wit", "wit/relay.wit"],
-    world: "lrpc:relay/client",
-});
+/// What wit-bindgen generates from the WIT: private to this guest, which exports only
+/// what the world names.
+mod bindings {
+    wit_bindgen::generate!({
+        generate_all,
+        path: ["../../wit/kv.wit", "../../wit/bench.wit", "wit/relay.wit"],
+        world: "lrpc:relay/client",
+    });
+}
+use bindings::*;
 
 use exports::lrpc::relay::forward::Guest;
 use lrpc::bench::bench;
@@ -60,4 +65,4 @@ impl Guest for Relay {
     }
 }
 
-export!(Relay);
+export!(Relay with_types_in bindings);

@@ -1,11 +1,16 @@
 //! The client of `lrpc:bench/bench` as a wasmtime component: the same call loops as
 //! `bench-client`, over the component model's canonical ABI.
 
-wit_bindgen::generate!({
-    generate_all,
-    path: ["../../wit/bench.wit", "../component-peers/wit/peers.wit"],
-    world: "lrpc:peers/client",
-});
+/// What wit-bindgen generates from the WIT: private to this guest, which exports only
+/// what the world names.
+mod bindings {
+    wit_bindgen::generate!({
+        generate_all,
+        path: ["../../wit/bench.wit", "../component-peers/wit/peers.wit"],
+        world: "lrpc:peers/client",
+    });
+}
+use bindings::*;
 
 use lrpc::bench::bench;
 
@@ -68,4 +73,4 @@ impl exports::lrpc::peers::runner::Guest for Runner {
     }
 }
 
-export!(Runner);
+export!(Runner with_types_in bindings);

@@ -1,11 +1,16 @@
 //! `lrpc:bench/bench` served by a wasmtime component: the peer of `bench-server` for the
 //! component-model benchmarks (same results for the same arguments).
 
-wit_bindgen::generate!({
-    generate_all,
-    path: ["../../wit/bench.wit", "../component-peers/wit/peers.wit"],
-    world: "lrpc:peers/server",
-});
+/// What wit-bindgen generates from the WIT: private to this guest, which exports only
+/// what the world names.
+mod bindings {
+    wit_bindgen::generate!({
+        generate_all,
+        path: ["../../wit/bench.wit", "../component-peers/wit/peers.wit"],
+        world: "lrpc:peers/server",
+    });
+}
+use bindings::*;
 
 struct Bench;
 
@@ -30,4 +35,4 @@ impl exports::lrpc::bench::bench::Guest for Bench {
     }
 }
 
-export!(Bench);
+export!(Bench with_types_in bindings);

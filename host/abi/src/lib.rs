@@ -9,6 +9,7 @@
 //! All multi-byte integers in guest memory are little endian.
 #![no_std]
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 
 /// Wasm import module under which the kernel's functions are provided.
 pub const IMPORT_MODULE: &str = "lrpc";
