@@ -1,10 +1,11 @@
 //! The kernel: the engine, the kernel imports, the clerk, the domain table and the epoch
 //! ticker that enforces deadlines.
 
-use crate::clerk::{Clerk, ExportOptions};
+use crate::clerk::{Clerk, Detour, ExportEntry, ExportOptions};
 use crate::domain::{self, Domain, DomainCore, DomainShared};
 use crate::error::{Error, Quota, boxed};
 use crate::quota::{Account, Quotas};
+use crate::remote::RemoteTarget;
 use crate::sync::lock;
 use lrpc_presentation::{InterfacePlan, Side, SidePresentation, Wit, plan::Presentation};
 use std::collections::HashMap;
@@ -473,6 +474,37 @@ impl Kernel {
     /// its exports, fails its calls in flight.
     pub fn terminate(&self, domain: &Domain) {
         crate::terminate::terminate_shared(&self.inner, &domain.shared);
+    }
+
+    /// Exports `interface` under `name` on behalf of a server elsewhere: calls made on
+    /// bindings to it go to `target`. Guests bind to it by name like any export. The returned
+    /// domain is the export's local face: terminating it withdraws the export and revokes
+    /// its bindings.
+    pub fn export_remote(
+        &self,
+        name: &str,
+        interface: &str,
+        target: Arc<dyn RemoteTarget>,
+    ) -> Result<Domain, Error> {
+        let plan = self.inner.plan(interface)?;
+        let face = self.inner.face(&format!("remote {name}"))?;
+        let entry = ExportEntry {
+            name: name.to_string(),
+            plan,
+            server: face.clone(),
+            entries: Box::new([]),
+            deadline: self.inner.config.deadline,
+            presentation: SidePresentation::default_for(interface, Side::Server),
+            detour: Some(Detour::Remote(target)),
+        };
+        if let Err(e) = self.inner.clerk.insert(Arc::new(entry)) {
+            crate::terminate::terminate_shared(&self.inner, &face);
+            return Err(e);
+        }
+        Ok(Domain {
+            shared: face,
+            kernel: Arc::downgrade(&self.inner),
+        })
     }
 }
 

@@ -2,7 +2,7 @@
 //! with the clerk like any export, so that a guest binds to it by name and calls it through
 //! its unchanged client stub.
 //!
-//! The binding carries the remote bit: its export's detour is [`Detour::Remote`]. Its server
+//! The binding carries the remote bit: its export's detour is `Detour::Remote`. Its server
 //! is a *face*, a domain of the kernel's table with no instance (as for a component server's
 //! core face), so the binding's A-stacks are in the client's memory only. `lrpc.call` on it
 //! (`imports::mixed::to_remote`) reads the request off the A-stack as a server stub would —
@@ -14,15 +14,13 @@
 //!
 //! A remote peer that fails a call fails that call only: the face is not terminated, so the
 //! binding stays and the next call reaches the peer again once it is back. Terminating the
-//! face (the [`Domain`] [`Kernel::export_remote`] returns) withdraws the export and revokes
+//! face (the [`Domain`](crate::Domain) [`Kernel::export_remote`](crate::Kernel::export_remote) returns) withdraws the export and revokes
 //! every binding to it, as for any server.
+//!
+//! This module is the contract only (the target a transport implements); the kernel's side
+//! of a remote export is [`Kernel::export_remote`](crate::Kernel::export_remote).
 
-use crate::clerk::{Detour, ExportEntry};
-use crate::domain::Domain;
-use crate::error::Error;
-use crate::kernel::Kernel;
 use lrpc_abi::Status;
-use lrpc_presentation::{Side, SidePresentation};
 use std::sync::Arc;
 
 /// Where the kernel sends the calls made on bindings to a remote export.
@@ -82,36 +80,3 @@ static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize:
 
 /// What receives a started remote call's outcome (see [`RemoteTarget::start`]).
 pub type RemoteDone = Box<dyn FnOnce(Result<Vec<u8>, Status>) + Send>;
-
-impl Kernel {
-    /// Exports `interface` under `name` on behalf of a server elsewhere: calls made on
-    /// bindings to it go to `target`. Guests bind to it by name like any export. The returned
-    /// domain is the export's local face: terminating it withdraws the export and revokes
-    /// its bindings.
-    pub fn export_remote(
-        &self,
-        name: &str,
-        interface: &str,
-        target: Arc<dyn RemoteTarget>,
-    ) -> Result<Domain, Error> {
-        let plan = self.inner.plan(interface)?;
-        let face = self.inner.face(&format!("remote {name}"))?;
-        let entry = ExportEntry {
-            name: name.to_string(),
-            plan,
-            server: face.clone(),
-            entries: Box::new([]),
-            deadline: self.inner.config.deadline,
-            presentation: SidePresentation::default_for(interface, Side::Server),
-            detour: Some(Detour::Remote(target)),
-        };
-        if let Err(e) = self.inner.clerk.insert(Arc::new(entry)) {
-            crate::terminate::terminate_shared(&self.inner, &face);
-            return Err(e);
-        }
-        Ok(Domain {
-            shared: face,
-            kernel: Arc::downgrade(&self.inner),
-        })
-    }
-}
