@@ -17,7 +17,9 @@
 //!
 //! Helpers that many of them use live below them and import none of them: `error` (errors,
 //! faults and the interrupt a deadline raises), `quota` (accounts and charges), `sync` (the
-//! lock helpers), and the lower half of `astack` (`map`, `alloc`, `extent`).
+//! lock helpers), `remote` (the contract a remote transport implements), and the lower half
+//! of `astack` (`map`, `alloc`, `extent`). What still ties the concept modules into one
+//! import cycle, and what undoing it takes, is in `ARCHITECTURE.md` ("Module graph").
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
