@@ -38,15 +38,13 @@
 //! **Versions.** `wrpc-transport` 0.30 (with `wasm-tokio` 0.8: lengths read off the wire no
 //! longer size allocations up front) and, for the foreign peer in the tests,
 //! `wit-bindgen-wrpc` 0.12, which is built on the same 0.30. Neither depends on wasmtime, so
-//! both sit beside wasmtime 48. The NATS transport is one version behind:
-//! `wrpc-transport-nats` 0.31, its newest release, implements the `Invoke` / `Serve` traits
-//! of `wrpc-transport` 0.29 (with `async-nats` 0.49 and `wasm-tokio` 0.6). Rather than going
-//! back to 0.29 everywhere (and to `wit-bindgen-wrpc` 0.11, losing 0.30's bounded
-//! preallocation on TCP), both are in the build: 0.30 for TCP and Unix sockets, 0.29 under
-//! the name `wrpc-transport-nats-base` only for the NATS server's trait (the NATS client
-//! speaks wRPC's protocol over `async-nats` itself, see [`nats`]). The
-//! two never exchange types: each transport hands us byte streams (`AsyncRead` /
-//! `AsyncWrite`), and the value encoding on them is ours ([`wire`]), the same on both.
+//! both sit beside wasmtime 48. NATS needs no wRPC crate: client and server speak wRPC's
+//! NATS protocol over `async-nats` 0.49 themselves (see [`nats`]: `wrpc-transport-nats`
+//! 0.31, its newest release, registers a call's subjects with its routing task in a way that
+//! can lose a message, and is built on `wrpc-transport` 0.29). The tests still call our NATS
+//! server with `wrpc-transport-nats`'s client, a dev-dependency, for interoperability. Each
+//! transport hands us byte streams (`AsyncRead` / `AsyncWrite`, or whole payloads), and the
+//! value encoding on them is ours ([`wire`]), the same on all.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -1,7 +1,7 @@
 //! The NATS transport: calls over a message bus, served by several kernels in one queue group.
 //!
-//! wRPC's NATS transport (`wrpc-transport-nats` 0.31, on `async-nats` 0.49) carries an
-//! invocation as messages: the client publishes a handshake on the function's subject
+//! wRPC's NATS protocol (as `wrpc-transport-nats` 0.31 speaks it) carries an invocation as
+//! messages: the client publishes a handshake on the function's subject
 //! `[PREFIX.]wrpc.0.0.1.<instance>.<function>` carrying the parameters, the server that takes
 //! it answers with a subject of its own for any further parameter bytes, and the results come
 //! back on the client's inbox; an empty message ends each direction. Servers subscribe to the
@@ -19,29 +19,33 @@
 //!   tell a caller that the kernel serving its call died: such a call ends at its deadline
 //!   (`DeadlineExceeded`), and the next one goes to a kernel still in the group.
 //! * Server: [`RemoteServer::bind_nats`] subscribes every procedure of every export in a
-//!   queue group; [`RemoteServer::listen_nats`] takes invocations while fewer than
-//!   `ServeOptions::max_connections` calls are in progress and hands each to the same
-//!   checking translation as TCP ([`crate::wire`], via `read_values`) and to the driver pool.
-//!   Invocations not yet taken wait in the connection's subscription buffer, bounded to
-//!   `4 × max_connections` per procedure: past that NATS drops them (a slow consumer) and
-//!   their callers see their deadline pass; nothing buffers without bound.
+//!   queue group; [`RemoteServer::listen_nats`] takes invocations as they come and starts
+//!   them while fewer than `ServeOptions::max_connections` calls are in progress, handing
+//!   each to the same checking translation as TCP ([`crate::wire`], via `read_values`) and
+//!   to the driver pool. Invocations not yet started wait, at most `4 × max_connections`
+//!   per procedure: past that they are dropped (as NATS drops messages for a slow consumer)
+//!   and their callers see their deadline pass. A call's parameters are bounded by
+//!   `ServeOptions::max_request` and `read_deadline`; nothing buffers without bound.
 //!
-//! The server side builds on `wrpc-transport-nats`, and so on `wrpc-transport` 0.29 while TCP
-//! and Unix use 0.30; both are in the build, 0.29 under the name `wrpc-transport-nats-base`
-//! for its `Serve` trait only. The client side speaks the same protocol with `async-nats`
-//! itself (see `Caller`: `wrpc-transport-nats`'s client can lose a server's answer). The
-//! value encoding ([`crate::wire`]) is ours and the same on every transport.
+//! Both sides speak the protocol over `async-nats` itself, each with one subscription on an
+//! inbox of its own and a routing task handing its messages to the calls. A call is entered
+//! in the routing table before anything that makes its peer send to it is published (the
+//! invocation on the client, the handshake's answer on the server), so no message of a call
+//! can arrive before its route. `wrpc-transport-nats`'s client and server register a call's
+//! subjects by a command to their routing task instead, which can see the messages first
+//! and drop them (see `Caller` and `Inflows`). The value encoding ([`crate::wire`]) is ours
+//! and the same on every transport.
 
 use crate::client::read_result;
 use crate::error::{RemoteError, ServeError};
 use crate::local::LocalExport;
 use crate::server::RemoteServer;
 use bytes::Bytes;
+use futures::StreamExt as _;
 use futures::stream::{BoxStream, SelectAll};
-use futures::{Stream, StreamExt as _};
 use lrpc::InterfacePlan;
 use lrpc_presentation::Ty;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::pin::Pin;
@@ -49,10 +53,8 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncWriteExt as _, ReadBuf};
-use tokio::sync::{OnceCell, Semaphore, mpsc};
-use wrpc_transport_nats::{NatsContext, Reader, SubjectWriter};
-use wrpc_transport_nats_base::Serve as _;
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore, mpsc};
 
 /// A NATS server and a subject prefix: `nats://HOST:PORT` or `nats://HOST:PORT/PREFIX`,
 /// e.g. `nats://127.0.0.1:4222/lrpc.prod`. The prefix (dot-separated tokens, no spaces,
@@ -159,9 +161,8 @@ type Routes = Mutex<HashMap<u64, mpsc::Sender<async_nats::Message>>>;
 /// (the handshake answer and the result chunks as they come).
 const CALL_QUEUE: usize = 32;
 
-fn lock(
-    routes: &Routes,
-) -> std::sync::MutexGuard<'_, HashMap<u64, mpsc::Sender<async_nats::Message>>> {
+/// A routing table, locked (never poisoned for good: its entries stay consistent).
+fn lock<T>(routes: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     routes.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -191,7 +192,7 @@ impl Caller {
         lock(&self.routes).insert(id, tx);
         let subject = format!("{}{id}", self.inbox);
         Pending {
-            results: wrpc_transport_nats::result_subject(&subject),
+            results: result_subject(&subject),
             subject,
             id,
             rx,
@@ -244,19 +245,30 @@ impl Drop for Pending<'_> {
     }
 }
 
-/// A call's result stream: the payloads of the messages on its results subject, ended by an
-/// empty one.
-struct Results<'a> {
-    call: Pending<'a>,
+/// A byte stream made of the payloads of a call's messages, ended by an empty one: a call's
+/// results (client) and its parameters (server) arrive this way.
+struct Chunks {
     buf: Bytes,
     ended: bool,
 }
 
-impl AsyncRead for Results<'_> {
+impl Chunks {
+    fn new(first: Bytes) -> Chunks {
+        Chunks {
+            buf: first,
+            ended: false,
+        }
+    }
+
+    /// Reads into `out` what is left of the current payload, else the next one: `next` gives
+    /// the next message's payload, or `None` when no more will come, which `cut_off` turns
+    /// into the read's outcome (the end of the stream, or an error).
     fn poll_read(
-        mut self: Pin<&mut Self>,
+        &mut self,
         cx: &mut Context<'_>,
         out: &mut ReadBuf<'_>,
+        mut next: impl FnMut(&mut Context<'_>) -> Poll<Option<Bytes>>,
+        cut_off: fn() -> std::io::Result<()>,
     ) -> Poll<std::io::Result<()>> {
         loop {
             if !self.buf.is_empty() {
@@ -268,20 +280,44 @@ impl AsyncRead for Results<'_> {
             if self.ended || out.remaining() == 0 {
                 return Poll::Ready(Ok(()));
             }
-            match self.call.rx.poll_recv(cx) {
-                Poll::Ready(Some(msg)) => {
-                    if msg.subject.as_str() != self.call.results {
-                        continue;
-                    }
-                    if msg.payload.is_empty() {
-                        self.ended = true;
-                    }
-                    self.buf = msg.payload;
+            match next(cx) {
+                Poll::Ready(Some(b)) => {
+                    self.ended = b.is_empty();
+                    self.buf = b;
                 }
-                Poll::Ready(None) => self.ended = true,
+                Poll::Ready(None) => {
+                    let r = cut_off();
+                    self.ended = r.is_ok();
+                    return Poll::Ready(r);
+                }
                 Poll::Pending => return Poll::Pending,
             }
         }
+    }
+}
+
+/// A call's result stream: the payloads of the messages on its results subject.
+struct Results<'a> {
+    call: Pending<'a>,
+    chunks: Chunks,
+}
+
+impl AsyncRead for Results<'_> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let Results { call, chunks } = &mut *self;
+        let next = |cx: &mut Context<'_>| loop {
+            match call.rx.poll_recv(cx) {
+                Poll::Ready(Some(msg)) if msg.subject.as_str() != call.results => continue,
+                Poll::Ready(m) => return Poll::Ready(m.map(|m| m.payload)),
+                Poll::Pending => return Poll::Pending,
+            }
+        };
+        // The connection closed: the results end here (they are checked whole).
+        chunks.poll_read(cx, out, next, || Ok(()))
     }
 }
 
@@ -354,7 +390,7 @@ pub(crate) async fn call(
         .saturating_sub(call.subject.len())
         .max(1);
     let first = params.split_to(chunk.min(params.len()));
-    let to = wrpc_transport_nats::invocation_subject(&endpoint.prefix, instance, func);
+    let to = invocation_subject(&endpoint.prefix, instance, func);
     caller
         .nats
         .publish_with_reply(to, call.subject.clone(), first)
@@ -388,7 +424,7 @@ pub(crate) async fn call(
         .reply
         .ok_or_else(|| RemoteError::PeerFailed("peer did not specify a reply subject".into()))?;
     // The rest of the parameters, if they did not fit in the invocation, and their end.
-    let to = wrpc_transport_nats::param_subject(&server);
+    let to = param_subject(&server);
     while !params.is_empty() {
         let part = params.split_to(chunk.min(params.len()));
         caller
@@ -404,8 +440,7 @@ pub(crate) async fn call(
         .map_err(|e| failed(&e))?;
     let results = Results {
         call,
-        buf: Bytes::new(),
-        ended: false,
+        chunks: Chunks::new(Bytes::new()),
     };
     read_result(plan, tys, results, max_reply).await
 }
@@ -421,22 +456,18 @@ impl ServedCount {
     }
 }
 
-type Invocations = BoxStream<
-    'static,
-    (
-        LocalExport,
-        usize,
-        anyhow::Result<(NatsContext, SubjectWriter, Reader)>,
-    ),
->;
+/// The invocations of one procedure, each tagged with the procedure's slot in
+/// [`NatsListener`]'s table.
+type Invocations = BoxStream<'static, (usize, async_nats::Message)>;
 
 /// A server's exports subscribed on NATS in a queue group (from
 /// [`RemoteServer::bind_nats`]); [`RemoteServer::listen_nats`] serves them.
 pub struct NatsListener {
     endpoint: NatsEndpoint,
     group: String,
-    // Keeps the transport's routing task alive while invocations are served.
-    _client: wrpc_transport_nats::Client,
+    inflows: Arc<Inflows>,
+    /// Each subscribed procedure, by slot: its export and index.
+    procs: Vec<(LocalExport, usize)>,
     invocations: SelectAll<Invocations>,
     served: ServedCount,
 }
@@ -467,11 +498,217 @@ impl NatsListener {
     }
 }
 
-fn tagged<S>(export: LocalExport, proc: usize, s: S) -> Invocations
-where
-    S: Stream<Item = anyhow::Result<(NatsContext, SubjectWriter, Reader)>> + Send + 'static,
-{
-    s.map(move |inv| (export.clone(), proc, inv)).boxed()
+/// Invocations of one procedure taken off the bus and waiting for a call in progress to end,
+/// per `max_connections` (the bound of [`Backlog`]).
+const WAITING_PER_CALL: usize = 4;
+
+/// The least number of messages the listener's connection buffers per subscription before
+/// the task reading them sees them: both readers (the listener, and the routing task of the
+/// parameters) take every message as it comes and never wait on a call, so the buffer only
+/// bridges the moments they are not scheduled.
+const MIN_SUBSCRIPTION_BUFFER: usize = 1024;
+
+/// The server side of a listener's connection: one subscription on an inbox of its own
+/// (`_INBOX.<unique>.*.params`) receives the parameter messages of every call in progress,
+/// and a routing task hands each to the call it belongs to.
+///
+/// Like the client (see `Caller`), and unlike `wrpc-transport-nats`'s server (whose routing
+/// task learns of a call's subject by a command on a channel while the messages arrive on
+/// the subscription, and can see a parameter chunk or the end of the parameters before the
+/// command and drop it), a call is entered in the routing table before the handshake's
+/// answer tells the client where to send the rest of its parameters, so none of them can
+/// arrive before the call's route.
+struct Inflows {
+    nats: async_nats::Client,
+    /// The inbox subject with its trailing dot; a call's subject is this and its number.
+    inbox: String,
+    next: AtomicU64,
+    routes: Arc<Inbound>,
+    router: tokio::task::JoinHandle<()>,
+}
+
+/// The calls reading their parameters, by number.
+type Inbound = Mutex<HashMap<u64, Inflow>>;
+
+/// A call's parameter route: where its messages go, and what they may still cost (see
+/// [`Inflows::start`]).
+struct Inflow {
+    tx: mpsc::UnboundedSender<Bytes>,
+    left: usize,
+}
+
+impl Inflows {
+    async fn new(nats: async_nats::Client) -> Result<Inflows, async_nats::SubscribeError> {
+        let mut inbox = nats.new_inbox();
+        inbox.push('.');
+        let sub = nats.subscribe(format!("{inbox}*{PARAMS}")).await?;
+        let routes = Arc::new(Inbound::default());
+        let router = tokio::spawn(route_params(sub, inbox.clone(), routes.clone()));
+        Ok(Inflows {
+            nats,
+            inbox,
+            next: AtomicU64::new(0),
+            routes,
+            router,
+        })
+    }
+
+    /// A new call, entered in the routing table: its subject (the handshake's answer names
+    /// it), and its parameters, `first` (those the invocation carried) then the messages on
+    /// `<subject>.params` up to an empty one. Once the messages after `first` cost more than
+    /// `limit` (their bytes and [`MESSAGE_COST`] each), the call's route is dropped and
+    /// reading its parameters fails.
+    fn start(&self, first: Bytes, limit: usize) -> (String, Params) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::unbounded_channel();
+        lock(&self.routes).insert(id, Inflow { tx, left: limit });
+        let params = Params {
+            chunks: Chunks::new(first),
+            rx,
+            _route: Route {
+                routes: self.routes.clone(),
+                id,
+            },
+        };
+        (format!("{}{id}", self.inbox), params)
+    }
+}
+
+impl Drop for Inflows {
+    fn drop(&mut self) {
+        self.router.abort();
+    }
+}
+
+/// What a call's parameter subject ends with (after its own subject).
+const PARAMS: &str = ".params";
+
+/// What a parameter message costs its call's budget beside its bytes (its place in the
+/// call's queue), so that a flood of tiny messages is bounded too.
+const MESSAGE_COST: usize = 64;
+
+/// Parameter messages smaller than this are copied out of the connection's read buffer
+/// (sharing it, a few bytes waiting in a call's queue would hold a whole buffer).
+const COPY_BELOW: usize = 64 << 10;
+
+/// The budget of a call's parameter messages after the invocation's, for parameters of at
+/// most `max_request` bytes: twice that covers the bytes and [`MESSAGE_COST`] for messages
+/// of 64 bytes and more (NATS's are up to `max_payload`, 1 MiB by default).
+fn params_budget(max_request: usize) -> usize {
+    max_request
+        .saturating_mul(2)
+        .saturating_add(2 * MESSAGE_COST)
+}
+
+/// Hands every parameter message on the inbox (`<inbox><call>.params`) to its call, without
+/// ever waiting: a call's queue is bounded by its budget (see [`Inflows::start`]; past it the
+/// route is dropped, failing the call), and messages for no call (one that ended, or never
+/// was) are dropped.
+async fn route_params(mut sub: async_nats::Subscriber, inbox: String, routes: Arc<Inbound>) {
+    while let Some(msg) = sub.next().await {
+        let id = msg
+            .subject
+            .as_str()
+            .strip_prefix(inbox.as_str())
+            .and_then(|rest| rest.strip_suffix(PARAMS))
+            .and_then(|id| id.parse::<u64>().ok());
+        let mut routes = lock(&routes);
+        let Some((id, flow)) = id.and_then(|id| routes.get_mut(&id).map(|flow| (id, flow))) else {
+            tracing::trace!(subject = %msg.subject, "parameters for no call");
+            continue;
+        };
+        let n = msg.payload.len();
+        let cost = n.saturating_add(MESSAGE_COST);
+        let keep = if cost > flow.left {
+            tracing::debug!(subject = %msg.subject, "parameters larger than the limit");
+            false
+        } else {
+            flow.left -= cost;
+            let payload = if n < COPY_BELOW {
+                Bytes::copy_from_slice(&msg.payload)
+            } else {
+                msg.payload
+            };
+            // An empty message ends the parameters: nothing more goes to the call.
+            flow.tx.send(payload).is_ok() && n > 0
+        };
+        if !keep {
+            routes.remove(&id);
+        }
+    }
+}
+
+/// A call's place in the routing table, removed when dropped.
+struct Route {
+    routes: Arc<Inbound>,
+    id: u64,
+}
+
+impl Drop for Route {
+    fn drop(&mut self) {
+        lock(&self.routes).remove(&self.id);
+    }
+}
+
+/// A call's parameter stream: the invocation's payload, then the messages routed to the call,
+/// ended by an empty one.
+struct Params {
+    chunks: Chunks,
+    rx: mpsc::UnboundedReceiver<Bytes>,
+    _route: Route,
+}
+
+impl AsyncRead for Params {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let Params { chunks, rx, .. } = &mut *self;
+        // The route was dropped before the end of the parameters.
+        let cut_off = || {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "the parameters were cut off: larger than the limit, or the connection to NATS \
+                 closed",
+            ))
+        };
+        chunks.poll_read(cx, out, |cx| rx.poll_recv(cx), cut_off)
+    }
+}
+
+/// An invocation taken off the bus: the subscribed procedure's slot and the message.
+type Invocation = (usize, async_nats::Message);
+
+/// Invocations waiting for a call in progress to end, in arrival order, at most `per_proc`
+/// of each procedure: past that a procedure's new invocations are dropped, as NATS drops
+/// messages for a slow consumer (their callers see their deadline pass).
+struct Backlog {
+    queue: VecDeque<Invocation>,
+    counts: Vec<usize>,
+    per_proc: usize,
+}
+
+impl Backlog {
+    fn push(&mut self, inv: Invocation) {
+        let Some(count) = self.counts.get_mut(inv.0) else {
+            return;
+        };
+        if *count >= self.per_proc {
+            tracing::debug!(subject = %inv.1.subject, "too many invocations waiting: dropped");
+            return;
+        }
+        *count += 1;
+        self.queue.push_back(inv);
+    }
+
+    fn pop(&mut self) -> Option<Invocation> {
+        let inv = self.queue.pop_front()?;
+        if let Some(count) = self.counts.get_mut(inv.0) {
+            *count = count.saturating_sub(1);
+        }
+        Some(inv)
+    }
 }
 
 impl RemoteServer {
@@ -490,30 +727,30 @@ impl RemoteServer {
         };
         let max = self.options.max_connections.max(1);
         let nats = async_nats::ConnectOptions::new()
-            .subscription_capacity(max.saturating_mul(4))
+            .subscription_capacity(
+                max.saturating_mul(WAITING_PER_CALL)
+                    .max(MIN_SUBSCRIPTION_BUFFER),
+            )
             .connect(endpoint.url())
             .await
             .map_err(|e| listen_err(&e))?;
-        let client = wrpc_transport_nats::Client::new(
-            nats.clone(),
-            endpoint.prefix.as_str(),
-            Some(Arc::from(group)),
-        )
-        .await
-        .map_err(|e| listen_err(&format!("{e:#}")))?;
+        let inflows = Inflows::new(nats.clone())
+            .await
+            .map_err(|e| listen_err(&format!("subscribing to the inbox: {e}")))?;
         let mut invocations = SelectAll::new();
+        let mut procs = Vec::new();
         for export in self.pool.exports() {
             for (proc, p) in export.plan.procs.iter().enumerate() {
-                let s = client
-                    .serve(&export.name, &p.name, Arc::from([]))
+                let subject = invocation_subject(&endpoint.prefix, &export.name, &p.name);
+                let sub = nats
+                    .queue_subscribe(subject, group.to_owned())
                     .await
                     .map_err(|e| {
-                        ServeError::Register(
-                            format!("{}#{}", export.name, p.name),
-                            format!("{e:#}"),
-                        )
+                        ServeError::Register(format!("{}#{}", export.name, p.name), e.to_string())
                     })?;
-                invocations.push(tagged(export.clone(), proc, s));
+                let slot = procs.len();
+                procs.push((export.clone(), proc));
+                invocations.push(sub.map(move |msg| (slot, msg)).boxed());
             }
         }
         // A round trip: the NATS server handles a connection's messages in order, so once
@@ -527,64 +764,168 @@ impl RemoteServer {
         Ok(NatsListener {
             endpoint: endpoint.clone(),
             group: group.to_owned(),
-            _client: client,
+            inflows: Arc::new(inflows),
+            procs,
             invocations,
             served: ServedCount::default(),
         })
     }
 
     /// Serves the invocations of `listener` until the task is dropped: at most
-    /// `max_connections` calls in progress at once; further invocations wait in the bounded
-    /// subscription buffer.
+    /// `max_connections` calls in progress at once; further invocations wait, at most
+    /// `4 × max_connections` per procedure (past that they are dropped, and their callers
+    /// see their deadline pass).
     pub async fn listen_nats(self: Arc<Self>, listener: NatsListener) {
         let NatsListener {
-            _client,
+            inflows,
+            procs,
             mut invocations,
             served,
             ..
         } = listener;
-        let permits = Arc::new(Semaphore::new(self.options.max_connections.max(1)));
-        loop {
-            let Ok(permit) = permits.clone().acquire_owned().await else {
+        let max = self.options.max_connections.max(1);
+        let permits = Arc::new(Semaphore::new(max));
+        let mut waiting = Backlog {
+            queue: VecDeque::new(),
+            counts: vec![0; procs.len()],
+            per_proc: max.saturating_mul(WAITING_PER_CALL),
+        };
+        let start = |permit: OwnedSemaphorePermit, (slot, msg): Invocation| {
+            let Some((export, proc)) = procs.get(slot).cloned() else {
                 return;
-            };
-            let Some((export, proc, inv)) = invocations.next().await else {
-                return;
-            };
-            let (_cx, out, inc) = match inv {
-                Ok(inv) => inv,
-                Err(e) => {
-                    tracing::debug!(export = %export.name, proc, "refused invocation: {e:#}");
-                    continue;
-                }
             };
             let me = self.clone();
+            let inflows = inflows.clone();
             let served = served.clone();
             tokio::spawn(async move {
-                if me.handle_nats(&export, proc, out, inc).await {
+                if me.handle_nats(&inflows, &export, proc, msg).await {
                     served.0.fetch_add(1, Ordering::Relaxed);
                 }
                 drop(permit);
             });
+        };
+        // Invocations are taken off the subscriptions as they come (the connection's buffer
+        // is not the backlog): started while a call may begin, kept in `waiting` otherwise.
+        loop {
+            tokio::select! {
+                biased;
+                Ok(permit) = permits.clone().acquire_owned(), if !waiting.queue.is_empty() => {
+                    if let Some(inv) = waiting.pop() {
+                        start(permit, inv);
+                    }
+                }
+                inv = invocations.next() => {
+                    let Some(inv) = inv else {
+                        return;
+                    };
+                    match permits.clone().try_acquire_owned() {
+                        Ok(permit) if waiting.queue.is_empty() => start(permit, inv),
+                        _ => waiting.push(inv),
+                    }
+                }
+            }
         }
     }
 
-    /// One invocation: the parameters checked while translated, the call on a driver
-    /// thread, the result back. A call that fails ends the result stream without a value
-    /// (the caller sees a failed call). True when a result was sent.
+    /// One invocation: the handshake answered once the call's parameters have a route, the
+    /// parameters checked while translated, the call on a driver thread, the result back. A
+    /// call that fails ends the result stream without a value (the caller sees a failed
+    /// call). True when a result was sent.
     async fn handle_nats(
         &self,
+        inflows: &Inflows,
         export: &LocalExport,
         proc: usize,
-        mut out: SubjectWriter,
-        inc: Reader,
+        msg: async_nats::Message,
     ) -> bool {
-        let Some(bytes) = self.answer(export, proc, inc).await else {
+        let Some(caller) = msg.reply else {
+            tracing::debug!(export = %export.name, proc, "refused invocation: no reply subject");
             return false;
         };
-        if !bytes.is_empty() && out.write_all(&bytes).await.is_err() {
+        let budget = params_budget(self.options.max_request);
+        let (subject, params) = inflows.start(msg.payload, budget);
+        if let Err(e) = inflows
+            .nats
+            .publish_with_reply(caller.clone(), subject, Bytes::new())
+            .await
+        {
+            tracing::debug!(export = %export.name, proc, "refused invocation: {e}");
             return false;
         }
-        out.shutdown().await.is_ok()
+        let results = result_subject(&caller);
+        let Some(bytes) = self.answer(export, proc, params).await else {
+            // The end of the results without a value.
+            let _ = inflows.nats.publish(results, Bytes::new()).await;
+            return false;
+        };
+        let mut bytes = bytes.freeze();
+        let chunk = inflows.nats.server_info().max_payload.max(1);
+        while !bytes.is_empty() {
+            let part = bytes.split_to(chunk.min(bytes.len()));
+            if let Err(e) = inflows.nats.publish(results.clone(), part).await {
+                tracing::debug!(export = %export.name, proc, "sending the result: {e}");
+                return false;
+            }
+        }
+        inflows.nats.publish(results, Bytes::new()).await.is_ok()
+    }
+}
+
+/// wRPC's subject for invocations of `func` of `instance`:
+/// `[PREFIX.]wrpc.0.0.1.[INSTANCE.]FUNC`, as `wrpc-transport-nats` names it.
+fn invocation_subject(prefix: &str, instance: &str, func: &str) -> String {
+    let mut s = String::with_capacity(prefix.len() + instance.len() + func.len() + 14);
+    if !prefix.is_empty() {
+        s.push_str(prefix);
+        s.push('.');
+    }
+    s.push_str(PROTOCOL);
+    s.push('.');
+    if !instance.is_empty() {
+        s.push_str(instance);
+        s.push('.');
+    }
+    s.push_str(func);
+    s
+}
+
+/// The version of wRPC's NATS protocol, in every invocation subject.
+const PROTOCOL: &str = "wrpc.0.0.1";
+
+/// Where the parameters after the invocation's go, for a server's subject.
+fn param_subject(server: &str) -> String {
+    format!("{server}{PARAMS}")
+}
+
+/// Where the results go, for a client's subject.
+fn result_subject(client: &str) -> String {
+    format!("{client}.results")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The subjects are wRPC's, as its NATS transport names them.
+    #[test]
+    fn subjects_are_wrpc_ones() {
+        for (prefix, instance, func) in [
+            ("", "lrpc:bench/bench", "add"),
+            ("lrpc.prod", "lrpc:kv/store", "get"),
+            ("a", "", "f"),
+        ] {
+            assert_eq!(
+                invocation_subject(prefix, instance, func),
+                wrpc_transport_nats::invocation_subject(prefix, instance, func)
+            );
+        }
+        assert_eq!(
+            param_subject("_INBOX.x.7"),
+            wrpc_transport_nats::param_subject("_INBOX.x.7")
+        );
+        assert_eq!(
+            result_subject("_INBOX.x.7"),
+            wrpc_transport_nats::result_subject("_INBOX.x.7")
+        );
     }
 }
