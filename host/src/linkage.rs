@@ -68,12 +68,19 @@ thread_local! {
     static TOP: Cell<*const Record> = const { Cell::new(std::ptr::null()) };
 }
 
-/// Restores the previous top when the call returns, also when it unwinds.
-struct PopOnDrop(*const Record);
+/// Restores the previous top (of the thread's `TOP`, reached once per call) when the call
+/// returns, also when it unwinds.
+struct PopOnDrop(*const Cell<*const Record>, *const Record);
 
 impl Drop for PopOnDrop {
+    #[inline]
     fn drop(&mut self) {
-        TOP.with(|t| t.set(self.0));
+        // SAFETY: `self.0` is this thread's `TOP` (taken by `push` on this thread; a
+        // `PopOnDrop` holds raw pointers, so it is neither `Send` nor `Sync` and is dropped
+        // on this thread, inside the frame of `push`). A thread-local lives until its
+        // thread exits, after every frame on its stack, and `TOP` has no destructor. The
+        // `Cell` is only ever reached through shared references.
+        unsafe { (*self.0).set(self.1) }
     }
 }
 
@@ -81,7 +88,7 @@ impl Drop for PopOnDrop {
 /// of the client's import; it stays lent to nested re-entries until `f` returns.
 ///
 /// `f` must not use `caller` (it has no access to it: the borrow is taken here).
-#[inline]
+#[inline(always)]
 pub(crate) fn with_record<R>(
     caller: &mut Caller<'_, DomainData>,
     call: Call,
@@ -99,16 +106,20 @@ pub(crate) fn with_served<R>(call: Call, f: impl FnOnce() -> R) -> R {
 }
 
 /// Links a record into the thread's stack for the duration of `f`.
-#[inline]
+#[inline(always)]
 fn push<R>(call: Call, caller_ctx: *mut Caller<'static, DomainData>, f: impl FnOnce() -> R) -> R {
-    let prev = TOP.with(|t| t.get());
+    // One thread-local access for the push and the pop (`PopOnDrop` keeps the cell's address).
+    let top: *const Cell<*const Record> = TOP.with(std::ptr::from_ref);
+    // SAFETY: `top` is this thread's `TOP`, alive for as long as the thread (see `PopOnDrop`).
+    let prev = unsafe { (*top).get() };
     let record = Record {
         call,
         caller_ctx,
         prev,
     };
-    TOP.with(|t| t.set(&record));
-    let _pop = PopOnDrop(prev);
+    // SAFETY: as above.
+    unsafe { (*top).set(&record) };
+    let _pop = PopOnDrop(top, prev);
     f()
 }
 

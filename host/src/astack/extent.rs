@@ -29,6 +29,9 @@ pub(crate) struct Extent {
     pub client_base: u32,
     /// Server address of the first A-stack, per server replica.
     pub server_bases: Box<[u32]>,
+    /// `server_bases[0]` (0 if there is none), for the call path's common case (replica 0)
+    /// without a bounds check. `server_bases` never changes once the extent is made.
+    pub base0: u32,
     pub size: u32,
     /// `reciprocal(size)`: finds an A-stack's index without a division on the call path.
     pub recip: u64,
@@ -53,9 +56,21 @@ pub(crate) fn idle(count: u32) -> Box<[Cell<bool>]> {
 pub(crate) struct OobView {
     pub cap: u32,
     pub server: Box<[u32]>,
+    /// `server[0]` (0 if there is none), for the call path's common case (replica 0)
+    /// without a bounds check; set with `server` (see `new`).
+    pub first: u32,
 }
 
 impl OobView {
+    /// A view of a segment of `cap` bytes at `server` in the server's replicas.
+    pub fn new(cap: u32, server: Box<[u32]>) -> OobView {
+        OobView {
+            cap,
+            first: server.first().copied().unwrap_or(0),
+            server,
+        }
+    }
+
     /// Brings the view up to date with the segment's placement (rebuilt only if it moved).
     pub fn refresh(&mut self, at: &Placement) {
         let addr = |s: usize| u32::try_from(s).unwrap_or(u32::MAX);
@@ -67,10 +82,10 @@ impl OobView {
                 .zip(&at.server)
                 .all(|(&v, &s)| v == addr(s));
         if !same {
-            *self = OobView {
-                cap: u32::try_from(at.len).unwrap_or(u32::MAX),
-                server: at.server.iter().map(|&s| addr(s)).collect(),
-            };
+            *self = OobView::new(
+                u32::try_from(at.len).unwrap_or(u32::MAX),
+                at.server.iter().map(|&s| addr(s)).collect(),
+            );
         }
     }
 }
@@ -80,21 +95,28 @@ impl ProcStacks {
     /// guest passes: refused unless it is exactly the start of one of the A-stacks).
     #[inline]
     pub fn locate(&self, astack: u32) -> Option<(usize, u32)> {
-        for (i, e) in self.extents.iter().enumerate() {
-            let off = astack.wrapping_sub(e.client_base);
-            let local = if e.recip == 0 {
-                if e.size == 0 {
-                    continue;
-                }
-                off
-            } else {
-                ((u128::from(off) * u128::from(e.recip)) >> 64) as u32
-            };
-            if local < e.count && local.wrapping_mul(e.size) == off {
-                return Some((i, local));
+        self.extents
+            .iter()
+            .enumerate()
+            .find_map(|(i, e)| e.index_of(astack).map(|local| (i, local)))
+    }
+}
+
+impl Extent {
+    /// The index in this extent of the A-stack at client address `astack`, if it is exactly
+    /// the start of one of them.
+    #[inline]
+    fn index_of(&self, astack: u32) -> Option<u32> {
+        let off = astack.wrapping_sub(self.client_base);
+        let local = if self.recip == 0 {
+            if self.size == 0 {
+                return None;
             }
-        }
-        None
+            off
+        } else {
+            ((u128::from(off) * u128::from(self.recip)) >> 64) as u32
+        };
+        (local < self.count && local.wrapping_mul(self.size) == off).then_some(local)
     }
 }
 
@@ -111,15 +133,21 @@ fn find(procs: &[ProcStacks], proc: i32, astack: i32) -> Result<(usize, usize, u
 }
 
 /// The extent holding A-stack `astack` of procedure `proc` (both as a guest passed them)
-/// and the A-stack's index in it, or the refusal.
+/// and the A-stack's index in it, or the refusal (as [`find`], without indexing again).
 #[inline]
 pub(crate) fn astack(
     procs: &[ProcStacks],
     proc: i32,
     astack: i32,
 ) -> Result<(&Extent, u32), Status> {
-    let (p, e, index) = find(procs, proc, astack)?;
-    Ok((&procs[p].extents[e], index))
+    let p = usize::try_from(proc)
+        .ok()
+        .and_then(|p| procs.get(p))
+        .ok_or(Status::BadProcedure)?;
+    p.extents
+        .iter()
+        .find_map(|e| e.index_of(astack as u32).map(|local| (e, local)))
+        .ok_or(Status::BadAStack)
 }
 
 /// [`astack`], for changing the extent.
@@ -169,6 +197,7 @@ mod tests {
         Extent {
             client_base: base,
             server_bases: Box::new([0]),
+            base0: 0,
             size,
             recip: reciprocal(size),
             count,

@@ -205,10 +205,12 @@ fn bind_inner(caller: &mut Caller<'_, DomainData>, named: Named, out: Place) -> 
     );
     for (i, &(size, count)) in sizes.iter().enumerate() {
         let client_base = (at.client + offs[i]) as u32;
+        let server_bases: Box<[u32]> = at.server.iter().map(|s| (s + offs[i]) as u32).collect();
         procs.push(ProcStacks {
             extents: vec![Extent {
                 client_base,
-                server_bases: at.server.iter().map(|s| (s + offs[i]) as u32).collect(),
+                base0: server_bases.first().copied().unwrap_or(0),
+                server_bases,
                 size,
                 recip: crate::astack::reciprocal(size),
                 count,
@@ -270,10 +272,7 @@ fn bind_inner(caller: &mut Caller<'_, DomainData>, named: Named, out: Place) -> 
 }
 
 fn empty_oob(replicas: usize) -> OobView {
-    OobView {
-        cap: 0,
-        server: vec![0; replicas].into_boxed_slice(),
-    }
+    OobView::new(0, vec![0; replicas].into_boxed_slice())
 }
 
 /// `lrpc.unbind(handle) -> status`.
@@ -365,9 +364,11 @@ fn astacks_more_inner(
             return Err(status_of(&e));
         }
     };
+    let server_bases: Box<[u32]> = at.server.iter().map(|&s| s as u32).collect();
     let extent = Extent {
         client_base: at.client as u32,
-        server_bases: at.server.iter().map(|&s| s as u32).collect(),
+        base0: server_bases.first().copied().unwrap_or(0),
+        server_bases,
         size,
         recip: crate::astack::reciprocal(size),
         count,

@@ -68,9 +68,17 @@ pub(super) fn borrow_mask(b: &Binding, proc: u32) -> i32 {
 /// is `u32::MAX` when the segment is not mapped into that replica yet (see `resolve_oob`).
 #[inline]
 pub(super) fn args_in(e: &crate::astack::Extent, local: u32, r: usize, borrow: i32) -> EntryArgs {
-    let base = e.server_bases.get(r).copied().unwrap_or(0);
     let oob = e.oob_in.get(local as usize);
-    let (oob_at, oob_cap) = oob.map_or((0, 0), |o| (o.server.get(r).copied().unwrap_or(0), o.cap));
+    let (base, oob_at) = if r == 0 {
+        // The common case, kept next to the lists (`base0`, `first`).
+        (e.base0, oob.map_or(0, |o| o.first))
+    } else {
+        (
+            e.server_bases.get(r).copied().unwrap_or(0),
+            oob.map_or(0, |o| o.server.get(r).copied().unwrap_or(0)),
+        )
+    };
+    let oob_cap = oob.map_or(0, |o| o.cap);
     (
         base.wrapping_add(local * e.size) as i32,
         e.size as i32,
@@ -124,7 +132,10 @@ pub(super) fn call_in(
         Ok(p) => p,
         Err(s) => return Ok(s as i32),
     };
-    let client_key = data.key();
+    // The binding was made for this replica (`bind` gives it the caller's key): the key is
+    // read off the binding the call already holds rather than off the domain's core.
+    let client_key = p.binding.get().client_key;
+    debug_assert_eq!(client_key, data.key(), "a slot's binding is this replica's");
     let now = data.ticks.load(Ordering::Relaxed);
     let mut status = transfer(caller, client_key, raw, &p, proc as u32, now);
     if status == Status::Ok && !p.binding.get().is_live() {
@@ -197,11 +208,12 @@ fn transfer(
     }
     // A free replica, starting from this thread's own so that threads do not contend for
     // the same one. The common case is that one being free: the rest is `transfer_contended`.
-    let n = server.replicas.len();
-    let start = if n == 1 {
-        0
-    } else {
-        crate::domain::thread_slot() % n
+    let (start, replica) = match &*server.replicas {
+        [only] => (0, only),
+        all => {
+            let i = crate::domain::thread_slot() % all.len();
+            (i, &all[i])
+        }
     };
     let call = RunArgs {
         client_key,
@@ -210,8 +222,14 @@ fn transfer(
         proc,
         deadline,
     };
-    let outcome = match server.replicas[start].store.try_lock() {
-        Some(store) => call.locked(caller, start, store),
+    let outcome = match replica.store.try_lock() {
+        // `RunArgs::locked`, written out here so that the entry's closure has this one call
+        // site and is inlined into the call path.
+        Some(mut store) => call.entry_args(caller.data(), start).and_then(|args| {
+            call.recorded(caller, replica.key, || {
+                call.entry(start, args, store.as_context_mut())
+            })
+        }),
         None => call.contended(caller, start),
     };
     status_of(outcome, &caller.data().kernel, server)
@@ -335,24 +353,23 @@ impl RunArgs<'_> {
         ))
     }
 
-    /// Runs the call in replica `i`, whose store this thread has locked, with this call's
-    /// linkage record on the thread's stack.
+    /// Runs the call in replica `i` (whose key is `key`), whose store this thread has
+    /// locked, with this call's linkage record on the thread's stack (the common case of
+    /// this, the first replica tried being free, is written out in `transfer`).
     #[inline]
     fn locked(
         self,
         caller: &mut Caller<'_, DomainData>,
         i: usize,
+        key: ReplicaKey,
         mut store: Guard<'_, wasmtime::Store<DomainData>>,
     ) -> Outcome {
-        let b = self.p.binding.get();
         let args = self.entry_args(caller.data(), i)?;
-        self.recorded(caller, b.server.replicas[i].key, || {
-            self.entry(i, args, store.as_context_mut())
-        })
+        self.recorded(caller, key, || self.entry(i, args, store.as_context_mut()))
     }
 
     /// Runs `f` with this call's linkage record (to `server`) on the thread's stack.
-    #[inline]
+    #[inline(always)]
     fn recorded<R>(
         self,
         caller: &mut Caller<'_, DomainData>,
@@ -395,7 +412,7 @@ impl RunArgs<'_> {
             .map(|k| (start + k) % n)
             .find_map(|i| server.replicas[i].store.try_lock().map(|g| (i, g)));
         if let Some((i, store)) = picked {
-            return self.locked(caller, i, store);
+            return self.locked(caller, i, server.replicas[i].key, store);
         }
         let reentered = (0..n).find_map(|i| {
             let key = server.replicas[i].key;
@@ -409,7 +426,7 @@ impl RunArgs<'_> {
         match reentered {
             Some(r) => r,
             None => match server.replicas[start].wait_store(b.deadline) {
-                Some(store) => self.locked(caller, start, store),
+                Some(store) => self.locked(caller, start, server.replicas[start].key, store),
                 None => Err(Status::ServerBusy),
             },
         }

@@ -196,12 +196,18 @@ fn client_binding(data: &mut DomainData, raw: u64) -> Result<&mut ClientBinding,
 /// flags are cells), or the refusal status.
 #[inline]
 fn live_binding(data: &DomainData, raw: u64) -> Result<&ClientBinding, Status> {
-    let (owner, slot, generation) = handle::unpack(raw);
+    let (_, slot, _) = handle::unpack(raw);
     match data.bindings.get(usize::from(slot)) {
-        Some(crate::binding::ClientSlot {
-            generation: g,
-            live: Some(cb),
-        }) if *g == generation && owner == data.core.id => {
+        // A live slot's binding carries the handle issued for it, `pack(owner, slot,
+        // generation)` of this domain, this slot and the slot's generation (`bind` sets the
+        // slot and the binding together and nothing changes either while the slot is live):
+        // one compare checks the owner and the generation (the slot picked the entry).
+        Some(s @ crate::binding::ClientSlot { live: Some(cb), .. }) if cb.binding.handle == raw => {
+            debug_assert_eq!(
+                raw,
+                handle::pack(data.core.id, slot, s.generation),
+                "a live slot's binding carries its handle"
+            );
             if cb.binding.is_live() {
                 Ok(cb)
             } else {
