@@ -415,7 +415,7 @@ mod words {
 /// Each counter sits on its own cache line so that the two sides' writes never share one.
 /// Counters run freely (wrapping `u32`); an entry lives at `counter % slots`. An A-stack
 /// holds a request's arguments and then its results, encoded as on a synchronous binding
-/// (with the [`header`](crate::header) for unbounded procedures; out-of-band segments are
+/// (with the [`header`] for unbounded procedures; out-of-band segments are
 /// not used: what does not fit is refused).
 pub mod chan {
     /// Identifies a channel segment (written by the kernel, never trusted).
