@@ -126,7 +126,9 @@ impl NatsEndpoint {
                     .connect(self.url())
                     .await
                     .map_err(|e| self.unreachable(std::io::ErrorKind::ConnectionRefused, e))?;
-                Caller::new(nats).await
+                Caller::new(nats, ">", route)
+                    .await
+                    .map_err(|e| RemoteError::PeerFailed(format!("subscribing to the inbox: {e}")))
             })
             .await
     }
@@ -145,79 +147,123 @@ impl NatsEndpoint {
 /// and the call waits for its deadline, about once in 10 000 calls on a loaded machine.
 /// Here a call is entered in the routing table before its invocation is published, so its
 /// answers always find it.
-struct Caller {
+type Caller = Inbox<mpsc::Sender<async_nats::Message>>;
+
+/// An inbox of a connection's own (`_INBOX.<unique>.`) and the calls whose messages arrive on
+/// it, each under its number (`<inbox><call>`, and subjects below that): a routing task
+/// hands each message to the call it is addressed to. The client's answers and the server's
+/// parameter parts arrive this way. A call is entered in the table before anything names its
+/// subject, so no message for it can arrive first.
+struct Inbox<V> {
     nats: async_nats::Client,
     /// The inbox subject with its trailing dot; a call's subject is this and its number.
-    inbox: String,
+    prefix: String,
     next: AtomicU64,
-    routes: Arc<Routes>,
+    table: Arc<Table<V>>,
     router: tokio::task::JoinHandle<()>,
 }
 
-/// The calls waiting for answers, by number.
-type Routes = Mutex<HashMap<u64, mpsc::Sender<async_nats::Message>>>;
-
-/// Messages a call's channel holds before the routing task waits for the call to read them
-/// (the handshake answer and the result chunks as they come).
-const CALL_QUEUE: usize = 32;
+/// The calls of an [`Inbox`], by number.
+type Table<V> = Mutex<HashMap<u64, V>>;
 
 /// A routing table, locked (never poisoned for good: its entries stay consistent).
-fn lock<T>(routes: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    routes.lock().unwrap_or_else(|p| p.into_inner())
+fn lock<T>(table: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    table.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl Caller {
-    async fn new(nats: async_nats::Client) -> Result<Caller, RemoteError> {
-        let mut inbox = nats.new_inbox();
-        inbox.push('.');
-        let sub = nats
-            .subscribe(format!("{inbox}>"))
-            .await
-            .map_err(|e| RemoteError::PeerFailed(format!("subscribing to the inbox: {e}")))?;
-        let routes = Arc::new(Routes::default());
-        let router = tokio::spawn(route(sub, inbox.clone(), routes.clone()));
-        Ok(Caller {
+impl<V: Send + 'static> Inbox<V> {
+    /// Subscribes to `<inbox>` + `pattern` and starts `route` on the messages, with the
+    /// inbox prefix and the table.
+    async fn new<F>(
+        nats: async_nats::Client,
+        pattern: &str,
+        route: impl FnOnce(async_nats::Subscriber, String, Arc<Table<V>>) -> F,
+    ) -> Result<Inbox<V>, async_nats::SubscribeError>
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let mut prefix = nats.new_inbox();
+        prefix.push('.');
+        let sub = nats.subscribe(format!("{prefix}{pattern}")).await?;
+        let table = Arc::new(Table::default());
+        let router = tokio::spawn(route(sub, prefix.clone(), table.clone()));
+        Ok(Inbox {
             nats,
-            inbox,
+            prefix,
             next: AtomicU64::new(0),
-            routes,
+            table,
             router,
         })
     }
 
-    /// A new call, entered in the routing table.
-    fn start(&self) -> Pending<'_> {
+    /// A new call, entered in the table with `v`.
+    fn enter(&self, v: V) -> Entry<V> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = mpsc::channel(CALL_QUEUE);
-        lock(&self.routes).insert(id, tx);
-        let subject = format!("{}{id}", self.inbox);
-        Pending {
-            results: result_subject(&subject),
-            subject,
+        lock(&self.table).insert(id, v);
+        Entry {
+            subject: format!("{}{id}", self.prefix),
             id,
-            rx,
-            routes: &self.routes,
+            table: self.table.clone(),
         }
     }
 }
 
-impl Drop for Caller {
+impl<V> Drop for Inbox<V> {
     fn drop(&mut self) {
         self.router.abort();
     }
 }
 
+/// The number of the call a message on inbox `prefix` is addressed to.
+fn call_of(prefix: &str, subject: &async_nats::Subject) -> Option<u64> {
+    subject
+        .as_str()
+        .strip_prefix(prefix)?
+        .split('.')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// A call's place in an [`Inbox`]'s table and its subject; dropping it takes the call out.
+struct Entry<V> {
+    subject: String,
+    id: u64,
+    table: Arc<Table<V>>,
+}
+
+impl<V> Drop for Entry<V> {
+    fn drop(&mut self) {
+        lock(&self.table).remove(&self.id);
+    }
+}
+
+/// Messages a call's channel holds before the routing task waits for the call to read them
+/// (the handshake answer and the result chunks as they come).
+const CALL_QUEUE: usize = 32;
+
+impl Caller {
+    /// A new call, entered in the routing table.
+    fn start(&self) -> Pending {
+        let (tx, rx) = mpsc::channel(CALL_QUEUE);
+        let entry = self.enter(tx);
+        Pending {
+            results: result_subject(&entry.subject),
+            entry,
+            rx,
+        }
+    }
+}
+
 /// Hands every message on the inbox to the call it is addressed to: `<inbox><call>` (the
 /// handshake's answer) or `<inbox><call>.results`.
-async fn route(mut sub: async_nats::Subscriber, inbox: String, routes: Arc<Routes>) {
+async fn route(
+    mut sub: async_nats::Subscriber,
+    inbox: String,
+    routes: Arc<Table<mpsc::Sender<async_nats::Message>>>,
+) {
     while let Some(msg) = sub.next().await {
-        let id = msg
-            .subject
-            .as_str()
-            .strip_prefix(inbox.as_str())
-            .and_then(|rest| rest.split('.').next())
-            .and_then(|id| id.parse::<u64>().ok());
-        let tx = id.and_then(|id| lock(&routes).get(&id).cloned());
+        let tx = call_of(&inbox, &msg.subject).and_then(|id| lock(&routes).get(&id).cloned());
         let Some(tx) = tx else {
             // An answer to a call that ended (its deadline passed, or the end of a result
             // already read).
@@ -229,20 +275,12 @@ async fn route(mut sub: async_nats::Subscriber, inbox: String, routes: Arc<Route
     }
 }
 
-/// A call in progress: its subjects, and the channel its answers arrive on. Dropping it
-/// takes the call out of the routing table.
-struct Pending<'a> {
-    subject: String,
+/// A call in progress: its place in the routing table (and subject), its results subject,
+/// and the channel its answers arrive on.
+struct Pending {
+    entry: Entry<mpsc::Sender<async_nats::Message>>,
     results: String,
-    id: u64,
     rx: mpsc::Receiver<async_nats::Message>,
-    routes: &'a Routes,
-}
-
-impl Drop for Pending<'_> {
-    fn drop(&mut self) {
-        lock(self.routes).remove(&self.id);
-    }
 }
 
 /// A byte stream made of the payloads of a call's messages, ended by an empty one: a call's
@@ -297,12 +335,12 @@ impl Chunks {
 }
 
 /// A call's result stream: the payloads of the messages on its results subject.
-struct Results<'a> {
-    call: Pending<'a>,
+struct Results {
+    call: Pending,
     chunks: Chunks,
 }
 
-impl AsyncRead for Results<'_> {
+impl AsyncRead for Results {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -387,13 +425,13 @@ pub(crate) async fn call(
         .nats
         .server_info()
         .max_payload
-        .saturating_sub(call.subject.len())
+        .saturating_sub(call.entry.subject.len())
         .max(1);
     let first = params.split_to(chunk.min(params.len()));
     let to = invocation_subject(&endpoint.prefix, instance, func);
     caller
         .nats
-        .publish_with_reply(to, call.subject.clone(), first)
+        .publish_with_reply(to, call.entry.subject.clone(), first)
         .await
         .map_err(|e| failed(&e))?;
     // The handshake's answer: NATS answers here when no server subscribes to the function.
@@ -401,7 +439,7 @@ pub(crate) async fn call(
         let msg = call.rx.recv().await.ok_or_else(|| {
             RemoteError::PeerFailed("the connection closed before the result".into())
         })?;
-        if msg.subject.as_str() == call.subject {
+        if msg.subject.as_str() == call.entry.subject {
             break msg;
         }
     };
@@ -518,17 +556,7 @@ const MIN_SUBSCRIPTION_BUFFER: usize = 1024;
 /// command and drop it), a call is entered in the routing table before the handshake's
 /// answer tells the client where to send the rest of its parameters, so none of them can
 /// arrive before the call's route.
-struct Inflows {
-    nats: async_nats::Client,
-    /// The inbox subject with its trailing dot; a call's subject is this and its number.
-    inbox: String,
-    next: AtomicU64,
-    routes: Arc<Inbound>,
-    router: tokio::task::JoinHandle<()>,
-}
-
-/// The calls reading their parameters, by number.
-type Inbound = Mutex<HashMap<u64, Inflow>>;
+type Inflows = Inbox<Inflow>;
 
 /// A call's parameter route: where its messages go, and what they may still cost (see
 /// [`Inflows::start`]).
@@ -538,45 +566,18 @@ struct Inflow {
 }
 
 impl Inflows {
-    async fn new(nats: async_nats::Client) -> Result<Inflows, async_nats::SubscribeError> {
-        let mut inbox = nats.new_inbox();
-        inbox.push('.');
-        let sub = nats.subscribe(format!("{inbox}*{PARAMS}")).await?;
-        let routes = Arc::new(Inbound::default());
-        let router = tokio::spawn(route_params(sub, inbox.clone(), routes.clone()));
-        Ok(Inflows {
-            nats,
-            inbox,
-            next: AtomicU64::new(0),
-            routes,
-            router,
-        })
-    }
-
     /// A new call, entered in the routing table: its subject (the handshake's answer names
     /// it), and its parameters, `first` (those the invocation carried) then the messages on
     /// `<subject>.params` up to an empty one. Once the messages after `first` cost more than
     /// `limit` (their bytes and [`MESSAGE_COST`] each), the call's route is dropped and
     /// reading its parameters fails.
-    fn start(&self, first: Bytes, limit: usize) -> (String, Params) {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
+    fn start(&self, first: Bytes, limit: usize) -> Params {
         let (tx, rx) = mpsc::unbounded_channel();
-        lock(&self.routes).insert(id, Inflow { tx, left: limit });
-        let params = Params {
+        Params {
             chunks: Chunks::new(first),
             rx,
-            _route: Route {
-                routes: self.routes.clone(),
-                id,
-            },
-        };
-        (format!("{}{id}", self.inbox), params)
-    }
-}
-
-impl Drop for Inflows {
-    fn drop(&mut self) {
-        self.router.abort();
+            route: self.enter(Inflow { tx, left: limit }),
+        }
     }
 }
 
@@ -604,14 +605,9 @@ fn params_budget(max_request: usize) -> usize {
 /// ever waiting: a call's queue is bounded by its budget (see [`Inflows::start`]; past it the
 /// route is dropped, failing the call), and messages for no call (one that ended, or never
 /// was) are dropped.
-async fn route_params(mut sub: async_nats::Subscriber, inbox: String, routes: Arc<Inbound>) {
+async fn route_params(mut sub: async_nats::Subscriber, inbox: String, routes: Arc<Table<Inflow>>) {
     while let Some(msg) = sub.next().await {
-        let id = msg
-            .subject
-            .as_str()
-            .strip_prefix(inbox.as_str())
-            .and_then(|rest| rest.strip_suffix(PARAMS))
-            .and_then(|id| id.parse::<u64>().ok());
+        let id = call_of(&inbox, &msg.subject);
         let mut routes = lock(&routes);
         let Some((id, flow)) = id.and_then(|id| routes.get_mut(&id).map(|flow| (id, flow))) else {
             tracing::trace!(subject = %msg.subject, "parameters for no call");
@@ -638,24 +634,13 @@ async fn route_params(mut sub: async_nats::Subscriber, inbox: String, routes: Ar
     }
 }
 
-/// A call's place in the routing table, removed when dropped.
-struct Route {
-    routes: Arc<Inbound>,
-    id: u64,
-}
-
-impl Drop for Route {
-    fn drop(&mut self) {
-        lock(&self.routes).remove(&self.id);
-    }
-}
-
 /// A call's parameter stream: the invocation's payload, then the messages routed to the call,
 /// ended by an empty one.
 struct Params {
     chunks: Chunks,
     rx: mpsc::UnboundedReceiver<Bytes>,
-    _route: Route,
+    /// The call's place in the routing table, and its subject.
+    route: Entry<Inflow>,
 }
 
 impl AsyncRead for Params {
@@ -734,7 +719,7 @@ impl RemoteServer {
             .connect(endpoint.url())
             .await
             .map_err(|e| listen_err(&e))?;
-        let inflows = Inflows::new(nats.clone())
+        let inflows = Inflows::new(nats.clone(), &format!("*{PARAMS}"), route_params)
             .await
             .map_err(|e| listen_err(&format!("subscribing to the inbox: {e}")))?;
         let mut invocations = SelectAll::new();
@@ -843,10 +828,10 @@ impl RemoteServer {
             return false;
         };
         let budget = params_budget(self.options.max_request);
-        let (subject, params) = inflows.start(msg.payload, budget);
+        let params = inflows.start(msg.payload, budget);
         if let Err(e) = inflows
             .nats
-            .publish_with_reply(caller.clone(), subject, Bytes::new())
+            .publish_with_reply(caller.clone(), params.route.subject.clone(), Bytes::new())
             .await
         {
             tracing::debug!(export = %export.name, proc, "refused invocation: {e}");
