@@ -193,17 +193,36 @@ impl Node {
 /// (each may also have been served).
 async fn add_at_least_once(b: &RemoteBinding, add: usize, i: u32, again: &AtomicU32) -> Result<()> {
     let t = Instant::now();
-    let args = u32s(&[i, 1000 * i]);
-    let r = match b.call(add, &args).await {
+    let r = call_at_least_once(b, add, &u32s(&[i, 1000 * i]), again)
+        .await
+        .with_context(|| format!("add({i}), after {:?}", t.elapsed()))?;
+    ensure!(r == (1001 * i).to_le_bytes(), "add({i}) = {r:?}");
+    Ok(())
+}
+
+/// A call of `proc` with `args`, made once more if the first gets no result by its deadline
+/// (counted in `again`; see `add_at_least_once`).
+async fn call_at_least_once(
+    b: &RemoteBinding,
+    proc: usize,
+    args: &[u8],
+    again: &AtomicU32,
+) -> Result<Vec<u8>, RemoteError> {
+    match b.call(proc, args).await {
         Err(RemoteError::Timeout(_)) => {
             again.fetch_add(1, Ordering::Relaxed);
-            b.call(add, &args).await
+            b.call(proc, args).await
         }
         r => r,
     }
-    .with_context(|| format!("add({i}), after {:?}", t.elapsed()))?;
-    ensure!(r == (1001 * i).to_le_bytes(), "add({i}) = {r:?}");
-    Ok(())
+}
+
+/// How many calls a stress test makes: `LRPC_NATS_CALLS`, else `default`.
+fn stress_calls(default: u32) -> Result<u32> {
+    match std::env::var("LRPC_NATS_CALLS") {
+        Ok(v) => v.parse().context("LRPC_NATS_CALLS: a number of calls"),
+        Err(_) => Ok(default),
+    }
 }
 
 /// `n` calls of `add(i, 1000 * i)`, half one after another, half 50 at a time (see
@@ -345,10 +364,7 @@ fn load_is_shared_across_three_kernels_behind_nats() -> Result<()> {
 fn no_answer_is_lost_over_many_calls() -> Result<()> {
     let _one = one_at_a_time();
     let g = Group::start()?;
-    let n = match std::env::var("LRPC_NATS_CALLS") {
-        Ok(v) => v.parse().context("LRPC_NATS_CALLS: a number of calls")?,
-        Err(_) => 30_000,
-    };
+    let n = stress_calls(30_000)?;
     let again = adds(&g.rt, &g.b, g.add, n)?;
     ensure!(
         again == 0,
@@ -368,10 +384,7 @@ fn no_answer_is_lost_over_many_calls() -> Result<()> {
 fn no_parameter_part_is_lost_over_many_calls() -> Result<()> {
     let _one = one_at_a_time();
     let g = Group::start_behind(NatsServer::start_with_max_payload(256)?)?;
-    let n: u32 = match std::env::var("LRPC_NATS_CALLS") {
-        Ok(v) => v.parse().context("LRPC_NATS_CALLS: a number of calls")?,
-        Err(_) => 10_000,
-    };
+    let n = stress_calls(10_000)?;
     let big_in_out = proc_of(&g.pool, BENCH, "big-in-out");
     let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
     let args = common::bytes(&data);
@@ -379,14 +392,9 @@ fn no_parameter_part_is_lost_over_many_calls() -> Result<()> {
     let call = |i: u32| {
         let (b, args, again) = (&g.b, &args, &again);
         async move {
-            let r = match b.call(big_in_out, args).await {
-                Err(RemoteError::Timeout(_)) => {
-                    again.fetch_add(1, Ordering::Relaxed);
-                    b.call(big_in_out, args).await
-                }
-                r => r,
-            }
-            .with_context(|| format!("call {i}"))?;
+            let r = call_at_least_once(b, big_in_out, args, again)
+                .await
+                .with_context(|| format!("call {i}"))?;
             ensure!(r.len() == args.len(), "call {i}: {} bytes back", r.len());
             anyhow::Ok(())
         }
