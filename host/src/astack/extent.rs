@@ -103,6 +103,31 @@ impl ProcStacks {
 }
 
 impl Extent {
+    /// An extent of `count` idle A-stacks of `size` bytes at `client_base` in the client and
+    /// at `server_bases` in each server replica, the first being the procedure's A-stack
+    /// `first`; no out-of-band segments yet. What the call path derives (`base0`, `recip`)
+    /// is computed here, once.
+    pub fn new(
+        client_base: u32,
+        server_bases: Box<[u32]>,
+        size: u32,
+        count: u32,
+        first: u32,
+    ) -> Extent {
+        let replicas = server_bases.len();
+        Extent {
+            client_base,
+            base0: server_bases.first().copied().unwrap_or(0),
+            server_bases,
+            size,
+            recip: reciprocal(size),
+            count,
+            first,
+            busy: idle(count),
+            oob_in: vec![OobView::new(0, vec![0; replicas].into_boxed_slice()); count as usize],
+        }
+    }
+
     /// The index in this extent of the A-stack at client address `astack`, if it is exactly
     /// the start of one of them.
     #[inline]
@@ -120,14 +145,20 @@ impl Extent {
     }
 }
 
+/// Procedure `proc` (as a guest passed it) as an index into `procs`, or the refusal.
+#[inline]
+fn proc_index(procs: &[ProcStacks], proc: i32) -> Result<usize, Status> {
+    usize::try_from(proc)
+        .ok()
+        .filter(|&p| p < procs.len())
+        .ok_or(Status::BadProcedure)
+}
+
 /// Where A-stack `astack` of procedure `proc` (both as a guest passed them) lies:
 /// `(procedure, extent, index in the extent)`, or the refusal.
 #[inline]
 fn find(procs: &[ProcStacks], proc: i32, astack: i32) -> Result<(usize, usize, u32), Status> {
-    let p = usize::try_from(proc)
-        .ok()
-        .filter(|&p| p < procs.len())
-        .ok_or(Status::BadProcedure)?;
+    let p = proc_index(procs, proc)?;
     let (e, index) = procs[p].locate(astack as u32).ok_or(Status::BadAStack)?;
     Ok((p, e, index))
 }
@@ -140,11 +171,8 @@ pub(crate) fn astack(
     proc: i32,
     astack: i32,
 ) -> Result<(&Extent, u32), Status> {
-    let p = usize::try_from(proc)
-        .ok()
-        .and_then(|p| procs.get(p))
-        .ok_or(Status::BadProcedure)?;
-    p.extents
+    procs[proc_index(procs, proc)?]
+        .extents
         .iter()
         .find_map(|e| e.index_of(astack as u32).map(|local| (e, local)))
         .ok_or(Status::BadAStack)
@@ -194,17 +222,7 @@ mod tests {
     use super::*;
 
     fn extent(base: u32, size: u32, count: u32) -> Extent {
-        Extent {
-            client_base: base,
-            server_bases: Box::new([0]),
-            base0: 0,
-            size,
-            recip: reciprocal(size),
-            count,
-            first: 0,
-            busy: idle(count),
-            oob_in: Vec::new(),
-        }
+        Extent::new(base, Box::new([0]), size, count, 0)
     }
 
     /// `locate` agrees with division for every size shape (1, powers of two, odd, large) at

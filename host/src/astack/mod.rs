@@ -17,10 +17,7 @@ pub(crate) mod place;
 pub(crate) mod window;
 
 pub(crate) use alloc::{WindowAlloc, grown_offset};
-pub(crate) use extent::{
-    Extent, MAX_EXTENTS, OobView, Placement, ProcStacks, astack, astack_mut, idle, layout,
-    reciprocal,
-};
+pub(crate) use extent::{Extent, MAX_EXTENTS, Placement, ProcStacks, astack, astack_mut, layout};
 pub(crate) use map::{MemoryRange, Segment, page_round};
 pub(crate) use place::{DirectWindow, Mappings, OobKey, UNMAPPED};
 pub(crate) use window::ReplicaWindows;

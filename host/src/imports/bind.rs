@@ -7,7 +7,7 @@ use super::{
     flush_own, status_of, write_guest,
 };
 use crate::astack::page_round;
-use crate::astack::{Extent, OobView, ProcStacks, layout};
+use crate::astack::{Extent, ProcStacks, layout};
 use crate::binding::{Binding, ClientBinding, ClientSlot};
 use crate::domain::DomainData;
 use crate::quota::Charge;
@@ -192,7 +192,6 @@ fn bind_inner(caller: &mut Caller<'_, DomainData>, named: Named, out: Place) -> 
     } else {
         None
     };
-    let replicas = at.server.len();
     let mut procs = Vec::with_capacity(nprocs);
     let mut bytes = Vec::with_capacity(desc_len);
     bytes.extend_from_slice(
@@ -207,17 +206,7 @@ fn bind_inner(caller: &mut Caller<'_, DomainData>, named: Named, out: Place) -> 
         let client_base = (at.client + offs[i]) as u32;
         let server_bases: Box<[u32]> = at.server.iter().map(|s| (s + offs[i]) as u32).collect();
         procs.push(ProcStacks {
-            extents: vec![Extent {
-                client_base,
-                base0: server_bases.first().copied().unwrap_or(0),
-                server_bases,
-                size,
-                recip: crate::astack::reciprocal(size),
-                count,
-                first: 0,
-                busy: crate::astack::idle(count),
-                oob_in: vec![empty_oob(replicas); count as usize],
-            }],
+            extents: vec![Extent::new(client_base, server_bases, size, count, 0)],
         });
         bytes.extend_from_slice(
             &desc::Extent {
@@ -269,10 +258,6 @@ fn bind_inner(caller: &mut Caller<'_, DomainData>, named: Named, out: Place) -> 
         }),
     };
     write_guest(caller, out.ptr, &bytes)
-}
-
-fn empty_oob(replicas: usize) -> OobView {
-    OobView::new(0, vec![0; replicas].into_boxed_slice())
 }
 
 /// `lrpc.unbind(handle) -> status`.
@@ -365,17 +350,7 @@ fn astacks_more_inner(
         }
     };
     let server_bases: Box<[u32]> = at.server.iter().map(|&s| s as u32).collect();
-    let extent = Extent {
-        client_base: at.client as u32,
-        base0: server_bases.first().copied().unwrap_or(0),
-        server_bases,
-        size,
-        recip: crate::astack::reciprocal(size),
-        count,
-        first,
-        busy: crate::astack::idle(count),
-        oob_in: vec![empty_oob(at.server.len()); count as usize],
-    };
+    let extent = Extent::new(at.client as u32, server_bases, size, count, first);
     let client_base = at.client as u32;
     binding
         .adopt_astacks(segment, at)
