@@ -9,6 +9,10 @@
 //! call's deadline keeps counting. `at_tick` is what every Store, core replica or component,
 //! does at an epoch tick: the termination and deadline checks, then the hook.
 //!
+//! A second hook, [`set_wait_hook`], runs when the thread is about to wait for a `Store`
+//! another thread holds (after a short spin): an embedder that runs calls on a thread which
+//! must not block for long (an async reactor's) learns that it is about to.
+//!
 //! [`KernelConfig::tick`]: crate::KernelConfig::tick
 
 use crate::error::Interrupt;
@@ -21,13 +25,34 @@ use wasmtime::UpdateDeadline;
 /// holds that thread up too, so a hook that pauses for others' sake should not.
 pub type TickHook = Box<dyn FnMut(bool)>;
 
+/// A hook run when this thread is about to wait for a `Store` another thread holds (see
+/// the module docs).
+pub type WaitHook = Box<dyn FnMut()>;
+
 thread_local! {
     static HOOK: RefCell<Option<TickHook>> = const { RefCell::new(None) };
+    static WAIT_HOOK: RefCell<Option<WaitHook>> = const { RefCell::new(None) };
 }
 
 /// Installs `hook` for the calling thread (`None` removes it); answers the hook it replaces.
 pub fn set_tick_hook(hook: Option<TickHook>) -> Option<TickHook> {
     HOOK.with(|h| std::mem::replace(&mut *h.borrow_mut(), hook))
+}
+
+/// Installs the calling thread's wait hook (`None` removes it); answers the one it replaces.
+pub fn set_wait_hook(hook: Option<WaitHook>) -> Option<WaitHook> {
+    WAIT_HOOK.with(|h| std::mem::replace(&mut *h.borrow_mut(), hook))
+}
+
+/// Runs this thread's wait hook, if it has one: the thread is about to wait for a `Store`.
+pub(crate) fn on_wait() {
+    WAIT_HOOK.with(|h| {
+        if let Ok(mut h) = h.try_borrow_mut()
+            && let Some(f) = h.as_mut()
+        {
+            f();
+        }
+    });
 }
 
 /// What a Store (core replica or component) does at an epoch tick: interrupts guest code
@@ -85,5 +110,19 @@ mod tests {
         assert!(set_tick_hook(None).is_some());
         on_tick(false);
         assert_eq!(n.get(), 11);
+    }
+
+    #[test]
+    fn a_wait_hook_runs_on_its_own_thread_only_until_removed() {
+        let n = Rc::new(Cell::new(0));
+        let m = n.clone();
+        assert!(set_wait_hook(Some(Box::new(move || m.set(m.get() + 1)))).is_none());
+        on_wait();
+        on_tick(false);
+        std::thread::spawn(on_wait).join().expect("another thread");
+        assert_eq!(n.get(), 1);
+        assert!(set_wait_hook(None).is_some());
+        on_wait();
+        assert_eq!(n.get(), 1);
     }
 }

@@ -36,7 +36,8 @@ pub(crate) fn wait_lock<'a, T>(
     }
 }
 
-/// The waiting half of [`wait_lock`]: the lock was held when first tried.
+/// The waiting half of [`wait_lock`]: the lock was held when first tried. After a short
+/// spin it tells this thread's wait hook (`pace::set_wait_hook`) that it is about to wait.
 #[cold]
 #[inline(never)]
 fn wait_lock_contended<T>(m: &TryLock<T>, wait: Duration) -> Option<Guard<'_, T>> {
@@ -46,6 +47,9 @@ fn wait_lock_contended<T>(m: &TryLock<T>, wait: Duration) -> Option<Guard<'_, T>
         spins += 1;
         if spins < 64 {
             std::hint::spin_loop();
+        } else if spins == 64 {
+            crate::pace::on_wait();
+            std::thread::yield_now();
         } else if spins < 256 {
             std::thread::yield_now();
         } else {

@@ -1,23 +1,32 @@
 //! The HTTP edge server: a route maps a path prefix to a chain of plugin domains; each
 //! request goes through the chain's plugins in order until one answers.
 //!
-//! **Where wasm runs.** Every route has its own pool of worker threads (`workers` in the
-//! config), each owning a driver domain bound to the route's plugins; a request is handed to
-//! the pool over a queue and its answer comes back on a oneshot channel. No wasm ever runs
-//! on a tokio thread, so a plugin that computes or loops until its deadline holds one worker
-//! of its own route and nothing else: the reactor keeps accepting and the other routes keep
-//! their threads. (Calls migrate into the plugin on the worker's thread; a `Store` is
-//! single threaded and a migrating call blocks the thread for its whole length, which rules
-//! out running it on the reactor. `spawn_blocking` would share one pool between routes, so a
-//! slow route could take every blocking thread; wasmtime's async epoch yielding would make
-//! every entry into a domain an async call, which the kernel's synchronous call path does
-//! not do.) Plugins are created with replicas so that the workers of a route call them in
-//! parallel. A worker whose requests take more than 1 ms of processor time on average moves
-//! to the idle scheduling class for good (`yield_to_short_requests`) and pauses its guest
-//! computation at epoch ticks while short requests keep arriving
-//! (`give_way_while_short_requests_arrive`, through `lrpc::pace`): long computations still
-//! hold only their own route's workers, and on a loaded machine they also give way to short
-//! requests for the processors.
+//! **Where wasm runs.** A request of a short route runs on the reactor thread that received
+//! it: calls migrate into the plugins on that thread, as a native handler's code would run
+//! there, with no hand-over to another thread and back (that hop alone costs a third of the
+//! native handler's throughput: see the load benchmark). Guest code can not be preempted
+//! there, so two things keep a long computation from holding the reactor:
+//! - **Per request:** while a request's guest code runs, the thread watches the epoch ticks
+//!   (`lrpc::pace`); at a tick [`LONG_REQUEST`] after the request began, or when a call is
+//!   about to wait for a `Store` another thread holds, the thread hands the reactor's other
+//!   work to a new thread (`tokio::task::block_in_place`) and finishes the request alone.
+//! - **Per route:** a route whose requests average [`LONG_REQUEST`] on the reactor leaves it
+//!   for good; from then on its own pool of worker threads (`workers` in the config) serves
+//!   it, each owning a driver domain bound to the route's plugins, a request handed to the
+//!   pool over a queue and its answer back on a oneshot channel. Routes ending in a
+//!   `wasi:http` handler (which runs on a runtime of its own) and runtimes that can not hand
+//!   work over (tokio's current-thread runtime) always use the pool.
+//!
+//! (`spawn_blocking` for every request would pay the hop on every request and share one
+//! pool between routes, so a slow route could take every blocking thread; wasmtime's async
+//! epoch yielding would make every entry into a domain an async call, which the kernel's
+//! synchronous call path does not do.) Plugins are created with replicas so that several
+//! threads call them in parallel. A pool worker whose requests take more than 1 ms of
+//! processor time on average moves to the idle scheduling class for good
+//! (`yield_to_short_requests`) and pauses its guest computation at epoch ticks while short
+//! requests keep arriving (`give_way_while_short_requests_arrive`, through `lrpc::pace`):
+//! long computations hold only their own route's workers, and on a loaded machine they also
+//! give way to short requests for the processors.
 //!
 //! The load benchmark (`host/runtime/bench/run.sh`) measures the chains alone and beside a
 //! loaded slow route; its numbers are in `bench-results/edge.json`.
@@ -47,10 +56,12 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use lrpc::Status;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 /// An answer on its way back to the client.
@@ -91,11 +102,46 @@ struct RouteRt {
     meters: crate::metrics::RouteMeters,
     calls: Vec<prometheus_client::metrics::counter::Counter>,
     workers: Mutex<Vec<JoinHandle<()>>>,
+    /// The route's requests on the reactor's threads.
+    reactor: OnReactor,
+}
+
+/// A route's requests on the reactor's threads (see the module docs): whether they still
+/// run there, the moving average of their wall-clock time there, and the seats free for
+/// them.
+struct OnReactor {
+    on: AtomicBool,
+    /// Seconds, as `f64` bits.
+    average: AtomicU64,
+    seats: Mutex<Vec<Seat>>,
+    /// Seats made so far (each has a driver domain of its own name).
+    made: AtomicUsize,
+}
+
+impl OnReactor {
+    /// Counts a request that took `took` on a reactor thread into the average; a route whose
+    /// requests average [`LONG_REQUEST`] leaves the reactor for its workers, for good.
+    fn took(&self, took: Duration, prefix: &str) {
+        let old = f64::from_bits(self.average.load(Ordering::Relaxed));
+        let new = old * (15.0 / 16.0) + took.as_secs_f64() / 16.0;
+        self.average.store(new.to_bits(), Ordering::Relaxed);
+        if new >= LONG_REQUEST.as_secs_f64() && self.on.swap(false, Ordering::Relaxed) {
+            tracing::info!(
+                route = prefix,
+                "requests take over {LONG_REQUEST:?}: the route's workers serve them from now on"
+            );
+        }
+    }
 }
 
 struct EdgeInner {
     deployment: Arc<Deployment>,
     routes: Vec<Arc<RouteRt>>,
+    /// Requests that short requests' threads have started, on every route (see
+    /// `give_way_while_short_requests_arrive`).
+    short: Arc<AtomicU64>,
+    /// Set by [`Edge::shutdown`].
+    stopped: AtomicBool,
 }
 
 /// A running edge server's routes and workers. Clone to share; [`Edge::router`] gives the
@@ -127,6 +173,7 @@ impl Edge {
                 .iter()
                 .map(|p| deployment.metrics.call_counter(&p.name))
                 .collect();
+            let on_reactor = handler.is_none();
             let rt = Arc::new(RouteRt {
                 meters: deployment.metrics.route(&route.prefix),
                 calls,
@@ -135,6 +182,14 @@ impl Edge {
                 handler,
                 queue: Mutex::new(Some(tx)),
                 workers: Mutex::new(Vec::new()),
+                reactor: OnReactor {
+                    // A `wasi:http` handler runs on a runtime of its own, which may not be
+                    // entered from the reactor.
+                    on: AtomicBool::new(on_reactor),
+                    average: AtomicU64::new(0),
+                    seats: Mutex::new(Vec::new()),
+                    made: AtomicUsize::new(0),
+                },
             });
             for k in 0..route.workers {
                 let (rt2, rx, dep) = (rt.clone(), rx.clone(), deployment.clone());
@@ -149,7 +204,12 @@ impl Edge {
         // Longest prefix first, so that the first match is the most specific.
         routes.sort_by_key(|r| std::cmp::Reverse(r.route.prefix.len()));
         Ok(Edge {
-            inner: Arc::new(EdgeInner { deployment, routes }),
+            inner: Arc::new(EdgeInner {
+                deployment,
+                routes,
+                short,
+                stopped: AtomicBool::new(false),
+            }),
         })
     }
 
@@ -170,6 +230,7 @@ impl Edge {
 
     /// Stops taking requests and waits for the workers to finish the ones queued.
     pub fn shutdown(&self) {
+        self.inner.stopped.store(true, Ordering::Relaxed);
         for r in &self.inner.routes {
             r.queue.lock().unwrap_or_else(|e| e.into_inner()).take();
         }
@@ -201,10 +262,20 @@ impl Edge {
         let inner = strip(&route.route.prefix, path);
         let request = encode_request(method, &inner, headers, body);
         let span = tracing::info_span!("request", route = route.route.prefix, method, path);
-        let (tx, rx) = oneshot::channel();
         let metrics = &self.inner.deployment.metrics;
         // Counted down on every way out, also when the client goes away mid-request.
         let _in_flight = InFlight::new(&route.meters);
+        if route.reactor.on.load(Ordering::Relaxed)
+            && !self.inner.stopped.load(Ordering::Relaxed)
+            && reactor_may_hand_off()
+        {
+            let answer = span.in_scope(|| self.serve_on_reactor(route, &request));
+            route
+                .meters
+                .answered(metrics, answer.status, start.elapsed());
+            return answer;
+        }
+        let (tx, rx) = oneshot::channel();
         let sent = route
             .queue
             .lock()
@@ -228,6 +299,75 @@ impl Edge {
             .answered(metrics, answer.status, start.elapsed());
         answer
     }
+}
+
+impl Edge {
+    /// Serves `request` on this reactor thread, with a seat of the route's own.
+    fn serve_on_reactor(&self, route: &RouteRt, request: &[u8]) -> Answer {
+        let dep = &self.inner.deployment;
+        self.inner.short.fetch_add(1, Ordering::Relaxed);
+        let taken = lock(&route.reactor.seats).pop();
+        let mut seat = taken.unwrap_or_else(|| {
+            let n = route.reactor.made.fetch_add(1, Ordering::Relaxed);
+            let prefix = route.route.prefix.replace('/', "-");
+            Seat::new(format!("edge-driver{prefix}@{n}"), route)
+        });
+        // A request that starts the seat's driver pays for it: it is not measured.
+        let measured = !seat.cold(route);
+        let start = Instant::now();
+        let answer = hand_off_if_long(|| seat.serve(dep, route, request));
+        if measured {
+            route.reactor.took(start.elapsed(), &route.route.prefix);
+        }
+        lock(&route.reactor.seats).push(seat);
+        answer
+    }
+}
+
+/// Whether this thread may run guest code for a request: it is a thread of a multi-thread
+/// tokio runtime, which can take its other work over when the guest code turns out long
+/// (`tokio::task::block_in_place`; a current-thread runtime can not).
+fn reactor_may_hand_off() -> bool {
+    tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+}
+
+/// How long a reactor thread that hands its other work over waits for another thread to
+/// take it (`tokio::task::block_in_place` starts one; if it has not taken the work by then,
+/// this thread keeps it and the guest code goes on).
+const HAND_OFF_WAIT: Duration = Duration::from_millis(1);
+
+/// Runs `f`, a request's guest code, on this reactor thread. When the guest code is still
+/// running at an epoch tick [`LONG_REQUEST`] after it began, or is about to wait for a
+/// `Store` another thread holds, the thread first hands the reactor's other work to another
+/// thread and then goes on with the request alone. (A Store's first guest code after a
+/// tick reaches its epoch deadline at once, so the ticks a request sees do not measure its
+/// length: the clock does.)
+fn hand_off_if_long<T>(f: impl FnOnce() -> T) -> T {
+    let handed = Rc::new(Cell::new(false));
+    let hand_off = |handed: &Cell<bool>| {
+        if !handed.replace(true) {
+            tokio::task::block_in_place(|| std::thread::sleep(HAND_OFF_WAIT));
+        }
+    };
+    let start = Instant::now();
+    let h = handed.clone();
+    let on_tick = move |_wanted: bool| {
+        if !h.get() && start.elapsed() >= LONG_REQUEST {
+            hand_off(&h);
+        }
+    };
+    let on_wait = move || hand_off(&handed);
+    let tick = lrpc::pace::set_tick_hook(Some(Box::new(on_tick)));
+    let wait = lrpc::pace::set_wait_hook(Some(Box::new(on_wait)));
+    let r = f();
+    lrpc::pace::set_tick_hook(tick);
+    lrpc::pace::set_wait_hook(wait);
+    r
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// One request in flight on a route, for the in-flight gauge.
@@ -350,8 +490,8 @@ async fn reload(State(edge): State<Edge>, Path(domain): Path<String>) -> Respons
     }
 }
 
-/// A worker: owns a driver domain bound to the route's plugins; runs queued requests.
-/// `short` counts the requests that workers of short requests have started, on every route.
+/// A worker: owns a seat on the route; runs queued requests. `short` counts the requests
+/// that short requests' threads have started, on every route.
 fn worker(
     dep: &Deployment,
     rt: &RouteRt,
@@ -359,14 +499,10 @@ fn worker(
     rx: &crossbeam_channel::Receiver<Job>,
     short: &Arc<AtomicU64>,
 ) {
-    let mut w = Worker {
-        dep,
+    let mut seat = Seat::new(
+        format!("edge-driver{}#{k}", rt.route.prefix.replace('/', "-")),
         rt,
-        name: format!("edge-driver{}#{k}", rt.route.prefix.replace('/', "-")),
-        driver: None,
-        bound: vec![None; rt.plugins.len()],
-        handler: None,
-    };
+    );
     let mut demoted = false;
     let mut meter = CpuMeter::new();
     loop {
@@ -375,17 +511,8 @@ fn worker(
             short.fetch_add(1, Ordering::Relaxed);
         }
         // A request that starts this worker's driver pays for it: it is not measured.
-        let measured = (w.driver.is_some() || w.rt.plugins.is_empty())
-            && (w.handler.is_some() || w.rt.handler.is_none());
-        // A panic below (a kernel bug) costs this request and the driver, not the worker.
-        let answer = job.span.in_scope(|| {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.serve(&job.request)))
-                .unwrap_or_else(|_| {
-                    tracing::error!("a request panicked; the driver is replaced");
-                    w.drop_driver();
-                    Answer::text(500, "internal error\n".into())
-                })
-        });
+        let measured = !seat.cold(rt);
+        let answer = job.span.in_scope(|| seat.serve(dep, rt, &job.request));
         let _ = job.reply.send(answer);
         if demoted {
             continue;
@@ -540,14 +667,56 @@ fn give_way_while_short_requests_arrive(short: Arc<AtomicU64>) {
     lrpc::pace::set_tick_hook(Some(Box::new(hook)));
 }
 
-struct Worker<'a> {
-    dep: &'a Deployment,
-    rt: &'a RouteRt,
+/// What a thread that serves a route's requests keeps between them: its driver domain (by
+/// its name), the plugin generations the driver is bound to, and its instance of the
+/// route's `wasi:http` handler.
+struct Seat {
     name: String,
     driver: Option<Driver>,
     bound: Vec<Option<Arc<PluginInstance>>>,
-    /// This worker's instance of the route's `wasi:http` handler.
     handler: Option<HandlerInstance>,
+}
+
+impl Seat {
+    fn new(name: String, rt: &RouteRt) -> Seat {
+        Seat {
+            name,
+            driver: None,
+            bound: vec![None; rt.plugins.len()],
+            handler: None,
+        }
+    }
+
+    /// Whether a request served now would start this seat's driver or handler (and so take
+    /// longer than the route's requests do).
+    fn cold(&self, rt: &RouteRt) -> bool {
+        (self.driver.is_none() && !rt.plugins.is_empty())
+            || (self.handler.is_none() && rt.handler.is_some())
+    }
+
+    /// Serves one request; a panic below (a kernel bug) costs this request and the driver,
+    /// not the thread.
+    fn serve(&mut self, dep: &Deployment, rt: &RouteRt, request: &[u8]) -> Answer {
+        let mut w = Worker {
+            dep,
+            rt,
+            seat: self,
+        };
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.serve(request))).unwrap_or_else(
+            |_| {
+                tracing::error!("a request panicked; the driver is replaced");
+                w.drop_driver();
+                Answer::text(500, "internal error\n".into())
+            },
+        )
+    }
+}
+
+/// A seat at work on a route of a deployment.
+struct Worker<'a> {
+    dep: &'a Deployment,
+    rt: &'a RouteRt,
+    seat: &'a mut Seat,
 }
 
 impl Worker<'_> {
@@ -556,17 +725,17 @@ impl Worker<'_> {
             // A `wasi:http` handler alone.
             return self.handle(request, "the client");
         }
-        if self.driver.is_none() {
-            match Driver::new(&self.dep.kernel, &self.name) {
-                Ok(d) => self.driver = Some(d),
+        if self.seat.driver.is_none() {
+            match Driver::new(&self.dep.kernel, &self.seat.name) {
+                Ok(d) => self.seat.driver = Some(d),
                 Err(e) => {
                     tracing::error!("starting a driver: {e}");
                     return Answer::text(500, "the edge driver could not start\n".into());
                 }
             }
-            self.bound.iter_mut().for_each(|b| *b = None);
+            self.seat.bound.iter_mut().for_each(|b| *b = None);
         }
-        let Some(driver) = &self.driver else {
+        let Some(driver) = &self.seat.driver else {
             return Answer::text(500, "no driver\n".into());
         };
         // The interface's plan (its fingerprint and procedures), made only when a plugin
@@ -574,7 +743,7 @@ impl Worker<'_> {
         let mut plan = None;
         for (slot, plugin) in self.rt.plugins.iter().enumerate() {
             let cur = plugin.current();
-            if self.bound[slot]
+            if self.seat.bound[slot]
                 .as_ref()
                 .is_some_and(|b| b.generation == cur.generation)
             {
@@ -588,10 +757,10 @@ impl Worker<'_> {
                 },
             };
             match driver.bind(slot, &cur.export, fingerprint, procs) {
-                Ok(()) => self.bound[slot] = Some(cur),
+                Ok(()) => self.seat.bound[slot] = Some(cur),
                 Err(BindError::Status(s)) => {
                     tracing::warn!(plugin = plugin.name, "binding failed: {s}");
-                    self.bound[slot] = None;
+                    self.seat.bound[slot] = None;
                     plugin.died(cur.generation);
                     return Answer::text(503, format!("plugin {} is restarting\n", plugin.name));
                 }
@@ -649,7 +818,7 @@ impl Worker<'_> {
                 tracing::warn!(plugin = name, %status, "plugin call failed");
                 if (status.is_call_failed() || status == Status::StaleBinding)
                     && let (Some(p), Some(b)) =
-                        (self.rt.plugins.get(slot), self.bound.get_mut(slot))
+                        (self.rt.plugins.get(slot), self.seat.bound.get_mut(slot))
                     && let Some(inst) = b.take()
                 {
                     p.died(inst.generation);
@@ -679,14 +848,14 @@ impl Worker<'_> {
             return Answer::text(502, "no plugin of the chain answered\n".into());
         };
         match decode_request(request) {
-            Some(r) => h.serve(&mut self.handler, r),
+            Some(r) => h.serve(&mut self.seat.handler, r),
             None => Answer::text(502, format!("{from} passed on a malformed request\n")),
         }
     }
 
     /// Drops a driver that failed (terminated first, so that its bindings are revoked).
     fn drop_driver(&mut self) {
-        if let Some(d) = self.driver.take() {
+        if let Some(d) = self.seat.driver.take() {
             self.dep.kernel.terminate(d.domain());
         }
     }

@@ -810,3 +810,55 @@ async fn embedded_chain_copies_a_body_only_into_plugins_that_may_modify_it() {
     edge.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// In process, on a runtime of one worker thread: a request whose guest code computes for
+/// 400 ms runs on that thread, hands the thread's other work over at the first epoch tick
+/// past 1 ms, and a short request that arrives meanwhile is answered long before the
+/// computation ends (without the hand-over it would wait for it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_long_request_on_the_reactor_hands_its_other_work_over() {
+    use lrpc_runtime::{config::Config, deploy::Deployment, edge::Edge};
+    let dir = scratch("handoff");
+    let config = dir.join("lrpc.toml");
+    std::fs::write(
+        &config,
+        "[domains.slow]\nguest = \"http-faulty\"\n\
+         exports = [{ interface = \"lrpc:http/plugin\", deadline = \"10s\" }]\n\
+         [domains.hello]\nguest = \"http-hello\"\n\
+         exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+         [[routes]]\nprefix = \"/slow\"\nchain = [\"slow\"]\n\
+         [[routes]]\nprefix = \"/fast\"\nchain = [\"hello\"]\n",
+    )
+    .expect("write the config");
+    let edge = Edge::start(std::sync::Arc::new(
+        Deployment::start(Config::load(&config).expect("config")).expect("start"),
+    ))
+    .expect("workers");
+    // Both routes' seats are warm: their drivers are started and bound.
+    for path in ["/slow/busy/1", "/fast/x"] {
+        assert_eq!(edge.dispatch("GET", path, &[], b"").await.status, 200);
+    }
+    let t0 = Instant::now();
+    let e = edge.clone();
+    let slow = tokio::spawn(async move {
+        let a = e.dispatch("GET", "/slow/busy/400", &[], b"").await;
+        (a.status, t0.elapsed())
+    });
+    // This thread is not the runtime's worker: it may block while the slow request runs.
+    std::thread::sleep(Duration::from_millis(50));
+    let e = edge.clone();
+    let fast = tokio::spawn(async move {
+        let a = e.dispatch("GET", "/fast/x", &[], b"").await;
+        (a.status, t0.elapsed())
+    });
+    let (fast, slow) = (fast.await.expect("fast"), slow.await.expect("slow"));
+    eprintln!("fast answered after {:?}, slow after {:?}", fast.1, slow.1);
+    assert_eq!((fast.0, slow.0), (200, 200));
+    assert!(slow.1 >= Duration::from_millis(300), "{slow:?}");
+    assert!(
+        fast.1 + Duration::from_millis(150) < slow.1,
+        "{fast:?} {slow:?}"
+    );
+    edge.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
