@@ -660,6 +660,12 @@ impl Plugin {
         self.supervision.pending()
     }
 
+    /// The number of the generation requests should use now (what [`Plugin::current`] gives,
+    /// or, while a reload or restart swaps generations, the one before it).
+    pub fn generation(&self) -> u64 {
+        self.supervision().generation()
+    }
+
     /// The generation requests should use now.
     pub fn current(&self) -> Arc<PluginInstance> {
         lock(&self.current).clone()

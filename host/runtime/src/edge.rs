@@ -113,9 +113,12 @@ struct OnReactor {
     on: AtomicBool,
     /// Seconds, as `f64` bits.
     average: AtomicU64,
-    seats: Mutex<Vec<Seat>>,
+    /// Each with the thread that used it last.
+    seats: Mutex<Vec<(std::thread::ThreadId, Seat)>>,
     /// Seats made so far (each has a driver domain of its own name).
     made: AtomicUsize,
+    /// A seat is being made.
+    making: AtomicBool,
 }
 
 impl OnReactor {
@@ -189,6 +192,7 @@ impl Edge {
                     average: AtomicU64::new(0),
                     seats: Mutex::new(Vec::new()),
                     made: AtomicUsize::new(0),
+                    making: AtomicBool::new(false),
                 },
             });
             for k in 0..route.workers {
@@ -198,6 +202,14 @@ impl Edge {
                     .name(format!("edge{}#{k}", route.prefix))
                     .spawn(move || worker(&dep, &rt2, k, &rx, &short))?;
                 rt.workers.lock().unwrap_or_else(|e| e.into_inner()).push(h);
+            }
+            // The first seat for the reactor's threads is made now; more, as requests run
+            // side by side, on threads of their own (`Edge::make_seat`).
+            if on_reactor {
+                let mut seat = Seat::new(seat_name(&rt), &rt);
+                if seat.warm(&deployment, &rt) {
+                    lock(&rt.reactor.seats).push((std::thread::current().id(), seat));
+                }
             }
             routes.push(rt);
         }
@@ -268,11 +280,11 @@ impl Edge {
         if route.reactor.on.load(Ordering::Relaxed)
             && !self.inner.stopped.load(Ordering::Relaxed)
             && reactor_may_hand_off()
+            && let Some(answer) = span.in_scope(|| self.serve_on_reactor(route, &request, start))
         {
-            let answer = span.in_scope(|| self.serve_on_reactor(route, &request));
-            route
-                .meters
-                .answered(metrics, answer.status, start.elapsed());
+            let took = start.elapsed();
+            route.reactor.took(took, &route.route.prefix);
+            route.meters.answered(metrics, answer.status, took);
             return answer;
         }
         let (tx, rx) = oneshot::channel();
@@ -302,26 +314,80 @@ impl Edge {
 }
 
 impl Edge {
-    /// Serves `request` on this reactor thread, with a seat of the route's own.
-    fn serve_on_reactor(&self, route: &RouteRt, request: &[u8]) -> Answer {
+    /// Serves `request`, which arrived at `start`, on this reactor thread with a warm seat
+    /// of the route's own; `None` when no seat is free (one is being made meanwhile, off the
+    /// reactor: starting a driver and binding it takes milliseconds).
+    fn serve_on_reactor(
+        &self,
+        route: &Arc<RouteRt>,
+        request: &[u8],
+        start: Instant,
+    ) -> Option<Answer> {
         let dep = &self.inner.deployment;
-        self.inner.short.fetch_add(1, Ordering::Relaxed);
-        let taken = lock(&route.reactor.seats).pop();
-        let mut seat = taken.unwrap_or_else(|| {
-            let n = route.reactor.made.fetch_add(1, Ordering::Relaxed);
-            let prefix = route.route.prefix.replace('/', "-");
-            Seat::new(format!("edge-driver{prefix}@{n}"), route)
-        });
-        // A request that starts the seat's driver pays for it: it is not measured.
-        let measured = !seat.cold(route);
-        let start = Instant::now();
-        let answer = hand_off_if_long(|| seat.serve(dep, route, request));
-        if measured {
-            route.reactor.took(start.elapsed(), &route.route.prefix);
-        }
-        lock(&route.reactor.seats).push(seat);
-        answer
+        note_short_request(&self.inner.short);
+        // The seat this thread used last, if it is free: its driver's memory is in this
+        // processor's caches.
+        let me = std::thread::current().id();
+        let taken = {
+            let mut seats = lock(&route.reactor.seats);
+            let mine = seats.iter().rposition(|(t, _)| *t == me);
+            match mine {
+                Some(i) => Some(seats.swap_remove(i).1),
+                None => seats.pop().map(|(_, s)| s),
+            }
+        };
+        let Some(mut seat) = taken else {
+            self.make_seat(route);
+            return None;
+        };
+        let answer = hand_off_if_long(start, || seat.serve(dep, route, request));
+        lock(&route.reactor.seats).push((me, seat));
+        Some(answer)
     }
+
+    /// Starts making a warm seat for `route` on a thread of its own, unless one is being
+    /// made already.
+    fn make_seat(&self, route: &Arc<RouteRt>) {
+        if route.reactor.making.swap(true, Ordering::Acquire) {
+            return;
+        }
+        let (dep, rt) = (self.inner.deployment.clone(), route.clone());
+        let made = std::thread::Builder::new()
+            .name("edge-seat".into())
+            .spawn(move || {
+                let mut seat = Seat::new(seat_name(&rt), &rt);
+                if seat.warm(&dep, &rt) {
+                    lock(&rt.reactor.seats).push((std::thread::current().id(), seat));
+                }
+                rt.reactor.making.store(false, Ordering::Release);
+            });
+        if let Err(e) = made {
+            tracing::error!("can not start a thread to make a seat: {e}");
+            route.reactor.making.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// A new name for a driver of one of `rt`'s seats on the reactor.
+fn seat_name(rt: &RouteRt) -> String {
+    let n = rt.reactor.made.fetch_add(1, Ordering::Relaxed);
+    format!("edge-driver{}@{n}", rt.route.prefix.replace('/', "-"))
+}
+
+/// Counts a short request into `short` (see `give_way_while_short_requests_arrive`) once in
+/// a few of this thread's requests: a demoted worker only asks whether it moved, and a
+/// counter that every request wrote would move between the processors' caches at each.
+fn note_short_request(short: &AtomicU64) {
+    thread_local! {
+        static SINCE: Cell<u32> = const { Cell::new(0) };
+    }
+    SINCE.with(|n| {
+        let k = n.get();
+        n.set(k.wrapping_add(1));
+        if k % 4 == 0 {
+            short.fetch_add(1, Ordering::Relaxed);
+        }
+    });
 }
 
 /// Whether this thread may run guest code for a request: it is a thread of a multi-thread
@@ -338,19 +404,18 @@ fn reactor_may_hand_off() -> bool {
 const HAND_OFF_WAIT: Duration = Duration::from_millis(1);
 
 /// Runs `f`, a request's guest code, on this reactor thread. When the guest code is still
-/// running at an epoch tick [`LONG_REQUEST`] after it began, or is about to wait for a
+/// running at an epoch tick [`LONG_REQUEST`] after the request began (at `start`), or is about to wait for a
 /// `Store` another thread holds, the thread first hands the reactor's other work to another
 /// thread and then goes on with the request alone. (A Store's first guest code after a
 /// tick reaches its epoch deadline at once, so the ticks a request sees do not measure its
 /// length: the clock does.)
-fn hand_off_if_long<T>(f: impl FnOnce() -> T) -> T {
+fn hand_off_if_long<T>(start: Instant, f: impl FnOnce() -> T) -> T {
     let handed = Rc::new(Cell::new(false));
     let hand_off = |handed: &Cell<bool>| {
         if !handed.replace(true) {
             tokio::task::block_in_place(|| std::thread::sleep(HAND_OFF_WAIT));
         }
     };
-    let start = Instant::now();
     let h = handed.clone();
     let on_tick = move |_wanted: bool| {
         if !h.get() && start.elapsed() >= LONG_REQUEST {
@@ -694,6 +759,19 @@ impl Seat {
             || (self.handler.is_none() && rt.handler.is_some())
     }
 
+    /// Starts the driver and binds it to the route's plugins, ahead of any request; whether
+    /// that worked.
+    fn warm(&mut self, dep: &Deployment, rt: &RouteRt) -> bool {
+        let mut w = Worker {
+            dep,
+            rt,
+            seat: self,
+        };
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.ready().is_ok()))
+            .unwrap_or(false)
+            && !self.cold(rt)
+    }
+
     /// Serves one request; a panic below (a kernel bug) costs this request and the driver,
     /// not the thread.
     fn serve(&mut self, dep: &Deployment, rt: &RouteRt, request: &[u8]) -> Answer {
@@ -725,52 +803,12 @@ impl Worker<'_> {
             // A `wasi:http` handler alone.
             return self.handle(request, "the client");
         }
-        if self.seat.driver.is_none() {
-            match Driver::new(&self.dep.kernel, &self.seat.name) {
-                Ok(d) => self.seat.driver = Some(d),
-                Err(e) => {
-                    tracing::error!("starting a driver: {e}");
-                    return Answer::text(500, "the edge driver could not start\n".into());
-                }
-            }
-            self.seat.bound.iter_mut().for_each(|b| *b = None);
+        if let Err(a) = self.ready() {
+            return a;
         }
         let Some(driver) = &self.seat.driver else {
             return Answer::text(500, "no driver\n".into());
         };
-        // The interface's plan (its fingerprint and procedures), made only when a plugin
-        // needs binding: planning an interface costs more than a whole chain of calls.
-        let mut plan = None;
-        for (slot, plugin) in self.rt.plugins.iter().enumerate() {
-            let cur = plugin.current();
-            if self.seat.bound[slot]
-                .as_ref()
-                .is_some_and(|b| b.generation == cur.generation)
-            {
-                continue;
-            }
-            let (fingerprint, procs) = match &plan {
-                Some(p) => *p,
-                None => match self.dep.kernel.interface(PLUGIN_INTERFACE) {
-                    Ok(p) => *plan.insert((p.fingerprint, p.procs.len())),
-                    Err(e) => return Answer::text(500, format!("{e}\n")),
-                },
-            };
-            match driver.bind(slot, &cur.export, fingerprint, procs) {
-                Ok(()) => self.seat.bound[slot] = Some(cur),
-                Err(BindError::Status(s)) => {
-                    tracing::warn!(plugin = plugin.name, "binding failed: {s}");
-                    self.seat.bound[slot] = None;
-                    plugin.died(cur.generation);
-                    return Answer::text(503, format!("plugin {} is restarting\n", plugin.name));
-                }
-                Err(BindError::Driver(e)) => {
-                    tracing::error!("the driver failed: {e}");
-                    self.drop_driver();
-                    return Answer::text(500, "the edge driver failed\n".into());
-                }
-            }
-        }
         let end = {
             let _s = tracing::debug_span!("chain", plugins = self.rt.plugins.len()).entered();
             driver.chain(self.rt.plugins.len(), request)
@@ -839,6 +877,70 @@ impl Worker<'_> {
                 Answer::text(500, "the edge driver failed\n".into())
             }
         }
+    }
+
+    /// The seat's driver started and bound to the current generation of each plugin of
+    /// the chain (the answer to give instead when that fails).
+    fn ready(&mut self) -> Result<(), Answer> {
+        if self.seat.driver.is_none() {
+            match Driver::new(&self.dep.kernel, &self.seat.name) {
+                Ok(d) => self.seat.driver = Some(d),
+                Err(e) => {
+                    tracing::error!("starting a driver: {e}");
+                    return Err(Answer::text(
+                        500,
+                        "the edge driver could not start\n".into(),
+                    ));
+                }
+            }
+            self.seat.bound.iter_mut().for_each(|b| *b = None);
+        }
+        let Some(driver) = &self.seat.driver else {
+            return Err(Answer::text(500, "no driver\n".into()));
+        };
+        // The interface's plan (its fingerprint and procedures), made only when a plugin
+        // needs binding: planning an interface costs more than a whole chain of calls.
+        let mut plan = None;
+        for (slot, plugin) in self.rt.plugins.iter().enumerate() {
+            // The generation count first: it is read by every request and written only by
+            // a reload or restart, where taking the current instance writes a lock and a
+            // reference count.
+            let bound = |b: &Option<Arc<PluginInstance>>, g: u64| {
+                b.as_ref().is_some_and(|b| b.generation == g)
+            };
+            if bound(&self.seat.bound[slot], plugin.generation()) {
+                continue;
+            }
+            let cur = plugin.current();
+            if bound(&self.seat.bound[slot], cur.generation) {
+                continue;
+            }
+            let (fingerprint, procs) = match &plan {
+                Some(p) => *p,
+                None => match self.dep.kernel.interface(PLUGIN_INTERFACE) {
+                    Ok(p) => *plan.insert((p.fingerprint, p.procs.len())),
+                    Err(e) => return Err(Answer::text(500, format!("{e}\n"))),
+                },
+            };
+            match driver.bind(slot, &cur.export, fingerprint, procs) {
+                Ok(()) => self.seat.bound[slot] = Some(cur),
+                Err(BindError::Status(s)) => {
+                    tracing::warn!(plugin = plugin.name, "binding failed: {s}");
+                    self.seat.bound[slot] = None;
+                    plugin.died(cur.generation);
+                    return Err(Answer::text(
+                        503,
+                        format!("plugin {} is restarting\n", plugin.name),
+                    ));
+                }
+                Err(BindError::Driver(e)) => {
+                    tracing::error!("the driver failed: {e}");
+                    self.drop_driver();
+                    return Err(Answer::text(500, "the edge driver failed\n".into()));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Runs the route's `wasi:http` handler on `request` (encoded as `handle`'s arguments,

@@ -834,7 +834,8 @@ async fn a_long_request_on_the_reactor_hands_its_other_work_over() {
         Deployment::start(Config::load(&config).expect("config")).expect("start"),
     ))
     .expect("workers");
-    // Both routes' seats are warm: their drivers are started and bound.
+    // Both routes are warm: their first seats were made by `Edge::start`; these requests
+    // measure them.
     for path in ["/slow/busy/1", "/fast/x"] {
         assert_eq!(edge.dispatch("GET", path, &[], b"").await.status, 200);
     }
