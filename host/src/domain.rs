@@ -349,7 +349,7 @@ impl Domain {
     pub fn read_memory(&self, offset: usize, len: usize) -> Result<Vec<u8>, Error> {
         let r = &self.shared.replicas[0];
         let size = {
-            let store = lock_or_reenter_size(r);
+            let store = lock_or_reenter_size(r, Duration::from_secs(5));
             store.ok_or(Error::Busy)?
         };
         let mut buf = vec![0; len];
@@ -362,7 +362,7 @@ impl Domain {
     /// Writes into replica 0's linear memory at `offset` (raw, volatile stores).
     pub fn write_memory(&self, offset: usize, bytes: &[u8]) -> Result<(), Error> {
         let r = &self.shared.replicas[0];
-        let size = lock_or_reenter_size(r).ok_or(Error::Busy)?;
+        let size = lock_or_reenter_size(r, Duration::from_secs(5)).ok_or(Error::Busy)?;
         r.range(size)
             .write(offset, bytes)
             .ok_or(Error::OutOfBounds {
@@ -414,7 +414,13 @@ impl Domain {
 
     /// Current size in bytes of replica 0's linear memory.
     pub fn memory_size(&self) -> Result<usize, Error> {
-        lock_or_reenter_size(&self.shared.replicas[0]).ok_or(Error::Busy)
+        lock_or_reenter_size(&self.shared.replicas[0], Duration::from_secs(5)).ok_or(Error::Busy)
+    }
+
+    /// [`Domain::memory_size`] without waiting: `None` while another thread's call runs in
+    /// replica 0 (for gauges, which keep their last value rather than wait for a call).
+    pub fn memory_size_now(&self) -> Option<usize> {
+        lock_or_reenter_size(&self.shared.replicas[0], Duration::ZERO)
     }
 
     /// What the domain's bindings hold now, counted against its quotas.
@@ -445,9 +451,8 @@ impl Domain {
     }
 }
 
-fn lock_or_reenter_size(r: &Replica) -> Option<usize> {
-    r.with_store(Duration::from_secs(5), |ctx| r.memory.data_size(&ctx))
-        .ok()
+fn lock_or_reenter_size(r: &Replica, wait: Duration) -> Option<usize> {
+    r.with_store(wait, |ctx| r.memory.data_size(&ctx)).ok()
 }
 
 /// An export of a domain looked up once, to call repeatedly (benchmarks, drivers).

@@ -692,10 +692,11 @@ impl Plugin {
     }
 
     /// Bytes of linear memory of the current generation: a core plugin's first replica, or
-    /// all the memories of a component plugin's instance.
+    /// all the memories of a component plugin's instance (`None` while a call runs in that
+    /// replica: this does not wait).
     pub fn memory(&self) -> Option<usize> {
         match &self.current().domain {
-            PluginDomain::Core(d) => d.memory_size().ok(),
+            PluginDomain::Core(d) => d.memory_size_now(),
             PluginDomain::Component(c) => Some(c.memory_size()),
         }
     }

@@ -398,37 +398,55 @@ fn reactor_may_hand_off() -> bool {
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
 }
 
-/// How long a reactor thread that hands its other work over waits for another thread to
-/// take it (`tokio::task::block_in_place` starts one; if it has not taken the work by then,
-/// this thread keeps it and the guest code goes on).
-const HAND_OFF_WAIT: Duration = Duration::from_millis(1);
+/// How long a reactor thread that hands its other work over waits at most, each time it
+/// tries, for the runtime to show that another thread has taken it.
+const HAND_OFF_WAIT: Duration = Duration::from_millis(20);
 
 /// Runs `f`, a request's guest code, on this reactor thread. When the guest code is still
-/// running at an epoch tick [`LONG_REQUEST`] after the request began (at `start`), or is about to wait for a
-/// `Store` another thread holds, the thread first hands the reactor's other work to another
-/// thread and then goes on with the request alone. (A Store's first guest code after a
-/// tick reaches its epoch deadline at once, so the ticks a request sees do not measure its
-/// length: the clock does.)
+/// running at an epoch tick [`LONG_REQUEST`] after the request began (at `start`), or is
+/// about to wait for a `Store` another thread holds, the thread first hands the reactor's
+/// other work to another thread and then goes on with the request alone. (A Store's first
+/// guest code after a tick reaches its epoch deadline at once, so the ticks a request sees
+/// do not measure its length: the clock does.)
 fn hand_off_if_long<T>(start: Instant, f: impl FnOnce() -> T) -> T {
     let handed = Rc::new(Cell::new(false));
-    let hand_off = |handed: &Cell<bool>| {
-        if !handed.replace(true) {
-            tokio::task::block_in_place(|| std::thread::sleep(HAND_OFF_WAIT));
-        }
-    };
     let h = handed.clone();
     let on_tick = move |_wanted: bool| {
         if !h.get() && start.elapsed() >= LONG_REQUEST {
-            hand_off(&h);
+            h.set(hand_off());
         }
     };
-    let on_wait = move || hand_off(&handed);
+    let on_wait = move || {
+        if !handed.get() {
+            handed.set(hand_off());
+        }
+    };
     let tick = lrpc::pace::set_tick_hook(Some(Box::new(on_tick)));
     let wait = lrpc::pace::set_wait_hook(Some(Box::new(on_wait)));
     let r = f();
     lrpc::pace::set_tick_hook(tick);
     lrpc::pace::set_wait_hook(wait);
     r
+}
+
+/// Hands this reactor thread's other work to another thread; whether the runtime showed
+/// that it went on without this thread in time (else the next tick tries again).
+///
+/// `block_in_place` gives the thread's share of the runtime to a thread it starts, and
+/// takes it back when its closure returns if that thread has not taken it yet. So the
+/// closure waits, at most [`HAND_OFF_WAIT`], until a task spawned meanwhile runs: this
+/// thread runs no tasks inside `block_in_place`, so another thread did.
+fn hand_off() -> bool {
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return false;
+    };
+    tokio::task::block_in_place(|| {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        rt.spawn(async move {
+            let _ = tx.send(());
+        });
+        rx.recv_timeout(HAND_OFF_WAIT).is_ok()
+    })
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -510,7 +528,8 @@ async fn metrics(State(edge): State<Edge>) -> Response {
             }
         }
         for (n, d) in &dep.domains {
-            if let Ok(m) = d.memory_size() {
+            // A domain busy with a call keeps its last value: a scrape does not wait.
+            if let Some(m) = d.memory_size_now() {
                 dep.metrics.memory(n, m);
             }
         }
