@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Load benchmark of the edge server, on loopback, bounded in time: requests per second and
 # p50/p99 latency of a native Rust handler (the ceiling), the same answer from a thread off
-# the reactor (the hop every plugin route makes, alone), one plugin, a three-plugin chain and
-# `wasmtime serve` running the same hello handler as a wasi:http component (it instantiates
+# the reactor (the hop a route served by its worker pool makes, alone), one plugin, a
+# three-plugin chain and `wasmtime serve` running the same hello handler as a wasi:http component (it instantiates
 # the component per request; our domains live across requests), in three interleaved rounds
 # (ratios are medians of the rounds' ratios); then the chain alone and while a slow route
 # (long guest computations) is loaded beside it (three rounds of each, alternating; the
@@ -63,7 +63,7 @@ div() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
 # The plain cases in three rounds, each round all of them one after another, so that a slow
 # spell of the machine falls on every case alike: a ratio is the median of its rounds' ratios,
 # and a case's numbers are the medians of its rounds. `hop` is the native answer from a
-# thread off the reactor, as plugin routes answer: the hop alone.
+# thread off the reactor, as a route served by its worker pool answers: the hop alone.
 cases=(native hop one chain wt)
 declare -A path=([native]=/native/x [hop]=/hop/x [one]=/one/x [chain]=/chain/v1/x [wt]=/x)
 declare -A host=([native]=$addr [hop]=$addr [one]=$addr [chain]=$addr [wt]=$wt_addr)

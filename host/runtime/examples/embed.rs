@@ -6,8 +6,9 @@
 //!
 //! The load benchmark (`host/runtime/bench/run.sh`) uses it to measure the native handler
 //! and the plugin routes in one process. `/hop` answers like `/native`, but from one of two
-//! threads of its own, as the plugin routes' workers do (a queue there, a oneshot back):
-//! the ceiling of any route that keeps its work off the reactor, whatever the work.
+//! threads of its own, as a route's worker pool does (a queue there, a oneshot back): the
+//! ceiling of any route that keeps its work off the reactor, whatever the work. Short plugin
+//! routes run on the reactor instead (see `lrpc_runtime::edge`).
 
 use anyhow::Context as _;
 use axum::Router;

@@ -354,7 +354,9 @@ pub struct Route {
     pub prefix: String,
     /// Plugin domains, first first.
     pub chain: Vec<String>,
-    /// Threads (each with its own driver domain) serving the route.
+    /// Threads (each with its own driver domain) serving the route when its requests do not
+    /// run on the reactor's threads: once they average over 1 ms, or when the chain ends in
+    /// a `wasi:http` handler (see `crate::edge`).
     pub workers: usize,
     /// Line in the file.
     pub line: usize,
