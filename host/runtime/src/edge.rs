@@ -124,11 +124,12 @@ struct OnReactor {
 impl OnReactor {
     /// Counts a request that took `took` on a reactor thread into the average; a route whose
     /// requests average [`LONG_REQUEST`] leaves the reactor for its workers, for good.
-    fn took(&self, took: Duration, prefix: &str) {
+    fn took(&self, took: Duration, prefix: &str, meters: &crate::metrics::RouteMeters) {
         let old = f64::from_bits(self.average.load(Ordering::Relaxed));
         let new = old * (15.0 / 16.0) + took.as_secs_f64() / 16.0;
         self.average.store(new.to_bits(), Ordering::Relaxed);
         if new >= LONG_REQUEST.as_secs_f64() && self.on.swap(false, Ordering::Relaxed) {
+            meters.on_reactor(false);
             tracing::info!(
                 route = prefix,
                 "requests take over {LONG_REQUEST:?}: the route's workers serve them from now on"
@@ -177,8 +178,10 @@ impl Edge {
                 .map(|p| deployment.metrics.call_counter(&p.name))
                 .collect();
             let on_reactor = handler.is_none();
+            let meters = deployment.metrics.route(&route.prefix);
+            meters.on_reactor(on_reactor);
             let rt = Arc::new(RouteRt {
-                meters: deployment.metrics.route(&route.prefix),
+                meters,
                 calls,
                 route: route.clone(),
                 plugins,
@@ -283,7 +286,7 @@ impl Edge {
             && let Some(answer) = span.in_scope(|| self.serve_on_reactor(route, &request, start))
         {
             let took = start.elapsed();
-            route.reactor.took(took, &route.route.prefix);
+            route.reactor.took(took, &route.route.prefix, &route.meters);
             route.meters.answered(metrics, answer.status, took);
             return answer;
         }
@@ -340,7 +343,10 @@ impl Edge {
             self.make_seat(route);
             return None;
         };
-        let answer = hand_off_if_long(start, || seat.serve(dep, route, request));
+        let (answer, handed) = hand_off_if_long(start, || seat.serve(dep, route, request));
+        if handed {
+            route.meters.handed_off();
+        }
         lock(&route.reactor.seats).push((me, seat));
         Some(answer)
     }
@@ -405,10 +411,11 @@ const HAND_OFF_WAIT: Duration = Duration::from_millis(20);
 /// Runs `f`, a request's guest code, on this reactor thread. When the guest code is still
 /// running at an epoch tick [`LONG_REQUEST`] after the request began (at `start`), or is
 /// about to wait for a `Store` another thread holds, the thread first hands the reactor's
-/// other work to another thread and then goes on with the request alone. (A Store's first
+/// other work to another thread and then goes on with the request alone (answers whether it
+/// did). (A Store's first
 /// guest code after a tick reaches its epoch deadline at once, so the ticks a request sees
 /// do not measure its length: the clock does.)
-fn hand_off_if_long<T>(start: Instant, f: impl FnOnce() -> T) -> T {
+fn hand_off_if_long<T>(start: Instant, f: impl FnOnce() -> T) -> (T, bool) {
     let handed = Rc::new(Cell::new(false));
     let h = handed.clone();
     let on_tick = move |_wanted: bool| {
@@ -416,9 +423,10 @@ fn hand_off_if_long<T>(start: Instant, f: impl FnOnce() -> T) -> T {
             h.set(hand_off());
         }
     };
+    let h = handed.clone();
     let on_wait = move || {
-        if !handed.get() {
-            handed.set(hand_off());
+        if !h.get() {
+            h.set(hand_off());
         }
     };
     let tick = lrpc::pace::set_tick_hook(Some(Box::new(on_tick)));
@@ -426,7 +434,7 @@ fn hand_off_if_long<T>(start: Instant, f: impl FnOnce() -> T) -> T {
     let r = f();
     lrpc::pace::set_tick_hook(tick);
     lrpc::pace::set_wait_hook(wait);
-    r
+    (r, handed.get())
 }
 
 /// Hands this reactor thread's other work to another thread; whether the runtime showed

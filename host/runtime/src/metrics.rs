@@ -45,6 +45,8 @@ pub struct Metrics {
     requests: Family<RouteCode, Counter>,
     request_seconds: HistogramFamily<RouteLabel>,
     in_flight: Family<RouteLabel, Gauge>,
+    on_reactor: Family<RouteLabel, Gauge>,
+    handoffs: Family<RouteLabel, Counter>,
     calls: Family<DomainLabel, Counter>,
     failures: Family<Failure, Counter>,
     restarts: Family<DomainLabel, Counter>,
@@ -73,6 +75,18 @@ impl Default for Metrics {
             "http_requests_in_flight",
             "Requests received and not yet answered, by route",
             in_flight.clone(),
+        );
+        let on_reactor = Family::<RouteLabel, Gauge>::default();
+        registry.register(
+            "http_route_on_reactor",
+            "1 while a route's requests run on the reactor's threads, 0 once its worker pool serves them",
+            on_reactor.clone(),
+        );
+        let handoffs = Family::<RouteLabel, Counter>::default();
+        registry.register(
+            "http_reactor_handoffs",
+            "Requests whose guest code ran long (or had to wait for a domain) on a reactor thread, which handed its other work to another thread",
+            handoffs.clone(),
         );
         let calls = Family::<DomainLabel, Counter>::default();
         registry.register(
@@ -109,6 +123,8 @@ impl Default for Metrics {
             requests,
             request_seconds,
             in_flight,
+            on_reactor,
+            handoffs,
             calls,
             failures,
             restarts,
@@ -133,12 +149,24 @@ pub struct RouteMeters {
     seconds: Histogram,
     /// Requests answered 200, the common case; other codes are looked up.
     ok: Counter,
+    on_reactor: Gauge,
+    handoffs: Counter,
 }
 
 impl RouteMeters {
     /// A request arrived (`+1`) or was answered (`-1`).
     pub fn in_flight(&self, delta: i64) {
         self.in_flight.inc_by(delta);
+    }
+
+    /// Whether the route's requests run on the reactor's threads.
+    pub fn on_reactor(&self, on: bool) {
+        self.on_reactor.set(i64::from(on));
+    }
+
+    /// A request's reactor thread handed its other work to another thread.
+    pub fn handed_off(&self) {
+        self.handoffs.inc();
     }
 
     /// A request answered with `code` after `took`.
@@ -173,6 +201,8 @@ impl Metrics {
             in_flight: self.in_flight.get_or_create_owned(&label),
             seconds: self.request_seconds.get_or_create_owned(&label),
             ok: self.requests.get_or_create_owned(&route_code(route, 200)),
+            on_reactor: self.on_reactor.get_or_create_owned(&label),
+            handoffs: self.handoffs.get_or_create_owned(&label),
         }
     }
 

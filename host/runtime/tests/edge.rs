@@ -235,9 +235,17 @@ fn a_trap_answers_502_a_deadline_504_and_the_plugin_is_restarted() {
     // The dead plugin comes back fresh.
     assert!(eventually(|| s.get("/faulty/ok", &[]).status == 200));
     assert!(s.metric("lrpc_domain_restarts_total{domain=\"faulty\"}") >= 1.0);
+    // Short requests so far: every route runs on the reactor.
+    let on_reactor =
+        |route: &str| s.metric(&format!("lrpc_http_route_on_reactor{{route=\"{route}\"}}"));
+    assert_eq!((on_reactor("/faulty"), on_reactor("/api")), (1.0, 1.0));
     let r = s.get("/faulty/spin", &[]);
     assert_eq!(r.status, 504);
     assert_eq!(r.text(), "plugin faulty ran past its deadline\n");
+    // The spin ran on a reactor thread, which handed its other work over 1 ms in; the 200 ms
+    // it took moved the route to its worker pool. The other routes stay on the reactor.
+    assert!(s.metric("lrpc_http_reactor_handoffs_total{route=\"/faulty\"}") >= 1.0);
+    assert_eq!((on_reactor("/faulty"), on_reactor("/api")), (0.0, 1.0));
     assert!(eventually(|| s.get("/faulty/ok", &[]).status == 200));
     // The other routes never noticed.
     assert_eq!(s.get("/public/x", &[]).status, 200);
