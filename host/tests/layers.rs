@@ -6,8 +6,9 @@ use std::path::Path;
 /// Each helper module and the modules it may import (by their path in `crate::`).
 const BELOW: &[(&str, &[&str])] = &[
     ("error.rs", &[]),
-    ("sync.rs", &[]),
     ("pace.rs", &["error"]),
+    // A thread about to wait for a Store tells its wait hook first.
+    ("sync.rs", &["pace"]),
     ("quota.rs", &["error", "sync"]),
     ("astack/map.rs", &[]),
     ("astack/alloc.rs", &[]),
