@@ -45,11 +45,11 @@ fn wait_lock_contended<T>(m: &TryLock<T>, wait: Duration) -> Option<Guard<'_, T>
     let mut spins = 0u32;
     loop {
         spins += 1;
+        if spins == 64 {
+            crate::pace::on_wait();
+        }
         if spins < 64 {
             std::hint::spin_loop();
-        } else if spins == 64 {
-            crate::pace::on_wait();
-            std::thread::yield_now();
         } else if spins < 256 {
             std::thread::yield_now();
         } else {

@@ -46,7 +46,7 @@
 //! finish on the generation they started on.
 
 use crate::config::{PLUGIN_INTERFACE, Route};
-use crate::deploy::{Deployment, Plugin, PluginInstance};
+use crate::deploy::{Deployment, Plugin, PluginInstance, lock};
 use crate::driver::{BindError, ChainEnd, Driver};
 use crate::wasi_http::{HandlerInstance, HttpHandler};
 use axum::Router;
@@ -204,15 +204,12 @@ impl Edge {
                 let h = std::thread::Builder::new()
                     .name(format!("edge{}#{k}", route.prefix))
                     .spawn(move || worker(&dep, &rt2, k, &rx, &short))?;
-                rt.workers.lock().unwrap_or_else(|e| e.into_inner()).push(h);
+                lock(&rt.workers).push(h);
             }
             // The first seat for the reactor's threads is made now; more, as requests run
             // side by side, on threads of their own (`Edge::make_seat`).
             if on_reactor {
-                let mut seat = Seat::new(seat_name(&rt), &rt);
-                if seat.warm(&deployment, &rt) {
-                    lock(&rt.reactor.seats).push((std::thread::current().id(), seat));
-                }
+                add_seat(&deployment, &rt);
             }
             routes.push(rt);
         }
@@ -247,10 +244,10 @@ impl Edge {
     pub fn shutdown(&self) {
         self.inner.stopped.store(true, Ordering::Relaxed);
         for r in &self.inner.routes {
-            r.queue.lock().unwrap_or_else(|e| e.into_inner()).take();
+            lock(&r.queue).take();
         }
         for r in &self.inner.routes {
-            let hs = std::mem::take(&mut *r.workers.lock().unwrap_or_else(|e| e.into_inner()));
+            let hs = std::mem::take(&mut *lock(&r.workers));
             for h in hs {
                 let _ = h.join();
             }
@@ -291,18 +288,13 @@ impl Edge {
             return answer;
         }
         let (tx, rx) = oneshot::channel();
-        let sent = route
-            .queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map(|q| {
-                q.send(Job {
-                    request,
-                    reply: tx,
-                    span,
-                })
-            });
+        let sent = lock(&route.queue).as_ref().map(|q| {
+            q.send(Job {
+                request,
+                reply: tx,
+                span,
+            })
+        });
         let answer = match sent {
             Some(Ok(())) => rx
                 .await
@@ -361,10 +353,7 @@ impl Edge {
         let made = std::thread::Builder::new()
             .name("edge-seat".into())
             .spawn(move || {
-                let mut seat = Seat::new(seat_name(&rt), &rt);
-                if seat.warm(&dep, &rt) {
-                    lock(&rt.reactor.seats).push((std::thread::current().id(), seat));
-                }
+                add_seat(&dep, &rt);
                 rt.reactor.making.store(false, Ordering::Release);
             });
         if let Err(e) = made {
@@ -374,10 +363,16 @@ impl Edge {
     }
 }
 
-/// A new name for a driver of one of `rt`'s seats on the reactor.
-fn seat_name(rt: &RouteRt) -> String {
+/// Makes a seat for `rt`'s requests on the reactor (a driver of its own name, started and
+/// bound) and adds it to the free ones; a seat that fails to start is dropped (the request
+/// that finds none free goes to the route's workers).
+fn add_seat(dep: &Deployment, rt: &RouteRt) {
     let n = rt.reactor.made.fetch_add(1, Ordering::Relaxed);
-    format!("edge-driver{}@{n}", rt.route.prefix.replace('/', "-"))
+    let name = format!("edge-driver{}@{n}", rt.route.prefix.replace('/', "-"));
+    let mut seat = Seat::new(name, rt);
+    if seat.warm(dep, rt) {
+        lock(&rt.reactor.seats).push((std::thread::current().id(), seat));
+    }
 }
 
 /// Counts a short request into `short` (see `give_way_while_short_requests_arrive`) once in
@@ -411,24 +406,24 @@ const HAND_OFF_WAIT: Duration = Duration::from_millis(20);
 /// Runs `f`, a request's guest code, on this reactor thread. When the guest code is still
 /// running at an epoch tick [`LONG_REQUEST`] after the request began (at `start`), or is
 /// about to wait for a `Store` another thread holds, the thread first hands the reactor's
-/// other work to another thread and then goes on with the request alone (answers whether it
-/// did). (A Store's first
-/// guest code after a tick reaches its epoch deadline at once, so the ticks a request sees
-/// do not measure its length: the clock does.)
+/// other work to another thread and then goes on with the request alone; answers whether
+/// it did. (A Store's first guest code after a tick reaches its epoch deadline at once, so
+/// the ticks a request sees do not measure its length: the clock does.)
 fn hand_off_if_long<T>(start: Instant, f: impl FnOnce() -> T) -> (T, bool) {
     let handed = Rc::new(Cell::new(false));
+    let try_hand_off = |handed: &Cell<bool>| {
+        if !handed.get() {
+            handed.set(hand_off());
+        }
+    };
     let h = handed.clone();
     let on_tick = move |_wanted: bool| {
-        if !h.get() && start.elapsed() >= LONG_REQUEST {
-            h.set(hand_off());
+        if start.elapsed() >= LONG_REQUEST {
+            try_hand_off(&h);
         }
     };
     let h = handed.clone();
-    let on_wait = move || {
-        if !h.get() {
-            h.set(hand_off());
-        }
-    };
+    let on_wait = move || try_hand_off(&h);
     let tick = lrpc::pace::set_tick_hook(Some(Box::new(on_tick)));
     let wait = lrpc::pace::set_wait_hook(Some(Box::new(on_wait)));
     let r = f();
@@ -455,10 +450,6 @@ fn hand_off() -> bool {
         });
         rx.recv_timeout(HAND_OFF_WAIT).is_ok()
     })
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// One request in flight on a route, for the in-flight gauge.
@@ -600,7 +591,7 @@ fn worker(
     loop {
         let Ok(job) = rx.recv() else { return };
         if !demoted {
-            short.fetch_add(1, Ordering::Relaxed);
+            note_short_request(short);
         }
         // A request that starts this worker's driver pays for it: it is not measured.
         let measured = !seat.cold(rt);
