@@ -379,11 +379,26 @@ impl Gen<'_> {
             };
             let signature = format!("(&self, {}) -> Result<{ret}, CallError>", params.join(", "));
             let name = snake(&p.name);
-            let invoke = format!(
-                "            ::lrpc_sdk::rt::invoke(&self.binding, {id}, {}, {size}, {}, |__w: &mut Writer| {{ {enc} }}, |__r: &mut Reader<'_>| Ok({dec}))",
-                p.bounded,
-                p.out_bound.unwrap_or(0)
-            );
+            // A result that is one string or byte list is copied once, straight out of shared
+            // memory (`rt::invoke_string`, `rt::invoke_list_u8`); others are decoded from a
+            // private copy of the reply.
+            let whole = match &p.result {
+                Some(Ty::String) if !into => Some("invoke_string"),
+                Some(Ty::List(e)) if !into && **e == Ty::Prim(Prim::U8) => Some("invoke_list_u8"),
+                _ => None,
+            };
+            let invoke = match whole {
+                Some(f) => format!(
+                    "            ::lrpc_sdk::rt::{f}(&self.binding, {id}, {}, {size}, {}, |__w: &mut Writer| {{ {enc} }})",
+                    p.bounded,
+                    p.out_bound.unwrap_or(0)
+                ),
+                None => format!(
+                    "            ::lrpc_sdk::rt::invoke(&self.binding, {id}, {}, {size}, {}, |__w: &mut Writer| {{ {enc} }}, |__r: &mut Reader<'_>| Ok({dec}))",
+                    p.bounded,
+                    p.out_bound.unwrap_or(0)
+                ),
+            };
             if !into {
                 let ret = p.result.as_ref().map_or("()".into(), |t| self.owned(t));
                 let method = snake(&p.name);

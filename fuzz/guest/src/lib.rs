@@ -366,6 +366,14 @@ impl sink::Server for Echo {
     }
 
     fn nothing(&self) {}
+
+    fn echo_text(&self, s: &str) -> String {
+        s.to_owned()
+    }
+
+    fn echo_bytes(&self, b: &[u8]) -> Vec<u8> {
+        b.to_vec()
+    }
 }
 
 sink::export!(Echo);

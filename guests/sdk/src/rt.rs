@@ -655,6 +655,37 @@ pub fn invoke_bytes(
     invoke_with(b, proc, bounded, size, out_bound, enc, Bytes)
 }
 
+/// The client half of a call whose result is one byte list (`list<u8>`): as [`invoke`], but
+/// the bytes are copied once, straight out of shared memory into the returned vector. The
+/// length is read once and checked against the reply's size before it is used; the bytes
+/// need no validation, so nothing is decoded from a private copy first (LRPC 3.5: the check
+/// folded into the one copy).
+pub fn invoke_list_u8(
+    b: &Binding,
+    proc: u32,
+    bounded: bool,
+    size: usize,
+    out_bound: usize,
+    enc: impl FnOnce(&mut Writer),
+) -> Result<Vec<u8>, CallError> {
+    invoke_with(b, proc, bounded, size, out_bound, enc, ByteList)
+}
+
+/// The client half of a call whose result is one `string`: as [`invoke_list_u8`], then the
+/// copy is validated as UTF-8 (on private bytes the server can no longer change) and becomes
+/// the string without a second copy.
+pub fn invoke_string(
+    b: &Binding,
+    proc: u32,
+    bounded: bool,
+    size: usize,
+    out_bound: usize,
+    enc: impl FnOnce(&mut Writer),
+) -> Result<String, CallError> {
+    invoke_with(b, proc, bounded, size, out_bound, enc, ByteList)
+        .and_then(|v| String::from_utf8(v).map_err(|_| CallError::BadReply))
+}
+
 /// How a client takes its results out of shared memory.
 trait TakeOut<R> {
     /// Takes the `len` result bytes at `src` out (`whole`: every one of them must decode).
@@ -700,6 +731,37 @@ impl TakeOut<Vec<u8>> for Bytes {
         unsafe {
             copy_bytes(src, v.as_mut_ptr(), len);
             v.set_len(len);
+        }
+        Ok(v)
+    }
+}
+
+/// A result that is one byte list, copied once out of shared memory (see [`invoke_list_u8`]).
+struct ByteList;
+
+impl TakeOut<Vec<u8>> for ByteList {
+    #[inline]
+    unsafe fn take_out(
+        self,
+        src: *const u8,
+        len: usize,
+        whole: bool,
+    ) -> Result<Vec<u8>, DecodeError> {
+        let Some(room) = len.checked_sub(4) else {
+            return Err(DecodeError);
+        };
+        // The length, read once from memory the server may be writing.
+        let n = read_u32(src as usize) as usize;
+        if n > room || (whole && n != room) {
+            return Err(DecodeError);
+        }
+        let mut v = Vec::with_capacity(n);
+        // SAFETY: the caller vouches for `[src, src + len)`, and `4 + n <= len`; `v` is a new
+        // allocation of `n` bytes, so the ranges do not overlap; after the copy its first `n`
+        // bytes are initialized.
+        unsafe {
+            copy_bytes(src.add(4), v.as_mut_ptr(), n);
+            v.set_len(n);
         }
         Ok(v)
     }
@@ -1357,6 +1419,29 @@ mod tests {
         assert_eq!(Owned::owned(&src[..3000]), src[..3000].to_vec());
         assert_eq!(Owned::owned(&src[..200]), src[..200].to_vec());
         assert_eq!(Owned::owned("héllo"), "héllo".to_string());
+    }
+
+    #[test]
+    fn a_byte_list_result_is_taken_whole_or_refused() {
+        let take = |reply: &[u8], whole: bool| {
+            // SAFETY: `reply` is readable for its length.
+            unsafe { ByteList.take_out(reply.as_ptr(), reply.len(), whole) }
+        };
+        let body: Vec<u8> = (0..300u32).map(|i| (i * 7) as u8).collect();
+        let mut reply = (body.len() as u32).to_le_bytes().to_vec();
+        reply.extend_from_slice(&body);
+        assert_eq!(take(&reply, true), Ok(body.clone()));
+        let short = take(&reply[..4], true);
+        assert_eq!(short, Err(DecodeError), "length beyond the reply");
+        let no_room = take(&reply[..3], false);
+        assert_eq!(no_room, Err(DecodeError), "no room for a length");
+        // Trailing bytes: refused when the reply must decode whole, ignored otherwise.
+        reply.push(0xee);
+        assert_eq!(take(&reply, true), Err(DecodeError));
+        assert_eq!(take(&reply, false), Ok(body));
+        let hostile = take(&[0xff, 0xff, 0xff, 0xff, 1, 2], false);
+        assert_eq!(hostile, Err(DecodeError), "a huge length allocates nothing");
+        assert_eq!(take(&[0, 0, 0, 0], true), Ok(Vec::new()));
     }
 
     use super::*;

@@ -74,6 +74,14 @@ impl sink::Server for Sink {
     }
 
     fn nothing(&self) {}
+
+    fn echo_text(&self, s: &str) -> String {
+        s.to_owned()
+    }
+
+    fn echo_bytes(&self, b: &[u8]) -> Vec<u8> {
+        b.to_vec()
+    }
 }
 
 sink::export!(Sink);
@@ -99,10 +107,11 @@ fn flags_of_every_width_keep_to_their_flags() {
 #[test]
 fn the_interface_constants_number_procedures_in_declaration_order() {
     assert_eq!(sink::INTERFACE, "lrpc:kitchen/sink");
-    assert_eq!(sink::PROCS, 7);
+    assert_eq!(sink::PROCS, 9);
     assert_eq!(sink::PROC_SCALARS, 0);
     assert_eq!(sink::PROC_LOOP, 5);
     assert_eq!(sink::PROC_NOTHING, 6);
+    assert_eq!(sink::PROC_ECHO_BYTES, 8);
 }
 
 #[test]
