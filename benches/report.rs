@@ -1103,10 +1103,17 @@ fn why(ratio: &str) -> &'static str {
              within this machine's noise of each other."
         }
         "bigin_over_null" | "biginout_over_null" => {
-            "the default presentation copies the request off the A-stack before the server \
-             validates it, and both sides allocate the result; borrowing (`trashable` / \
-             `preserved`) and caller-allocated results remove those copies (Flick Figs. 10 \
-             and 11)."
+            "the default presentation (trust `none` on both sides) makes three passes over a \
+             200-byte argument that a null call does not: the client's copy onto the A-stack, \
+             the server's copy off it before validating (the copy counters assert it), and the \
+             client's clearing of the residue (asserted too). Each is an engine bulk call of \
+             about 50 instructions before a byte moves plus the host's copy, together about \
+             a third of a null call, so 1.3 is out of reach while those passes stay; vector \
+             moves in the guest instead of the engine calls measured slower at 200 bytes. \
+             BigInOut adds the result's allocation on both sides (the APIs return owned \
+             vectors) and the server's copy onto the A-stack; its client copies the result \
+             once, straight out of shared memory. Borrowing (`trashable` / `preserved`) and \
+             caller-allocated results remove copies (Flick Figs. 10 and 11)."
         }
         "message_passing_null_over_isolated_null" => {
             "the message-passing server blocks on a channel and is woken for each request; on a 2-core \
@@ -1127,9 +1134,12 @@ fn why(ratio: &str) -> &'static str {
         | "component_host_64k_inout_over_isolated_64k_inout" => {
             "on the default presentation a 64 KiB argument is copied into and off the \
              out-of-band segment (two copies, as the host-linked components make), and the \
-             client also clears what the call left in the segment (trust `none`) and makes \
-             two segment imports; borrowing (`trashable` / `preserved`) removes the server's \
-             copy (Flick Fig. 10)."
+             client also clears what the call left in the segment (trust `none`): three passes \
+             over the bytes against the components' two, each at the memory bandwidth both \
+             peers share, so 1.5 would need the server's copy or the clearing gone, which the \
+             copy counters and the residue tests assert for this presentation (in-out: six \
+             passes plus the work against four plus the work). Borrowing (`trashable` / \
+             `preserved`) removes the server's copy (Flick Fig. 10)."
         }
         "threads2_over_threads1" => {
             "two calling threads share two cores with the benchmark harness and the epoch \
