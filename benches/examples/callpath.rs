@@ -15,7 +15,8 @@
 //! `component-null-timed` times the two component Null peers in alternating rounds and
 //! prints their medians. The setup runs before the measured loop; compare two runs with different
 //! counts to take it out. With `LRPC_PERFMAP=1` the kernel's engine writes
-//! `/tmp/perf-PID.map`, which names the guest functions behind callgrind's `???:0x…` entries.
+//! `/tmp/perf-PID.map`, which names the guest functions behind callgrind's `???:0x…` entries;
+//! the `precompile` example turns a guest into machine code to read beside those counts.
 
 use lrpc_benches::Peer;
 
