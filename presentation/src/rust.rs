@@ -380,25 +380,23 @@ impl Gen<'_> {
             let signature = format!("(&self, {}) -> Result<{ret}, CallError>", params.join(", "));
             let name = snake(&p.name);
             // A result that is one string or byte list is copied once, straight out of shared
-            // memory (`rt::invoke_string`, `rt::invoke_list_u8`); others are decoded from a
-            // private copy of the reply.
-            let whole = match &p.result {
-                Some(Ty::String) if !into => Some("invoke_string"),
-                Some(Ty::List(e)) if !into && **e == Ty::Prim(Prim::U8) => Some("invoke_list_u8"),
-                _ => None,
+            // memory (`rt::invoke_whole`); others are decoded from a private copy of the reply.
+            let whole = !into
+                && match &p.result {
+                    Some(Ty::String) => true,
+                    Some(Ty::List(e)) => **e == Ty::Prim(Prim::U8),
+                    _ => false,
+                };
+            let (f, dec_arg) = if whole {
+                ("invoke_whole", String::new())
+            } else {
+                ("invoke", format!(", |__r: &mut Reader<'_>| Ok({dec})"))
             };
-            let invoke = match whole {
-                Some(f) => format!(
-                    "            ::lrpc_sdk::rt::{f}(&self.binding, {id}, {}, {size}, {}, |__w: &mut Writer| {{ {enc} }})",
-                    p.bounded,
-                    p.out_bound.unwrap_or(0)
-                ),
-                None => format!(
-                    "            ::lrpc_sdk::rt::invoke(&self.binding, {id}, {}, {size}, {}, |__w: &mut Writer| {{ {enc} }}, |__r: &mut Reader<'_>| Ok({dec}))",
-                    p.bounded,
-                    p.out_bound.unwrap_or(0)
-                ),
-            };
+            let invoke = format!(
+                "            ::lrpc_sdk::rt::{f}(&self.binding, {id}, {}, {size}, {}, |__w: &mut Writer| {{ {enc} }}{dec_arg})",
+                p.bounded,
+                p.out_bound.unwrap_or(0)
+            );
             if !into {
                 let ret = p.result.as_ref().map_or("()".into(), |t| self.owned(t));
                 let method = snake(&p.name);

@@ -9,6 +9,7 @@ use crate::bulk::zero_bytes;
 pub use crate::bulk::{COPY_ALIGN, copy_bytes};
 use crate::{Binding, CallError, sys};
 use core::cell::RefCell;
+use core::marker::PhantomData;
 use lrpc_abi::header;
 
 /// A request or reply that does not decode: truncated, a bad tag, bad UTF-8, trailing bytes.
@@ -655,35 +656,56 @@ pub fn invoke_bytes(
     invoke_with(b, proc, bounded, size, out_bound, enc, Bytes)
 }
 
-/// The client half of a call whose result is one byte list (`list<u8>`): as [`invoke`], but
-/// the bytes are copied once, straight out of shared memory into the returned vector. The
-/// length is read once and checked against the reply's size before it is used; the bytes
-/// need no validation, so nothing is decoded from a private copy first (LRPC 3.5: the check
-/// folded into the one copy).
-pub fn invoke_list_u8(
+/// The client half of a call whose result is one byte list or one string (`R` is `Vec<u8>`
+/// or `String`): as [`invoke`], but the bytes are copied once, straight out of shared memory
+/// into the returned value. The length is read once and checked against the reply's size
+/// before it is used, and a string is validated as UTF-8 on that private copy, which the
+/// server can no longer change (LRPC 3.5: the check folded into the one copy).
+pub fn invoke_whole<R: Whole>(
     b: &Binding,
     proc: u32,
     bounded: bool,
     size: usize,
     out_bound: usize,
     enc: impl FnOnce(&mut Writer),
-) -> Result<Vec<u8>, CallError> {
-    invoke_with(b, proc, bounded, size, out_bound, enc, ByteList)
+) -> Result<R, CallError> {
+    invoke_with(
+        b,
+        proc,
+        bounded,
+        size,
+        out_bound,
+        enc,
+        ByteList(PhantomData),
+    )
 }
 
-/// The client half of a call whose result is one `string`: as [`invoke_list_u8`], then the
-/// copy is validated as UTF-8 (on private bytes the server can no longer change) and becomes
-/// the string without a second copy.
-pub fn invoke_string(
-    b: &Binding,
-    proc: u32,
-    bounded: bool,
-    size: usize,
-    out_bound: usize,
-    enc: impl FnOnce(&mut Writer),
-) -> Result<String, CallError> {
-    invoke_with(b, proc, bounded, size, out_bound, enc, ByteList)
-        .and_then(|v| String::from_utf8(v).map_err(|_| CallError::BadReply))
+/// A result type [`invoke_whole`] takes as one byte sequence: `Vec<u8>` as it is, `String`
+/// once its bytes are valid UTF-8.
+pub trait Whole: Sized + sealed::Sealed {
+    /// The value of the result's bytes, a private copy.
+    fn from_bytes(bytes: Vec<u8>) -> Result<Self, DecodeError>;
+}
+
+impl Whole for Vec<u8> {
+    #[inline]
+    fn from_bytes(bytes: Vec<u8>) -> Result<Self, DecodeError> {
+        Ok(bytes)
+    }
+}
+
+impl Whole for String {
+    #[inline]
+    fn from_bytes(bytes: Vec<u8>) -> Result<Self, DecodeError> {
+        String::from_utf8(bytes).map_err(|_| DecodeError)
+    }
+}
+
+mod sealed {
+    /// Only the SDK's result types are [`super::Whole`].
+    pub trait Sealed {}
+    impl Sealed for Vec<u8> {}
+    impl Sealed for String {}
 }
 
 /// How a client takes its results out of shared memory.
@@ -736,17 +758,13 @@ impl TakeOut<Vec<u8>> for Bytes {
     }
 }
 
-/// A result that is one byte list, copied once out of shared memory (see [`invoke_list_u8`]).
-struct ByteList;
+/// A result that is one byte sequence (see [`invoke_whole`]): its length checked, then its
+/// bytes taken as [`Bytes`] takes a reply.
+struct ByteList<R>(PhantomData<R>);
 
-impl TakeOut<Vec<u8>> for ByteList {
+impl<R: Whole> TakeOut<R> for ByteList<R> {
     #[inline]
-    unsafe fn take_out(
-        self,
-        src: *const u8,
-        len: usize,
-        whole: bool,
-    ) -> Result<Vec<u8>, DecodeError> {
+    unsafe fn take_out(self, src: *const u8, len: usize, whole: bool) -> Result<R, DecodeError> {
         let Some(room) = len.checked_sub(4) else {
             return Err(DecodeError);
         };
@@ -755,15 +773,9 @@ impl TakeOut<Vec<u8>> for ByteList {
         if n > room || (whole && n != room) {
             return Err(DecodeError);
         }
-        let mut v = Vec::with_capacity(n);
-        // SAFETY: the caller vouches for `[src, src + len)`, and `4 + n <= len`; `v` is a new
-        // allocation of `n` bytes, so the ranges do not overlap; after the copy its first `n`
-        // bytes are initialized.
-        unsafe {
-            copy_bytes(src.add(4), v.as_mut_ptr(), n);
-            v.set_len(n);
-        }
-        Ok(v)
+        // SAFETY: the caller vouches for `[src, src + len)`, and `4 + n <= len`.
+        let bytes = unsafe { Bytes.take_out(src.add(4), n, whole) }?;
+        R::from_bytes(bytes)
     }
 }
 
@@ -1423,9 +1435,9 @@ mod tests {
 
     #[test]
     fn a_byte_list_result_is_taken_whole_or_refused() {
-        let take = |reply: &[u8], whole: bool| {
+        let take = |reply: &[u8], whole: bool| -> Result<Vec<u8>, DecodeError> {
             // SAFETY: `reply` is readable for its length.
-            unsafe { ByteList.take_out(reply.as_ptr(), reply.len(), whole) }
+            unsafe { ByteList(PhantomData).take_out(reply.as_ptr(), reply.len(), whole) }
         };
         let body: Vec<u8> = (0..300u32).map(|i| (i * 7) as u8).collect();
         let mut reply = (body.len() as u32).to_le_bytes().to_vec();
@@ -1442,6 +1454,17 @@ mod tests {
         let hostile = take(&[0xff, 0xff, 0xff, 0xff, 1, 2], false);
         assert_eq!(hostile, Err(DecodeError), "a huge length allocates nothing");
         assert_eq!(take(&[0, 0, 0, 0], true), Ok(Vec::new()));
+        // A string result: the same bytes, refused unless they are UTF-8.
+        let text = |reply: &[u8]| -> Result<String, DecodeError> {
+            // SAFETY: `reply` is readable for its length.
+            unsafe { ByteList(PhantomData).take_out(reply.as_ptr(), reply.len(), true) }
+        };
+        assert_eq!(text(&[2, 0, 0, 0, b'h', b'i']), Ok("hi".to_string()));
+        assert_eq!(
+            text(&[2, 0, 0, 0, 0xc3, 0x28]),
+            Err(DecodeError),
+            "not UTF-8"
+        );
     }
 
     use super::*;
