@@ -13,6 +13,12 @@
 use lrpc_sdk::rt::{self, Writer};
 use lrpc_sdk::{Binding, CallError};
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Each plugin's reply is copied into a vector of its own, dropped at the next: the SDK's
+/// size-class allocator serves them in a few instructions each.
+#[global_allocator]
+static ALLOC: lrpc_sdk::alloc::Pools = lrpc_sdk::alloc::Pools::new();
 
 /// Status in [`chain`]'s answer: a plugin answered; the response is in the output buffer.
 const RESPONDED: i32 = 0;
@@ -34,18 +40,39 @@ thread_local! {
     static STATE: RefCell<State> = RefCell::default();
 }
 
-/// A buffer of `len` bytes the host fills before [`bind`], [`call`] or [`chain`]; its
-/// address (0 when `len` is negative).
+/// A buffer of at least `len` bytes the host fills before [`bind`], [`call`] or [`chain`];
+/// its address (0 when `len` is negative). The buffer only grows: it stays where it is until
+/// a call asks for more than it holds, so the host may keep writing there meanwhile.
 #[unsafe(no_mangle)]
 pub extern "C" fn input(len: i32) -> i32 {
     let Ok(len) = usize::try_from(len) else {
         return 0;
     };
     STATE.with_borrow_mut(|s| {
-        s.input.clear();
-        s.input.resize(len, 0);
+        if s.input.len() < len {
+            s.input.resize(len, 0);
+        }
         s.input.as_mut_ptr() as i32
     })
+}
+
+/// Where the last answer lies: its address and length, for the host to read after
+/// [`call`] or [`chain`] without calling [`output_ptr`] and [`output_len`].
+static MAILBOX: [AtomicU32; 2] = [AtomicU32::new(0), AtomicU32::new(0)];
+
+/// The address of the mailbox (two little-endian `u32`s: the last answer's address and
+/// length), fixed for the domain's life.
+#[unsafe(no_mangle)]
+pub extern "C" fn mailbox() -> i32 {
+    MAILBOX.as_ptr() as i32
+}
+
+/// Makes `part` the last answer.
+fn answer(output: &mut Part, part: Part) {
+    *output = part;
+    let b = output.bytes();
+    MAILBOX[0].store(b.as_ptr() as u32, Ordering::Relaxed);
+    MAILBOX[1].store(b.len() as u32, Ordering::Relaxed);
 }
 
 /// Address of the last answer ([`call`]'s result or [`chain`]'s response).
@@ -128,7 +155,7 @@ pub extern "C" fn call(slot: i32, proc: i32, bounded: i32, out_bound: i32, len: 
         };
         match invoke_raw(b, proc, bounded != 0, out_bound, args) {
             Ok(r) => {
-                *output = Part::whole(r);
+                answer(output, Part::whole(r));
                 0
             }
             Err(e) => e.code(),
@@ -189,7 +216,7 @@ pub extern "C" fn chain(n: i32, len: i32) -> i32 {
                     body = Held::Reply(b);
                 }
                 Ok(Action::Respond(response)) => {
-                    *output = response;
+                    answer(output, response);
                     return code(RESPONDED);
                 }
                 Ok(Action::Malformed) => return code(MALFORMED),
@@ -202,7 +229,7 @@ pub extern "C" fn chain(n: i32, len: i32) -> i32 {
         request.extend_from_slice(head);
         request.extend_from_slice(&(body.len() as u32).to_le_bytes());
         request.extend_from_slice(body);
-        *output = Part::whole(request);
+        answer(output, Part::whole(request));
         ((n as i32) << 8) | UNANSWERED
     })
 }

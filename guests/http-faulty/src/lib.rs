@@ -4,6 +4,11 @@
 
 include!(concat!(env!("OUT_DIR"), "/stubs.rs"));
 
+/// Requests are decoded into small strings and dropped at every call: the SDK's size-class
+/// allocator serves them in a few instructions each.
+#[global_allocator]
+static ALLOC: lrpc_sdk::alloc::Pools = lrpc_sdk::alloc::Pools::new();
+
 use plugin::{Action, Head, Header, Response};
 
 #[derive(Default)]

@@ -8,6 +8,8 @@
 //! * [`chan`]: asynchronous bindings (URPC channels): calls as messages in memory shared
 //!   with the server, futures of their replies; [`exec`]: the user-level threads that await
 //!   them.
+//! * [`alloc`]: a size-class allocator a guest may make its global one (small values in a
+//!   few instructions).
 //! * [`CallError`]: every way a call can fail, typed.
 //!
 //! Memory shared with another domain (A-stacks, out-of-band segments) is only touched through
@@ -15,6 +17,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod alloc;
 pub mod bulk;
 pub mod chan;
 pub mod exec;

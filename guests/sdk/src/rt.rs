@@ -294,8 +294,7 @@ impl<'a> Reader<'a> {
     /// Reads a string, validated as UTF-8, borrowed from the private buffer.
     #[inline]
     pub fn str(&mut self) -> Result<&'a str, DecodeError> {
-        let b = self.list_u8()?;
-        core::str::from_utf8(b).map_err(|_| DecodeError)
+        utf8(self.list_u8()?)
     }
 
     /// Reads an enum or variant discriminant of a type with `cases` cases.
@@ -518,11 +517,35 @@ impl Owned for &[u8] {
         // SAFETY: `v` has capacity for `self.len()` bytes and is a new allocation, so the
         // ranges do not overlap; after the copy those bytes are initialized.
         unsafe {
-            copy_bytes(self.as_ptr(), v.as_mut_ptr(), self.len());
+            crate::bulk::copy_short(self.as_ptr(), v.as_mut_ptr(), self.len());
             v.set_len(self.len());
         }
         v
     }
+}
+
+/// `b` as a `str` if it is UTF-8. Most strings of a request (names, paths, header lines)
+/// are short and ASCII: those are checked eight bytes at a time, without the general
+/// validator's per-byte start (on `wasm32` its word is four bytes, and a short string never
+/// reaches its word loop).
+#[inline]
+pub fn utf8(b: &[u8]) -> Result<&str, DecodeError> {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let word = |c: &[u8]| u64::from_le_bytes(c.try_into().unwrap_or([0x80; 8]));
+    let ascii = if b.len() >= 8 {
+        let mut chunks = b.chunks_exact(8);
+        let mut seen = chunks.by_ref().fold(0, |acc, c| acc | word(c));
+        // The last eight bytes (overlapping the chunks) cover the remainder.
+        seen |= word(&b[b.len() - 8..]);
+        seen & HIGH == 0
+    } else {
+        b.iter().fold(0u8, |acc, &x| acc | x) < 0x80
+    };
+    if ascii {
+        // SAFETY: every byte is below 0x80: ASCII, so UTF-8.
+        return Ok(unsafe { core::str::from_utf8_unchecked(b) });
+    }
+    core::str::from_utf8(b).map_err(|_| DecodeError)
 }
 
 impl Owned for &str {
@@ -1431,6 +1454,30 @@ mod tests {
         assert_eq!(Owned::owned(&src[..3000]), src[..3000].to_vec());
         assert_eq!(Owned::owned(&src[..200]), src[..200].to_vec());
         assert_eq!(Owned::owned("héllo"), "héllo".to_string());
+        for len in 0..40 {
+            assert_eq!(Owned::owned(&src[..len]), src[..len].to_vec());
+        }
+    }
+
+    #[test]
+    fn utf8_takes_ascii_quickly_and_everything_else_as_the_validator_does() {
+        let text = "GET /api/v1/x authorization: Bearer letmein";
+        for len in 0..text.len() {
+            assert_eq!(utf8(&text.as_bytes()[..len]), Ok(&text[..len]));
+        }
+        // A byte of 0x80 or more at every position of strings of every length up to 24.
+        for len in 1..24 {
+            for at in 0..len {
+                for bad in [0x80u8, 0xc3, 0xff] {
+                    let mut b = vec![b'a'; len];
+                    b[at] = bad;
+                    let want = core::str::from_utf8(&b).map_err(|_| DecodeError);
+                    assert_eq!(utf8(&b), want, "len {len} at {at} byte {bad:#x}");
+                }
+            }
+        }
+        assert_eq!(utf8("hé".as_bytes()), Ok("hé"));
+        assert_eq!(utf8("aaaaaaaaaé".as_bytes()), Ok("aaaaaaaaaé"));
     }
 
     #[test]

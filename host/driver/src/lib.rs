@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 use lrpc::{Domain, DomainFunc, Error, Kernel, Status};
+use std::cell::Cell;
 
 /// A failed call through a driver (or, in the runtime, a failed `lrpc run --call`).
 #[derive(Debug, thiserror::Error)]
@@ -29,8 +30,12 @@ pub enum CallFailure {
 pub struct Driver {
     domain: Domain,
     input: DomainFunc<i32, i32>,
-    output_ptr: DomainFunc<(), i32>,
-    output_len: DomainFunc<(), i32>,
+    /// The input buffer's address and the bytes it holds, as `input` last gave them: it
+    /// stays there until a larger one is asked for, so each request is written there
+    /// without a call into the driver first.
+    buffer: Cell<(usize, usize)>,
+    /// The address of the driver's mailbox: where its last answer lies.
+    mailbox: usize,
     bind: DomainFunc<(i32, i32, i64, i32), i32>,
     call: DomainFunc<(i32, i32, i32, i32, i32), i32>,
     chain: DomainFunc<(i32, i32), i32>,
@@ -64,10 +69,18 @@ impl Driver {
     /// A new driver domain called `name`.
     pub fn new(kernel: &Kernel, name: &str) -> Result<Driver, Error> {
         let domain = kernel.domain(name, lrpc::artifacts::HTTP_DRIVER)?;
+        let mailbox = domain.func::<(), i32>("mailbox")?.call(())?;
+        let mailbox = usize::try_from(mailbox)
+            .ok()
+            .filter(|&m| m != 0)
+            .ok_or_else(|| Error::Guest {
+                what: "the driver's mailbox".into(),
+                reason: format!("at {mailbox}"),
+            })?;
         Ok(Driver {
             input: domain.func("input")?,
-            output_ptr: domain.func("output_ptr")?,
-            output_len: domain.func("output_len")?,
+            buffer: Cell::new((0, 0)),
+            mailbox,
             bind: domain.func("bind")?,
             call: domain.func("call")?,
             chain: domain.func("chain")?,
@@ -85,25 +98,30 @@ impl Driver {
             offset: 0,
             len: bytes.len(),
         })?;
-        let ptr = self.input.call(len)?;
-        let at = usize::try_from(ptr)
-            .ok()
-            .filter(|&p| p != 0)
-            .ok_or_else(|| Error::Guest {
-                what: "the driver's input buffer".into(),
-                reason: format!("none for {len} bytes"),
-            })?;
+        let (mut at, held) = self.buffer.get();
+        if at == 0 || held < bytes.len() {
+            let ptr = self.input.call(len)?;
+            at = usize::try_from(ptr)
+                .ok()
+                .filter(|&p| p != 0)
+                .ok_or_else(|| Error::Guest {
+                    what: "the driver's input buffer".into(),
+                    reason: format!("none for {len} bytes"),
+                })?;
+            self.buffer.set((at, bytes.len()));
+        }
         self.domain.write_memory(at, bytes)?;
         Ok(len)
     }
 
     fn output(&self) -> Result<Vec<u8>, Error> {
-        let ptr = self.output_ptr.call(())?;
-        let len = self.output_len.call(())?;
-        let (Ok(ptr), Ok(len)) = (usize::try_from(ptr), usize::try_from(len)) else {
-            return Err(Error::OutOfBounds { offset: 0, len: 0 });
+        let m = self.domain.read_memory(self.mailbox, 8)?;
+        let word = |k: usize| {
+            m.get(k..k + 4)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u32::from_le_bytes) as usize
         };
-        self.domain.read_memory(ptr, len)
+        self.domain.read_memory(word(0), word(4))
     }
 
     /// Binds `slot` to the export `name` (an interface with this fingerprint and number of

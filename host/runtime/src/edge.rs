@@ -48,6 +48,7 @@
 use crate::config::{PLUGIN_INTERFACE, Route};
 use crate::deploy::{Deployment, Plugin, PluginInstance, lock};
 use crate::driver::{BindError, ChainEnd, Driver};
+use crate::metrics::RouteMeters;
 use crate::wasi_http::{HandlerInstance, HttpHandler};
 use axum::Router;
 use axum::body::Body;
@@ -57,7 +58,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use lrpc::Status;
 use std::cell::Cell;
-use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -99,36 +99,52 @@ struct RouteRt {
     handler: Option<Arc<HttpHandler>>,
     queue: Mutex<Option<crossbeam_channel::Sender<Job>>>,
     /// The route's metrics, and each plugin's call counter (in chain order).
-    meters: crate::metrics::RouteMeters,
-    calls: Vec<prometheus_client::metrics::counter::Counter>,
+    meters: RouteMeters,
+    calls: Vec<crate::metrics::sharded::Counter>,
     workers: Mutex<Vec<JoinHandle<()>>>,
     /// The route's requests on the reactor's threads.
     reactor: OnReactor,
 }
 
 /// A route's requests on the reactor's threads (see the module docs): whether they still
-/// run there, the moving average of their wall-clock time there, and the seats free for
-/// them.
+/// run there, and the seats they use.
 struct OnReactor {
     on: AtomicBool,
-    /// Seconds, as `f64` bits.
-    average: AtomicU64,
-    /// Each with the thread that used it last.
-    seats: Mutex<Vec<(std::thread::ThreadId, Seat)>>,
+    /// One seat per thread (a thread uses slot `thread_index() % SEATS`), each on a cache
+    /// line of its own: a thread takes its own seat's lock, which no other thread touches
+    /// while the two run on different slots.
+    slots: Box<[Slot]>,
+    /// Seats made and not yet taken by a thread (and the seats a thread borrows when its
+    /// own slot is busy).
+    spare: Mutex<Vec<Seat>>,
     /// Seats made so far (each has a driver domain of its own name).
     made: AtomicUsize,
     /// A seat is being made.
     making: AtomicBool,
 }
 
+/// Slots for the reactor's threads' seats, per route. Threads beyond it share slots; a
+/// thread that finds its slot busy borrows a spare seat.
+const SEATS: usize = 32;
+
+/// A thread's seat on a route and the moving average of its requests' wall-clock time.
+#[repr(align(128))]
+struct Slot(Mutex<Held>);
+
+#[derive(Default)]
+struct Held {
+    seat: Option<Seat>,
+    /// Seconds.
+    average: f64,
+}
+
 impl OnReactor {
-    /// Counts a request that took `took` on a reactor thread into the average; a route whose
-    /// requests average [`LONG_REQUEST`] leaves the reactor for its workers, for good.
-    fn took(&self, took: Duration, prefix: &str, meters: &crate::metrics::RouteMeters) {
-        let old = f64::from_bits(self.average.load(Ordering::Relaxed));
-        let new = old * (15.0 / 16.0) + took.as_secs_f64() / 16.0;
-        self.average.store(new.to_bits(), Ordering::Relaxed);
-        if new >= LONG_REQUEST.as_secs_f64() && self.on.swap(false, Ordering::Relaxed) {
+    /// Counts a request that took `took` on a reactor thread into its slot's average
+    /// (`average`); a route whose requests average [`LONG_REQUEST`] leaves the reactor for
+    /// its workers, for good.
+    fn took(&self, average: &mut f64, took: Duration, prefix: &str, meters: &RouteMeters) {
+        *average = *average * (15.0 / 16.0) + took.as_secs_f64() / 16.0;
+        if *average >= LONG_REQUEST.as_secs_f64() && self.on.swap(false, Ordering::Relaxed) {
             meters.on_reactor(false);
             tracing::info!(
                 route = prefix,
@@ -192,8 +208,10 @@ impl Edge {
                     // A `wasi:http` handler runs on a runtime of its own, which may not be
                     // entered from the reactor.
                     on: AtomicBool::new(on_reactor),
-                    average: AtomicU64::new(0),
-                    seats: Mutex::new(Vec::new()),
+                    slots: (0..SEATS)
+                        .map(|_| Slot(Mutex::new(Held::default())))
+                        .collect(),
+                    spare: Mutex::new(Vec::new()),
                     made: AtomicUsize::new(0),
                     making: AtomicBool::new(false),
                 },
@@ -262,6 +280,18 @@ impl Edge {
         headers: &[(String, String)],
         body: &[u8],
     ) -> Answer {
+        self.dispatch_with(method, path, headers, body).await
+    }
+
+    /// [`Edge::dispatch`] with header lines of any string type (the server passes the ones
+    /// it received without copying them into strings of their own).
+    async fn dispatch_with<N: AsRef<str>, V: AsRef<str>>(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(N, V)],
+        body: &[u8],
+    ) -> Answer {
         let Some(route) = self
             .inner
             .routes
@@ -272,7 +302,7 @@ impl Edge {
         };
         let start = Instant::now();
         let inner = strip(&route.route.prefix, path);
-        let request = encode_request(method, &inner, headers, body);
+        let request = encode_request_with(method, &inner, headers, body);
         let span = tracing::info_span!("request", route = route.route.prefix, method, path);
         let metrics = &self.inner.deployment.metrics;
         // Counted down on every way out, also when the client goes away mid-request.
@@ -280,10 +310,9 @@ impl Edge {
         if route.reactor.on.load(Ordering::Relaxed)
             && !self.inner.stopped.load(Ordering::Relaxed)
             && reactor_may_hand_off()
-            && let Some(answer) = span.in_scope(|| self.serve_on_reactor(route, &request, start))
+            && let Some((answer, took)) =
+                span.in_scope(|| self.serve_on_reactor(route, &request, start))
         {
-            let took = start.elapsed();
-            route.reactor.took(took, &route.route.prefix, &route.meters);
             route.meters.answered(metrics, answer.status, took);
             return answer;
         }
@@ -310,37 +339,67 @@ impl Edge {
 
 impl Edge {
     /// Serves `request`, which arrived at `start`, on this reactor thread with a warm seat
-    /// of the route's own; `None` when no seat is free (one is being made meanwhile, off the
-    /// reactor: starting a driver and binding it takes milliseconds).
+    /// of the route's own (this thread's, else a spare one); the answer and the time since
+    /// `start`. `None` when no seat is free (one is being made meanwhile, off the reactor:
+    /// starting a driver and binding it takes milliseconds).
     fn serve_on_reactor(
         &self,
         route: &Arc<RouteRt>,
         request: &[u8],
         start: Instant,
-    ) -> Option<Answer> {
-        let dep = &self.inner.deployment;
+    ) -> Option<(Answer, Duration)> {
         note_short_request(&self.inner.short);
-        // The seat this thread used last, if it is free: its driver's memory is in this
-        // processor's caches.
-        let me = std::thread::current().id();
-        let taken = {
-            let mut seats = lock(&route.reactor.seats);
-            let mine = seats.iter().rposition(|(t, _)| *t == me);
-            match mine {
-                Some(i) => Some(seats.swap_remove(i).1),
-                None => seats.pop().map(|(_, s)| s),
+        let reactor = &route.reactor;
+        let slot = &reactor.slots[crate::metrics::sharded::thread_index() % SEATS].0;
+        // This thread's slot: its seat's driver memory is in this processor's caches.
+        let mut mine = match slot.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            // Another thread on the same slot.
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        };
+        if let Some(held) = mine.as_mut()
+            && held.seat.is_none()
+        {
+            held.seat = lock(&reactor.spare).pop();
+        }
+        let (answer, took) = match mine.as_deref_mut() {
+            Some(Held {
+                seat: Some(seat),
+                average,
+            }) => {
+                let (answer, took) = self.serve_seated(route, seat, request, start);
+                reactor.took(average, took, &route.route.prefix, &route.meters);
+                (answer, took)
+            }
+            _ => {
+                drop(mine);
+                let Some(mut seat) = lock(&reactor.spare).pop() else {
+                    self.make_seat(route);
+                    return None;
+                };
+                let r = self.serve_seated(route, &mut seat, request, start);
+                lock(&reactor.spare).push(seat);
+                r
             }
         };
-        let Some(mut seat) = taken else {
-            self.make_seat(route);
-            return None;
-        };
+        Some((answer, took))
+    }
+
+    /// Serves `request` on `seat`, handing the reactor's other work over if it runs long.
+    fn serve_seated(
+        &self,
+        route: &RouteRt,
+        seat: &mut Seat,
+        request: &[u8],
+        start: Instant,
+    ) -> (Answer, Duration) {
+        let dep = &self.inner.deployment;
         let (answer, handed) = hand_off_if_long(start, || seat.serve(dep, route, request));
         if handed {
             route.meters.handed_off();
         }
-        lock(&route.reactor.seats).push((me, seat));
-        Some(answer)
+        (answer, start.elapsed())
     }
 
     /// Starts making a warm seat for `route` on a thread of its own, unless one is being
@@ -371,7 +430,7 @@ fn add_seat(dep: &Deployment, rt: &RouteRt) {
     let name = format!("edge-driver{}@{n}", rt.route.prefix.replace('/', "-"));
     let mut seat = Seat::new(name, rt);
     if seat.warm(dep, rt) {
-        lock(&rt.reactor.seats).push((std::thread::current().id(), seat));
+        lock(&rt.reactor.spare).push(seat);
     }
 }
 
@@ -394,7 +453,20 @@ fn note_short_request(short: &AtomicU64) {
 /// Whether this thread may run guest code for a request: it is a thread of a multi-thread
 /// tokio runtime, which can take its other work over when the guest code turns out long
 /// (`tokio::task::block_in_place`; a current-thread runtime can not).
+///
+/// Asked once per thread: a runtime's threads stay its own, and the runtime's handle is
+/// shared by all of them, so taking it at every request would move its reference count
+/// between the processors. (A thread that enters another kind of runtime later keeps its
+/// first answer; [`hand_off`] asks again before it hands anything over.)
 fn reactor_may_hand_off() -> bool {
+    thread_local! {
+        static MAY: bool = multi_thread_runtime();
+    }
+    MAY.with(|m| *m)
+}
+
+/// Whether this thread is in a multi-thread tokio runtime.
+fn multi_thread_runtime() -> bool {
     tokio::runtime::Handle::try_current()
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
 }
@@ -410,26 +482,34 @@ const HAND_OFF_WAIT: Duration = Duration::from_millis(20);
 /// it did. (A Store's first guest code after a tick reaches its epoch deadline at once, so
 /// the ticks a request sees do not measure its length: the clock does.)
 fn hand_off_if_long<T>(start: Instant, f: impl FnOnce() -> T) -> (T, bool) {
-    let handed = Rc::new(Cell::new(false));
-    let try_hand_off = |handed: &Cell<bool>| {
-        if !handed.get() {
-            handed.set(hand_off());
+    // The request's start and whether it handed off, where the hooks find them: the hooks
+    // capture nothing, so installing them allocates nothing.
+    thread_local! {
+        static REQUEST: Cell<Option<(Instant, bool)>> = const { Cell::new(None) };
+    }
+    fn try_hand_off() {
+        REQUEST.with(|r| {
+            if let Some((start, false)) = r.get() {
+                r.set(Some((start, hand_off())));
+            }
+        });
+    }
+    let on_tick = |_wanted: bool| {
+        if REQUEST
+            .with(Cell::get)
+            .is_some_and(|(start, _)| start.elapsed() >= LONG_REQUEST)
+        {
+            try_hand_off();
         }
     };
-    let h = handed.clone();
-    let on_tick = move |_wanted: bool| {
-        if start.elapsed() >= LONG_REQUEST {
-            try_hand_off(&h);
-        }
-    };
-    let h = handed.clone();
-    let on_wait = move || try_hand_off(&h);
+    let outer = REQUEST.with(|r| r.replace(Some((start, false))));
     let tick = lrpc::pace::set_tick_hook(Some(Box::new(on_tick)));
-    let wait = lrpc::pace::set_wait_hook(Some(Box::new(on_wait)));
+    let wait = lrpc::pace::set_wait_hook(Some(Box::new(try_hand_off)));
     let r = f();
     lrpc::pace::set_tick_hook(tick);
     lrpc::pace::set_wait_hook(wait);
-    (r, handed.get())
+    let handed = REQUEST.with(|r| r.replace(outer)).is_some_and(|(_, h)| h);
+    (r, handed)
 }
 
 /// Hands this reactor thread's other work to another thread; whether the runtime showed
@@ -443,6 +523,9 @@ fn hand_off() -> bool {
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
         return false;
     };
+    if rt.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+        return false;
+    }
     tokio::task::block_in_place(|| {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         rt.spawn(async move {
@@ -476,14 +559,14 @@ fn matches(prefix: &str, path: &str) -> bool {
 }
 
 /// `path` below the route's prefix, always starting with `/`.
-fn strip(prefix: &str, path: &str) -> String {
+fn strip<'a>(prefix: &str, path: &'a str) -> std::borrow::Cow<'a, str> {
     let rest = path
         .strip_prefix(prefix.trim_end_matches('/'))
         .unwrap_or(path);
     if rest.starts_with('/') {
-        rest.to_string()
+        rest.into()
     } else {
-        format!("/{rest}")
+        format!("/{rest}").into()
     }
 }
 
@@ -499,14 +582,14 @@ async fn handle(State(edge): State<Edge>, req: Request) -> Response {
     let path = parts
         .uri
         .path_and_query()
-        .map_or_else(|| parts.uri.path().to_string(), |p| p.as_str().to_string());
-    let headers: Vec<(String, String)> = parts
+        .map_or_else(|| parts.uri.path(), |p| p.as_str());
+    let headers: Vec<(&str, &str)> = parts
         .headers
         .iter()
-        .filter_map(|(n, v)| Some((n.as_str().to_string(), v.to_str().ok()?.to_string())))
+        .filter_map(|(n, v)| Some((n.as_str(), v.to_str().ok()?)))
         .collect();
     let a = edge
-        .dispatch(parts.method.as_str(), &path, &headers, &body)
+        .dispatch_with(parts.method.as_str(), path, &headers, &body)
         .await;
     let mut resp = Response::new(Body::from(a.body));
     *resp.status_mut() = StatusCode::from_u16(a.status).unwrap_or(StatusCode::BAD_GATEWAY);
@@ -996,17 +1079,31 @@ pub fn encode_request(
     headers: &[(String, String)],
     body: &[u8],
 ) -> Vec<u8> {
+    encode_request_with(method, path, headers, body)
+}
+
+/// [`encode_request`] with header lines of any string type.
+fn encode_request_with<N: AsRef<str>, V: AsRef<str>>(
+    method: &str,
+    path: &str,
+    headers: &[(N, V)],
+    body: &[u8],
+) -> Vec<u8> {
     fn string(out: &mut Vec<u8>, s: &[u8]) {
         out.extend_from_slice(&(s.len() as u32).to_le_bytes());
         out.extend_from_slice(s);
     }
-    let mut out = Vec::with_capacity(64 + path.len() + body.len());
+    let lines: usize = headers
+        .iter()
+        .map(|(n, v)| 8 + n.as_ref().len() + v.as_ref().len())
+        .sum();
+    let mut out = Vec::with_capacity(16 + method.len() + path.len() + lines + body.len());
     string(&mut out, method.as_bytes());
     string(&mut out, path.as_bytes());
     out.extend_from_slice(&(headers.len() as u32).to_le_bytes());
     for (n, v) in headers {
-        string(&mut out, n.as_bytes());
-        string(&mut out, v.as_bytes());
+        string(&mut out, n.as_ref().as_bytes());
+        string(&mut out, v.as_ref().as_bytes());
     }
     string(&mut out, body);
     out

@@ -145,7 +145,7 @@ pub struct HttpHandler {
     down: AtomicBool,
     supervision: Supervision,
     /// The handler's call counter (looked up once).
-    calls: prometheus_client::metrics::counter::Counter,
+    calls: crate::metrics::sharded::Counter,
     /// The linear memory of each worker's instance, counted by its Store's limiter; an
     /// instance's count goes when its Store does.
     memories: Mutex<Vec<std::sync::Weak<std::sync::atomic::AtomicUsize>>>,

@@ -1,11 +1,13 @@
 //! Counters and histograms of a deployment, exposed in the Prometheus text format at
-//! `/metrics` (encoded by `prometheus-client`).
+//! `/metrics` (encoded by `prometheus-client`). What every request updates is sharded by
+//! thread ([`sharded`]); the rest are `prometheus-client`'s own metrics.
+
+pub mod sharded;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -32,22 +34,15 @@ struct Failure {
     kind: String,
 }
 
-type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
-
-fn latency() -> Histogram {
-    // 50 µs … ~1.6 s.
-    Histogram::new(exponential_buckets(50e-6, 2.0, 16))
-}
-
 /// The deployment's metrics.
 pub struct Metrics {
     registry: Mutex<Registry>,
-    requests: Family<RouteCode, Counter>,
-    request_seconds: HistogramFamily<RouteLabel>,
-    in_flight: Family<RouteLabel, Gauge>,
+    requests: Family<RouteCode, sharded::Counter>,
+    request_seconds: Family<RouteLabel, sharded::Latency>,
+    in_flight: Family<RouteLabel, sharded::Gauge>,
     on_reactor: Family<RouteLabel, Gauge>,
     handoffs: Family<RouteLabel, Counter>,
-    calls: Family<DomainLabel, Counter>,
+    calls: Family<DomainLabel, sharded::Counter>,
     failures: Family<Failure, Counter>,
     restarts: Family<DomainLabel, Counter>,
     reloads: Family<DomainLabel, Counter>,
@@ -57,20 +52,19 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("lrpc");
-        let requests = Family::<RouteCode, Counter>::default();
+        let requests = Family::<RouteCode, sharded::Counter>::default();
         registry.register(
             "http_requests",
             "HTTP requests answered, by route and status code",
             requests.clone(),
         );
-        let request_seconds: HistogramFamily<RouteLabel> =
-            Family::new_with_constructor(latency as fn() -> Histogram);
+        let request_seconds = Family::<RouteLabel, sharded::Latency>::default();
         registry.register(
             "http_request_duration_seconds",
             "Time from a request's arrival to its answer, by route",
             request_seconds.clone(),
         );
-        let in_flight = Family::<RouteLabel, Gauge>::default();
+        let in_flight = Family::<RouteLabel, sharded::Gauge>::default();
         registry.register(
             "http_requests_in_flight",
             "Requests received and not yet answered, by route",
@@ -88,7 +82,7 @@ impl Default for Metrics {
             "Requests whose guest code ran long (or had to wait for a domain) on a reactor thread, which handed its other work to another thread",
             handoffs.clone(),
         );
-        let calls = Family::<DomainLabel, Counter>::default();
+        let calls = Family::<DomainLabel, sharded::Counter>::default();
         registry.register(
             "plugin_calls",
             "Cross-domain calls into each plugin domain",
@@ -145,10 +139,10 @@ fn domain(d: &str) -> DomainLabel {
 #[derive(Clone)]
 pub struct RouteMeters {
     route: String,
-    in_flight: Gauge,
-    seconds: Histogram,
+    in_flight: sharded::Gauge,
+    seconds: sharded::Latency,
     /// Requests answered 200, the common case; other codes are looked up.
-    ok: Counter,
+    ok: sharded::Counter,
     on_reactor: Gauge,
     handoffs: Counter,
 }
@@ -156,7 +150,7 @@ pub struct RouteMeters {
 impl RouteMeters {
     /// A request arrived (`+1`) or was answered (`-1`).
     pub fn in_flight(&self, delta: i64) {
-        self.in_flight.inc_by(delta);
+        self.in_flight.add(delta);
     }
 
     /// Whether the route's requests run on the reactor's threads.
@@ -179,7 +173,7 @@ impl RouteMeters {
                 .get_or_create(&route_code(&self.route, code))
                 .inc();
         }
-        self.seconds.observe(took.as_secs_f64());
+        self.seconds.observe(took);
     }
 }
 
@@ -207,7 +201,7 @@ impl Metrics {
     }
 
     /// The call counter of plugin `name`, to keep and increment without a lookup per call.
-    pub fn call_counter(&self, name: &str) -> Counter {
+    pub fn call_counter(&self, name: &str) -> sharded::Counter {
         self.calls.get_or_create_owned(&domain(name))
     }
 
