@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Load benchmark of the edge server, on loopback, bounded in time: requests per second and
-# p50/p99 latency of a native Rust handler (the ceiling), the same answer from a thread off
+# p50/p99 latency of a native Rust handler (the ceiling), the same handler busy for 1 µs per
+# request (a calibration: what that much processor time costs here), the same answer from a thread off
 # the reactor (the hop a route served by its worker pool makes, alone), one plugin, a
 # three-plugin chain and `wasmtime serve` running the same hello handler as a wasi:http component (it instantiates
 # the component per request; our domains live across requests), in three interleaved rounds
@@ -64,9 +65,11 @@ div() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
 # spell of the machine falls on every case alike: a ratio is the median of its rounds' ratios,
 # and a case's numbers are the medians of its rounds. `hop` is the native answer from a
 # thread off the reactor, as a route served by its worker pool answers: the hop alone.
-cases=(native hop one chain wt)
-declare -A path=([native]=/native/x [hop]=/hop/x [one]=/one/x [chain]=/chain/v1/x [wt]=/x)
-declare -A host=([native]=$addr [hop]=$addr [one]=$addr [chain]=$addr [wt]=$wt_addr)
+# `spin1us` is the native handler busy for 1 µs per request: what a microsecond of
+# processor time per request costs here, where wrk shares the processors with the server.
+cases=(native spin1us hop one chain wt)
+declare -A path=([native]=/native/x [spin1us]=/spin/1000/x [hop]=/hop/x [one]=/one/x [chain]=/chain/v1/x [wt]=/x)
+declare -A host=([native]=$addr [spin1us]=$addr [hop]=$addr [one]=$addr [chain]=$addr [wt]=$wt_addr)
 declare -A rps p50 p99
 for _ in 1 2 3; do
     for c in "${cases[@]}"; do
@@ -97,6 +100,8 @@ chain_over_native=$(median $(ratios chain native rps))
 # shellcheck disable=SC2046
 hop_over_native=$(median $(ratios hop native rps))
 # shellcheck disable=SC2046
+spin1us_over_native=$(median $(ratios spin1us native rps))
+# shellcheck disable=SC2046
 chain_p50_over_one=$(median $(ratios chain one p50))
 
 # The fast route's tail alone and with the slow route loaded beside it, alternating.
@@ -126,6 +131,7 @@ cat > bench-results/edge.json <<JSON
 {
   "seconds_per_case": $secs,
   "native": $(summary native),
+  "native_spin_1us": $(summary spin1us),
   "hop": $(summary hop),
   "chain1": $(summary one),
   "chain3": $(summary chain),
@@ -135,6 +141,7 @@ cat > bench-results/edge.json <<JSON
   "edge_chain3_over_wasmtime_serve_rps": $chain_over_wt,
   "edge_chain3_over_native_rps": $chain_over_native,
   "edge_hop_over_native_rps": $hop_over_native,
+  "edge_native_1us_over_native_rps": $spin1us_over_native,
   "edge_chain3_p50_over_chain1_p50": $chain_p50_over_one,
   "edge_fast_p99_loaded_over_alone": $(div "$loaded_p99" "$alone_p99")
 }

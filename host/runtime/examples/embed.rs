@@ -8,7 +8,9 @@
 //! and the plugin routes in one process. `/hop` answers like `/native`, but from one of two
 //! threads of its own, as a route's worker pool does (a queue there, a oneshot back): the
 //! ceiling of any route that keeps its work off the reactor, whatever the work. Short plugin
-//! routes run on the reactor instead (see `lrpc_runtime::edge`).
+//! routes run on the reactor instead (see `lrpc_runtime::edge`). `/spin/{NANOS}/…` answers
+//! like `/native` after busy-waiting NANOS nanoseconds: what a given amount of processor
+//! time per request costs the native handler's throughput on the machine at hand.
 
 use anyhow::Context as _;
 use axum::Router;
@@ -25,6 +27,16 @@ fn greeting(rest: &str) -> String {
 }
 
 async fn native(Path(rest): Path<String>) -> ([(&'static str, &'static str); 1], String) {
+    ([("content-type", "text/plain")], greeting(&rest))
+}
+
+async fn spin(
+    Path((nanos, rest)): Path<(u64, String)>,
+) -> ([(&'static str, &'static str); 1], String) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_nanos(nanos.min(1_000_000)) {
+        std::hint::spin_loop();
+    }
     ([("content-type", "text/plain")], greeting(&rest))
 }
 
@@ -67,6 +79,7 @@ async fn main() -> anyhow::Result<()> {
     let app = Router::new()
         .route("/native/{*rest}", get(native))
         .route("/hop/{*rest}", get(hop))
+        .route("/spin/{nanos}/{*rest}", get(spin))
         .merge(edge.router());
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     println!("listening on http://{}", listener.local_addr()?);

@@ -116,7 +116,7 @@ struct OnReactor {
     slots: Box<[Slot]>,
     /// Seats made and not yet taken by a thread (and the seats a thread borrows when its
     /// own slot is busy).
-    spare: Mutex<Vec<Seat>>,
+    spare: Mutex<Held<Vec<Seat>>>,
     /// Seats made so far (each has a driver domain of its own name).
     made: AtomicUsize,
     /// A seat is being made.
@@ -131,9 +131,10 @@ const SEATS: usize = 32;
 #[repr(align(128))]
 struct Slot(Mutex<Held>);
 
+/// Seats and the moving average of the requests served on them.
 #[derive(Default)]
-struct Held {
-    seat: Option<Seat>,
+struct Held<S = Option<Seat>> {
+    seat: S,
     /// Seconds.
     average: f64,
 }
@@ -211,7 +212,7 @@ impl Edge {
                     slots: (0..SEATS)
                         .map(|_| Slot(Mutex::new(Held::default())))
                         .collect(),
-                    spare: Mutex::new(Vec::new()),
+                    spare: Mutex::new(Held::default()),
                     made: AtomicUsize::new(0),
                     making: AtomicBool::new(false),
                 },
@@ -361,7 +362,7 @@ impl Edge {
         if let Some(held) = mine.as_mut()
             && held.seat.is_none()
         {
-            held.seat = lock(&reactor.spare).pop();
+            held.seat = lock(&reactor.spare).seat.pop();
         }
         let (answer, took) = match mine.as_deref_mut() {
             Some(Held {
@@ -374,13 +375,15 @@ impl Edge {
             }
             _ => {
                 drop(mine);
-                let Some(mut seat) = lock(&reactor.spare).pop() else {
+                let Some(mut seat) = lock(&reactor.spare).seat.pop() else {
                     self.make_seat(route);
                     return None;
                 };
-                let r = self.serve_seated(route, &mut seat, request, start);
-                lock(&reactor.spare).push(seat);
-                r
+                let (answer, took) = self.serve_seated(route, &mut seat, request, start);
+                let mut spare = lock(&reactor.spare);
+                spare.seat.push(seat);
+                reactor.took(&mut spare.average, took, &route.route.prefix, &route.meters);
+                (answer, took)
             }
         };
         Some((answer, took))
@@ -430,7 +433,7 @@ fn add_seat(dep: &Deployment, rt: &RouteRt) {
     let name = format!("edge-driver{}@{n}", rt.route.prefix.replace('/', "-"));
     let mut seat = Seat::new(name, rt);
     if seat.warm(dep, rt) {
-        lock(&rt.reactor.spare).push(seat);
+        lock(&rt.reactor.spare).seat.push(seat);
     }
 }
 
