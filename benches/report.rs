@@ -1076,6 +1076,12 @@ fn why(ratio: &str) -> &'static str {
              callgrind), down from 38 500 (a size-class allocator in the guests, per-thread \
              seats and metrics, one driver entry per request), still about 1.5 µs."
         }
+        "edge_chain3_p50_over_chain1_p50" => {
+            "at 16 connections a request's median latency follows the route's throughput, and \
+             each plugin past the first adds its isolated call and its own decoding of the head \
+             (about 0.4 µs of processor time here), where the target allows about 0.15 µs. \
+             Earlier runs met it only while the one-plugin route was slower than the chain."
+        }
         "urpc_t2_over_t1_throughput" => {
             "the pipeline of URPC's Fig. 4 needs the guest client's and the server's \
              processors to run at once; on this shared 2-core machine they often do not, and \
