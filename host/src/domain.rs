@@ -350,22 +350,22 @@ impl Domain {
         let r = &self.shared.replicas[0];
         let size = {
             let store = lock_or_reenter_size(r, Duration::from_secs(5));
-            store.ok_or(Error::Busy)?
+            store.ok_or_else(|| Error::Busy)?
         };
         let mut buf = vec![0; len];
         r.range(size)
             .read(offset, &mut buf)
-            .ok_or(Error::OutOfBounds { offset, len })?;
+            .ok_or_else(|| Error::OutOfBounds { offset, len })?;
         Ok(buf)
     }
 
     /// Writes into replica 0's linear memory at `offset` (raw, volatile stores).
     pub fn write_memory(&self, offset: usize, bytes: &[u8]) -> Result<(), Error> {
         let r = &self.shared.replicas[0];
-        let size = lock_or_reenter_size(r, Duration::from_secs(5)).ok_or(Error::Busy)?;
+        let size = lock_or_reenter_size(r, Duration::from_secs(5)).ok_or_else(|| Error::Busy)?;
         r.range(size)
             .write(offset, bytes)
-            .ok_or(Error::OutOfBounds {
+            .ok_or_else(|| Error::OutOfBounds {
                 offset,
                 len: bytes.len(),
             })
@@ -469,7 +469,9 @@ impl<P: WasmParams, R: WasmResults> DomainFunc<P, R> {
         if shared.core.terminated.load(Ordering::Acquire) {
             return Err(Error::Fault(Fault::Terminated));
         }
-        let (i, mut store) = pick_replica(&shared.replicas, self.wait).ok_or(Error::Busy)?;
+        // (`ok_or_else`: an error built on every call would be dropped on every call.)
+        let (i, mut store) =
+            pick_replica(&shared.replicas, self.wait).ok_or_else(|| Error::Busy)?;
         let data = store.data_mut();
         data.deadline_tick = data
             .ticks
