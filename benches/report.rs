@@ -1063,7 +1063,7 @@ fn why(ratio: &str) -> &'static str {
         "edge_chain3_over_native_rps" => {
             "a short plugin route runs its chain on the reactor thread that got the request \
              (no hop to a worker thread and back: that hop alone, `edge_hop_over_native_rps`, \
-             caps a route near 0.65 of the native handler here). On this 2-core machine, \
+             caps a route at 0.65–0.75 of the native handler here). On this 2-core machine, \
              where the load generator shares both processors with the server, the target \
              allows about 1 µs of processor time per request: the native handler busy for \
              1 µs reaches about 0.8 of its own throughput (`edge_native_1us_over_native_rps`; \
