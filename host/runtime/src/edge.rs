@@ -946,8 +946,17 @@ impl Worker<'_> {
             Ok(ChainEnd::Failed { slot, status }) => {
                 let name = self.plugin_name(slot);
                 // A dead component keeps answering with the fault that killed it until its
-                // restart: once that fault is reported, it is restarting.
+                // restart: once that fault is reported, it is restarting. (A dead core
+                // domain answers `ServerTerminated` instead, so a core plugin's trap or
+                // deadline is always this call's own, whatever restart is pending.)
+                let component = self
+                    .seat
+                    .bound
+                    .get(slot)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|b| matches!(b.domain, crate::deploy::PluginDomain::Component(_)));
                 let restarting = status.is_call_failed()
+                    && component
                     && self.rt.plugins.get(slot).is_some_and(|p| p.restarting());
                 let (code, kind, what) = match status {
                     _ if restarting => (503, "terminated", "is restarting"),
