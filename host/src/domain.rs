@@ -347,28 +347,38 @@ impl Domain {
     /// Copies `len` bytes of replica 0's linear memory at `offset` (through raw, volatile
     /// loads, so it is safe on window pages a peer may be writing).
     pub fn read_memory(&self, offset: usize, len: usize) -> Result<Vec<u8>, Error> {
-        let r = &self.shared.replicas[0];
-        let size = {
-            let store = lock_or_reenter_size(r, Duration::from_secs(5));
-            store.ok_or_else(|| Error::Busy)?
-        };
-        let mut buf = vec![0; len];
-        r.range(size)
-            .read(offset, &mut buf)
-            .ok_or_else(|| Error::OutOfBounds { offset, len })?;
-        Ok(buf)
+        self.in_memory0(offset, len, |m| {
+            let mut buf = vec![0; len];
+            m.read(offset, &mut buf).map(|()| buf)
+        })
+    }
+
+    /// Copies `dst.len()` bytes of replica 0's linear memory at `offset` into `dst`, as
+    /// [`Domain::read_memory`] does, without allocating.
+    pub fn read_memory_into(&self, offset: usize, dst: &mut [u8]) -> Result<(), Error> {
+        self.in_memory0(offset, dst.len(), |m| m.read(offset, dst))
     }
 
     /// Writes into replica 0's linear memory at `offset` (raw, volatile stores).
     pub fn write_memory(&self, offset: usize, bytes: &[u8]) -> Result<(), Error> {
+        self.in_memory0(offset, bytes.len(), |m| m.write(offset, bytes))
+    }
+
+    /// Runs `f` on replica 0's linear memory once `[offset, offset + len)` is known to lie
+    /// inside it (before `f` allocates anything: `len` may come from the guest).
+    fn in_memory0<R>(
+        &self,
+        offset: usize,
+        len: usize,
+        f: impl FnOnce(&MemoryRange) -> Option<R>,
+    ) -> Result<R, Error> {
         let r = &self.shared.replicas[0];
         let size = lock_or_reenter_size(r, Duration::from_secs(5)).ok_or_else(|| Error::Busy)?;
-        r.range(size)
-            .write(offset, bytes)
-            .ok_or_else(|| Error::OutOfBounds {
-                offset,
-                len: bytes.len(),
-            })
+        let outside = || Error::OutOfBounds { offset, len };
+        if offset.checked_add(len).is_none_or(|end| end > size) {
+            return Err(outside());
+        }
+        f(&r.range(size)).ok_or_else(outside)
     }
 
     /// Writes into one of this domain's A-stack or out-of-band windows (replica 0) without

@@ -56,8 +56,8 @@ pub extern "C" fn input(len: i32) -> i32 {
     })
 }
 
-/// Where the last answer lies: its address and length, for the host to read after
-/// [`call`] or [`chain`] without calling [`output_ptr`] and [`output_len`].
+/// Where the last answer ([`call`]'s result or [`chain`]'s response) lies: its address and
+/// length, for the host to read after the call returns.
 static MAILBOX: [AtomicU32; 2] = [AtomicU32::new(0), AtomicU32::new(0)];
 
 /// The address of the mailbox (two little-endian `u32`s: the last answer's address and
@@ -73,18 +73,6 @@ fn answer(output: &mut Part, part: Part) {
     let b = output.bytes();
     MAILBOX[0].store(b.as_ptr() as u32, Ordering::Relaxed);
     MAILBOX[1].store(b.len() as u32, Ordering::Relaxed);
-}
-
-/// Address of the last answer ([`call`]'s result or [`chain`]'s response).
-#[unsafe(no_mangle)]
-pub extern "C" fn output_ptr() -> i32 {
-    STATE.with_borrow(|s| s.output.bytes().as_ptr() as i32)
-}
-
-/// Length of the last answer.
-#[unsafe(no_mangle)]
-pub extern "C" fn output_len() -> i32 {
-    STATE.with_borrow(|s| s.output.bytes().len() as i32)
 }
 
 /// Binds `slot` to the interface exported under the name in the first `name_len` bytes of

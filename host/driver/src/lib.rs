@@ -70,13 +70,7 @@ impl Driver {
     pub fn new(kernel: &Kernel, name: &str) -> Result<Driver, Error> {
         let domain = kernel.domain(name, lrpc::artifacts::HTTP_DRIVER)?;
         let mailbox = domain.func::<(), i32>("mailbox")?.call(())?;
-        let mailbox = usize::try_from(mailbox)
-            .ok()
-            .filter(|&m| m != 0)
-            .ok_or_else(|| Error::Guest {
-                what: "the driver's mailbox".into(),
-                reason: format!("at {mailbox}"),
-            })?;
+        let mailbox = address(mailbox, "the driver's mailbox", || format!("at {mailbox}"))?;
         Ok(Driver {
             input: domain.func("input")?,
             buffer: Cell::new((0, 0)),
@@ -101,27 +95,24 @@ impl Driver {
         let (mut at, held) = self.buffer.get();
         if at == 0 || held < bytes.len() {
             let ptr = self.input.call(len)?;
-            at = usize::try_from(ptr)
-                .ok()
-                .filter(|&p| p != 0)
-                .ok_or_else(|| Error::Guest {
-                    what: "the driver's input buffer".into(),
-                    reason: format!("none for {len} bytes"),
-                })?;
+            at = address(ptr, "the driver's input buffer", || {
+                format!("none for {len} bytes")
+            })?;
             self.buffer.set((at, bytes.len()));
         }
         self.domain.write_memory(at, bytes)?;
         Ok(len)
     }
 
+    /// The driver's last answer, where its mailbox says it lies (`read_memory` checks that
+    /// range against the driver's memory before it allocates for it).
     fn output(&self) -> Result<Vec<u8>, Error> {
-        let m = self.domain.read_memory(self.mailbox, 8)?;
-        let word = |k: usize| {
-            m.get(k..k + 4)
-                .and_then(|b| b.try_into().ok())
-                .map_or(0, u32::from_le_bytes) as usize
-        };
-        self.domain.read_memory(word(0), word(4))
+        let mut m = [0u8; 8];
+        self.domain.read_memory_into(self.mailbox, &mut m)?;
+        let [a0, a1, a2, a3, l0, l1, l2, l3] = m;
+        let at = u32::from_le_bytes([a0, a1, a2, a3]) as usize;
+        let len = u32::from_le_bytes([l0, l1, l2, l3]) as usize;
+        self.domain.read_memory(at, len)
     }
 
     /// Binds `slot` to the export `name` (an interface with this fingerprint and number of
@@ -202,6 +193,17 @@ impl Driver {
             },
         })
     }
+}
+
+/// A nonzero address the driver gave as `value`; else the guest error about `what`.
+fn address(value: i32, what: &str, reason: impl FnOnce() -> String) -> Result<usize, Error> {
+    usize::try_from(value)
+        .ok()
+        .filter(|&a| a != 0)
+        .ok_or_else(|| Error::Guest {
+            what: what.into(),
+            reason: reason(),
+        })
 }
 
 fn status_of(code: i32) -> Status {
