@@ -362,22 +362,22 @@ impl Edge {
             // Another thread on the same slot.
             Err(std::sync::TryLockError::WouldBlock) => None,
         };
-        if let Some(held) = mine.as_mut()
-            && held.seat.is_none()
-        {
-            held.seat = lock(&reactor.spare).seat.pop();
-        }
         let (answer, took) = match mine.as_deref_mut() {
-            Some(Held {
-                seat: Some(seat),
-                average,
-            }) => {
+            Some(held) => {
+                if held.seat.is_none() {
+                    held.seat = lock(&reactor.spare).seat.pop();
+                }
+                let Some(seat) = held.seat.as_mut() else {
+                    // No seat for this thread, and none spare.
+                    self.make_seat(route);
+                    return None;
+                };
                 let (answer, took) = self.serve_seated(route, seat, request, start);
-                reactor.took(average, took, &route.route.prefix, &route.meters);
+                reactor.took(&mut held.average, took, &route.route.prefix, &route.meters);
                 (answer, took)
             }
-            _ => {
-                drop(mine);
+            // Another thread on this slot: a spare seat, if there is one, for this request.
+            None => {
                 let Some(mut seat) = lock(&reactor.spare).seat.pop() else {
                     self.make_seat(route);
                     return None;
@@ -466,15 +466,16 @@ fn note_short_request(short: &AtomicU64) {
 /// first answer; [`hand_off`] asks again before it hands anything over.)
 fn reactor_may_hand_off() -> bool {
     thread_local! {
-        static MAY: bool = multi_thread_runtime();
+        static MAY: bool = multi_thread_runtime().is_some();
     }
     MAY.with(|m| *m)
 }
 
-/// Whether this thread is in a multi-thread tokio runtime.
-fn multi_thread_runtime() -> bool {
+/// The multi-thread tokio runtime this thread is in, if it is in one.
+fn multi_thread_runtime() -> Option<tokio::runtime::Handle> {
     tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+        .ok()
+        .filter(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
 }
 
 /// How long a reactor thread that hands its other work over waits at most, each time it
@@ -526,12 +527,9 @@ fn hand_off_if_long<T>(start: Instant, f: impl FnOnce() -> T) -> (T, bool) {
 /// closure waits, at most [`HAND_OFF_WAIT`], until a task spawned meanwhile runs: this
 /// thread runs no tasks inside `block_in_place`, so another thread did.
 fn hand_off() -> bool {
-    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+    let Some(rt) = multi_thread_runtime() else {
         return false;
     };
-    if rt.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
-        return false;
-    }
     tokio::task::block_in_place(|| {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         rt.spawn(async move {
@@ -949,14 +947,9 @@ impl Worker<'_> {
                 // restart: once that fault is reported, it is restarting. (A dead core
                 // domain answers `ServerTerminated` instead, so a core plugin's trap or
                 // deadline is always this call's own, whatever restart is pending.)
-                let component = self
-                    .seat
-                    .bound
-                    .get(slot)
-                    .and_then(Option::as_ref)
-                    .is_some_and(|b| matches!(b.domain, crate::deploy::PluginDomain::Component(_)));
+                let bound = self.seat.bound.get(slot).and_then(Option::as_ref);
                 let restarting = status.is_call_failed()
-                    && component
+                    && bound.is_some_and(|b| b.core().is_none())
                     && self.rt.plugins.get(slot).is_some_and(|p| p.restarting());
                 let (code, kind, what) = match status {
                     _ if restarting => (503, "terminated", "is restarting"),
