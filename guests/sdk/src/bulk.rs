@@ -54,36 +54,39 @@ pub unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
 /// As for [`copy_bytes`].
 #[inline]
 pub unsafe fn copy_short(src: *const u8, dst: *mut u8, len: usize) {
-    // In each branch every access lies within `[src, src + len)` or `[dst, dst + len)`,
-    // which the caller vouches for; unaligned accesses are allowed.
-    if (8..=16).contains(&len) {
-        // SAFETY: `8 <= len`: both eight-byte windows lie within the ranges.
-        unsafe {
-            let (a, b) = (
-                src.cast::<u64>().read_unaligned(),
-                src.add(len - 8).cast::<u64>().read_unaligned(),
-            );
-            dst.cast::<u64>().write_unaligned(a);
-            dst.add(len - 8).cast::<u64>().write_unaligned(b);
+    // SAFETY: the caller vouches for `len` bytes at `src` and `dst`; each arm meets
+    // `copy_ends`'s requirement on `len`, or copies byte by byte below `len`.
+    unsafe {
+        match len {
+            8..=16 => copy_ends::<u64>(src, dst, len),
+            4..8 => copy_ends::<u32>(src, dst, len),
+            0..4 => {
+                for i in 0..len {
+                    dst.add(i).write(src.add(i).read());
+                }
+            }
+            _ => copy_bytes(src, dst, len),
         }
-    } else if (4..8).contains(&len) {
-        // SAFETY: `4 <= len`: both four-byte windows lie within the ranges.
-        unsafe {
-            let (a, b) = (
-                src.cast::<u32>().read_unaligned(),
-                src.add(len - 4).cast::<u32>().read_unaligned(),
-            );
-            dst.cast::<u32>().write_unaligned(a);
-            dst.add(len - 4).cast::<u32>().write_unaligned(b);
-        }
-    } else if len < 4 {
-        for i in 0..len {
-            // SAFETY: `i < len`.
-            unsafe { dst.add(i).write(src.add(i).read()) };
-        }
-    } else {
-        // SAFETY: the caller's promise, passed on.
-        unsafe { copy_bytes(src, dst, len) };
+    }
+}
+
+/// Copies `len` bytes as two words of type `W`, the first and the last `size_of::<W>()`
+/// bytes (overlapping when `len` is less than two words).
+///
+/// # Safety
+/// As for [`copy_bytes`], and `size_of::<W>() <= len <= 2 * size_of::<W>()`.
+#[inline]
+unsafe fn copy_ends<W: Copy>(src: *const u8, dst: *mut u8, len: usize) {
+    let last = len - core::mem::size_of::<W>();
+    // SAFETY: both words lie within the `len` bytes at `src` and at `dst` (the caller's
+    // promise on `len`); unaligned accesses are allowed.
+    unsafe {
+        let (a, b) = (
+            src.cast::<W>().read_unaligned(),
+            src.add(last).cast::<W>().read_unaligned(),
+        );
+        dst.cast::<W>().write_unaligned(a);
+        dst.add(last).cast::<W>().write_unaligned(b);
     }
 }
 

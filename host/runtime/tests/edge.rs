@@ -16,6 +16,13 @@ fn app(name: &str) -> PathBuf {
         .join("lrpc.toml")
 }
 
+/// Writes `text` as `dir`'s `lrpc.toml`; its path.
+fn write_config(dir: &Path, text: &str) -> PathBuf {
+    let config = dir.join("lrpc.toml");
+    std::fs::write(&config, text).expect("write the config");
+    config
+}
+
 /// A fresh directory for one test.
 fn scratch(tag: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
@@ -366,14 +373,12 @@ fn a_wasi_http_handler_reloads_from_its_file() {
     let dir = scratch("wasi-reload");
     let file = dir.join("handler.wasm");
     std::fs::write(&file, lrpc::artifacts::HTTP_WASI_HELLO).expect("write the component");
-    let config = dir.join("lrpc.toml");
-    std::fs::write(
-        &config,
+    let config = write_config(
+        &dir,
         "[domains.handler]\nwasm = \"handler.wasm\"\n\
          exports = [{ interface = \"wasi:http/incoming-handler\" }]\n\
          [[routes]]\nprefix = \"/\"\nchain = [\"handler\"]\nworkers = 2\n",
-    )
-    .expect("write the config");
+    );
     let s = Server::start(&config);
     let reloads = "lrpc_domain_reloads_total{domain=\"handler\"}";
     assert_eq!(s.get("/a", &[]).text(), "hello anonymous at GET /a\n");
@@ -440,14 +445,12 @@ fn hot_reload_under_concurrent_requests_drops_none() {
     let dir = scratch("reload");
     let plugin = dir.join("handler.wasm");
     std::fs::write(&plugin, lrpc::artifacts::HTTP_HELLO).expect("write the plugin");
-    let config = dir.join("lrpc.toml");
-    std::fs::write(
-        &config,
+    let config = write_config(
+        &dir,
         "[domains.handler]\nwasm = \"handler.wasm\"\nreplicas = 2\n\
          exports = [{ interface = \"lrpc:http/plugin\" }]\n\
          [[routes]]\nprefix = \"/\"\nchain = [\"handler\"]\nworkers = 3\n",
-    )
-    .expect("write the config");
+    );
     let s = Server::start(&config);
     assert!(s.get("/a", &[]).text().starts_with("hello"));
     let stop = std::sync::atomic::AtomicBool::new(false);
@@ -501,14 +504,12 @@ fn sigterm_finishes_requests_in_flight_and_exits_0() {
     // tests' servers run beside this one) that work may take several times as long, and what
     // is tested here is the shutdown, not the deadline.
     let dir = scratch("sigterm");
-    let config = dir.join("lrpc.toml");
-    std::fs::write(
-        &config,
+    let config = write_config(
+        &dir,
         "[domains.faulty]\nguest = \"http-faulty\"\n\
          exports = [{ interface = \"lrpc:http/plugin\", deadline = \"10s\" }]\n\
          [[routes]]\nprefix = \"/faulty\"\nchain = [\"faulty\"]\n",
-    )
-    .expect("write the config");
+    );
     let mut s = Server::start(&config);
     let addr = s.addr.clone();
     let slow = std::thread::spawn(move || request(&addr, "GET", "/faulty/busy/50", &[], b""));
@@ -762,11 +763,10 @@ async fn embedded_chain_copies_a_body_only_into_plugins_that_may_modify_it() {
     use lrpc_runtime::{config::Config, deploy::Deployment, edge::Edge};
     let dir = scratch("borrow");
     let preserved = app("http-chain").with_file_name("hello-server.toml");
-    let config = dir.join("lrpc.toml");
     // One replica each, so that the copy counters read below are the ones that counted.
-    std::fs::write(
-        &config,
-        format!(
+    let config = write_config(
+        &dir,
+        &format!(
             "[domains.rewrite]\nguest = \"http-rewrite\"\n\
              exports = [{{ interface = \"lrpc:http/plugin\" }}]\n\
              [domains.hello]\nguest = \"http-hello\"\n\
@@ -774,8 +774,7 @@ async fn embedded_chain_copies_a_body_only_into_plugins_that_may_modify_it() {
              [[routes]]\nprefix = \"/\"\nchain = [\"rewrite\", \"hello\"]\nworkers = 1\n",
             preserved.display().to_string()
         ),
-    )
-    .expect("write the config");
+    );
     let config = Config::load(&config).expect("config");
     let edge = Edge::start(std::sync::Arc::new(
         Deployment::start(config).expect("start"),
@@ -840,17 +839,15 @@ async fn embedded_chain_copies_a_body_only_into_plugins_that_may_modify_it() {
 async fn a_long_request_on_the_reactor_hands_its_other_work_over() {
     use lrpc_runtime::{config::Config, deploy::Deployment, edge::Edge};
     let dir = scratch("handoff");
-    let config = dir.join("lrpc.toml");
-    std::fs::write(
-        &config,
+    let config = write_config(
+        &dir,
         "[domains.slow]\nguest = \"http-faulty\"\n\
          exports = [{ interface = \"lrpc:http/plugin\", deadline = \"10s\" }]\n\
          [domains.hello]\nguest = \"http-hello\"\n\
          exports = [{ interface = \"lrpc:http/plugin\" }]\n\
          [[routes]]\nprefix = \"/slow\"\nchain = [\"slow\"]\n\
          [[routes]]\nprefix = \"/fast\"\nchain = [\"hello\"]\n",
-    )
-    .expect("write the config");
+    );
     let edge = Edge::start(std::sync::Arc::new(
         Deployment::start(Config::load(&config).expect("config")).expect("start"),
     ))

@@ -52,65 +52,55 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("lrpc");
-        let requests = Family::<RouteCode, sharded::Counter>::default();
-        registry.register(
+        let requests = family(
+            &mut registry,
             "http_requests",
             "HTTP requests answered, by route and status code",
-            requests.clone(),
         );
-        let request_seconds = Family::<RouteLabel, sharded::Latency>::default();
-        registry.register(
+        let request_seconds = family(
+            &mut registry,
             "http_request_duration_seconds",
             "Time from a request's arrival to its answer, by route",
-            request_seconds.clone(),
         );
-        let in_flight = Family::<RouteLabel, sharded::Gauge>::default();
-        registry.register(
+        let in_flight = family(
+            &mut registry,
             "http_requests_in_flight",
             "Requests received and not yet answered, by route",
-            in_flight.clone(),
         );
-        let on_reactor = Family::<RouteLabel, Gauge>::default();
-        registry.register(
+        let on_reactor = family(
+            &mut registry,
             "http_route_on_reactor",
             "1 while a route's requests run on the reactor's threads, 0 once its worker pool serves them",
-            on_reactor.clone(),
         );
-        let handoffs = Family::<RouteLabel, Counter>::default();
-        registry.register(
+        let handoffs = family(
+            &mut registry,
             "http_reactor_handoffs",
             "Requests whose guest code ran long (or had to wait for a domain) on a reactor thread, which handed its other work to another thread",
-            handoffs.clone(),
         );
-        let calls = Family::<DomainLabel, sharded::Counter>::default();
-        registry.register(
+        let calls = family(
+            &mut registry,
             "plugin_calls",
             "Cross-domain calls into each plugin domain",
-            calls.clone(),
         );
-        let failures = Family::<Failure, Counter>::default();
-        registry.register(
+        let failures = family(
+            &mut registry,
             "plugin_failures",
             "Failed calls into each plugin domain, by kind (trap, deadline, terminated, other)",
-            failures.clone(),
         );
-        let restarts = Family::<DomainLabel, Counter>::default();
-        registry.register(
+        let restarts = family(
+            &mut registry,
             "domain_restarts",
             "Plugin domains restarted fresh after a fault",
-            restarts.clone(),
         );
-        let reloads = Family::<DomainLabel, Counter>::default();
-        registry.register(
+        let reloads = family(
+            &mut registry,
             "domain_reloads",
             "Plugin domains replaced by a reload",
-            reloads.clone(),
         );
-        let memory = Family::<DomainLabel, Gauge>::default();
-        registry.register(
+        let memory = family(
+            &mut registry,
             "domain_memory_bytes",
             "Linear memory of each domain (a core domain's first replica; every memory of a component's instance; a wasi:http handler's instances)",
-            memory.clone(),
         );
         Metrics {
             registry: Mutex::new(registry),
@@ -126,6 +116,16 @@ impl Default for Metrics {
             memory,
         }
     }
+}
+
+/// A family of metrics registered under `name` with `help`.
+fn family<L, M>(registry: &mut Registry, name: &str, help: &str) -> Family<L, M>
+where
+    Family<L, M>: Default + Clone + prometheus_client::registry::Metric,
+{
+    let f = Family::default();
+    registry.register(name, help, f.clone());
+    f
 }
 
 fn domain(d: &str) -> DomainLabel {

@@ -10,7 +10,7 @@ use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use std::cell::Cell;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// Shards per metric. Threads take shards in turn; two threads that share one still count
@@ -45,19 +45,36 @@ fn shard() -> usize {
     thread_index() % SHARDS
 }
 
+/// Per-shard sums that a scrape adds up (wrapping, so a gauge's shards may hold negative
+/// parts as two's complement).
+#[derive(Clone, Default)]
+struct Sums(Arc<[Padded<AtomicU64>; SHARDS]>);
+
+impl Sums {
+    fn add(&self, delta: u64) {
+        self.0[shard()].0.fetch_add(delta, Ordering::Relaxed);
+    }
+
+    fn total(&self) -> u64 {
+        self.0
+            .iter()
+            .fold(0, |t, s| t.wrapping_add(s.0.load(Ordering::Relaxed)))
+    }
+}
+
 /// A monotonic counter.
 #[derive(Clone, Default)]
-pub struct Counter(Arc<[Padded<AtomicU64>; SHARDS]>);
+pub struct Counter(Sums);
 
 impl Counter {
     /// Adds one.
     pub fn inc(&self) {
-        self.0[shard()].0.fetch_add(1, Ordering::Relaxed);
+        self.0.add(1);
     }
 
     /// The total.
     pub fn get(&self) -> u64 {
-        self.0.iter().map(|s| s.0.load(Ordering::Relaxed)).sum()
+        self.0.total()
     }
 }
 
@@ -84,17 +101,17 @@ impl EncodeMetric for Counter {
 /// A gauge moved up and down by different threads (each shard holds what its threads
 /// added; the value is their sum).
 #[derive(Clone, Default)]
-pub struct Gauge(Arc<[Padded<AtomicI64>; SHARDS]>);
+pub struct Gauge(Sums);
 
 impl Gauge {
     /// Adds `delta`.
     pub fn add(&self, delta: i64) {
-        self.0[shard()].0.fetch_add(delta, Ordering::Relaxed);
+        self.0.add(delta as u64);
     }
 
     /// The value.
     pub fn get(&self) -> i64 {
-        self.0.iter().map(|s| s.0.load(Ordering::Relaxed)).sum()
+        self.0.total() as i64
     }
 }
 
