@@ -6,6 +6,7 @@
 //! side = "server"                 # or "client"
 //! trust = "none"                  # none | leaky | leaky+unprotected (toward the peer)
 //! channel-slots = 16              # client only: calls in flight on an asynchronous binding
+//! types = "borrowed"              # strings and byte lists in the interface's types are `Cow`s
 //!
 //! [function.big-in]
 //! in.data = "preserved"           # server: preserved; client: trashable
@@ -75,6 +76,20 @@ pub enum OutMode {
     DeallocNever,
 }
 
+/// How the generated Rust types hold the strings and byte lists inside records, variants,
+/// tuples, options, results and lists. It changes the API only, never the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Types {
+    /// `String` and `Vec<u8>`: every value decoded is a copy the handler owns.
+    #[default]
+    Owned,
+    /// `Cow<'a, str>` and `Cow<'a, [u8]>` (the types carry a lifetime): a server's handler
+    /// receives them lent from its private copy of the request (no allocation per string),
+    /// and may return them in its result; a client's results are decoded owned.
+    Borrowed,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct RawFile {
@@ -84,6 +99,8 @@ struct RawFile {
     trust: Option<Spanned<Trust>>,
     #[serde(default)]
     channel_slots: Option<Spanned<u32>>,
+    #[serde(default)]
+    types: Option<Spanned<Types>>,
     #[serde(default)]
     function: BTreeMap<Spanned<String>, Spanned<RawFunction>>,
 }
@@ -135,6 +152,8 @@ pub struct SidePresentation {
     /// channel's slots) the generated `AsyncClient::bind` asks for; `None`: the kernel's
     /// default.
     pub channel_slots: Option<u32>,
+    /// How this side's generated types hold strings and byte lists.
+    pub types: Types,
 }
 
 impl SidePresentation {
@@ -147,6 +166,7 @@ impl SidePresentation {
             trust: Trust::None,
             functions: BTreeMap::new(),
             channel_slots: None,
+            types: Types::Owned,
         }
     }
 
@@ -293,6 +313,7 @@ impl SidePresentation {
             trust: raw.trust.map_or(Trust::None, |t| *t.get_ref()),
             functions,
             channel_slots: raw.channel_slots.map(|n| *n.get_ref()),
+            types: raw.types.map_or(Types::Owned, |t| *t.get_ref()),
         })
     }
 

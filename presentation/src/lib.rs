@@ -21,7 +21,7 @@ pub mod rust;
 
 pub use annot::{
     Combination, FunctionAnnotations, InMode, OutMode, ProcCombination, Side, SidePresentation,
-    Transport, Trust, combine,
+    Transport, Trust, Types, combine,
 };
 pub use front::Wit;
 pub use plan::{Def, DefKind, Fast, InterfacePlan, Prim, ProcPlan, Ty, Word};

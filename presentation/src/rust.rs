@@ -11,7 +11,7 @@
 //! written in one place per type by the `codec` submodule; this module assembles it into
 //! stubs. Encoding code is generated per type, so `list<u8>` and `string` are single copies.
 
-use crate::annot::{OutMode, SidePresentation};
+use crate::annot::{OutMode, SidePresentation, Types};
 use crate::plan::{Def, DefKind, InterfacePlan, Prim, ProcPlan, Ty};
 use std::fmt::Write as _;
 
@@ -26,6 +26,9 @@ struct Gen<'a> {
     plan: &'a InterfacePlan,
     client: Option<&'a SidePresentation>,
     server: Option<&'a SidePresentation>,
+    /// Strings and byte lists inside the types are `Cow<'a, _>`s (either side's presentation
+    /// asked for `types = "borrowed"`).
+    borrowed: bool,
     out: String,
 }
 
@@ -42,7 +45,13 @@ pub fn generate_rust(plan: &InterfacePlan) -> String {
 /// * a server's `out = "caller-allocates"`: the handler gets an `&mut OutBuf` and writes the
 ///   result straight onto the A-stack (no copy);
 /// * a server's `out = "dealloc(never)"`: the handler returns a view (`&[u8]` or `&str`) into
-///   its own storage, which the stub copies without allocating.
+///   its own storage, which the stub copies without allocating;
+/// * `types = "borrowed"` (either side): strings and byte lists inside records, variants,
+///   tuples, options, results and lists are `Cow<'a, str>` / `Cow<'a, [u8]>`, and the types
+///   holding them carry the lifetime. The server's handlers are generic over `'a`: their
+///   parameters are lent from the stub's private copy of the request (no allocation per
+///   string) and their results may borrow from them. A client passes such types by
+///   reference and receives its results owned (`'static`).
 ///
 /// `in` annotations (`trashable`, `preserved`) do not change the API — a server always
 /// receives byte-list parameters as `&[u8]` — they decide at bind time whether that slice is
@@ -53,10 +62,14 @@ pub fn generate_rust_with(
     client: Option<&SidePresentation>,
     server: Option<&SidePresentation>,
 ) -> String {
+    let borrowed = [client, server]
+        .iter()
+        .any(|p| p.is_some_and(|p| p.types == Types::Borrowed));
     let mut g = Gen {
         plan,
         client,
         server,
+        borrowed,
         out: String::new(),
     };
     g.module();
@@ -66,6 +79,41 @@ pub fn generate_rust_with(
 impl Gen<'_> {
     fn def(&self, i: usize) -> &Def {
         &self.plan.defs[i]
+    }
+
+    /// Whether values of `t` may borrow the bytes they were decoded from: under borrowed
+    /// types, when a string or byte list appears anywhere in it. Such types carry `'a`.
+    fn lends(&self, t: &Ty) -> bool {
+        if !self.borrowed {
+            return false;
+        }
+        match t {
+            Ty::Prim(_) => false,
+            Ty::String => true,
+            Ty::List(el) => Self::is_bytes(t) || self.lends(el),
+            Ty::Tuple(ts) => ts.iter().any(|t| self.lends(t)),
+            Ty::Option(t) => self.lends(t),
+            Ty::Result(ok, err) => [ok, err]
+                .iter()
+                .any(|t| t.as_ref().is_some_and(|t| self.lends(t))),
+            Ty::Named(i) => match &self.def(*i).kind {
+                DefKind::Record(fs) => fs.iter().any(|(_, t)| self.lends(t)),
+                DefKind::Variant(cs) => cs
+                    .iter()
+                    .any(|(_, t)| t.as_ref().is_some_and(|t| self.lends(t))),
+                DefKind::Enum(_) | DefKind::Flags(_) => false,
+            },
+        }
+    }
+
+    /// The Rust type of named type `i`, with its lifetime `'a` when it has one.
+    fn def_type(&self, i: usize) -> String {
+        let name = camel(&self.def(i).name);
+        if self.lends(&Ty::Named(i)) {
+            format!("{name}<'a>")
+        } else {
+            name
+        }
     }
 
     /// `v`, of scalar type `t`, as the core value of a register entry.
@@ -101,9 +149,28 @@ impl Gen<'_> {
         matches!(t, Ty::List(e) if **e == Ty::Prim(Prim::U8))
     }
 
-    /// The owned Rust type.
+    /// The Rust type, with lifetime `'a` where it may borrow.
     fn owned(&self, t: &Ty) -> String {
         self.codec(t, "").ty
+    }
+
+    /// The Rust type of a value decoded owned (a client's result): `'static`, and a result
+    /// that is one string or byte list is a `String` or `Vec<u8>` whatever the types.
+    fn decoded(&self, t: &Ty) -> String {
+        match t {
+            Ty::String => "String".into(),
+            t if Self::is_bytes(t) => "Vec<u8>".into(),
+            t => self.owned(t).replace("'a", "'static"),
+        }
+    }
+
+    /// Decoding a client's result, of type [`Gen::decoded`].
+    fn decode_result(&self, t: &Ty) -> String {
+        let c = self.codec(t, "");
+        match c.view {
+            Some(v) => format!("::lrpc_sdk::rt::Owned::owned({})", v.dec),
+            None => c.dec,
+        }
     }
 
     /// Whether parameter `k` of procedure `i` is marshaled by the programmer (`special`).
@@ -120,7 +187,7 @@ impl Gen<'_> {
     /// The type of an `in` parameter as the client passes it.
     fn client_param(&self, t: &Ty) -> String {
         let c = self.codec(t, "");
-        c.param.unwrap_or(c.ty)
+        c.param.unwrap_or(c.ty).replace("'a", "'_")
     }
 
     /// The type of an `in` parameter as the server receives it (borrowed from its private
@@ -128,7 +195,12 @@ impl Gen<'_> {
     /// the binding lets it borrow).
     fn server_param(&self, t: &Ty) -> String {
         let c = self.codec(t, "");
-        c.view.map_or(c.ty, |v| v.ty.into())
+        match c.view {
+            // Under borrowed types, views live as long as what the handler was lent.
+            Some(v) if self.borrowed => v.ty.replacen('&', "&'a ", 1),
+            Some(v) => v.ty.into(),
+            None => c.ty,
+        }
     }
 
     fn module(&mut self) {
@@ -182,12 +254,21 @@ impl Gen<'_> {
     fn typedef(&mut self, i: usize) {
         let d = self.def(i);
         let name = camel(&d.name);
+        // The type as declared (`Name<'a>` when it may borrow), and as its wire functions
+        // take it.
+        let decl = self.def_type(i);
+        let lends = self.lends(&Ty::Named(i));
+        let (any, owned) = if lends {
+            (format!("{name}<'_>"), format!("{name}<'static>"))
+        } else {
+            (name.clone(), name.clone())
+        };
         let o = &mut String::new();
         match &d.kind {
             DefKind::Record(fs) => {
                 let _ = writeln!(o, "    /// WIT record `{}`.", d.name);
                 let _ = writeln!(o, "    #[derive(Clone, Debug, PartialEq)]");
-                let _ = writeln!(o, "    pub struct {name} {{");
+                let _ = writeln!(o, "    pub struct {decl} {{");
                 for (f, t) in fs {
                     let _ = writeln!(o, "        /// Field `{f}`.");
                     let _ = writeln!(o, "        pub {}: {},", snake(f), self.owned(t));
@@ -207,7 +288,7 @@ impl Gen<'_> {
             DefKind::Variant(cs) => {
                 let _ = writeln!(o, "    /// WIT variant `{}`.", d.name);
                 let _ = writeln!(o, "    #[derive(Clone, Debug, PartialEq)]");
-                let _ = writeln!(o, "    pub enum {name} {{");
+                let _ = writeln!(o, "    pub enum {decl} {{");
                 for (c, t) in cs {
                     let _ = writeln!(o, "        /// Case `{c}`.");
                     match t {
@@ -227,19 +308,26 @@ impl Gen<'_> {
         let f = def_fn(&d.name);
         let _ = writeln!(
             o,
-            "    fn __enc_{f}(__w: &mut Writer, __v: &{name}) {{ {} }}",
+            "    fn __enc_{f}(__w: &mut Writer, __v: &{any}) {{ {} }}",
             c.enc
         );
         let _ = writeln!(
             o,
-            "    fn __size_{f}(__v: &{name}) -> usize {{ {} }}",
+            "    fn __size_{f}(__v: &{any}) -> usize {{ {} }}",
             c.size
         );
         let _ = writeln!(
             o,
-            "    fn __dec_{f}(__r: &mut Reader<'_>) -> Result<{name}, DecodeError> {{ {} }}",
+            "    fn __dec_{f}(__r: &mut Reader<'_>) -> Result<{owned}, DecodeError> {{ {} }}",
             c.dec
         );
+        if lends {
+            let _ = writeln!(
+                o,
+                "    fn __lend_{f}<'a>(__r: &mut Reader<'a>) -> Result<{decl}, DecodeError> {{ {} }}",
+                c.lend
+            );
+        }
         let _ = writeln!(
             o,
             "    fn __skip_{f}(__r: &mut Reader<'_>) -> Result<(), DecodeError> {{ {} Ok(()) }}",
@@ -336,7 +424,7 @@ impl Gen<'_> {
             let ret = if into {
                 "usize".into()
             } else {
-                p.result.as_ref().map_or("()".into(), |t| self.owned(t))
+                p.result.as_ref().map_or("()".into(), |t| self.decoded(t))
             };
             let refexpr = |n: &str, t: &Ty| {
                 let n = snake(n);
@@ -374,7 +462,7 @@ impl Gen<'_> {
                     "{{ let __b = {}; let __b: &[u8] = __b.as_ref(); if __b.len() > out.len() {{ return Err(DecodeError) }} out[..__b.len()].copy_from_slice(__b); __b.len() }}",
                     self.codec(t, "").dec_view()
                 ),
-                Some(t) => self.codec(t, "").dec,
+                Some(t) => self.decode_result(t),
                 None => "()".into(),
             };
             let signature = format!("(&self, {}) -> Result<{ret}, CallError>", params.join(", "));
@@ -398,7 +486,7 @@ impl Gen<'_> {
                 p.out_bound.unwrap_or(0)
             );
             if !into {
-                let ret = p.result.as_ref().map_or("()".into(), |t| self.owned(t));
+                let ret = p.result.as_ref().map_or("()".into(), |t| self.decoded(t));
                 let method = snake(&p.name);
                 let method = method.trim_start_matches("r#");
                 let (bounded, out_bound) = (p.bounded, p.out_bound.unwrap_or(0));
@@ -542,12 +630,18 @@ impl Gen<'_> {
                     .as_ref()
                     .map_or(String::new(), |t| format!(" -> {}", self.owned(t))),
             };
+            let params = params.join(", ");
+            // Generic over what the handler is lent when its signature borrows.
+            let generics = if (params.clone() + &ret).contains("'a") {
+                "<'a>"
+            } else {
+                ""
+            };
             let _ = writeln!(o, "        /// Handles `{}`.", p.name);
             let _ = writeln!(
                 o,
-                "        fn {}(&self, {}){ret};",
+                "        fn {}{generics}(&self, {params}){ret};",
                 snake(&p.name),
-                params.join(", ")
             );
         }
         let _ = writeln!(o, "    }}");
@@ -562,7 +656,13 @@ impl Gen<'_> {
             // Parameters whose data a borrow spares a copy of: byte lists. A request holding a
             // string is never read in place whole (its UTF-8 is validated on a private copy),
             // but its borrowed byte lists are, beside a private copy of the rest.
-            let has_string = p.params.iter().any(|(_, t)| self.plan.has_string(t));
+            // Under borrowed types, byte lists inside other parameters are lent too: such a
+            // request is never read in place whole either, so that only the byte-list
+            // parameters the binding lets this side borrow are views of shared memory.
+            let has_string = p
+                .params
+                .iter()
+                .any(|(_, t)| self.plan.has_string(t) || (!Self::is_bytes(t) && self.lends(t)));
             let in_mask: u32 = p
                 .params
                 .iter()
@@ -592,7 +692,7 @@ impl Gen<'_> {
                 let dec = if Self::is_bytes(t) && k < 32 {
                     format!("__r.list_u8_arg({k})?")
                 } else {
-                    self.codec(t, "").dec_view().to_string()
+                    self.codec(t, "").dec_lent().to_string()
                 };
                 let _ = writeln!(o, "            let {} = {dec};", snake(n));
             }

@@ -1,7 +1,7 @@
 //! Presentation files: parsing, checking against the WIT, and combination signatures.
 
 use lrpc_presentation::{
-    Error, InMode, OutMode, Side, SidePresentation, Transport, Trust, Wit, combine,
+    Error, InMode, OutMode, Side, SidePresentation, Transport, Trust, Types, Wit, combine,
 };
 use std::path::Path;
 
@@ -32,6 +32,7 @@ fn a_server_presentation_parses_with_every_annotation() {
 interface = "lrpc:bench/bench"
 side = "server"
 trust = "leaky"
+types = "borrowed"
 
 [function.big-in]
 in.data = "preserved"
@@ -46,6 +47,7 @@ out = "dealloc(never)"
     .unwrap();
     assert_eq!(p.side, Side::Server);
     assert_eq!(p.trust, Trust::Leaky);
+    assert_eq!(p.types, Types::Borrowed);
     let f = p.function(2);
     assert_eq!(f.ins.get(&0), Some(&InMode::Preserved));
     assert_eq!((f.astack_count, f.astack_size), (Some(8), Some(4096)));
@@ -63,6 +65,7 @@ fn mistakes_are_refused_with_file_line_and_reason() {
     let head = "interface = \"lrpc:bench/bench\"\nside = \"client\"\n";
     let cases: &[(&str, usize, &str)] = &[
         ("[function.nope]\n", 3, "no function `nope`"),
+        ("types = \"shared\"\n", 3, "unknown variant `shared`"),
         (
             "[function.big-in]\nin.bytes = \"trashable\"\n",
             4,

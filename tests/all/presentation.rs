@@ -485,7 +485,7 @@ fn a_server_borrowing_a_body_beside_strings_copies_the_head_and_survives_a_scrib
     let preserved = kernel
         .load_presentation(
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../guests/apps/http-chain/hello-server.toml"),
+                .join("../guests/http-hello/server.toml"),
         )
         .unwrap();
     crate::export_with(

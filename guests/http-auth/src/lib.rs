@@ -4,8 +4,8 @@
 
 include!(concat!(env!("OUT_DIR"), "/stubs.rs"));
 
-/// Requests are decoded into small strings and dropped at every call: the SDK's size-class
-/// allocator serves them in a few instructions each.
+/// Responses and the headers a plugin adds are small vectors dropped at every call: the
+/// SDK's size-class allocator serves them in a few instructions each.
 #[global_allocator]
 static ALLOC: lrpc_sdk::alloc::Pools = lrpc_sdk::alloc::Pools::new();
 
@@ -18,7 +18,9 @@ const TOKENS: &[(&str, &str)] = &[("Bearer letmein", "alice"), ("Bearer opensesa
 struct Auth;
 
 impl plugin::Server for Auth {
-    fn handle(&self, mut head: Head, _body: &[u8]) -> Action {
+    /// The head's strings are lent from the request (`server.toml`: borrowed types): the
+    /// headers passed on are not copied here, only re-encoded by the stub.
+    fn handle<'a>(&self, mut head: Head<'a>, _body: &'a [u8]) -> Action<'a> {
         let user = head
             .headers
             .iter()
@@ -32,7 +34,7 @@ impl plugin::Server for Auth {
                     name: "www-authenticate".into(),
                     value: "Bearer".into(),
                 }],
-                body: b"auth: missing or unknown token\n".to_vec(),
+                body: b"auth: missing or unknown token\n".into(),
             });
         };
         head.headers

@@ -3,7 +3,7 @@
 
 include!(concat!(env!("OUT_DIR"), "/stubs.rs"));
 
-/// Requests are decoded into small strings and dropped at every call: the SDK's size-class
+/// The response is built in small vectors dropped at every call: the SDK's size-class
 /// allocator serves them in a few instructions each.
 #[global_allocator]
 static ALLOC: lrpc_sdk::alloc::Pools = lrpc_sdk::alloc::Pools::new();
@@ -14,13 +14,27 @@ use plugin::{Action, Head, Header, Response};
 struct Hello;
 
 impl plugin::Server for Hello {
-    fn handle(&self, head: Head, body: &[u8]) -> Action {
+    /// The head is lent from the stub's private copy of the request and the body read in
+    /// place (`server.toml`): the greeting is the only copy made here.
+    fn handle<'a>(&self, head: Head<'a>, body: &'a [u8]) -> Action<'a> {
         let user = head
             .headers
             .iter()
             .find(|h| h.name.eq_ignore_ascii_case("x-user"))
-            .map_or("anonymous", |h| h.value.as_str());
-        let mut out = format!("hello {user} at {} {}\n", head.method, head.path).into_bytes();
+            .map_or("anonymous", |h| &h.value);
+        let parts: [&[u8]; 7] = [
+            b"hello ",
+            user.as_bytes(),
+            b" at ",
+            head.method.as_bytes(),
+            b" ",
+            head.path.as_bytes(),
+            b"\n",
+        ];
+        let mut out = Vec::with_capacity(parts.iter().map(|p| p.len()).sum::<usize>() + body.len());
+        for p in parts {
+            out.extend_from_slice(p);
+        }
         out.extend_from_slice(body);
         Action::Respond(Response {
             status: 200,
@@ -34,7 +48,7 @@ impl plugin::Server for Hello {
                     value: "hello".into(),
                 },
             ],
-            body: out,
+            body: out.into(),
         })
     }
 }

@@ -762,7 +762,8 @@ fn config_mistakes_name_file_and_line() {
 async fn embedded_chain_copies_a_body_only_into_plugins_that_may_modify_it() {
     use lrpc_runtime::{config::Config, deploy::Deployment, edge::Edge};
     let dir = scratch("borrow");
-    let preserved = app("http-chain").with_file_name("hello-server.toml");
+    let preserved =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guests/http-hello/server.toml");
     // One replica each, so that the copy counters read below are the ones that counted.
     let config = write_config(
         &dir,

@@ -24,6 +24,9 @@ pub(crate) struct Codec {
     pub size: String,
     /// An expression decoding an owned `T` from `__r`.
     pub dec: String,
+    /// An expression decoding a `T` whose strings and byte lists are lent from the reader's
+    /// bytes (`Cow::Borrowed`); the same as [`Codec::dec`] when the types are owned.
+    pub lend: String,
     /// For `string` and `list<u8>`: a view of the value into the reader's bytes.
     pub view: Option<View>,
     /// Statements stepping `__r` over one encoded `T`, checking only its framing.
@@ -45,6 +48,15 @@ impl Codec {
         match self.view {
             Some(v) => v.dec,
             None => &self.dec,
+        }
+    }
+
+    /// How a server's stub decodes a parameter of this type: a view where the type has one,
+    /// lent from the reader's bytes otherwise (a copy when the types are owned).
+    pub fn dec_lent(&self) -> &str {
+        match self.view {
+            Some(v) => v.dec,
+            None => &self.lend,
         }
     }
 }
@@ -130,15 +142,40 @@ pub(crate) fn flags_repr(n: usize) -> (String, usize) {
 /// The code of a byte sequence (`string`, `list<u8>`) for the value `e`: a length, then the
 /// bytes, written with writer method `write`; decoded as `view`, copied when owned.
 fn bytes(e: &str, ty: &str, write: &str, view: View) -> Codec {
+    let dec = format!("::lrpc_sdk::rt::Owned::owned({})", view.dec);
     Codec {
         ty: ty.into(),
         param: Some(view.ty.into()),
         enc: format!("__w.{write}({e});"),
         size: format!("(4 + {e}.len())"),
-        dec: format!("::lrpc_sdk::rt::Owned::owned({})", view.dec),
+        lend: dec.clone(),
+        dec,
         view: Some(view),
         skip: "__r.list_u8()?;".into(),
     }
+}
+
+/// [`bytes`] under borrowed types: a `Cow` of `unsized_ty` (`str`, `[u8]`), lent from the
+/// reader's bytes or owned.
+fn cow_bytes(e: &str, unsized_ty: &str, write: &str, view: View) -> Codec {
+    let cow = "::std::borrow::Cow";
+    Codec {
+        ty: format!("{cow}<'a, {unsized_ty}>"),
+        param: Some(view.ty.into()),
+        enc: format!("__w.{write}({e});"),
+        size: format!("(4 + {e}.len())"),
+        dec: format!("{cow}::Owned(::lrpc_sdk::rt::Owned::owned({}))", view.dec),
+        lend: format!("{cow}::Borrowed({})", view.dec),
+        view: Some(view),
+        skip: "__r.list_u8()?;".into(),
+    }
+}
+
+/// Decoding a list of `min`-byte-or-larger elements, each decoded by `el`.
+fn list_dec(min: usize, el: &str) -> String {
+    format!(
+        "{{ let __n = __r.count({min})?; let mut __v = Vec::with_capacity(__n); for _ in 0..__n {{ __v.push({el}); }} __v }}"
+    )
 }
 
 /// One piece of each of `xs`.
@@ -164,28 +201,33 @@ impl Gen<'_> {
                     enc: format!("__w.{w}(*{e}{cast});"),
                     size: p.size().to_string(),
                     dec: format!("__r.{}()?", p.wit()),
+                    lend: format!("__r.{}()?", p.wit()),
                     view: None,
                     skip: format!("__r.take({})?;", p.size()),
                 }
             }
-            Ty::String => bytes(
-                e,
-                "String",
-                "str",
-                View {
+            Ty::String => {
+                let view = View {
                     ty: "&str",
                     dec: "__r.str()?",
-                },
-            ),
-            Ty::List(el) if **el == Ty::Prim(Prim::U8) => bytes(
-                e,
-                "Vec<u8>",
-                "list_u8",
-                View {
+                };
+                if self.borrowed {
+                    cow_bytes(e, "str", "str", view)
+                } else {
+                    bytes(e, "String", "str", view)
+                }
+            }
+            Ty::List(el) if **el == Ty::Prim(Prim::U8) => {
+                let view = View {
                     ty: "&[u8]",
                     dec: "__r.list_u8()?",
-                },
-            ),
+                };
+                if self.borrowed {
+                    cow_bytes(e, "[u8]", "list_u8", view)
+                } else {
+                    bytes(e, "Vec<u8>", "list_u8", view)
+                }
+            }
             Ty::List(el) => {
                 let x = self.codec(el, "__x");
                 let min = self.plan.min_size(el);
@@ -201,10 +243,8 @@ impl Gen<'_> {
                         x.enc
                     ),
                     size,
-                    dec: format!(
-                        "{{ let __n = __r.count({min})?; let mut __v = Vec::with_capacity(__n); for _ in 0..__n {{ __v.push({}); }} __v }}",
-                        x.dec
-                    ),
+                    dec: list_dec(min, &x.dec),
+                    lend: list_dec(min, &x.lend),
                     view: None,
                     skip: format!(
                         "{{ let __n = __r.count({min})?; for _ in 0..__n {{ {} }} }}",
@@ -227,6 +267,7 @@ impl Gen<'_> {
                         each(&xs, |x| &x.size).join(" + ")
                     ),
                     dec: tuple_of(&each(&xs, |x| &x.dec)),
+                    lend: tuple_of(&each(&xs, |x| &x.lend)),
                     view: None,
                     skip: each(&xs, |x| &x.skip).join(" "),
                 }
@@ -246,14 +287,17 @@ impl Gen<'_> {
             }
             Ty::Named(i) => {
                 let d = self.def(*i);
-                let (f, ty) = (def_fn(&d.name), camel(&d.name));
+                let f = def_fn(&d.name);
+                let ty = self.def_type(*i);
                 let by_ref = matches!(d.kind, DefKind::Record(_) | DefKind::Variant(_));
+                let lend = if self.lends(t) { "lend" } else { "dec" };
                 Codec {
                     param: by_ref.then(|| format!("&{ty}")),
                     ty,
                     enc: format!("__enc_{f}(__w, {e});"),
                     size: format!("__size_{f}({e})"),
                     dec: format!("__dec_{f}(__r)?"),
+                    lend: format!("__{lend}_{f}(__r)?"),
                     view: None,
                     skip: format!("__skip_{f}(__r)?;"),
                 }
@@ -279,6 +323,7 @@ impl Gen<'_> {
         let c = tagged(name.into(), "__v", &cases);
         Codec {
             dec: format!("Ok({})", c.dec),
+            lend: format!("Ok({})", c.lend),
             ..c
         }
     }
@@ -306,11 +351,13 @@ impl Gen<'_> {
                     .zip(&names)
                     .map(|((_, t), f)| self.codec(t, &format!("(&__v.{f})")))
                     .collect();
-                let fields: String = names
-                    .iter()
-                    .zip(each(&xs, |x| &x.dec))
-                    .map(|(f, dec)| format!("{f}: {dec}, "))
-                    .collect();
+                let fields = |dec: fn(&Codec) -> &String| -> String {
+                    names
+                        .iter()
+                        .zip(each(&xs, dec))
+                        .map(|(f, dec)| format!("{f}: {dec}, "))
+                        .collect()
+                };
                 Codec {
                     ty: name.clone(),
                     param: None,
@@ -318,7 +365,8 @@ impl Gen<'_> {
                     size: [vec!["0".into()], each(&xs, |x| &x.size)]
                         .concat()
                         .join(" + "),
-                    dec: format!("Ok({name} {{ {fields}}})"),
+                    dec: format!("Ok({name} {{ {}}})", fields(|x| &x.dec)),
+                    lend: format!("Ok({name} {{ {}}})", fields(|x| &x.lend)),
                     view: None,
                     skip: each(&xs, |x| &x.skip).join(" "),
                 }
@@ -344,6 +392,7 @@ impl Gen<'_> {
                     size: size.to_string(),
                     // Unknown bits are refused.
                     dec: format!("{name}::from_bits({bits}).ok_or(DecodeError)"),
+                    lend: format!("{name}::from_bits({bits}).ok_or(DecodeError)"),
                     view: None,
                     skip: format!("__r.take({size})?;"),
                 }
@@ -359,8 +408,13 @@ impl Gen<'_> {
 fn tagged(ty: String, e: &str, cases: &[Case]) -> Codec {
     let n = cases.len();
     let width = 8 * discriminant_size(n);
-    let (mut enc, mut size, mut dec, mut skip) =
-        (String::new(), String::new(), String::new(), String::new());
+    let (mut enc, mut size, mut dec, mut lend, mut skip) = (
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+    );
     for (k, c) in cases.iter().enumerate() {
         let pat = &c.pat;
         let value = &c.value;
@@ -369,12 +423,14 @@ fn tagged(ty: String, e: &str, cases: &[Case]) -> Codec {
                 enc += &format!("{pat} => {{ __w.u{width}({k}); {} }} ", x.enc);
                 size += &format!("{pat} => {}, ", x.size);
                 dec += &format!("{k} => {value}({}), ", x.dec);
+                lend += &format!("{k} => {value}({}), ", x.lend);
                 skip += &format!("{k} => {{ {} }} ", x.skip);
             }
             None => {
                 enc += &format!("{pat} => __w.u{width}({k}), ");
                 size += &format!("{pat} => 0, ");
                 dec += &format!("{k} => {value}, ");
+                lend += &format!("{k} => {value}, ");
                 skip += &format!("{k} => {{}} ");
             }
         }
@@ -386,6 +442,7 @@ fn tagged(ty: String, e: &str, cases: &[Case]) -> Codec {
         enc: format!("match {e} {{ {enc}}}"),
         size: format!("({} + match {e} {{ {size}}})", width / 8),
         dec: format!("match {tag} {{ {dec}_ => return Err(DecodeError) }}"),
+        lend: format!("match {tag} {{ {lend}_ => return Err(DecodeError) }}"),
         view: None,
         skip: format!("match {tag} {{ {skip}_ => return Err(DecodeError) }}"),
     }
