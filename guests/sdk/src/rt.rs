@@ -49,14 +49,15 @@ impl Writer {
         self.pos <= self.cap
     }
 
-    /// Appends raw bytes.
+    /// Appends raw bytes (up to 16 as a few moves: a request's strings are mostly short, and
+    /// a bulk copy is an engine call).
     #[inline]
     pub fn bytes(&mut self, b: &[u8]) {
         let end = self.pos.saturating_add(b.len());
         if end <= self.cap {
             // SAFETY: `[pos, end)` lies inside the `cap` bytes the constructor's caller vouched
             // for; `b` is private memory, so the ranges do not overlap.
-            unsafe { copy_bytes(b.as_ptr(), self.ptr.add(self.pos), b.len()) };
+            unsafe { crate::bulk::copy_short(b.as_ptr(), self.ptr.add(self.pos), b.len()) };
         }
         self.pos = end;
     }
@@ -268,10 +269,19 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads a byte list, borrowed from the private buffer.
-    #[inline]
+    #[inline(always)]
     pub fn list_u8(&mut self) -> Result<&'a [u8], DecodeError> {
-        let n = self.u32()? as usize;
-        self.take(n)
+        // One bounds check for the length, one for the bytes (the length is read once, also
+        // from shared memory).
+        let rest = self.buf.get(self.pos..).ok_or(DecodeError)?;
+        let (len, rest) = rest.split_first_chunk::<4>().ok_or(DecodeError)?;
+        let n = u32::from_le_bytes(*len) as usize;
+        let b = rest.get(..n).ok_or(DecodeError)?;
+        self.pos += 4 + n;
+        match &mut self.private {
+            None => Ok(b),
+            Some(p) => p.keep(b),
+        }
     }
 
     /// Reads byte-list parameter `k` of a request: in place when [`serve`] may lend it (the
@@ -291,8 +301,9 @@ impl<'a> Reader<'a> {
         self.take(self.buf.len() - self.pos)
     }
 
-    /// Reads a string, validated as UTF-8, borrowed from the private buffer.
-    #[inline]
+    /// Reads a string, validated as UTF-8, borrowed from the private buffer. Inlined into
+    /// the generated decoders: a request holds many short strings.
+    #[inline(always)]
     pub fn str(&mut self) -> Result<&'a str, DecodeError> {
         utf8(self.list_u8()?)
     }
@@ -525,27 +536,36 @@ impl Owned for &[u8] {
 }
 
 /// `b` as a `str` if it is UTF-8. Most strings of a request (names, paths, header lines)
-/// are short and ASCII: those are checked eight bytes at a time, without the general
-/// validator's per-byte start (on `wasm32` its word is four bytes, and a short string never
-/// reaches its word loop).
-#[inline]
+/// are short and ASCII: those are checked a word at a time, without the general validator's
+/// per-byte start (on `wasm32` its word is four bytes, and a short string never reaches its
+/// word loop).
+#[inline(always)]
 pub fn utf8(b: &[u8]) -> Result<&str, DecodeError> {
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let word = |c: &[u8]| u64::from_le_bytes(c.try_into().unwrap_or([0x80; 8]));
-    let ascii = if b.len() >= 8 {
-        let mut chunks = b.chunks_exact(8);
-        let mut seen = chunks.by_ref().fold(0, |acc, c| acc | word(c));
-        // The last eight bytes (overlapping the chunks) cover the remainder.
-        seen |= word(&b[b.len() - 8..]);
-        seen & HIGH == 0
-    } else {
-        b.iter().fold(0u8, |acc, &x| acc | x) < 0x80
-    };
-    if ascii {
+    if ascii(b) {
         // SAFETY: every byte is below 0x80: ASCII, so UTF-8.
         return Ok(unsafe { core::str::from_utf8_unchecked(b) });
     }
     core::str::from_utf8(b).map_err(|_| DecodeError)
+}
+
+/// Whether every byte of `b` is below 0x80: eight bytes at a time from 8 bytes on (the last,
+/// overlapping word covers the remainder), two overlapping four-byte words from 4 to 7, one
+/// by one below.
+#[inline(always)]
+fn ascii(b: &[u8]) -> bool {
+    const HIGH8: u64 = 0x8080_8080_8080_8080;
+    const HIGH4: u32 = 0x8080_8080;
+    let w8 = |c: &[u8; 8]| u64::from_le_bytes(*c);
+    let w4 = |c: &[u8; 4]| u32::from_le_bytes(*c);
+    if let Some(last) = b.last_chunk::<8>() {
+        let (words, _) = b.as_chunks::<8>();
+        let seen = words.iter().fold(w8(last), |acc, c| acc | w8(c));
+        return seen & HIGH8 == 0;
+    }
+    match (b.first_chunk::<4>(), b.last_chunk::<4>()) {
+        (Some(first), Some(last)) => (w4(first) | w4(last)) & HIGH4 == 0,
+        _ => b.iter().fold(0u8, |acc, &x| acc | x) < 0x80,
+    }
 }
 
 impl Owned for &str {

@@ -372,8 +372,14 @@ impl Edge {
                     self.make_seat(route);
                     return None;
                 };
-                let (answer, took) = self.serve_seated(route, seat, request, start);
+                let (answer, took, handed) = self.serve_seated(route, seat, request, start);
                 reactor.took(&mut held.average, took, &route.route.prefix, &route.meters);
+                if handed {
+                    // This thread handed its share of the reactor to a new one and leaves
+                    // when this request ends: its seat goes to the spare pool, where the new
+                    // thread (another slot) finds it instead of making one.
+                    lock(&reactor.spare).seat.extend(held.seat.take());
+                }
                 (answer, took)
             }
             // Another thread on this slot: a spare seat, if there is one, for this request.
@@ -382,7 +388,7 @@ impl Edge {
                     self.make_seat(route);
                     return None;
                 };
-                let (answer, took) = self.serve_seated(route, &mut seat, request, start);
+                let (answer, took, _) = self.serve_seated(route, &mut seat, request, start);
                 let mut spare = lock(&reactor.spare);
                 spare.seat.push(seat);
                 reactor.took(&mut spare.average, took, &route.route.prefix, &route.meters);
@@ -392,20 +398,21 @@ impl Edge {
         Some((answer, took))
     }
 
-    /// Serves `request` on `seat`, handing the reactor's other work over if it runs long.
+    /// Serves `request` on `seat`, handing the reactor's other work over if it runs long;
+    /// the answer, the time since `start`, and whether this thread handed its work over.
     fn serve_seated(
         &self,
         route: &RouteRt,
         seat: &mut Seat,
         request: &[u8],
         start: Instant,
-    ) -> (Answer, Duration) {
+    ) -> (Answer, Duration, bool) {
         let dep = &self.inner.deployment;
         let (answer, handed) = hand_off_if_long(start, || seat.serve(dep, route, request));
         if handed {
             route.meters.handed_off();
         }
-        (answer, start.elapsed())
+        (answer, start.elapsed(), handed)
     }
 
     /// Starts making a warm seat for `route` on a thread of its own, unless one is being
