@@ -1070,17 +1070,19 @@ fn why(ratio: &str) -> &'static str {
              2 µs gave 0.71 and 3 µs 0.63 when measured by hand), as each longer request also \
              costs more preemptions and wake-ups on both sides (context switches per request: \
              0.30 native, 0.57 at 1 µs, 0.84 for the chain). The chain's own work is the \
-             driver and three isolated plugins, each decoding the request head into strings \
-             in private memory (trust `none`) and encoding its action: about 24 000 \
-             instructions per request in process (`host/runtime/examples/dispatch.rs` under \
-             callgrind), down from 38 500 (a size-class allocator in the guests, per-thread \
-             seats and metrics, one driver entry per request), still about 1.5 µs."
+             driver and three isolated plugins, each decoding the request head from a private \
+             copy (trust `none`) and encoding its action: about 16 000 instructions per \
+             request in process (`host/runtime/examples/dispatch.rs` under callgrind), down \
+             from 38 500 (a size-class allocator in the guests, per-thread seats and metrics, \
+             one driver entry per request, and the plugins' borrowed types, which lend the \
+             head's strings instead of allocating each), about 1.25 µs against 0.67 for one \
+             plugin. The chain now runs about as fast as the bare thread hop."
         }
         "edge_chain3_p50_over_chain1_p50" => {
             "at 16 connections a request's median latency follows the route's throughput, and \
              each plugin past the first adds its isolated call and its own decoding of the head \
-             (about 0.4 µs of processor time here), where the target allows about 0.15 µs. \
-             Earlier runs met it only while the one-plugin route was slower than the chain."
+             (about 0.3 µs of processor time here, 3 500 instructions), where the target \
+             allows about 0.15 µs; runs on a busy machine land on either side of it."
         }
         "urpc_t2_over_t1_throughput" => {
             "the pipeline of URPC's Fig. 4 needs the guest client's and the server's \
