@@ -259,8 +259,20 @@ fn a_server_trap_fails_every_call_in_flight() {
         assert_eq!(u32_of(&wait(c).unwrap()), x as u32 + 1, "before the trap");
     }
     assert_eq!(wait(trap), Err(CallError::Failed(Status::ServerTrapped)));
+    // A call sent after the trap call fails with the trap when it was queued before the
+    // server died, and as terminated when the server's processor got to the trap (and the
+    // kernel terminated the server) before the call was sent: both race the trap here.
     for c in after {
-        assert_eq!(wait(c), Err(CallError::Failed(Status::ServerTrapped)));
+        let r = wait(c);
+        assert!(
+            matches!(
+                r,
+                Err(CallError::Failed(
+                    Status::ServerTrapped | Status::ServerTerminated
+                ))
+            ),
+            "{r:?}"
+        );
     }
     assert!(server.is_terminated());
 }
