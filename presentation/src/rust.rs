@@ -50,8 +50,9 @@ pub fn generate_rust(plan: &InterfacePlan) -> String {
 ///   tuples, options, results and lists are `Cow<'a, str>` / `Cow<'a, [u8]>`, and the types
 ///   holding them carry the lifetime. The server's handlers are generic over `'a`: their
 ///   parameters are lent from the stub's private copy of the request (no allocation per
-///   string) and their results may borrow from them. A client passes such types by
-///   reference and receives its results owned (`'static`).
+///   string) and their results may borrow from them; `into_owned()` detaches a value from
+///   what it borrowed. A client passes such types by reference and receives its results
+///   owned (`'static`).
 ///
 /// `in` annotations (`trashable`, `preserved`) do not change the API — a server always
 /// receives byte-list parameters as `&[u8]` — they decide at bind time whether that slice is
@@ -304,6 +305,9 @@ impl Gen<'_> {
             }
             DefKind::Flags(fs) => self.flags_type(o, &d.name, fs),
         }
+        if lends {
+            self.owned_fn(o, i);
+        }
         let c = self.def_codec(i);
         let f = def_fn(&d.name);
         let _ = writeln!(
@@ -334,6 +338,83 @@ impl Gen<'_> {
             c.skip
         );
         self.out.push_str(o);
+    }
+
+    /// `into_owned` of named type `i`, which may borrow: the same value with every string and
+    /// byte list it holds owned, so that it outlives what it was lent from.
+    fn owned_fn(&self, o: &mut String, i: usize) {
+        let d = self.def(i);
+        let name = camel(&d.name);
+        let body = match &d.kind {
+            DefKind::Record(fs) => {
+                let fields: String = fs
+                    .iter()
+                    .map(|(f, t)| {
+                        let f = snake(f);
+                        format!("{f}: {}, ", self.own(t, &format!("self.{f}")))
+                    })
+                    .collect();
+                format!("{name} {{ {fields}}}")
+            }
+            DefKind::Variant(cs) => {
+                let arms: String = cs
+                    .iter()
+                    .map(|(c, t)| {
+                        let c = camel(c);
+                        match t {
+                            Some(t) => {
+                                format!("{name}::{c}(__x) => {name}::{c}({}), ", self.own(t, "__x"))
+                            }
+                            None => format!("{name}::{c} => {name}::{c}, "),
+                        }
+                    })
+                    .collect();
+                format!("match self {{ {arms}}}")
+            }
+            DefKind::Enum(_) | DefKind::Flags(_) => return,
+        };
+        let _ = writeln!(
+            o,
+            "    impl {name}<'_> {{\n        /// This value with every string and byte list it holds owned: it no longer borrows what it was lent from.\n        pub fn into_owned(self) -> {name}<'static> {{ {body} }}\n    }}"
+        );
+    }
+
+    /// `e`, a value of type `t` (which may borrow), with every string and byte list it holds
+    /// owned.
+    fn own(&self, t: &Ty, e: &str) -> String {
+        if !self.lends(t) {
+            return e.into();
+        }
+        match t {
+            Ty::String => format!("::std::borrow::Cow::Owned({e}.into_owned())"),
+            t if Self::is_bytes(t) => format!("::std::borrow::Cow::Owned({e}.into_owned())"),
+            Ty::List(el) => format!(
+                "{e}.into_iter().map(|__x| {}).collect::<Vec<_>>()",
+                self.own(el, "__x")
+            ),
+            Ty::Tuple(ts) => {
+                let parts: Vec<String> = ts
+                    .iter()
+                    .enumerate()
+                    .map(|(k, t)| self.own(t, &format!("__t.{k}")))
+                    .collect();
+                let comma = if parts.len() == 1 { "," } else { "" };
+                format!("{{ let __t = {e}; ({}{comma}) }}", parts.join(", "))
+            }
+            Ty::Option(t) => format!("{e}.map(|__x| {})", self.own(t, "__x")),
+            Ty::Result(ok, err) => {
+                // Only the sides that may borrow are mapped.
+                let mut out = e.to_string();
+                for (t, f) in [(ok, "map"), (err, "map_err")] {
+                    if let Some(t) = t.as_ref().filter(|t| self.lends(t)) {
+                        out += &format!(".{f}(|__x| {})", self.own(t, "__x"));
+                    }
+                }
+                out
+            }
+            Ty::Named(_) => format!("{e}.into_owned()"),
+            Ty::Prim(_) => e.into(),
+        }
     }
 
     /// The Rust type of flags type `wit_name`: a struct over the integer of [`flags_repr`]

@@ -131,6 +131,10 @@ fn borrowed_stubs_for_every_type_match_the_golden_file() {
     let name = "lrpc:kitchen/sink";
     let code = borrowed(&wit, name);
     check("lrpc_kitchen_sink_borrowed", &code);
+    check(
+        "lrpc_versioned_shapes_borrowed",
+        &borrowed(&wit, "lrpc:versioned/shapes@0.1.0"),
+    );
     // Types without strings or byte lists keep their plain names.
     assert!(code.contains("pub struct Point {"), "{code}");
     assert!(code.contains("pub struct Everything<'a> {"));

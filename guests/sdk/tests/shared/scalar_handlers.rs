@@ -42,3 +42,43 @@ macro_rules! scalar_handlers {
         }
     };
 }
+
+/// The handlers of `lrpc:versioned/shapes` that take and return scalars only (expanded inside
+/// both kitchen tests' `impl shapes::Server`).
+macro_rules! versioned_scalar_handlers {
+    () => {
+        #[allow(
+            clippy::too_many_arguments,
+            reason = "the WIT function has twenty parameters"
+        )]
+        fn twenty(
+            &self,
+            a0: u8,
+            _a1: i8,
+            _a2: u16,
+            _a3: i16,
+            _a4: u32,
+            _a5: i32,
+            a6: u64,
+            _a7: i64,
+            _a8: f32,
+            _a9: f64,
+            _a10: bool,
+            _a11: u32,
+            _a12: u32,
+            _a13: u32,
+            _a14: u32,
+            _a15: u32,
+            _a16: u32,
+            _a17: u32,
+            _a18: u32,
+            a19: u32,
+        ) -> u64 {
+            u64::from(a0) + a6 + u64::from(a19)
+        }
+
+        fn flip(&self, w: shapes::Wide) -> shapes::Wide {
+            shapes::Wide::from_bits(!w.bits() & shapes::Wide::all().bits()).unwrap_or_default()
+        }
+    };
+}
