@@ -7,9 +7,11 @@
 //! native handler's throughput: see the load benchmark). Guest code can not be preempted
 //! there, so two things keep a long computation from holding the reactor:
 //! - **Per request:** while a request's guest code runs, the thread watches the epoch ticks
-//!   (`lrpc::pace`); at a tick [`LONG_REQUEST`] after the request began, or when a call is
-//!   about to wait for a `Store` another thread holds, the thread hands the reactor's other
-//!   work to a new thread (`tokio::task::block_in_place`) and finishes the request alone.
+//!   (`lrpc::pace`); at a tick [`LONG_REQUEST`] after the request began once the guest has
+//!   kept the processor busy since (not when the system merely preempted the thread), or
+//!   when a call is about to wait for a `Store` another thread holds, the thread hands the
+//!   reactor's other work to a new thread (`tokio::task::block_in_place`) and finishes the
+//!   request alone.
 //! - **Per route:** a route whose requests average [`LONG_REQUEST`] on the reactor leaves it
 //!   for good; from then on its own pool of worker threads (`workers` in the config) serves
 //!   it, each owning a driver domain bound to the route's plugins, a request handed to the
@@ -490,40 +492,78 @@ fn multi_thread_runtime() -> Option<tokio::runtime::Handle> {
 const HAND_OFF_WAIT: Duration = Duration::from_millis(20);
 
 /// Runs `f`, a request's guest code, on this reactor thread. When the guest code is still
-/// running at an epoch tick [`LONG_REQUEST`] after the request began (at `start`), or is
-/// about to wait for a `Store` another thread holds, the thread first hands the reactor's
-/// other work to another thread and then goes on with the request alone; answers whether
-/// it did. (A Store's first guest code after a tick reaches its epoch deadline at once, so
-/// the ticks a request sees do not measure its length: the clock does.)
+/// running at an epoch tick [`LONG_REQUEST`] after the request began (at `start`) and has
+/// used at least half of [`LONG_REQUEST`] of processor time from that tick to a later one,
+/// or is about to wait for a `Store` another thread holds, the thread first hands the
+/// reactor's other work to another thread and then goes on with the request alone; answers
+/// whether it did. (A Store's first guest code after a tick reaches its epoch deadline at
+/// once, so the ticks a request sees do not measure its length: the clocks do. The
+/// processor time tells a long computation from a short request whose thread the system
+/// preempted past a tick: handing the reactor over then would only add a thread to a busy
+/// machine, and make the request wait for it.)
 fn hand_off_if_long<T>(start: Instant, f: impl FnOnce() -> T) -> (T, bool) {
-    // The request's start and whether it handed off, where the hooks find them: the hooks
-    // capture nothing, so installing them allocates nothing.
+    // The request, where the hooks find it: the hooks capture nothing, so installing them
+    // allocates nothing.
     thread_local! {
-        static REQUEST: Cell<Option<(Instant, bool)>> = const { Cell::new(None) };
+        static REQUEST: Cell<Option<Running>> = const { Cell::new(None) };
     }
     fn try_hand_off() {
         REQUEST.with(|r| {
-            if let Some((start, false)) = r.get() {
-                r.set(Some((start, hand_off())));
+            if let Some(run @ Running { handed: false, .. }) = r.get() {
+                r.set(Some(Running {
+                    handed: hand_off(),
+                    ..run
+                }));
             }
         });
     }
     let on_tick = |_wanted: bool| {
-        if REQUEST
-            .with(Cell::get)
-            .is_some_and(|(start, _)| start.elapsed() >= LONG_REQUEST)
-        {
-            try_hand_off();
+        let Some(run) = REQUEST.with(Cell::get) else {
+            return;
+        };
+        if run.handed || run.start.elapsed() < LONG_REQUEST {
+            return;
+        }
+        let cpu = thread_cpu_time();
+        match run.cpu_at_long {
+            // The first tick past the mark: where this thread's processor time stood.
+            None => REQUEST.with(|r| {
+                r.set(Some(Running {
+                    cpu_at_long: Some(cpu),
+                    ..run
+                }))
+            }),
+            Some(then) if cpu.saturating_sub(then) >= LONG_REQUEST / 2 => try_hand_off(),
+            Some(_) => {}
         }
     };
-    let outer = REQUEST.with(|r| r.replace(Some((start, false))));
+    let outer = REQUEST.with(|r| {
+        r.replace(Some(Running {
+            start,
+            cpu_at_long: None,
+            handed: false,
+        }))
+    });
     let tick = lrpc::pace::set_tick_hook(Some(Box::new(on_tick)));
     let wait = lrpc::pace::set_wait_hook(Some(Box::new(try_hand_off)));
     let r = f();
     lrpc::pace::set_tick_hook(tick);
     lrpc::pace::set_wait_hook(wait);
-    let handed = REQUEST.with(|r| r.replace(outer)).is_some_and(|(_, h)| h);
+    let handed = REQUEST
+        .with(|r| r.replace(outer))
+        .is_some_and(|run| run.handed);
     (r, handed)
+}
+
+/// A request running on a reactor thread, as [`hand_off_if_long`]'s hooks see it.
+#[derive(Clone, Copy)]
+struct Running {
+    /// When it began.
+    start: Instant,
+    /// The thread's processor time at the first tick [`LONG_REQUEST`] after `start`.
+    cpu_at_long: Option<Duration>,
+    /// Whether the thread handed the reactor's other work over.
+    handed: bool,
 }
 
 /// Hands this reactor thread's other work to another thread; whether the runtime showed
