@@ -1081,8 +1081,12 @@ fn why(ratio: &str) -> &'static str {
         "edge_chain3_p50_over_chain1_p50" => {
             "at 16 connections a request's median latency follows the route's throughput, and \
              each plugin past the first adds its isolated call and its own decoding of the head \
-             (about 0.3 µs of processor time here, 3 500 instructions), where the target \
-             allows about 0.15 µs; runs on a busy machine land on either side of it."
+             (about 0.3 µs of processor time in process, 3 500 instructions), where the target \
+             allows about 0.15 µs. Under load the two routes differ by about five times that in \
+             the machine's processor time per request (two plugins' worth: 0.58 µs in process, \
+             3.2 µs of the two processors in the benchmark), more than their instructions \
+             explain, so the ratio sits at the target: three runs with the same plugins and \
+             stubs gave 1.11, 0.97 (a run whose one-plugin route was the slower) and 1.17."
         }
         "urpc_t2_over_t1_throughput" => {
             "the pipeline of URPC's Fig. 4 needs the guest client's and the server's \
