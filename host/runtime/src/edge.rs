@@ -144,7 +144,9 @@ struct Held<S = Option<Seat>> {
 impl OnReactor {
     /// Counts a request that took `took` on a reactor thread into its slot's average
     /// (`average`); a route whose requests average [`LONG_REQUEST`] leaves the reactor for
-    /// its workers, for good.
+    /// its workers, for good. (Requests that paid for their seat's setup or a plugin's trap
+    /// count without their seat's setup, and a plugin's trap not at all: see
+    /// `Seat::route_time`.)
     fn took(&self, average: &mut f64, took: Duration, prefix: &str, meters: &RouteMeters) {
         *average = *average * (15.0 / 16.0) + took.as_secs_f64() / 16.0;
         if *average >= LONG_REQUEST.as_secs_f64() && self.on.swap(false, Ordering::Relaxed) {
@@ -227,10 +229,15 @@ impl Edge {
                     .spawn(move || worker(&dep, &rt2, k, &rx, &short))?;
                 lock(&rt.workers).push(h);
             }
-            // The first seat for the reactor's threads is made now; more, as requests run
-            // side by side, on threads of their own (`Edge::make_seat`).
+            // A seat for each of the processors (a multi-thread runtime's default number of
+            // reactor threads) is made now, so that a route's first request on any of them
+            // runs on the reactor; more, as requests run side by side, on threads of their
+            // own (`Edge::make_seat`).
             if on_reactor {
-                add_seat(&deployment, &rt);
+                let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+                for _ in 0..threads.min(SEATS) {
+                    add_seat(&deployment, &rt);
+                }
             }
             routes.push(rt);
         }
@@ -375,7 +382,9 @@ impl Edge {
                     return None;
                 };
                 let (answer, took, handed) = self.serve_seated(route, seat, request, start);
-                reactor.took(&mut held.average, took, &route.route.prefix, &route.meters);
+                if let Some(took) = seat.route_time(took) {
+                    reactor.took(&mut held.average, took, &route.route.prefix, &route.meters);
+                }
                 if handed {
                     // This thread handed its share of the reactor to a new one and leaves
                     // when this request ends: its seat goes to the spare pool, where the new
@@ -391,9 +400,12 @@ impl Edge {
                     return None;
                 };
                 let (answer, took, _) = self.serve_seated(route, &mut seat, request, start);
+                let counted = seat.route_time(took);
                 let mut spare = lock(&reactor.spare);
                 spare.seat.push(seat);
-                reactor.took(&mut spare.average, took, &route.route.prefix, &route.meters);
+                if let Some(took) = counted {
+                    reactor.took(&mut spare.average, took, &route.route.prefix, &route.meters);
+                }
                 (answer, took)
             }
         };
@@ -892,15 +904,33 @@ struct Seat {
     driver: Option<Driver>,
     bound: Vec<Option<Arc<PluginInstance>>>,
     handler: Option<HandlerInstance>,
+    /// Time the last request spent on the seat's own setup (a driver started, plugins bound
+    /// after a restart or reload), which is not the route's.
+    setup: Duration,
+    /// The last request ended in a plugin's trap: its time is mostly the kernel's
+    /// terminating the plugin, not the route's.
+    trapped: bool,
+    /// When [`Worker::set_up`] began work this request, if it did.
+    setup_began: Option<Instant>,
 }
 
 impl Seat {
+    /// Of the last request's time `took`, what counts toward the route's average: without
+    /// the seat's setup, and nothing after a plugin's trap. Resets both for the next.
+    fn route_time(&mut self, took: Duration) -> Option<Duration> {
+        let setup = std::mem::take(&mut self.setup);
+        (!std::mem::take(&mut self.trapped)).then(|| took.saturating_sub(setup))
+    }
+
     fn new(name: String, rt: &RouteRt) -> Seat {
         Seat {
             name,
             driver: None,
             bound: vec![None; rt.plugins.len()],
             handler: None,
+            setup: Duration::ZERO,
+            trapped: false,
+            setup_began: None,
         }
     }
 
@@ -1010,6 +1040,7 @@ impl Worker<'_> {
                 };
                 metrics.failure(&name, kind);
                 tracing::warn!(plugin = name, %status, "plugin call failed");
+                self.seat.trapped |= status == Status::ServerTrapped;
                 if (status.is_call_failed() || status == Status::StaleBinding)
                     && let (Some(p), Some(b)) =
                         (self.rt.plugins.get(slot), self.seat.bound.get_mut(slot))
@@ -1038,7 +1069,18 @@ impl Worker<'_> {
     /// The seat's driver started and bound to the current generation of each plugin of
     /// the chain (the answer to give instead when that fails).
     fn ready(&mut self) -> Result<(), Answer> {
+        let r = self.set_up();
+        if let Some(began) = self.seat.setup_began.take() {
+            self.seat.setup += began.elapsed();
+        }
+        r
+    }
+
+    /// [`Worker::ready`]'s work; notes in `setup_began` when it began starting a driver or
+    /// binding a plugin (the clock is read only then).
+    fn set_up(&mut self) -> Result<(), Answer> {
         if self.seat.driver.is_none() {
+            self.seat.setup_began.get_or_insert_with(Instant::now);
             match Driver::new(&self.dep.kernel, &self.seat.name) {
                 Ok(d) => self.seat.driver = Some(d),
                 Err(e) => {
@@ -1071,6 +1113,7 @@ impl Worker<'_> {
             if bound(&self.seat.bound[slot], cur.generation) {
                 continue;
             }
+            self.seat.setup_began.get_or_insert_with(Instant::now);
             let (fingerprint, procs) = match &plan {
                 Some(p) => *p,
                 None => match self.dep.kernel.interface(PLUGIN_INTERFACE) {
