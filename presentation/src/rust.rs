@@ -398,8 +398,7 @@ impl Gen<'_> {
                     .enumerate()
                     .map(|(k, t)| self.own(t, &format!("__t.{k}")))
                     .collect();
-                let comma = if parts.len() == 1 { "," } else { "" };
-                format!("{{ let __t = {e}; ({}{comma}) }}", parts.join(", "))
+                format!("{{ let __t = {e}; {} }}", codec::tuple_of(&parts))
             }
             Ty::Option(t) => format!("{e}.map(|__x| {})", self.own(t, "__x")),
             Ty::Result(ok, err) => {

@@ -144,9 +144,8 @@ struct Held<S = Option<Seat>> {
 impl OnReactor {
     /// Counts a request that took `took` on a reactor thread into its slot's average
     /// (`average`); a route whose requests average [`LONG_REQUEST`] leaves the reactor for
-    /// its workers, for good. (Requests that paid for their seat's setup or a plugin's trap
-    /// count without their seat's setup, and a plugin's trap not at all: see
-    /// `Seat::route_time`.)
+    /// its workers, for good. (A request counts without its seat's setup, and not at all
+    /// when it ended in a plugin's trap: see `Seat::route_time`.)
     fn took(&self, average: &mut f64, took: Duration, prefix: &str, meters: &RouteMeters) {
         *average = *average * (15.0 / 16.0) + took.as_secs_f64() / 16.0;
         if *average >= LONG_REQUEST.as_secs_f64() && self.on.swap(false, Ordering::Relaxed) {
@@ -381,9 +380,15 @@ impl Edge {
                     self.make_seat(route);
                     return None;
                 };
-                let (answer, took, handed) = self.serve_seated(route, seat, request, start);
-                if let Some(took) = seat.route_time(took) {
-                    reactor.took(&mut held.average, took, &route.route.prefix, &route.meters);
+                let (answer, took, counted, handed) =
+                    self.serve_seated(route, seat, request, start);
+                if let Some(counted) = counted {
+                    reactor.took(
+                        &mut held.average,
+                        counted,
+                        &route.route.prefix,
+                        &route.meters,
+                    );
                 }
                 if handed {
                     // This thread handed its share of the reactor to a new one and leaves
@@ -399,12 +404,17 @@ impl Edge {
                     self.make_seat(route);
                     return None;
                 };
-                let (answer, took, _) = self.serve_seated(route, &mut seat, request, start);
-                let counted = seat.route_time(took);
+                let (answer, took, counted, _) =
+                    self.serve_seated(route, &mut seat, request, start);
                 let mut spare = lock(&reactor.spare);
                 spare.seat.push(seat);
-                if let Some(took) = counted {
-                    reactor.took(&mut spare.average, took, &route.route.prefix, &route.meters);
+                if let Some(counted) = counted {
+                    reactor.took(
+                        &mut spare.average,
+                        counted,
+                        &route.route.prefix,
+                        &route.meters,
+                    );
                 }
                 (answer, took)
             }
@@ -413,20 +423,22 @@ impl Edge {
     }
 
     /// Serves `request` on `seat`, handing the reactor's other work over if it runs long;
-    /// the answer, the time since `start`, and whether this thread handed its work over.
+    /// the answer, the time since `start`, the part of it that counts toward the route's
+    /// average (`Seat::route_time`), and whether this thread handed its work over.
     fn serve_seated(
         &self,
         route: &RouteRt,
         seat: &mut Seat,
         request: &[u8],
         start: Instant,
-    ) -> (Answer, Duration, bool) {
+    ) -> (Answer, Duration, Option<Duration>, bool) {
         let dep = &self.inner.deployment;
         let (answer, handed) = hand_off_if_long(start, || seat.serve(dep, route, request));
         if handed {
             route.meters.handed_off();
         }
-        (answer, start.elapsed(), handed)
+        let took = start.elapsed();
+        (answer, took, seat.route_time(took), handed)
     }
 
     /// Starts making a warm seat for `route` on a thread of its own, unless one is being

@@ -184,7 +184,7 @@ fn each(xs: &[Codec], piece: fn(&Codec) -> &String) -> Vec<String> {
 }
 
 /// `(parts)`, with the trailing comma a one-element tuple needs.
-fn tuple_of(parts: &[String]) -> String {
+pub(crate) fn tuple_of(parts: &[String]) -> String {
     let comma = if parts.len() == 1 { "," } else { "" };
     format!("({}{comma})", parts.join(", "))
 }
