@@ -12,10 +12,16 @@
 //!   when a call is about to wait for a `Store` another thread holds, the thread hands the
 //!   reactor's other work to a new thread (`tokio::task::block_in_place`) and finishes the
 //!   request alone.
-//! - **Per route:** a route whose requests average [`LONG_REQUEST`] on the reactor leaves it
-//!   for good; from then on its own pool of worker threads (`workers` in the config) serves
-//!   it, each owning a driver domain bound to the route's plugins, a request handed to the
-//!   pool over a queue and its answer back on a oneshot channel. Routes ending in a
+//! - **Per route:** a route whose requests turn out long on the reactor (they average
+//!   [`LONG_REQUEST`] of wall-clock time and one in eight takes half of it, or they average
+//!   eight times it: see `Pace`) leaves it; from then on its own pool of worker threads
+//!   (`workers` in the config) serves it, each owning a driver domain bound to the route's
+//!   plugins, a request handed to the pool over a queue and its answer back on a oneshot
+//!   channel. A worker that then sees the route's requests clearly short, in wall-clock and
+//!   in processor time, over a thousand of them (more each time the route left before),
+//!   brings it back to the reactor (`Return`): on a loaded machine the system may run other
+//!   threads in the middle of a short request, and a spell of that must not cost the route
+//!   the reactor for good. Routes ending in a
 //!   `wasi:http` handler (which runs on a runtime of its own) and runtimes that can not hand
 //!   work over (tokio's current-thread runtime) always use the pool.
 //!
@@ -60,7 +66,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use lrpc::Status;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -121,6 +127,8 @@ struct OnReactor {
     spare: Mutex<Held<Vec<Seat>>>,
     /// Seats made so far (each has a driver domain of its own name).
     made: AtomicUsize,
+    /// Times the route left the reactor.
+    left: AtomicU32,
     /// A seat is being made.
     making: AtomicBool,
 }
@@ -133,28 +141,124 @@ const SEATS: usize = 32;
 #[repr(align(128))]
 struct Slot(Mutex<Held>);
 
-/// Seats and the moving average of the requests served on them.
+/// Seats and the pace of the requests served on them.
 #[derive(Default)]
 struct Held<S = Option<Seat>> {
     seat: S,
-    /// Seconds.
-    average: f64,
+    pace: Pace,
 }
 
+/// The recent wall-clock time of a route's requests: moving averages, each request entering
+/// with weight 1/16, of their time and of how many of them were long (half of
+/// [`LONG_REQUEST`] or more).
+///
+/// Wall-clock time is what a request holds a reactor thread for, also while its guest waits
+/// on something, but it also counts the time the system ran other threads in its place: on a
+/// loaded machine a request of microseconds now and then takes milliseconds that way. Such a
+/// request is rare among its route's requests, where a long computation, or a guest that
+/// waits, makes most of them long or their average very long. So a route is long when its
+/// requests average [`LONG_REQUEST`] and at least one in eight of them is long, or when
+/// they average eight times [`LONG_REQUEST`].
+#[derive(Clone, Copy, Default, Debug, PartialEq)]
+struct Pace {
+    /// Seconds.
+    average: f64,
+    /// The share of long requests, from 0 to 1.
+    long: f64,
+}
+
+impl Pace {
+    /// Counts a request that took `took`.
+    fn add(&mut self, took: Duration) {
+        let long = if took >= LONG_REQUEST / 2 { 1.0 } else { 0.0 };
+        self.average = self.average * (15.0 / 16.0) + took.as_secs_f64() / 16.0;
+        self.long = self.long * (15.0 / 16.0) + long / 16.0;
+    }
+
+    /// Whether these are the requests of a long route (see above).
+    fn is_long(&self) -> bool {
+        let long = LONG_REQUEST.as_secs_f64();
+        (self.average >= long && self.long >= 1.0 / 8.0) || self.average >= 8.0 * long
+    }
+
+    /// Whether these are clearly the requests of a short route: a route that left the
+    /// reactor comes back only on this, well away from [`Pace::is_long`], so that it does
+    /// not go back and forth.
+    fn is_short(&self) -> bool {
+        self.average < LONG_REQUEST.as_secs_f64() / 4.0 && self.long < 1.0 / 32.0
+    }
+}
+
+/// Short requests a route's worker serves, after the route left the reactor, before the
+/// route comes back to it (see [`Return`]); doubled each time it left again, up to
+/// [`RETURN_AFTER_MAX`].
+const RETURN_AFTER: u64 = 1024;
+const RETURN_AFTER_MAX: u64 = 1 << 20;
+
 impl OnReactor {
-    /// Counts a request that took `took` on a reactor thread into its slot's average
-    /// (`average`); a route whose requests average [`LONG_REQUEST`] leaves the reactor for
-    /// its workers, for good. (A request counts without its seat's setup, and not at all
-    /// when it ended in a plugin's trap: see `Seat::route_time`.)
-    fn took(&self, average: &mut f64, took: Duration, prefix: &str, meters: &RouteMeters) {
-        *average = *average * (15.0 / 16.0) + took.as_secs_f64() / 16.0;
-        if *average >= LONG_REQUEST.as_secs_f64() && self.on.swap(false, Ordering::Relaxed) {
+    /// Counts a request that took `took` on a reactor thread into its slot's pace (`pace`);
+    /// a route whose requests turn out long ([`Pace::is_long`]) leaves the reactor for its
+    /// workers, until they find its requests short again ([`Return`]). (A request counts
+    /// without its seat's setup, and not at all when it ended in a plugin's trap: see
+    /// `Seat::route_time`.)
+    fn took(&self, pace: &mut Pace, took: Duration, prefix: &str, meters: &RouteMeters) {
+        pace.add(took);
+        if pace.is_long() && self.on.swap(false, Ordering::Relaxed) {
+            self.left.fetch_add(1, Ordering::Relaxed);
             meters.on_reactor(false);
             tracing::info!(
                 route = prefix,
-                "requests take over {LONG_REQUEST:?}: the route's workers serve them from now on"
+                "requests take over {LONG_REQUEST:?}: the route's workers serve them"
             );
         }
+    }
+
+    /// Brings a route that left the reactor back to it, with its seats' paces cleared.
+    fn come_back(&self, prefix: &str, meters: &RouteMeters) {
+        for slot in &self.slots {
+            lock(&slot.0).pace = Pace::default();
+        }
+        lock(&self.spare).pace = Pace::default();
+        if !self.on.swap(true, Ordering::Relaxed) {
+            meters.on_reactor(true);
+            tracing::info!(
+                route = prefix,
+                "requests are short again: the reactor's threads serve them"
+            );
+        }
+    }
+}
+
+/// What a route's worker has seen since the route left the reactor: the pace of the
+/// requests it served, their processor time, and how many there were. The route comes back
+/// to the reactor once a worker has served enough of them ([`RETURN_AFTER`], doubled each
+/// time the route left before) and they are clearly short, both in wall-clock time
+/// ([`Pace::is_short`]) and in processor time: a route that left on a spell of load, when
+/// the system ran other threads in the middle of its requests, does not stay off the
+/// reactor for good, and one whose requests are long does not come back.
+#[derive(Default)]
+struct Return {
+    /// The count of the route's departures this evidence is about.
+    left: u32,
+    pace: Pace,
+    seen: u64,
+}
+
+impl Return {
+    /// Counts a request of `rt` that took `took`, its worker's processor time per request
+    /// averaging `cpu`; whether the route should come back to the reactor now.
+    fn add(&mut self, rt: &RouteRt, took: Duration, cpu: Duration) -> bool {
+        let left = rt.reactor.left.load(Ordering::Relaxed);
+        if left != self.left {
+            *self = Return {
+                left,
+                ..Return::default()
+            };
+        }
+        self.pace.add(took);
+        self.seen += 1;
+        let needed = (RETURN_AFTER << left.saturating_sub(1).min(10)).min(RETURN_AFTER_MAX);
+        self.seen >= needed && self.pace.is_short() && cpu < LONG_REQUEST / 4
     }
 }
 
@@ -217,6 +321,7 @@ impl Edge {
                         .collect(),
                     spare: Mutex::new(Held::default()),
                     made: AtomicUsize::new(0),
+                    left: AtomicU32::new(0),
                     making: AtomicBool::new(false),
                 },
             });
@@ -383,12 +488,7 @@ impl Edge {
                 let (answer, took, counted, handed) =
                     self.serve_seated(route, seat, request, start);
                 if let Some(counted) = counted {
-                    reactor.took(
-                        &mut held.average,
-                        counted,
-                        &route.route.prefix,
-                        &route.meters,
-                    );
+                    reactor.took(&mut held.pace, counted, &route.route.prefix, &route.meters);
                 }
                 if handed {
                     // This thread handed its share of the reactor to a new one and leaves
@@ -409,12 +509,7 @@ impl Edge {
                 let mut spare = lock(&reactor.spare);
                 spare.seat.push(seat);
                 if let Some(counted) = counted {
-                    reactor.took(
-                        &mut spare.average,
-                        counted,
-                        &route.route.prefix,
-                        &route.meters,
-                    );
+                    reactor.took(&mut spare.pace, counted, &route.route.prefix, &route.meters);
                 }
                 (answer, took)
             }
@@ -746,6 +841,8 @@ fn worker(
     );
     let mut demoted = false;
     let mut meter = CpuMeter::new();
+    // A route that may run on the reactor and left it: what this worker sees of its requests.
+    let mut back = Return::default();
     loop {
         let Ok(job) = rx.recv() else { return };
         if !demoted {
@@ -753,17 +850,28 @@ fn worker(
         }
         // A request that starts this worker's driver pays for it: it is not measured.
         let measured = !seat.cold(rt);
+        let began = Instant::now();
         let answer = job.span.in_scope(|| seat.serve(dep, rt, &job.request));
+        let counted = seat.route_time(began.elapsed());
         let _ = job.reply.send(answer);
         if demoted {
             continue;
         }
         if !measured {
             meter.restart();
-        } else if meter.done() >= LONG_REQUEST {
+            continue;
+        }
+        let cpu = meter.done();
+        if cpu >= LONG_REQUEST {
             demoted = true;
             yield_to_short_requests(&rt.route.prefix, k);
             give_way_while_short_requests_arrive(short.clone());
+        } else if let Some(took) = counted
+            && rt.handler.is_none()
+            && !rt.reactor.on.load(Ordering::Relaxed)
+            && back.add(rt, took, cpu)
+        {
+            rt.reactor.come_back(&rt.route.prefix, &rt.meters);
         }
     }
 }
@@ -1332,6 +1440,52 @@ mod tests {
         let t = thread_cpu_time();
         while thread_cpu_time().saturating_sub(t) < d {
             std::hint::spin_loop();
+        }
+    }
+
+    #[test]
+    fn a_route_is_long_on_many_long_requests_not_on_a_few_preempted_ones() {
+        let us = Duration::from_micros;
+        let ms = Duration::from_millis;
+        let fed = |pace: &mut Pace, took: Duration, n: usize| {
+            (0..n).for_each(|_| pace.add(took));
+            *pace
+        };
+        // Short requests, one in twenty preempted for 5 ms: the average passes 1 ms at times,
+        // but long ones are too few.
+        let mut p = Pace::default();
+        for _ in 0..50 {
+            fed(&mut p, us(5), 19);
+            p.add(ms(5));
+            assert!(!p.is_long(), "{p:?}");
+        }
+        // Once every few requests, the route is long.
+        let mut p = Pace::default();
+        let long = (1..=20).find(|_| {
+            fed(&mut p, us(5), 3);
+            p.add(ms(5));
+            p.is_long()
+        });
+        assert!(long.is_some(), "{p:?}");
+        // Requests of 5 ms: long from the fourth (the average passes 1 ms there).
+        let mut p = Pace::default();
+        let n = (1..=8).find(|_| fed(&mut p, ms(5), 1).is_long());
+        assert_eq!(n, Some(4), "{p:?}");
+        // One request of 200 ms (a guest that waits, or a spin up to its deadline) is enough.
+        let mut p = fed(&mut Pace::default(), us(5), 100);
+        p.add(ms(200));
+        assert!(p.is_long());
+        // Clearly short only after the long ones have faded.
+        assert!(!p.is_short());
+        assert!(fed(&mut p, us(5), 200).is_short(), "{p:?}");
+        // A preempted request now and then: the route is clearly short again a few requests
+        // after each.
+        let mut p = Pace::default();
+        for _ in 0..20 {
+            p.add(ms(3));
+            assert!(!p.is_short(), "{p:?}");
+            assert!(fed(&mut p, us(5), 20).is_short(), "{p:?}");
+            fed(&mut p, us(5), 79);
         }
     }
 

@@ -882,3 +882,55 @@ async fn a_long_request_on_the_reactor_hands_its_other_work_over() {
     edge.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// In process: a route whose request ran 200 ms leaves the reactor for its worker; once the
+/// worker has served a thousand short requests of it, it comes back; a second departure
+/// asks for twice the evidence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_that_left_the_reactor_comes_back_when_its_requests_are_short() {
+    use lrpc_runtime::{config::Config, deploy::Deployment, edge::Edge};
+    let dir = scratch("return");
+    let config = write_config(
+        &dir,
+        "[domains.slow]\nguest = \"http-faulty\"\n\
+         exports = [{ interface = \"lrpc:http/plugin\", deadline = \"10s\" }]\n\
+         [[routes]]\nprefix = \"/slow\"\nchain = [\"slow\"]\nworkers = 1\n",
+    );
+    let edge = Edge::start(std::sync::Arc::new(
+        Deployment::start(Config::load(&config).expect("config")).expect("start"),
+    ))
+    .expect("workers");
+    let on_reactor = |edge: &Edge| {
+        metric_value(
+            &edge.deployment().metrics.encode(),
+            "lrpc_http_route_on_reactor{route=\"/slow\"}",
+        )
+    };
+    // Short requests until the route is back on the reactor; how many it took.
+    async fn until_back(edge: &Edge, on_reactor: impl Fn(&Edge) -> f64) -> Option<usize> {
+        for n in 1..=10_000 {
+            assert_eq!(edge.dispatch("GET", "/slow/ok", &[], b"").await.status, 200);
+            if on_reactor(edge) == 1.0 {
+                return Some(n);
+            }
+        }
+        None
+    }
+    assert_eq!(edge.dispatch("GET", "/slow/ok", &[], b"").await.status, 200);
+    assert_eq!(on_reactor(&edge), 1.0);
+    for round in 1..=2 {
+        let a = edge.dispatch("GET", "/slow/busy/200", &[], b"").await;
+        assert_eq!(a.status, 200);
+        assert_eq!(on_reactor(&edge), 0.0, "round {round}");
+        let back = until_back(&edge, on_reactor).await;
+        eprintln!("round {round}: back on the reactor after {back:?} short requests");
+        // A thousand short requests seen by the worker (1024, doubled the second time).
+        let needed = 1024 << (round - 1);
+        assert!(
+            back.is_some_and(|n| (needed..needed + 64).contains(&n)),
+            "round {round}: {back:?}"
+        );
+    }
+    edge.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
