@@ -1063,20 +1063,24 @@ fn why(ratio: &str) -> &'static str {
         "edge_chain3_over_native_rps" => {
             "a short plugin route runs its chain on the reactor thread that got the request \
              (no hop to a worker thread and back: that hop alone, `edge_hop_over_native_rps`, \
-             caps a route at 0.65–0.75 of the native handler here). On this 2-core machine, \
-             where the load generator shares both processors with the server, the target \
-             allows about 1 µs of processor time per request: the native handler busy for \
-             1 µs reaches about 0.8 of its own throughput (`edge_native_1us_over_native_rps`; \
-             2 µs gave 0.71 and 3 µs 0.63 when measured by hand), as each longer request also \
-             costs more preemptions and wake-ups on both sides (context switches per request: \
-             0.30 native, 0.57 at 1 µs, 0.84 for the chain). The chain's own work is the \
-             driver and three isolated plugins, each decoding the request head from a private \
-             copy (trust `none`) and encoding its action: about 16 000 instructions per \
-             request in process (`host/runtime/examples/dispatch.rs` under callgrind), down \
-             from 38 500 (a size-class allocator in the guests, per-thread seats and metrics, \
-             one driver entry per request, and the plugins' borrowed types, which lend the \
-             head's strings instead of allocating each), about 1.25 µs against 0.67 for one \
-             plugin. The chain now runs about as fast as the bare thread hop."
+             caps a route at 0.7–0.8 of the native handler here). On this 2-core machine, \
+             where the load generator shares both processors with the server, each \
+             microsecond a request holds the server costs several of the machine's: per \
+             request the server used 9.9 µs of processor time and wrk 7.7 µs for the native \
+             handler, 12.3 and 8.8 µs when it is busy for 1 µs more \
+             (`edge_native_1us_over_native_rps`, about 0.83), and 16.6 and 10.5 µs for the \
+             chain (read from /proc during the load: preemptions and wake-ups on both sides \
+             grow with the server's time per request). The chain's own work is the driver and \
+             three isolated plugins, each decoding the request head from a private copy (trust \
+             `none`) and encoding its action: about 16 000 instructions per request in process \
+             (`host/runtime/examples/dispatch.rs` under callgrind), down from 38 500 (a \
+             size-class allocator in the guests, per-thread seats and metrics, one driver entry \
+             per request, and the plugins' borrowed types, which lend the head's strings \
+             instead of allocating each), about 1.3 µs against 0.7 for one plugin; sweeping \
+             256 KiB through the caches between requests adds about 0.65 µs to either route, \
+             not more to the longer chain. So 0.8 needs the chain at about the cost of one \
+             plugin now. Runs before a route could come back to the reactor were also exposed \
+             to a spell of preemption moving a plugin route to its worker pool for good."
         }
         "edge_chain3_p50_over_chain1_p50" => {
             "at 16 connections a request's median latency follows the route's throughput, and \
@@ -1084,9 +1088,9 @@ fn why(ratio: &str) -> &'static str {
              (about 0.3 µs of processor time in process, 3 500 instructions), where the target \
              allows about 0.15 µs. Under load the two routes differ by about five times that in \
              the machine's processor time per request (two plugins' worth: 0.58 µs in process, \
-             3.2 µs of the two processors in the benchmark), more than their instructions \
-             explain, so the ratio sits at the target: three runs with the same plugins and \
-             stubs gave 1.11, 0.97 (a run whose one-plugin route was the slower) and 1.17."
+             3.2 µs of the two processors in the benchmark), so the ratio sits at the target: \
+             1.11, 0.97 (the one-plugin route had left the reactor for good), 1.17 and 1.14 in \
+             four runs."
         }
         "urpc_t2_over_t1_throughput" => {
             "the pipeline of URPC's Fig. 4 needs the guest client's and the server's \
