@@ -1076,11 +1076,15 @@ fn why(ratio: &str) -> &'static str {
              (`host/runtime/examples/dispatch.rs` under callgrind), down from 38 500 (a \
              size-class allocator in the guests, per-thread seats and metrics, one driver entry \
              per request, and the plugins' borrowed types, which lend the head's strings \
-             instead of allocating each), about 1.3 µs against 0.7 for one plugin; sweeping \
-             256 KiB through the caches between requests adds about 0.65 µs to either route, \
-             not more to the longer chain. So 0.8 needs the chain at about the cost of one \
-             plugin now. Runs before a route could come back to the reactor were also exposed \
-             to a spell of preemption moving a plugin route to its worker pool for good."
+             instead of allocating each), about 1.3 µs against 0.7 for one plugin when run \
+             back to back. Between requests the server also runs hyper, tokio and the \
+             kernel's network stack, and wrk runs beside it, so a request finds the plugins' \
+             code and memory colder: the route's own request-time histogram gives 2.7 µs for \
+             the chain and 1.5 µs for one plugin under this load, and 3.9 and 2.4 µs with a \
+             single connection (the processors idle between requests). So 0.8 needs the chain \
+             at about the cost of one plugin now. Runs before a route could come back to the \
+             reactor were also exposed to a spell of preemption moving a plugin route to its \
+             worker pool for good; `edge.json` now records where the routes ran."
         }
         "edge_chain3_p50_over_chain1_p50" => {
             "at 16 connections a request's median latency follows the route's throughput, and \
@@ -1088,9 +1092,9 @@ fn why(ratio: &str) -> &'static str {
              (about 0.3 µs of processor time in process, 3 500 instructions), where the target \
              allows about 0.15 µs. Under load the two routes differ by about five times that in \
              the machine's processor time per request (two plugins' worth: 0.58 µs in process, \
-             3.2 µs of the two processors in the benchmark), so the ratio sits at the target: \
-             1.11, 0.97 (the one-plugin route had left the reactor for good), 1.17 and 1.14 in \
-             four runs."
+             3.2 µs of the two processors in the benchmark), so the ratio sits around the \
+             target: 1.11, 0.97 (the one-plugin route had left the reactor for good), 1.17, \
+             1.14 and 1.19 in five runs."
         }
         "urpc_t2_over_t1_throughput" => {
             "the pipeline of URPC's Fig. 4 needs the guest client's and the server's \

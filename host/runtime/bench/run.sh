@@ -79,6 +79,17 @@ for _ in 1 2 3; do
         p99[$c]+="$b "
     done
 done
+# Where the plugin routes ran by the end of the plain cases (1: on the reactor's threads, 0:
+# their worker pools, after their requests turned out long) and how often a reactor thread
+# handed its other work over: a route off the reactor runs at about the hop's speed.
+metrics=$(curl -sf "http://$addr/metrics")
+route_metric() {
+    echo "$metrics" | awk -v m="$1{route=\"$2\"}" '$1 == m {print $2; found = 1} END {if (!found) print "null"}'
+}
+routes_json() {
+    echo "{\"/one\": $(route_metric "$1" /one), \"/chain\": $(route_metric "$1" /chain)}"
+}
+
 # The per-round ratio of case $1's column $3 (rps, p50 or p99) over case $2's.
 ratios() {
     local -n col=$3
@@ -138,6 +149,8 @@ cat > bench-results/edge.json <<JSON
   "chain3_slow_beside": {"rps": $loaded_rps, "p50_us": $loaded_p50, "p99_us": $loaded_p99},
   "chain3_p99_us_rounds": {"alone": [$(join "${alone_p99s[@]}")], "slow_beside": [$(join "${loaded_p99s[@]}")]},
   "wasmtime_serve": $(summary wt),
+  "on_reactor_after_plain_cases": $(routes_json lrpc_http_route_on_reactor),
+  "reactor_handoffs_after_plain_cases": $(routes_json lrpc_http_reactor_handoffs_total),
   "edge_chain3_over_wasmtime_serve_rps": $chain_over_wt,
   "edge_chain3_over_native_rps": $chain_over_native,
   "edge_hop_over_native_rps": $hop_over_native,
