@@ -190,18 +190,19 @@ impl Pace {
 }
 
 /// Short requests a route's worker serves, after the route left the reactor, before the
-/// route comes back to it (see [`Return`]); doubled each time it left again, up to
-/// [`RETURN_AFTER_MAX`].
+/// route comes back to it (see [`Return`]); doubled each time it left again, at most
+/// [`RETURN_DOUBLINGS`] times (about a million requests).
 const RETURN_AFTER: u64 = 1024;
-const RETURN_AFTER_MAX: u64 = 1 << 20;
+const RETURN_DOUBLINGS: u32 = 10;
 
 impl OnReactor {
     /// Counts a request that took `took` on a reactor thread into its slot's pace (`pace`);
     /// a route whose requests turn out long ([`Pace::is_long`]) leaves the reactor for its
     /// workers, until they find its requests short again ([`Return`]). (A request counts
-    /// without its seat's setup, and not at all when it ended in a plugin's trap: see
-    /// `Seat::route_time`.)
-    fn took(&self, pace: &mut Pace, took: Duration, prefix: &str, meters: &RouteMeters) {
+    /// without its seat's setup, and not at all, `None`, when it ended in a plugin's trap:
+    /// see `Seat::route_time`.)
+    fn took(&self, pace: &mut Pace, took: Option<Duration>, prefix: &str, meters: &RouteMeters) {
+        let Some(took) = took else { return };
         pace.add(took);
         if pace.is_long() && self.on.swap(false, Ordering::Relaxed) {
             self.left.fetch_add(1, Ordering::Relaxed);
@@ -257,7 +258,7 @@ impl Return {
         }
         self.pace.add(took);
         self.seen += 1;
-        let needed = (RETURN_AFTER << left.saturating_sub(1).min(10)).min(RETURN_AFTER_MAX);
+        let needed = RETURN_AFTER << left.saturating_sub(1).min(RETURN_DOUBLINGS);
         self.seen >= needed && self.pace.is_short() && cpu < LONG_REQUEST / 4
     }
 }
@@ -487,9 +488,7 @@ impl Edge {
                 };
                 let (answer, took, counted, handed) =
                     self.serve_seated(route, seat, request, start);
-                if let Some(counted) = counted {
-                    reactor.took(&mut held.pace, counted, &route.route.prefix, &route.meters);
-                }
+                reactor.took(&mut held.pace, counted, &route.route.prefix, &route.meters);
                 if handed {
                     // This thread handed its share of the reactor to a new one and leaves
                     // when this request ends: its seat goes to the spare pool, where the new
@@ -508,9 +507,7 @@ impl Edge {
                     self.serve_seated(route, &mut seat, request, start);
                 let mut spare = lock(&reactor.spare);
                 spare.seat.push(seat);
-                if let Some(counted) = counted {
-                    reactor.took(&mut spare.pace, counted, &route.route.prefix, &route.meters);
-                }
+                reactor.took(&mut spare.pace, counted, &route.route.prefix, &route.meters);
                 (answer, took)
             }
         };

@@ -36,6 +36,13 @@ fn scratch(tag: &str) -> PathBuf {
     d
 }
 
+/// The edge server of the deployment in `config`, started in process (the embedding API).
+fn start_edge(config: &Path) -> lrpc_runtime::edge::Edge {
+    use lrpc_runtime::{config::Config, deploy::Deployment, edge::Edge};
+    let deployment = Deployment::start(Config::load(config).expect("config")).expect("start");
+    Edge::start(std::sync::Arc::new(deployment)).expect("workers")
+}
+
 /// A running `lrpc serve`, killed when dropped.
 struct Server {
     child: Child,
@@ -760,7 +767,6 @@ fn config_mistakes_name_file_and_line() {
 /// request segment). The answers stay byte-exact, also when `rewrite` replaces the body.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn embedded_chain_copies_a_body_only_into_plugins_that_may_modify_it() {
-    use lrpc_runtime::{config::Config, deploy::Deployment, edge::Edge};
     let dir = scratch("borrow");
     let preserved =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guests/http-hello/server.toml");
@@ -776,11 +782,7 @@ async fn embedded_chain_copies_a_body_only_into_plugins_that_may_modify_it() {
             preserved.display().to_string()
         ),
     );
-    let config = Config::load(&config).expect("config");
-    let edge = Edge::start(std::sync::Arc::new(
-        Deployment::start(config).expect("start"),
-    ))
-    .expect("workers");
+    let edge = start_edge(&config);
     // (in copies, bytes they moved) of a plugin's stubs so far.
     let copied = |plugin: &str| -> (i64, i64) {
         let p = edge.deployment().plugins[plugin].current();
@@ -838,7 +840,6 @@ async fn embedded_chain_copies_a_body_only_into_plugins_that_may_modify_it() {
 /// computation ends (without the hand-over it would wait for it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn a_long_request_on_the_reactor_hands_its_other_work_over() {
-    use lrpc_runtime::{config::Config, deploy::Deployment, edge::Edge};
     let dir = scratch("handoff");
     let config = write_config(
         &dir,
@@ -849,10 +850,7 @@ async fn a_long_request_on_the_reactor_hands_its_other_work_over() {
          [[routes]]\nprefix = \"/slow\"\nchain = [\"slow\"]\n\
          [[routes]]\nprefix = \"/fast\"\nchain = [\"hello\"]\n",
     );
-    let edge = Edge::start(std::sync::Arc::new(
-        Deployment::start(Config::load(&config).expect("config")).expect("start"),
-    ))
-    .expect("workers");
+    let edge = start_edge(&config);
     // Both routes are warm: their first seats were made by `Edge::start`; these requests
     // measure them.
     for path in ["/slow/busy/1", "/fast/x"] {
@@ -888,7 +886,7 @@ async fn a_long_request_on_the_reactor_hands_its_other_work_over() {
 /// asks for twice the evidence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_route_that_left_the_reactor_comes_back_when_its_requests_are_short() {
-    use lrpc_runtime::{config::Config, deploy::Deployment, edge::Edge};
+    use lrpc_runtime::edge::Edge;
     let dir = scratch("return");
     let config = write_config(
         &dir,
@@ -896,18 +894,15 @@ async fn a_route_that_left_the_reactor_comes_back_when_its_requests_are_short() 
          exports = [{ interface = \"lrpc:http/plugin\", deadline = \"10s\" }]\n\
          [[routes]]\nprefix = \"/slow\"\nchain = [\"slow\"]\nworkers = 1\n",
     );
-    let edge = Edge::start(std::sync::Arc::new(
-        Deployment::start(Config::load(&config).expect("config")).expect("start"),
-    ))
-    .expect("workers");
-    let on_reactor = |edge: &Edge| {
+    let edge = start_edge(&config);
+    fn on_reactor(edge: &Edge) -> f64 {
         metric_value(
             &edge.deployment().metrics.encode(),
             "lrpc_http_route_on_reactor{route=\"/slow\"}",
         )
-    };
+    }
     // Short requests until the route is back on the reactor; how many it took.
-    async fn until_back(edge: &Edge, on_reactor: impl Fn(&Edge) -> f64) -> Option<usize> {
+    async fn until_back(edge: &Edge) -> Option<usize> {
         for n in 1..=10_000 {
             assert_eq!(edge.dispatch("GET", "/slow/ok", &[], b"").await.status, 200);
             if on_reactor(edge) == 1.0 {
@@ -922,7 +917,7 @@ async fn a_route_that_left_the_reactor_comes_back_when_its_requests_are_short() 
         let a = edge.dispatch("GET", "/slow/busy/200", &[], b"").await;
         assert_eq!(a.status, 200);
         assert_eq!(on_reactor(&edge), 0.0, "round {round}");
-        let back = until_back(&edge, on_reactor).await;
+        let back = until_back(&edge).await;
         eprintln!("round {round}: back on the reactor after {back:?} short requests");
         // Not before the worker has seen a thousand short requests (1024, doubled the second
         // time); a few more when a loaded machine preempts some of them.
