@@ -1063,28 +1063,24 @@ fn why(ratio: &str) -> &'static str {
         "edge_chain3_over_native_rps" => {
             "a short plugin route runs its chain on the reactor thread that got the request \
              (no hop to a worker thread and back: that hop alone, `edge_hop_over_native_rps`, \
-             caps a route at 0.7–0.8 of the native handler here). On this 2-core machine, \
-             where the load generator shares both processors with the server, each \
-             microsecond a request holds the server costs several of the machine's: per \
-             request the server used 9.9 µs of processor time and wrk 7.7 µs for the native \
-             handler, 12.3 and 8.8 µs when it is busy for 1 µs more \
-             (`edge_native_1us_over_native_rps`, about 0.83), and 16.6 and 10.5 µs for the \
-             chain (read from /proc during the load: preemptions and wake-ups on both sides \
-             grow with the server's time per request). The chain's own work is the driver and \
-             three isolated plugins, each decoding the request head from a private copy (trust \
-             `none`) and encoding its action: about 16 000 instructions per request in process \
-             (`host/runtime/examples/dispatch.rs` under callgrind), down from 38 500 (a \
-             size-class allocator in the guests, per-thread seats and metrics, one driver entry \
-             per request, and the plugins' borrowed types, which lend the head's strings \
-             instead of allocating each), about 1.3 µs against 0.7 for one plugin when run \
-             back to back. Between requests the server also runs hyper, tokio and the \
-             kernel's network stack, and wrk runs beside it, so a request finds the plugins' \
-             code and memory colder: the route's own request-time histogram gives 2.7 µs for \
-             the chain and 1.5 µs for one plugin under this load, and 3.9 and 2.4 µs with a \
-             single connection (the processors idle between requests). So 0.8 needs the chain \
-             at about the cost of one plugin now. Runs before a route could come back to the \
-             reactor were also exposed to a spell of preemption moving a plugin route to its \
-             worker pool for good; `edge.json` now records where the routes ran."
+             caps a route at 0.7–0.8 of the native handler here). On this 2-core machine each \
+             microsecond a request holds the server costs about a fifth of the native \
+             handler's throughput (`edge_native_1us_over_native_rps`: busy for 1 µs more, \
+             about 0.83), so 0.8 leaves the chain about 1 µs. The edge's own path (HTTP to \
+             the encoded request, seat, metrics, answer) is not what costs: with the plugin \
+             calls cut out of a build by hand, the route ran at 0.90–0.95 of native. What costs is the \
+             plugin calls: the driver and three isolated plugins, each decoding the request \
+             head from a private copy (trust `none`) and encoding its action, take 1.26 µs \
+             per request back to back in process but 2.9 µs when 1 MiB is written between \
+             requests, as the server's other work and wrk beside it do under load (one \
+             plugin: 0.69 and 1.71 µs; `in_process_ns` in `edge.json`, from \
+             `host/runtime/examples/dispatch.rs`). Each domain is a module of its own, with its \
+             own copy of the stubs, the allocator and the formatting code: a chain request \
+             runs about 7 700 instructions of compiled guest code spread over about 590 cache \
+             lines (callgrind's cache simulation), so cold it is mostly fetching code. Pinning \
+             the server and wrk to one processor each gave the same ratio (0.63–0.69), and \
+             transparent huge pages did not move it. So 0.8 needs the chain's cold cost at a \
+             fraction of one plugin's today, not a faster path around it."
         }
         "edge_chain3_p50_over_chain1_p50" => {
             "at 16 connections a request's median latency follows the route's throughput, and \
@@ -1094,7 +1090,7 @@ fn why(ratio: &str) -> &'static str {
              the machine's processor time per request (two plugins' worth: 0.58 µs in process, \
              3.2 µs of the two processors in the benchmark), so the ratio sits around the \
              target: 1.11, 0.97 (the one-plugin route had left the reactor for good), 1.17, \
-             1.14 and 1.19 in five runs."
+             1.14, 1.19 and 1.13 in six runs."
         }
         "urpc_t2_over_t1_throughput" => {
             "the pipeline of URPC's Fig. 4 needs the guest client's and the server's \

@@ -7,7 +7,8 @@
 # the component per request; our domains live across requests), in three interleaved rounds
 # (ratios are medians of the rounds' ratios); then the chain alone and while a slow route
 # (long guest computations) is loaded beside it (three rounds of each, alternating; the
-# loaded ratio compares their medians). Uses wrk
+# loaded ratio compares their medians); and the two plugin routes in process, without HTTP,
+# back to back and with the caches written over between requests. Uses wrk
 # (Debian) and wasmtime-cli 48 (crates.io), installed here if missing. Writes
 # bench-results/edge.json and merges the edge ratios into bench-results/summary.json.
 #
@@ -137,6 +138,25 @@ loaded_rps=$(median "${loaded_rpss[@]}")
 loaded_p50=$(median "${loaded_p50s[@]}")
 loaded_p99=$(median "${loaded_p99s[@]}")
 
+# The plugin routes' own time per request in process, without HTTP (the `dispatch`
+# example): back to back, and with 1 MiB written between requests, as the server's other
+# work and wrk beside it push the plugins' code and memory out of the caches under load.
+# Medians of three runs, in nanoseconds.
+cargo build --release -q -p lrpc-runtime --example dispatch
+in_process() {
+    local runs=()
+    for _ in 1 2 3; do
+        runs+=("$(target/release/examples/dispatch host/runtime/bench/edge.toml "$1" "$2" 1 "$3" |
+            awk '/ns each/ {for (i = 2; i <= NF; i++) if ($i == "ns") print $(i - 1)}')")
+    done
+    median "${runs[@]}"
+}
+in_process_json() {
+    echo "{\"back_to_back\": $(in_process "$1" 100000 0), \"evicted_1mib\": $(in_process "$1" 20000 1024)}"
+}
+one_in_process=$(in_process_json /one/x)
+chain_in_process=$(in_process_json /chain/v1/x)
+
 mkdir -p bench-results
 cat > bench-results/edge.json <<JSON
 {
@@ -149,6 +169,7 @@ cat > bench-results/edge.json <<JSON
   "chain3_slow_beside": {"rps": $loaded_rps, "p50_us": $loaded_p50, "p99_us": $loaded_p99},
   "chain3_p99_us_rounds": {"alone": [$(join "${alone_p99s[@]}")], "slow_beside": [$(join "${loaded_p99s[@]}")]},
   "wasmtime_serve": $(summary wt),
+  "in_process_ns": {"chain1": $one_in_process, "chain3": $chain_in_process},
   "on_reactor_after_plain_cases": $(routes_json lrpc_http_route_on_reactor),
   "reactor_handoffs_after_plain_cases": $(routes_json lrpc_http_reactor_handoffs_total),
   "edge_chain3_over_wasmtime_serve_rps": $chain_over_wt,
