@@ -1074,10 +1074,12 @@ fn why(ratio: &str) -> &'static str {
              per request back to back in process but 2.9 µs when 1 MiB is written between \
              requests, as the server's other work and wrk beside it do under load (one \
              plugin: 0.69 and 1.71 µs; `in_process_ns` in `edge.json`, from \
-             `host/runtime/examples/dispatch.rs`). Each domain is a module of its own, with its \
-             own copy of the stubs, the allocator and the formatting code: a chain request \
-             runs about 7 700 instructions of compiled guest code spread over about 590 cache \
-             lines (callgrind's cache simulation), so cold it is mostly fetching code. Pinning \
+             `host/runtime/examples/dispatch.rs`). A chain request runs about 7 700 \
+             instructions of compiled guest code spread over about 590 cache lines (callgrind's \
+             cache simulation), and reads and writes the memories of four domains, so cold it \
+             mostly waits on memory. Separate code is part of it, not all: three copies of one \
+             plugin compiled apart cost 0.15–0.3 µs more cold than the same three sharing one \
+             compiled module. Pinning \
              the server and wrk to one processor each gave the same ratio (0.63–0.69), and \
              transparent huge pages did not move it. So 0.8 needs the chain's cold cost at a \
              fraction of one plugin's today, not a faster path around it."
