@@ -1074,7 +1074,10 @@ fn why(ratio: &str) -> &'static str {
              per request back to back in process but 2.9 µs when 1 MiB is written between \
              requests, as the server's other work and wrk beside it do under load (one \
              plugin: 0.69 and 1.71 µs; `in_process_ns` in `edge.json`, from \
-             `host/runtime/examples/dispatch.rs`). A chain request runs about 7 700 \
+             `host/runtime/examples/dispatch.rs`; the evicted time moves with the machine's \
+             state: 1.36 µs for the chain in a quiet spell on the same build, probably \
+             while the processor's shared cache still held what was evicted). A chain \
+             request runs about 7 700 \
              instructions of compiled guest code spread over about 590 cache lines (callgrind's \
              cache simulation), and reads and writes the memories of four domains, so cold it \
              mostly waits on memory. Separate code is part of it, not all: three copies of one \
