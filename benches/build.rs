@@ -2,7 +2,7 @@
 //! * compiles `proto/bench.proto` for the gRPC peer, with the protoc shipped by
 //!   `protoc-bin-vendored` (nothing to install);
 //! * turns the core modules of the component-model peers (built from `guests/component-*` by
-//!   the host's build script, which publishes their directory as `DEP_LRPC_GUESTS_DIR`) into
+//!   `lrpc-artifacts`' build script, which publishes their directory as `DEP_LRPC_GUESTS_DIR`) into
 //!   components with `wit-component`, and composes client and server into one component with
 //!   `wac-graph`, so that wasmtime links them with fused adapters.
 
@@ -21,7 +21,7 @@ fn main() {
 
     let guests = PathBuf::from(
         std::env::var("DEP_LRPC_GUESTS_DIR")
-            .expect("lrpc-host publishes the guest directory (links = \"lrpc_guests\")"),
+            .expect("lrpc-artifacts publishes the guest directory (links = \"lrpc_guests\")"),
     );
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
     println!("cargo:rerun-if-env-changed=DEP_LRPC_GUESTS_DIR");

@@ -264,7 +264,7 @@ impl KernelLinked {
     /// server's memory and decodes the results).
     pub fn to_astack() -> Result<KernelLinked, lrpc::Error> {
         let kernel = lrpc::Kernel::new()?;
-        let server = kernel.domain("bench-server", lrpc::artifacts::BENCH_SERVER)?;
+        let server = kernel.domain("bench-server", lrpc_artifacts::BENCH_SERVER)?;
         kernel.export(&server, BENCH)?;
         let client = kernel.component("bench-client", CLIENT, Default::default())?;
         Ok(KernelLinked {

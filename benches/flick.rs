@@ -44,8 +44,8 @@ fn fig10(c: &mut Criterion) {
         g.throughput(Throughput::Bytes(size as u64));
         for (trashable, preserved) in [(false, false), (true, false), (false, true), (true, true)] {
             let (_kernel, client) = lrpc_benches::pair(
-                lrpc::artifacts::BENCH_CLIENT,
-                lrpc::artifacts::BENCH_SERVER,
+                lrpc_artifacts::BENCH_CLIENT,
+                lrpc_artifacts::BENCH_SERVER,
                 Some(client_text("leaky", trashable)),
                 Some(server_text("leaky", preserved)),
                 Serving::Migrate,
@@ -74,8 +74,8 @@ fn fig12(c: &mut Criterion) {
     for ct in levels {
         for st in levels {
             let (_kernel, client) = lrpc_benches::pair(
-                lrpc::artifacts::BENCH_CLIENT,
-                lrpc::artifacts::BENCH_SERVER,
+                lrpc_artifacts::BENCH_CLIENT,
+                lrpc_artifacts::BENCH_SERVER,
                 Some(client_text(ct, false)),
                 Some(server_text(st, false)),
                 Serving::Migrate,
@@ -98,23 +98,23 @@ fn fig11(c: &mut Criterion) {
     let cases = [
         (
             "client allocates+server allocates",
-            lrpc::artifacts::BENCH_CLIENT,
-            lrpc::artifacts::BENCH_SERVER,
+            lrpc_artifacts::BENCH_CLIENT,
+            lrpc_artifacts::BENCH_SERVER,
         ),
         (
             "caller buffer+server allocates",
-            lrpc::artifacts::BENCH_CLIENT_INTO,
-            lrpc::artifacts::BENCH_SERVER,
+            lrpc_artifacts::BENCH_CLIENT_INTO,
+            lrpc_artifacts::BENCH_SERVER,
         ),
         (
             "client allocates+server writes in place",
-            lrpc::artifacts::BENCH_CLIENT,
-            lrpc::artifacts::BENCH_SERVER_INPLACE,
+            lrpc_artifacts::BENCH_CLIENT,
+            lrpc_artifacts::BENCH_SERVER_INPLACE,
         ),
         (
             "caller buffer+server writes in place",
-            lrpc::artifacts::BENCH_CLIENT_INTO,
-            lrpc::artifacts::BENCH_SERVER_INPLACE,
+            lrpc_artifacts::BENCH_CLIENT_INTO,
+            lrpc_artifacts::BENCH_SERVER_INPLACE,
         ),
     ];
     for (name, client_wasm, server_wasm) in cases {

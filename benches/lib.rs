@@ -36,7 +36,7 @@ pub fn setup_with(replicas: usize, serving: lrpc::Serving) -> (Kernel, Domain, D
     let server = kernel
         .domain_with(
             "bench-server",
-            lrpc::artifacts::BENCH_SERVER,
+            lrpc_artifacts::BENCH_SERVER,
             DomainOptions {
                 replicas,
                 ..Default::default()
@@ -61,7 +61,7 @@ pub fn setup_with(replicas: usize, serving: lrpc::Serving) -> (Kernel, Domain, D
 /// Another bound bench client.
 pub fn new_client(kernel: &Kernel, name: &str) -> Domain {
     let client = kernel
-        .domain(name, lrpc::artifacts::BENCH_CLIENT)
+        .domain(name, lrpc_artifacts::BENCH_CLIENT)
         .expect("client");
     let s: i32 = client.call("bind", ()).expect("bind");
     assert_eq!(s, 0, "bind failed with status {s}");
@@ -173,11 +173,11 @@ impl RawCall {
     pub fn new() -> RawCall {
         let kernel = Kernel::new().expect("kernel");
         let server = kernel
-            .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
+            .domain("bench-server", lrpc_artifacts::BENCH_SERVER)
             .expect("server");
         kernel.export(&server, "lrpc:bench/bench").expect("export");
         let raw = kernel
-            .domain("raw-client", lrpc::artifacts::HOSTILE)
+            .domain("raw-client", lrpc_artifacts::HOSTILE)
             .expect("raw client");
         let fp = kernel
             .interface("lrpc:bench/bench")
@@ -324,8 +324,8 @@ pub fn pair(
 /// `trashable`, server `preserved`): the peer of the fused composition, which copies it.
 pub fn direct_borrow_pair() -> (Kernel, Domain) {
     pair(
-        lrpc::artifacts::BENCH_CLIENT,
-        lrpc::artifacts::BENCH_SERVER,
+        lrpc_artifacts::BENCH_CLIENT,
+        lrpc_artifacts::BENCH_SERVER,
         Some(presentation_text(
             "client",
             "leaky+unprotected",
@@ -536,8 +536,8 @@ pub fn peers(grpc_exe: &std::path::Path) -> Vec<(&'static str, MakePeer, f64)> {
     fn lrpc_peer(client: Option<String>, serving: lrpc::Serving) -> MakePeer {
         Box::new(move || {
             let (kernel, c) = pair(
-                lrpc::artifacts::BENCH_CLIENT,
-                lrpc::artifacts::BENCH_SERVER,
+                lrpc_artifacts::BENCH_CLIENT,
+                lrpc_artifacts::BENCH_SERVER,
                 client.clone(),
                 None,
                 serving,
@@ -615,7 +615,7 @@ pub fn peers(grpc_exe: &std::path::Path) -> Vec<(&'static str, MakePeer, f64)> {
                     .export_component(&server, "lrpc:bench/bench")
                     .expect("export");
                 let client = kernel
-                    .domain("bench-client", lrpc::artifacts::BENCH_CLIENT)
+                    .domain("bench-client", lrpc_artifacts::BENCH_CLIENT)
                     .expect("client");
                 assert_eq!(client.call::<(), i32>("bind", ()).expect("bind"), 0);
                 Box::new(OnKernel {

@@ -60,8 +60,8 @@ fn sized_fn32(d: &Domain, name: &str, size: i32) -> impl FnMut(i32) -> i64 {
 fn main() {
     let mut cases: BTreeMap<String, f64> = BTreeMap::new();
     let t0 = Instant::now();
-    let bench = lrpc::artifacts::BENCH_CLIENT;
-    let server = lrpc::artifacts::BENCH_SERVER;
+    let bench = lrpc_artifacts::BENCH_CLIENT;
+    let server = lrpc_artifacts::BENCH_SERVER;
 
     // Floors: wasmtime's host→wasm typed call, and an indirect call inside one instance.
     {
@@ -207,16 +207,16 @@ fn main() {
     // Flick Fig. 11: a 1 KiB `out` buffer, who allocates.
     for (name, cw, sw) in [
         ("both-allocate", bench, server),
-        ("caller-buffer", lrpc::artifacts::BENCH_CLIENT_INTO, server),
+        ("caller-buffer", lrpc_artifacts::BENCH_CLIENT_INTO, server),
         (
             "server-in-place",
             bench,
-            lrpc::artifacts::BENCH_SERVER_INPLACE,
+            lrpc_artifacts::BENCH_SERVER_INPLACE,
         ),
         (
             "caller-buffer+server-in-place",
-            lrpc::artifacts::BENCH_CLIENT_INTO,
-            lrpc::artifacts::BENCH_SERVER_INPLACE,
+            lrpc_artifacts::BENCH_CLIENT_INTO,
+            lrpc_artifacts::BENCH_SERVER_INPLACE,
         ),
     ] {
         let (_k, client) = lrpc_benches::pair(

@@ -161,7 +161,7 @@ pub fn pingpong_floor(rounds: usize) -> f64 {
 fn served(s: usize) -> (Kernel, Domain, Processors) {
     let kernel = Kernel::new().expect("kernel");
     let server = kernel
-        .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
+        .domain("bench-server", lrpc_artifacts::BENCH_SERVER)
         .expect("server");
     kernel.export(&server, "lrpc:bench/bench").expect("export");
     let cpus = Processors::start(&kernel, &server, s).expect("processors");
@@ -185,7 +185,7 @@ impl GuestUrpc {
     pub fn new(s: usize) -> GuestUrpc {
         let (kernel, server, cpus) = served(s);
         let client = kernel
-            .domain("bench-client", lrpc::artifacts::BENCH_CLIENT)
+            .domain("bench-client", lrpc_artifacts::BENCH_CLIENT)
             .expect("client");
         assert_eq!(client.call::<(), i32>("bind", ()).expect("bind"), 0);
         let r: i32 = client.call("bind_async", (0,)).expect("bind_async");

@@ -39,8 +39,8 @@ fn main() {
         "raw" => lrpc_benches::RawCall::new().run(n),
         "isolated" | "big-in" | "big-in-out" => {
             let (kernel, client) = lrpc_benches::pair(
-                lrpc::artifacts::BENCH_CLIENT,
-                lrpc::artifacts::BENCH_SERVER,
+                lrpc_artifacts::BENCH_CLIENT,
+                lrpc_artifacts::BENCH_SERVER,
                 None,
                 None,
                 lrpc::Serving::Migrate,

@@ -10,7 +10,7 @@
 //! traps, and after the call every guard byte must be intact (no stray write).
 
 use arbitrary::Arbitrary;
-use lrpc::artifacts;
+use lrpc_artifacts as artifacts;
 use lrpc_abi::{ENTRY_OK, ENTRY_REJECTED, Status, header};
 use std::sync::OnceLock;
 use wasmtime::{Caller, Config, Engine, InstancePre, Linker, Memory, Module, Store};

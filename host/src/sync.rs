@@ -3,14 +3,10 @@
 
 use lrpc_lock::{Guard, TryLock};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// Locks a mutex, recovering the data if a panic poisoned it (state is kept consistent by
-/// construction; a poisoned lock only means a panic happened elsewhere).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+/// Locks a mutex, recovering the data if a panic poisoned it (`lrpc_lock::lock`).
+pub(crate) use lrpc_lock::lock;
 
 /// Locks `m`, polling with back-off for at most `wait`. A `Store` lock is held for the whole
 /// of a call, which may legitimately be long; a cycle of calls across threads (T1: A→B while

@@ -18,41 +18,14 @@ const BELOW: &[(&str, &[&str])] = &[
 /// The lower half of the A-stack tree, which the modules above may use through `super::`.
 const ASTACK_BELOW: &[&str] = &["map", "alloc", "extent"];
 
-/// The first segment of every `crate::…` path in `src`, comments left out (a `use
-/// crate::{a, b}` group counts each of its members).
+#[path = "layering/mod.rs"]
+mod layering;
+
+use layering::paths_after;
+
+/// The first segment of every `crate::…` path in `src`, comments left out.
 fn crate_paths(src: &str) -> Vec<String> {
     paths_after(src, "crate::")
-}
-
-/// The first segment of every path that starts with `prefix` in `src`, comments left out.
-fn paths_after(src: &str, prefix: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for line in src.lines() {
-        let code = line.split("//").next().unwrap_or("");
-        let mut rest = code;
-        while let Some(at) = rest.find(prefix) {
-            rest = &rest[at + prefix.len()..];
-            if let Some(group) = rest.strip_prefix('{') {
-                let end = group.find('}').unwrap_or(group.len());
-                for member in group[..end].split(',') {
-                    let head = member.trim().split("::").next().unwrap_or("");
-                    if !head.is_empty() {
-                        found.push(head.to_string());
-                    }
-                }
-            } else {
-                let head: String = rest
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
-                // (`super::*` in a test module names the module itself.)
-                if !head.is_empty() {
-                    found.push(head);
-                }
-            }
-        }
-    }
-    found
 }
 
 #[test]
@@ -75,10 +48,4 @@ fn helper_modules_import_no_concept_module() {
             }
         }
     }
-}
-
-#[test]
-fn crate_paths_finds_groups_and_skips_comments() {
-    let src = "use crate::a::B;\nuse crate::{c, d::E};\n// crate::f\nlet x = crate::g::h();\n";
-    assert_eq!(crate_paths(src), ["a", "c", "d", "g"]);
 }

@@ -71,10 +71,10 @@ fn a_payload_past_the_kernels_limit_is_refused_not_fatal() {
 fn the_key_value_store_round_trips_every_type() {
     let _guard = crate::shared();
     let kernel = lrpc::Kernel::new().unwrap();
-    let server = kernel.domain("kv", lrpc::artifacts::KV_SERVER).unwrap();
+    let server = kernel.domain("kv", lrpc_artifacts::KV_SERVER).unwrap();
     kernel.export(&server, "lrpc:kv/store").unwrap();
     let client = kernel
-        .domain("kv-client", lrpc::artifacts::KV_CLIENT)
+        .domain("kv-client", lrpc_artifacts::KV_CLIENT)
         .unwrap();
     let r: i32 = client.call("selftest", ()).unwrap();
     assert_eq!(r, 0, "kv self-test failed check {r}");

@@ -2,11 +2,11 @@
 //! (`guests/comp-*`), exported through the clerk, their imports bound to other component
 //! domains; failures, restart, WASI capabilities and limits.
 
-use lrpc::artifacts::{COMP_DRIVER, COMP_HOLDER, COMP_KV_SERVER, COMP_PROBE};
 use lrpc::{
     AnyDomain, ComponentDomain, ComponentLimits, ComponentOptions, Error, Fault, Kernel, Preopen,
     Status, Stdio, WasiGrants,
 };
+use lrpc_artifacts::{COMP_DRIVER, COMP_HOLDER, COMP_KV_SERVER, COMP_PROBE};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wasmtime::component::Val;
@@ -197,14 +197,14 @@ fn component_load_detects_the_kind() {
     let _g = crate::shared();
     let k = kernel();
     assert!(lrpc::is_component(COMP_PROBE));
-    assert!(!lrpc::is_component(lrpc::artifacts::BENCH_SERVER));
+    assert!(!lrpc::is_component(lrpc_artifacts::BENCH_SERVER));
     match k.load("p", COMP_PROBE, ComponentOptions::default()) {
         Ok(AnyDomain::Component(p)) => assert_eq!(p.name(), "p"),
         other => panic!("expected a component domain, got {other:?}"),
     }
     match k.load(
         "b",
-        lrpc::artifacts::BENCH_SERVER,
+        lrpc_artifacts::BENCH_SERVER,
         ComponentOptions::default(),
     ) {
         Ok(AnyDomain::Core(d)) => assert_eq!(d.name(), "b"),
@@ -432,7 +432,7 @@ fn component_limits_fail_the_call_not_the_host() {
 fn component_python_server_called_from_a_rust_client() {
     let _g = crate::shared();
     let k = kernel();
-    let wasm = std::fs::read(lrpc::artifacts::COMP_PY_KV_PATH).expect("the Python guest");
+    let wasm = std::fs::read(lrpc_artifacts::COMP_PY_KV_PATH).expect("the Python guest");
     let kv = k
         .component("py-kv", &wasm, ComponentOptions::default())
         .expect("Python kv server");
@@ -607,8 +607,8 @@ fn call1_unit(d: &ComponentDomain, iface: &str, f: &str, args: &[Val]) {
 // Mixed pairs: component and core (A-stack) domains bound to each other. Each pairing runs
 // the same calls with the same random values; every pairing must answer alike.
 
-use lrpc::artifacts::{BENCH_SERVER, COMP_BENCH_SERVER, COMP_RELAY, KV_SERVER};
 use lrpc::{InterfacePlan, Ty, codec};
+use lrpc_artifacts::{BENCH_SERVER, COMP_BENCH_SERVER, COMP_RELAY, KV_SERVER};
 use lrpc_runtime::driver::{BindError, Driver};
 
 const BENCH: &str = "lrpc:bench/bench";

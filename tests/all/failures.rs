@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 fn faulty(deadline: Option<Duration>) -> (Kernel, Domain, Domain) {
     let (kernel, server) = crate::faulty_server(deadline);
     let client = kernel
-        .domain("faulty-client", lrpc::artifacts::FAULTY_CLIENT)
+        .domain("faulty-client", lrpc_artifacts::FAULTY_CLIENT)
         .unwrap();
     assert_eq!(client.call::<(), i32>("bind", ()).unwrap(), 0);
     (kernel, server, client)
@@ -98,7 +98,7 @@ fn a_tick_hook_learns_when_another_thread_waits_for_its_server() {
     let (kernel, _server, client) = faulty(Some(Duration::from_millis(400)));
     // A second client of the same server (one replica), calling from another thread.
     let other = kernel
-        .domain("faulty-client-2", lrpc::artifacts::FAULTY_CLIENT)
+        .domain("faulty-client-2", lrpc_artifacts::FAULTY_CLIENT)
         .unwrap();
     assert_eq!(other.call::<(), i32>("bind", ()).unwrap(), 0);
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -171,7 +171,7 @@ fn terminating_a_client_revokes_its_bindings_and_spares_the_server() {
     let _guard = crate::shared();
     let (kernel, server, client) = faulty(None);
     let other = kernel
-        .domain("other-client", lrpc::artifacts::FAULTY_CLIENT)
+        .domain("other-client", lrpc_artifacts::FAULTY_CLIENT)
         .unwrap();
     assert_eq!(other.call::<(), i32>("bind", ()).unwrap(), 0);
     assert_eq!(server.server_bindings().len(), 2);
@@ -193,7 +193,7 @@ fn terminating_a_client_revokes_its_bindings_and_spares_the_server() {
 fn a_client_that_traps_is_terminated_with_a_typed_fault() {
     let _guard = crate::shared();
     let kernel = Kernel::new().unwrap();
-    let h = kernel.domain("hostile", lrpc::artifacts::HOSTILE).unwrap();
+    let h = kernel.domain("hostile", lrpc_artifacts::HOSTILE).unwrap();
     // Reading past the end of its own memory traps in the guest.
     let pages: i32 = h.call("mem_pages", ()).unwrap();
     let err = h.call::<(i32,), i32>("peek", (pages * 65536,)).unwrap_err();

@@ -16,7 +16,7 @@ fn astack_pages_are_shared_by_the_pair_and_by_no_third_domain() {
         before + 2,
         "one A-stack segment, mapped into exactly two memories"
     );
-    let third = kernel.domain("third", lrpc::artifacts::HOSTILE).unwrap();
+    let third = kernel.domain("third", lrpc_artifacts::HOSTILE).unwrap();
 
     // The client sends 1000 bytes of 0xAB; they sit on an A-stack of `big-in`.
     let s: i32 = client.call("fill", (1000, 0xab)).unwrap();
@@ -58,7 +58,7 @@ fn forged_stale_foreign_handles_bad_procedures_and_astacks_are_refused_distinctl
     let _guard = crate::shared();
     let (kernel, _server, client) = bench_pair();
     let fp = kernel.interface("lrpc:bench/bench").unwrap().fingerprint as i64;
-    let h = kernel.domain("hostile", lrpc::artifacts::HOSTILE).unwrap();
+    let h = kernel.domain("hostile", lrpc_artifacts::HOSTILE).unwrap();
 
     let wrong: i64 = h.call("bind_raw", (fp ^ 1,)).unwrap();
     assert_eq!(wrong, neg(Status::InterfaceMismatch));
@@ -149,7 +149,7 @@ fn every_kernel_import_survives_arbitrary_arguments() {
     let _guard = crate::shared();
     let (kernel, server, client) = bench_pair();
     let fp = kernel.interface("lrpc:bench/bench").unwrap().fingerprint as i64;
-    let h = kernel.domain("hostile", lrpc::artifacts::HOSTILE).unwrap();
+    let h = kernel.domain("hostile", lrpc_artifacts::HOSTILE).unwrap();
     let handle: i64 = h.call("bind_raw", (fp,)).unwrap();
     assert!(handle > 0);
     let a0: i32 = h.call("astack", (0,)).unwrap();

@@ -52,11 +52,11 @@ fn unbinding_from_the_host_side_view_is_reflected() {
     let _guard = crate::shared();
     let kernel = Kernel::new().unwrap();
     let server = kernel
-        .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
+        .domain("bench-server", lrpc_artifacts::BENCH_SERVER)
         .unwrap();
     kernel.export(&server, "lrpc:bench/bench").unwrap();
     let client = kernel
-        .domain("bench-client", lrpc::artifacts::BENCH_CLIENT)
+        .domain("bench-client", lrpc_artifacts::BENCH_CLIENT)
         .unwrap();
     assert!(client.client_bindings().is_empty());
     assert_eq!(client.call::<(), i32>("bind", ()).unwrap(), 0);

@@ -59,7 +59,7 @@ pub fn replicated(kernel: &Kernel, name: &str, wasm: &[u8], replicas: usize) -> 
 pub fn faulty_server(deadline: Option<std::time::Duration>) -> (Kernel, Domain) {
     let kernel = Kernel::new().unwrap();
     let server = kernel
-        .domain("faulty", lrpc::artifacts::FAULTY_SERVER)
+        .domain("faulty", lrpc_artifacts::FAULTY_SERVER)
         .unwrap();
     export_with(
         &kernel,
@@ -91,7 +91,7 @@ pub fn example(name: &str) -> std::path::PathBuf {
 pub fn bench_pair_with(client: Option<&str>, server: Option<&str>) -> (Kernel, Domain, Domain) {
     let kernel = Kernel::new().expect("kernel");
     let server_domain = kernel
-        .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
+        .domain("bench-server", lrpc_artifacts::BENCH_SERVER)
         .expect("server domain");
     let presentation = server.map(|n| {
         kernel
@@ -120,7 +120,7 @@ pub fn bench_pair_with(client: Option<&str>, server: Option<&str>) -> (Kernel, D
     let client = kernel
         .domain_with(
             "bench-client",
-            lrpc::artifacts::BENCH_CLIENT,
+            lrpc_artifacts::BENCH_CLIENT,
             lrpc::DomainOptions {
                 presentations,
                 ..Default::default()

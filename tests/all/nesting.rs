@@ -8,7 +8,7 @@ fn nodes(n: u8) -> (Kernel, Vec<Domain>) {
     let mut v = Vec::new();
     for id in 1..=n {
         let d = kernel
-            .domain(&format!("node-{id}"), lrpc::artifacts::NODE)
+            .domain(&format!("node-{id}"), lrpc_artifacts::NODE)
             .unwrap();
         d.call::<(i32,), ()>("set_id", (i32::from(id),)).unwrap();
         kernel

@@ -100,7 +100,7 @@ fn the_trust_matrix_decides_clearing_and_transport() {
     for ct in levels {
         for st in levels {
             let kernel = Kernel::new().unwrap();
-            let server = kernel.domain("s", lrpc::artifacts::BENCH_SERVER).unwrap();
+            let server = kernel.domain("s", lrpc_artifacts::BENCH_SERVER).unwrap();
             let sp = kernel
                 .presentation("server.toml", &text("server", st))
                 .unwrap();
@@ -120,7 +120,7 @@ fn the_trust_matrix_decides_clearing_and_transport() {
             let client = kernel
                 .domain_with(
                     "c",
-                    lrpc::artifacts::BENCH_CLIENT,
+                    lrpc_artifacts::BENCH_CLIENT,
                     lrpc::DomainOptions {
                         presentations: vec![cp],
                         ..Default::default()
@@ -167,7 +167,7 @@ fn the_trust_matrix_decides_clearing_and_transport() {
 fn presentations_of_the_wrong_side_or_interface_are_refused() {
     let _guard = shared();
     let kernel = Kernel::new().unwrap();
-    let server = kernel.domain("s", lrpc::artifacts::BENCH_SERVER).unwrap();
+    let server = kernel.domain("s", lrpc_artifacts::BENCH_SERVER).unwrap();
     let client_side = kernel
         .load_presentation(&crate::example("bench-client-leaky"))
         .unwrap();
@@ -192,7 +192,7 @@ fn presentations_of_the_wrong_side_or_interface_are_refused() {
     let err = kernel
         .domain_with(
             "c",
-            lrpc::artifacts::BENCH_CLIENT,
+            lrpc_artifacts::BENCH_CLIENT,
             lrpc::DomainOptions {
                 presentations: vec![server_side],
                 ..Default::default()
@@ -284,26 +284,26 @@ fn results_are_copied_only_where_a_side_allocates_its_own_buffer() {
     // (client module, server module, server out copies per call)
     let cases = [
         (
-            lrpc::artifacts::BENCH_CLIENT,
-            lrpc::artifacts::BENCH_SERVER,
+            lrpc_artifacts::BENCH_CLIENT,
+            lrpc_artifacts::BENCH_SERVER,
             "big_in_out_loop",
             CALLS,
         ),
         (
-            lrpc::artifacts::BENCH_CLIENT_INTO,
-            lrpc::artifacts::BENCH_SERVER,
+            lrpc_artifacts::BENCH_CLIENT_INTO,
+            lrpc_artifacts::BENCH_SERVER,
             "big_in_out_loop",
             CALLS,
         ),
         (
-            lrpc::artifacts::BENCH_CLIENT,
-            lrpc::artifacts::BENCH_SERVER_INPLACE,
+            lrpc_artifacts::BENCH_CLIENT,
+            lrpc_artifacts::BENCH_SERVER_INPLACE,
             "big_in_out_loop",
             0,
         ),
         (
-            lrpc::artifacts::BENCH_CLIENT_INTO,
-            lrpc::artifacts::BENCH_SERVER_INPLACE,
+            lrpc_artifacts::BENCH_CLIENT_INTO,
+            lrpc_artifacts::BENCH_SERVER_INPLACE,
             "big_in_out_loop",
             0,
         ),
@@ -362,7 +362,7 @@ fn under_full_trust_a_server_trap_takes_the_client_down() {
     let _guard = shared();
     let kernel = Kernel::new().unwrap();
     let server = kernel
-        .domain("faulty", lrpc::artifacts::FAULTY_SERVER)
+        .domain("faulty", lrpc_artifacts::FAULTY_SERVER)
         .unwrap();
     kernel.export(&server, "lrpc:test/faulty").unwrap();
     let trusting = kernel
@@ -374,7 +374,7 @@ fn under_full_trust_a_server_trap_takes_the_client_down() {
     let client = kernel
         .domain_with(
             "c",
-            lrpc::artifacts::FAULTY_CLIENT,
+            lrpc_artifacts::FAULTY_CLIENT,
             lrpc::DomainOptions {
                 presentations: vec![trusting],
                 ..Default::default()
@@ -405,18 +405,18 @@ fn special_parameters_are_marshaled_by_the_programmers_own_routines() {
     // itself (bench-server-inplace); each also works against the other side's ordinary stubs.
     let cases = [
         (
-            lrpc::artifacts::BENCH_CLIENT_INTO,
-            lrpc::artifacts::BENCH_SERVER_INPLACE,
+            lrpc_artifacts::BENCH_CLIENT_INTO,
+            lrpc_artifacts::BENCH_SERVER_INPLACE,
             "big_in_special",
         ),
         (
-            lrpc::artifacts::BENCH_CLIENT_INTO,
-            lrpc::artifacts::BENCH_SERVER,
+            lrpc_artifacts::BENCH_CLIENT_INTO,
+            lrpc_artifacts::BENCH_SERVER,
             "big_in_special",
         ),
         (
-            lrpc::artifacts::BENCH_CLIENT,
-            lrpc::artifacts::BENCH_SERVER_INPLACE,
+            lrpc_artifacts::BENCH_CLIENT,
+            lrpc_artifacts::BENCH_SERVER_INPLACE,
             "big_in",
         ),
     ];
@@ -481,7 +481,7 @@ fn a_server_borrowing_a_body_beside_strings_copies_the_head_and_survives_a_scrib
     const PLUGIN: &str = "lrpc:http/plugin";
     let _guard = shared();
     let kernel = Kernel::new().unwrap();
-    let hello = kernel.domain("hello", lrpc::artifacts::HTTP_HELLO).unwrap();
+    let hello = kernel.domain("hello", lrpc_artifacts::HTTP_HELLO).unwrap();
     let preserved = kernel
         .load_presentation(
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -498,7 +498,7 @@ fn a_server_borrowing_a_body_beside_strings_copies_the_head_and_survives_a_scrib
         },
     )
     .unwrap();
-    let h = kernel.domain("hostile", lrpc::artifacts::HOSTILE).unwrap();
+    let h = kernel.domain("hostile", lrpc_artifacts::HOSTILE).unwrap();
     let fp = kernel.interface(PLUGIN).unwrap().fingerprint as i64;
     let scratch: i32 = h.call("scratch", ()).unwrap();
     h.write_memory(scratch as usize, PLUGIN.as_bytes()).unwrap();

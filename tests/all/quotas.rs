@@ -12,7 +12,7 @@ fn hostile(kernel: &Kernel, quotas: Option<Quotas>) -> lrpc::Domain {
     kernel
         .domain_with(
             "hostile",
-            lrpc::artifacts::HOSTILE,
+            lrpc_artifacts::HOSTILE,
             DomainOptions {
                 quotas,
                 ..Default::default()
@@ -53,7 +53,7 @@ fn a_binding_flood_is_refused_by_quota_without_touching_the_fd_table() {
     // Everyone else keeps binding and calling.
     assert_eq!(good.call::<(i32, i32), i64>("add", (40, 2)).unwrap(), 42);
     let other = kernel
-        .domain("bench-client-2", lrpc::artifacts::BENCH_CLIENT)
+        .domain("bench-client-2", lrpc_artifacts::BENCH_CLIENT)
         .unwrap();
     assert_eq!(other.call::<(), i32>("bind", ()).unwrap(), 0);
     assert_eq!(other.call::<(i32, i32), i64>("add", (1, 2)).unwrap(), 3);
@@ -128,13 +128,13 @@ fn out_of_band_space_is_refused_by_its_quota() {
     let _guard = crate::shared();
     let kernel = Kernel::new().unwrap();
     let server = kernel
-        .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
+        .domain("bench-server", lrpc_artifacts::BENCH_SERVER)
         .unwrap();
     kernel.export(&server, "lrpc:bench/bench").unwrap();
     let client = kernel
         .domain_with(
             "small-client",
-            lrpc::artifacts::BENCH_CLIENT,
+            lrpc_artifacts::BENCH_CLIENT,
             DomainOptions {
                 quotas: Some(Quotas {
                     oob_bytes: 256 << 10,
@@ -209,7 +209,7 @@ fn a_memory_quota_refuses_windows_that_would_pass_it() {
     let e = kernel
         .domain_with(
             "tiny",
-            lrpc::artifacts::HOSTILE,
+            lrpc_artifacts::HOSTILE,
             DomainOptions {
                 quotas: Some(Quotas {
                     memory: 65536,
@@ -230,7 +230,7 @@ fn replicas_beyond_the_quota_are_refused() {
     let e = kernel
         .domain_with(
             "wide",
-            lrpc::artifacts::BENCH_SERVER,
+            lrpc_artifacts::BENCH_SERVER,
             DomainOptions {
                 replicas: 3,
                 quotas: Some(Quotas {
@@ -263,7 +263,7 @@ fn errors_keep_their_causes() {
     assert!(matches!(e, Error::Compile { .. }), "{e}");
     assert!(std::error::Error::source(&e).is_some());
     let d = kernel
-        .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
+        .domain("bench-server", lrpc_artifacts::BENCH_SERVER)
         .unwrap();
     let e = d.call::<(), ()>("no-such-export", ()).unwrap_err();
     assert!(matches!(e, Error::NoSuchExport { .. }), "{e}");
@@ -301,7 +301,7 @@ fn the_instance_quota_sends_a_trusting_client_down_the_isolated_path() {
     let _guard = crate::shared();
     let kernel = Kernel::new().unwrap();
     let server = kernel
-        .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
+        .domain("bench-server", lrpc_artifacts::BENCH_SERVER)
         .unwrap();
     kernel.export(&server, "lrpc:bench/bench").unwrap();
     let trusting = kernel
@@ -313,7 +313,7 @@ fn the_instance_quota_sends_a_trusting_client_down_the_isolated_path() {
         let client = kernel
             .domain_with(
                 "trusting-client",
-                lrpc::artifacts::BENCH_CLIENT,
+                lrpc_artifacts::BENCH_CLIENT,
                 DomainOptions {
                     presentations: vec![trusting.clone()],
                     quotas: Some(Quotas {

@@ -3,7 +3,8 @@
 //! target here is in this process, so every byte it sees and answers is under the test's
 //! control (the wRPC transport has its own tests in `host/remote`).
 
-use lrpc::{Kernel, RemoteTarget, Status, artifacts};
+use lrpc::{Kernel, RemoteTarget, Status};
+use lrpc_artifacts as artifacts;
 use std::sync::{Arc, Mutex};
 
 const BENCH: &str = "lrpc:bench/bench";

@@ -6,7 +6,7 @@ use lrpc::{Domain, ExportOptions, Kernel, Serving, Status};
 use std::time::{Duration, Instant};
 
 fn faulty_client(kernel: &Kernel, name: &str) -> Domain {
-    let c = kernel.domain(name, lrpc::artifacts::FAULTY_CLIENT).unwrap();
+    let c = kernel.domain(name, lrpc_artifacts::FAULTY_CLIENT).unwrap();
     assert_eq!(c.call::<(), i32>("bind", ()).unwrap(), 0);
     c
 }
@@ -48,7 +48,7 @@ struct RawEcho<'k> {
 
 impl<'k> RawEcho<'k> {
     fn new(kernel: &'k Kernel, name: &'static str, tag: &str) -> RawEcho<'k> {
-        let h = kernel.domain(tag, lrpc::artifacts::HOSTILE).unwrap();
+        let h = kernel.domain(tag, lrpc_artifacts::HOSTILE).unwrap();
         let mut c = RawEcho {
             kernel,
             h,
@@ -125,7 +125,7 @@ impl<'k> RawEcho<'k> {
 fn two_exports(deadline: Duration) -> (Kernel, Domain) {
     let kernel = Kernel::new().unwrap();
     let server = kernel
-        .domain("faulty", lrpc::artifacts::FAULTY_SERVER)
+        .domain("faulty", lrpc_artifacts::FAULTY_SERVER)
         .unwrap();
     kernel.export(&server, "lrpc:test/faulty").unwrap();
     kernel

@@ -6,7 +6,7 @@ use lrpc::{Domain, Kernel};
 use std::sync::{Arc, Barrier};
 
 fn client(kernel: &Kernel, name: &str) -> Domain {
-    let c = kernel.domain(name, lrpc::artifacts::BENCH_CLIENT).unwrap();
+    let c = kernel.domain(name, lrpc_artifacts::BENCH_CLIENT).unwrap();
     assert_eq!(c.call::<(), i32>("bind", ()).unwrap(), 0);
     c
 }
@@ -43,7 +43,7 @@ fn hammer(clients: Vec<Domain>) {
 fn two_threads_call_one_replicated_server_at_once() {
     let _guard = crate::shared();
     let kernel = Kernel::new().unwrap();
-    let server = crate::replicated(&kernel, "bench-server", lrpc::artifacts::BENCH_SERVER, 2);
+    let server = crate::replicated(&kernel, "bench-server", lrpc_artifacts::BENCH_SERVER, 2);
     kernel.export(&server, "lrpc:bench/bench").unwrap();
     hammer(vec![client(&kernel, "c1"), client(&kernel, "c2")]);
     assert!(!server.is_terminated());
@@ -54,7 +54,7 @@ fn two_threads_share_a_single_replica_server_correctly() {
     let _guard = crate::shared();
     let kernel = Kernel::new().unwrap();
     let server = kernel
-        .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
+        .domain("bench-server", lrpc_artifacts::BENCH_SERVER)
         .unwrap();
     kernel.export(&server, "lrpc:bench/bench").unwrap();
     hammer(vec![client(&kernel, "c1"), client(&kernel, "c2")]);
@@ -64,14 +64,14 @@ fn two_threads_share_a_single_replica_server_correctly() {
 fn two_pairs_on_two_threads_are_independent() {
     let _guard = crate::shared();
     let kernel = Kernel::new().unwrap();
-    let s1 = kernel.domain("s1", lrpc::artifacts::KV_SERVER).unwrap();
+    let s1 = kernel.domain("s1", lrpc_artifacts::KV_SERVER).unwrap();
     kernel.export(&s1, "lrpc:kv/store").unwrap();
     let server = kernel
-        .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
+        .domain("bench-server", lrpc_artifacts::BENCH_SERVER)
         .unwrap();
     kernel.export(&server, "lrpc:bench/bench").unwrap();
     let kv = kernel
-        .domain("kv-client", lrpc::artifacts::KV_CLIENT)
+        .domain("kv-client", lrpc_artifacts::KV_CLIENT)
         .unwrap();
     let bench = client(&kernel, "c1");
     let t = std::thread::spawn(move || {
@@ -89,7 +89,7 @@ fn a_server_on_its_own_thread_answers_by_message() {
     let _guard = crate::shared();
     let kernel = Kernel::new().unwrap();
     let server = kernel
-        .domain("bench-server", lrpc::artifacts::BENCH_SERVER)
+        .domain("bench-server", lrpc_artifacts::BENCH_SERVER)
         .unwrap();
     crate::export_with(
         &kernel,
@@ -119,7 +119,7 @@ fn a_server_thread_that_traps_fails_the_call() {
     let _guard = crate::shared();
     let kernel = Kernel::new().unwrap();
     let server = kernel
-        .domain("faulty", lrpc::artifacts::FAULTY_SERVER)
+        .domain("faulty", lrpc_artifacts::FAULTY_SERVER)
         .unwrap();
     crate::export_with(
         &kernel,
@@ -132,7 +132,7 @@ fn a_server_thread_that_traps_fails_the_call() {
     )
     .unwrap();
     let c = kernel
-        .domain("faulty-client", lrpc::artifacts::FAULTY_CLIENT)
+        .domain("faulty-client", lrpc_artifacts::FAULTY_CLIENT)
         .unwrap();
     assert_eq!(c.call::<(), i32>("bind", ()).unwrap(), 0);
     assert_eq!(c.call::<(i32,), i64>("echo", (1,)).unwrap(), 2);
@@ -156,7 +156,7 @@ fn domains_created_at_once_on_several_threads_get_distinct_ids() {
                     (0..4)
                         .map(|i| {
                             kernel
-                                .domain(&format!("d-{t}-{i}"), lrpc::artifacts::HOSTILE)
+                                .domain(&format!("d-{t}-{i}"), lrpc_artifacts::HOSTILE)
                                 .unwrap()
                         })
                         .collect::<Vec<_>>()

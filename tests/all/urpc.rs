@@ -79,7 +79,7 @@ fn async_results_equal_the_synchronous_path_for_every_bench_and_kv_procedure() {
     let cases: [Case; 2] = [
         (
             "lrpc:bench/bench",
-            lrpc::artifacts::BENCH_SERVER,
+            lrpc_artifacts::BENCH_SERVER,
             "bench",
             vec![
                 ("null", String::new()),
@@ -93,7 +93,7 @@ fn async_results_equal_the_synchronous_path_for_every_bench_and_kv_procedure() {
         ),
         (
             "lrpc:kv/store",
-            lrpc::artifacts::KV_SERVER,
+            lrpc_artifacts::KV_SERVER,
             "kv",
             vec![
                 ("put", r#""k1", [104, 105], binary"#.into()),
@@ -494,7 +494,7 @@ fn an_idle_client_processor_serves_when_every_server_processor_is_busy() {
     let _guard = crate::shared();
     let kernel = Kernel::new().unwrap();
     // Two replicas: a donor runs in the one the busy processor does not hold.
-    let server = crate::replicated(&kernel, "faulty", lrpc::artifacts::FAULTY_SERVER, 2);
+    let server = crate::replicated(&kernel, "faulty", lrpc_artifacts::FAULTY_SERVER, 2);
     crate::export_with(
         &kernel,
         &server,
@@ -623,7 +623,7 @@ fn faulty_async(s: usize) -> (Kernel, Domain, Processors, Domain) {
     let (kernel, server) = crate::faulty_server(None);
     let cpus = Processors::start(&kernel, &server, s).unwrap();
     let client = kernel
-        .domain("faulty-client", lrpc::artifacts::FAULTY_CLIENT)
+        .domain("faulty-client", lrpc_artifacts::FAULTY_CLIENT)
         .unwrap();
     assert_eq!(client.call::<(), i32>("bind_async", ()).unwrap(), 0);
     (kernel, server, cpus, client)
@@ -696,7 +696,7 @@ fn a_guest_s_channel_leaks_no_mappings_after_unbind() {
     assert_eq!(server.usage(), lrpc::Usage::default());
     // So does a client terminated with its channel bound, at once.
     let client = kernel
-        .domain("faulty-client-2", lrpc::artifacts::FAULTY_CLIENT)
+        .domain("faulty-client-2", lrpc_artifacts::FAULTY_CLIENT)
         .unwrap();
     assert_eq!(client.call::<(), i32>("bind_async", ()).unwrap(), 0);
     assert_eq!(server.usage().mappings, 1);
@@ -714,7 +714,7 @@ fn guest_async_key_value_calls_equal_the_synchronous_path() {
         let kernel = Kernel::new().unwrap();
         let mut servers = Vec::new();
         for name in ["kv-sync", "kv-async"] {
-            let d = kernel.domain(name, lrpc::artifacts::KV_SERVER).unwrap();
+            let d = kernel.domain(name, lrpc_artifacts::KV_SERVER).unwrap();
             kernel
                 .export_as(&d, "lrpc:kv/store", name, ExportOptions::default())
                 .unwrap();
@@ -722,7 +722,7 @@ fn guest_async_key_value_calls_equal_the_synchronous_path() {
         }
         let _cpus = Processors::start(&kernel, &servers[1], s).unwrap();
         let client = kernel
-            .domain("kv-client", lrpc::artifacts::KV_CLIENT)
+            .domain("kv-client", lrpc_artifacts::KV_CLIENT)
             .unwrap();
         let r: i64 = client.call("async_compare", (3, 20)).unwrap();
         // The script's 19 comparisons and three per reader round.
@@ -771,7 +771,7 @@ fn every_channel_import_survives_arbitrary_arguments() {
     let (kernel, server, client) = crate::bench_pair();
     let _cpus = Processors::start(&kernel, &server, 1).unwrap();
     let fp = kernel.interface("lrpc:bench/bench").unwrap().fingerprint as i64;
-    let h = kernel.domain("hostile", lrpc::artifacts::HOSTILE).unwrap();
+    let h = kernel.domain("hostile", lrpc_artifacts::HOSTILE).unwrap();
     let handle: i64 = h.call("chan_bind_raw", (fp, 4)).unwrap();
     assert!(handle > 0, "{handle}");
     let base: i32 = h.call("chan_base", ()).unwrap();

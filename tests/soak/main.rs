@@ -49,7 +49,7 @@ fn sample() -> Sample {
 }
 
 fn bench_client(kernel: &Kernel, name: &str) -> Domain {
-    let c = kernel.domain(name, lrpc::artifacts::BENCH_CLIENT).unwrap();
+    let c = kernel.domain(name, lrpc_artifacts::BENCH_CLIENT).unwrap();
     assert_eq!(c.call::<(), i32>("bind", ()).unwrap(), 0);
     c
 }
@@ -58,14 +58,14 @@ fn bench_client(kernel: &Kernel, name: &str) -> Domain {
 /// the server, then both dropped.
 fn churn(kernel: &Kernel, tag: usize) -> u64 {
     let server = kernel
-        .domain(&format!("faulty-{tag}"), lrpc::artifacts::FAULTY_SERVER)
+        .domain(&format!("faulty-{tag}"), lrpc_artifacts::FAULTY_SERVER)
         .unwrap();
     let name = format!("faulty-{tag}");
     kernel
         .export_as(&server, "lrpc:test/faulty", &name, Default::default())
         .unwrap();
     // Bind through the raw ABI under the per-round name.
-    let h = kernel.domain("raw", lrpc::artifacts::HOSTILE).unwrap();
+    let h = kernel.domain("raw", lrpc_artifacts::HOSTILE).unwrap();
     let scratch = h.call::<(), i32>("scratch", ()).unwrap();
     h.write_memory(scratch as usize, name.as_bytes()).unwrap();
     let fingerprint = kernel.interface("lrpc:test/faulty").unwrap().fingerprint as i64;
@@ -218,7 +218,7 @@ fn calls_binds_and_terminations_leave_memory_fds_and_mappings_flat() {
     let server = kernel
         .domain_with(
             "bench-server",
-            lrpc::artifacts::BENCH_SERVER,
+            lrpc_artifacts::BENCH_SERVER,
             DomainOptions {
                 replicas: 2,
                 ..Default::default()

@@ -1,4 +1,4 @@
-//! The host side of the driver guest (`lrpc::artifacts::HTTP_DRIVER`): a client domain with
+//! The host side of the driver guest (`lrpc_artifacts::HTTP_DRIVER`): a client domain with
 //! one replica, owned by one thread, through which the host makes calls into server domains
 //! (the kernel's call path starts in a client domain). The runtime (`lrpc-runtime`) calls
 //! plugin chains and `lrpc run --call` through it, and remote exports (`lrpc-remote`) call
@@ -68,7 +68,7 @@ pub enum ChainEnd {
 impl Driver {
     /// A new driver domain called `name`.
     pub fn new(kernel: &Kernel, name: &str) -> Result<Driver, Error> {
-        let domain = kernel.domain(name, lrpc::artifacts::HTTP_DRIVER)?;
+        let domain = kernel.domain(name, lrpc_artifacts::HTTP_DRIVER)?;
         let mailbox = domain.func::<(), i32>("mailbox")?.call(())?;
         let mailbox = address(mailbox, "the driver's mailbox", || format!("at {mailbox}"))?;
         Ok(Driver {

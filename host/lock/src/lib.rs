@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 
 use std::ops::{Deref, DerefMut};
+use std::sync::{Mutex, MutexGuard};
 
 #[cfg(loom)]
 use loom::sync::atomic::{AtomicBool, Ordering};
@@ -141,4 +142,12 @@ mod tests {
         drop(g);
         assert!(lock.try_lock().is_some(), "released");
     }
+}
+
+/// Locks a `std` mutex, taking the data of a lock a panicking thread left poisoned. The
+/// kernel and the crates around it keep their state consistent by construction, so a
+/// poisoned lock only says that a panic happened elsewhere. The one such helper of the
+/// workspace.
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }

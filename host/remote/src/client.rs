@@ -1,65 +1,20 @@
 //! Remote bindings: the client side of a call to another kernel's export over wRPC.
 
+use crate::endpoint::Endpoint;
 use crate::error::RemoteError;
-use crate::nats::NatsEndpoint;
 use crate::pool::{Fail, Pool};
-use crate::wire::{self, CodecError};
+use crate::values::{param_types, read_result, result_types};
+use crate::wire;
 use bytes::{Bytes, BytesMut};
 use lrpc::InterfacePlan;
 use lrpc_presentation::Ty;
 use std::fmt;
-use std::path::PathBuf;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncWriteExt as _;
 use tokio::sync::Semaphore;
 use wrpc_transport::Invoke as _;
 use wrpc_transport::frame::{Incoming, Outgoing};
-
-/// Where a remote export listens: `tcp:HOST:PORT` (or just `HOST:PORT`), `unix:PATH`, or
-/// `nats://HOST:PORT[/PREFIX]` (a NATS server and subject prefix, see [`NatsEndpoint`]).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Endpoint {
-    /// A TCP address, `host:port`.
-    Tcp(String),
-    /// A Unix socket path.
-    Unix(PathBuf),
-    /// Whichever kernels serve the export behind a NATS server.
-    Nats(NatsEndpoint),
-}
-
-impl FromStr for Endpoint {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Endpoint, String> {
-        if let Some(p) = s.strip_prefix("unix:") {
-            return Ok(Endpoint::Unix(p.into()));
-        }
-        if s.starts_with("nats://") {
-            return s.parse().map(Endpoint::Nats);
-        }
-        let a = s.strip_prefix("tcp:").unwrap_or(s);
-        if a.rsplit_once(':')
-            .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
-        {
-            Ok(Endpoint::Tcp(a.to_owned()))
-        } else {
-            Err(format!(
-                "`{s}` is neither tcp:HOST:PORT, unix:PATH nor nats://HOST:PORT[/PREFIX]"
-            ))
-        }
-    }
-}
-
-impl fmt::Display for Endpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Endpoint::Tcp(a) => write!(f, "tcp:{a}"),
-            Endpoint::Unix(p) => write!(f, "unix:{}", p.display()),
-            Endpoint::Nats(n) => write!(f, "{n}"),
-        }
-    }
-}
 
 /// How a remote binding behaves.
 #[derive(Debug, Clone)]
@@ -121,22 +76,6 @@ impl fmt::Debug for RemoteBinding {
             .field("instance", &self.inner.instance)
             .finish()
     }
-}
-
-pub(crate) fn param_types(plan: &InterfacePlan, proc: usize) -> Result<Vec<&Ty>, RemoteError> {
-    let p = plan
-        .procs
-        .get(proc)
-        .ok_or(RemoteError::BadProcedure(proc))?;
-    Ok(p.params.iter().map(|(_, t)| t).collect())
-}
-
-pub(crate) fn result_types(plan: &InterfacePlan, proc: usize) -> Result<Vec<&Ty>, RemoteError> {
-    let p = plan
-        .procs
-        .get(proc)
-        .ok_or(RemoteError::BadProcedure(proc))?;
-    Ok(p.result.iter().collect())
 }
 
 /// Encodes A-stack encoded arguments of `proc` for the wire.
@@ -264,50 +203,4 @@ fn decode_result(
     limit: usize,
 ) -> Result<Vec<u8>, RemoteError> {
     wire::from_wire_whole(plan, tys, wire, limit).map_err(RemoteError::BadReply)
-}
-
-/// Reads values of types `tys` from `incoming` until they are complete; A-stack encoded.
-/// The outer error is the stream's, the inner one the values'.
-pub(crate) async fn read_values<R: AsyncRead + Unpin>(
-    plan: &InterfacePlan,
-    tys: &[&Ty],
-    incoming: &mut R,
-    limit: usize,
-) -> Result<Result<Vec<u8>, CodecError>, std::io::Error> {
-    let mut buf = BytesMut::new();
-    loop {
-        match wire::from_wire(plan, tys, &buf, limit) {
-            Err(CodecError::Incomplete) => {}
-            Ok((v, _)) => return Ok(Ok(v)),
-            Err(e) => return Ok(Err(e)),
-        }
-        if incoming.read_buf(&mut buf).await? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-    }
-}
-
-pub(crate) async fn read_result<R: AsyncRead + Unpin>(
-    plan: &InterfacePlan,
-    tys: &[&Ty],
-    mut incoming: R,
-    limit: usize,
-) -> Result<Vec<u8>, RemoteError> {
-    if tys.is_empty() {
-        // A procedure without a result answers with the end of the stream.
-        let mut b = [0u8; 1];
-        return match incoming.read(&mut b).await {
-            Ok(0) => Ok(Vec::new()),
-            Ok(_) => Err(RemoteError::BadReply(CodecError::Trailing(1))),
-            Err(e) => Err(RemoteError::PeerFailed(e.to_string())),
-        };
-    }
-    match read_values(plan, tys, &mut incoming, limit).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(RemoteError::BadReply(e)),
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(RemoteError::PeerFailed(
-            "the connection closed before the result".into(),
-        )),
-        Err(e) => Err(RemoteError::PeerFailed(e.to_string())),
-    }
 }

@@ -4,7 +4,8 @@
 //! [`Forward`] on the guest's thread; the call goes out on the tokio runtime given, and the
 //! guest's thread waits for its result.
 
-use crate::client::{RemoteBinding, param_types};
+use crate::client::RemoteBinding;
+use crate::values::param_types;
 use crate::wire;
 use lrpc::{Domain, Kernel, RemoteDone, RemoteTarget, Status};
 use std::sync::Arc;
@@ -55,7 +56,7 @@ impl Forward {
 fn outcome(
     binding: &RemoteBinding,
     proc: usize,
-    r: Result<Vec<u8>, crate::RemoteError>,
+    r: Result<Vec<u8>, crate::error::RemoteError>,
 ) -> Result<Vec<u8>, Status> {
     r.map_err(|e| {
         tracing::warn!(proc, endpoint = %binding.endpoint(), "a remote call failed: {e}");

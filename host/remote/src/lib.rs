@@ -49,6 +49,7 @@
 #![warn(missing_docs)]
 
 mod client;
+mod endpoint;
 mod error;
 mod forward;
 mod local;
@@ -58,9 +59,11 @@ pub mod node;
 mod pool;
 mod server;
 mod session;
+mod values;
 pub mod wire;
 
-pub use client::{Endpoint, RemoteBinding, RemoteOptions, encode_args};
+pub use client::{RemoteBinding, RemoteOptions, encode_args};
+pub use endpoint::Endpoint;
 pub use error::{RemoteError, ServeError};
 pub use forward::{Forward, export_remote};
 pub use local::{LocalExport, LocalPool};

@@ -1,7 +1,7 @@
 //! Calls into a kernel's local exports from async code.
 //!
 //! A migrating call blocks its thread, so wasm never runs on the tokio reactor here: a small
-//! pool of OS threads each owns a driver domain (`lrpc::artifacts::HTTP_DRIVER`, a client
+//! pool of OS threads each owns a driver domain (`lrpc_artifacts::HTTP_DRIVER`, a client
 //! domain of the kernel) bound to every export the pool serves, and takes calls from one
 //! bounded queue. A full queue makes the caller wait (backpressure), never buffers without
 //! bound. A call goes straight to the worker that went idle last, waking only that one. With
@@ -10,8 +10,9 @@
 use crate::error::{RemoteError, ServeError};
 use lrpc::{InterfacePlan, Kernel, Status};
 use lrpc_driver::{BindError, CallFailure, Driver};
+use lrpc_lock::lock;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 /// One export the pool calls into.
@@ -61,10 +62,6 @@ struct Queue {
 struct Shared {
     queue: Mutex<Queue>,
     slots: Vec<Slot>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Shared {

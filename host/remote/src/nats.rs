@@ -36,14 +36,15 @@
 //! and drop them (see `Caller` and `Inflows`). The value encoding ([`crate::wire`]) is ours
 //! and the same on every transport.
 
-use crate::client::read_result;
 use crate::error::{RemoteError, ServeError};
 use crate::local::LocalExport;
 use crate::server::RemoteServer;
+use crate::values::read_result;
 use bytes::Bytes;
 use futures::StreamExt as _;
 use futures::stream::{BoxStream, SelectAll};
 use lrpc::InterfacePlan;
+use lrpc_lock::lock;
 use lrpc_presentation::Ty;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -165,11 +166,6 @@ struct Inbox<V> {
 
 /// The calls of an [`Inbox`], by number.
 type Table<V> = Mutex<HashMap<u64, V>>;
-
-/// A routing table, locked (never poisoned for good: its entries stay consistent).
-fn lock<T>(table: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    table.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 impl<V: Send + 'static> Inbox<V> {
     /// Subscribes to `<inbox>` + `pattern` and starts `route` on the messages, with the

@@ -7,11 +7,12 @@
 //! in that group shares the calls, and it answers the line `served` on its standard input
 //! with `served N`: the calls it has answered with a result over NATS.
 
-use crate::client::Endpoint;
+use crate::endpoint::Endpoint;
 use crate::error::ServeError;
 use crate::local::LocalPool;
 use crate::server::{RemoteServer, ServeOptions};
-use lrpc::{DomainOptions, Kernel, artifacts};
+use lrpc::{DomainOptions, Kernel};
+use lrpc_artifacts as artifacts;
 use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Duration;

@@ -9,13 +9,14 @@
 //! once more on a fresh connection. A peer that does not open sessions (a foreign wRPC
 //! server) is called in plain wRPC, and asked again after [`REPROBE`].
 
-use crate::client::Endpoint;
+use crate::endpoint::Endpoint;
 use crate::error::RemoteError;
 use crate::session::{
     self, ACCEPT, FAILED, REQUEST, RETURNED, SESSION_FUNC, SESSION_INSTANCE, Stream,
 };
 use crate::wire::CodecError;
 use bytes::BytesMut;
+use lrpc_lock::lock;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, BufReader};
@@ -57,10 +58,6 @@ pub(crate) struct Pool {
     idle: Mutex<Vec<(Conn, Instant)>>,
     /// When the peer last refused a session.
     plain_since: Mutex<Option<Instant>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn peer_failed(e: &std::io::Error) -> RemoteError {

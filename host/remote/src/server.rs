@@ -16,12 +16,12 @@
 //! the pool lends ([`LocalPool::call_blocking`]) and writes the reply, so no other thread is
 //! woken on a call's path. Sessions are bounded by [`ServeOptions::max_connections`].
 
-use crate::client::{param_types, read_values, result_types};
 use crate::error::ServeError;
 use crate::local::{LocalExport, LocalPool};
 use crate::session::{
     self, ACCEPT, BlockingStream, FAILED, REQUEST, RETURNED, SESSION_FUNC, SESSION_INSTANCE, Stream,
 };
+use crate::values::{param_types, read_values, result_types};
 use crate::wire;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -351,7 +351,7 @@ impl RemoteServer {
 fn session_reply(
     plan: &lrpc::InterfacePlan,
     proc: usize,
-    r: Result<Vec<u8>, crate::RemoteError>,
+    r: Result<Vec<u8>, crate::error::RemoteError>,
     name: &str,
 ) -> Vec<u8> {
     let results = r.map_err(|e| e.to_string()).and_then(|r| {

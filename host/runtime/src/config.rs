@@ -7,7 +7,7 @@
 //! wit = ["wit"]                   # WIT folders beside the embedded WIT (components' interfaces)
 //!
 //! [domains.store]
-//! guest = "kv-server"             # a built-in guest (`lrpc::artifacts::BY_NAME`) …
+//! guest = "kv-server"             # a built-in guest (`lrpc_artifacts::BY_NAME`) …
 //! # wasm = "store.wasm"           # … or a core module, relative to this file
 //! replicas = 1
 //! exports = [{ interface = "lrpc:kv/store", deadline = "500ms" }]
@@ -75,6 +75,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::Spanned;
+
+/// The most characters of a config error's reason: values echoed in it are cut short.
+const MAX_REASON: usize = 240;
+
+/// The longest deadline a config may give: a domain that spins holds its thread at most this
+/// long, whatever the config says.
+pub const MAX_DEADLINE: Duration = Duration::from_secs(3600);
 
 /// The interface of HTTP plugins (`wit/http.wit`).
 pub const PLUGIN_INTERFACE: &str = "lrpc:http/plugin";
@@ -218,7 +225,11 @@ struct RawRun {
 #[serde(deny_unknown_fields)]
 struct RawServe {
     listen: Option<Spanned<String>>,
-    admin: Option<bool>,
+    admin: Option<Spanned<bool>>,
+    #[serde(rename = "admin-token")]
+    admin_token: Option<Spanned<String>>,
+    #[serde(rename = "admin-token-env")]
+    admin_token_env: Option<Spanned<String>>,
     #[serde(rename = "max-body")]
     max_body: Option<Spanned<i64>>,
 }
@@ -394,6 +405,37 @@ pub struct NetworkSpec {
     pub line: usize,
 }
 
+/// The secret that `POST /admin/...` requests carry as `authorization: Bearer TOKEN`. Its
+/// `Debug` form does not show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AdminToken(String);
+
+impl AdminToken {
+    /// The shortest token accepted.
+    pub const MIN_LEN: usize = 16;
+
+    /// Whether `authorization` (a request's header value) carries this token. The bytes are
+    /// compared in full whatever they hold, so the time taken does not tell how much of a
+    /// guess was right.
+    pub fn accepts(&self, authorization: Option<&[u8]>) -> bool {
+        let Some(given) = authorization.and_then(|a| a.strip_prefix(b"Bearer ")) else {
+            return false;
+        };
+        let want = self.0.as_bytes();
+        let mut diff = u8::from(given.len() != want.len());
+        for (i, w) in want.iter().enumerate() {
+            diff |= w ^ given.get(i).copied().unwrap_or(!w);
+        }
+        diff == 0
+    }
+}
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminToken(…)")
+    }
+}
+
 /// A checked deployment config.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -409,8 +451,9 @@ pub struct Config {
     pub entry: Option<String>,
     /// Address to serve HTTP on.
     pub listen: Option<String>,
-    /// Whether `/admin/...` requests are served.
-    pub admin: bool,
+    /// The token `/admin/...` requests must carry; `None` when the admin endpoint is off
+    /// (the default).
+    pub admin: Option<AdminToken>,
     /// Largest request body accepted, in bytes.
     pub max_body: usize,
     /// HTTP routes.
@@ -471,11 +514,16 @@ impl Ctx<'_> {
             + 1
     }
 
+    /// The error at `offset`; a reason that echoes a long value is cut short.
     fn err_at(&self, offset: usize, reason: impl Into<String>) -> ConfigError {
+        let reason = reason.into();
         ConfigError {
             file: self.file.to_string(),
             line: self.line(offset),
-            reason: reason.into(),
+            reason: match reason.char_indices().nth(MAX_REASON) {
+                Some((at, _)) => format!("{}…", &reason[..at]),
+                None => reason,
+            },
         }
     }
 
@@ -483,13 +531,25 @@ impl Ctx<'_> {
         self.err_at(s.span().start, reason)
     }
 
+    /// A deadline: a duration above zero and at most [`MAX_DEADLINE`].
     fn duration(&self, s: &Spanned<String>) -> Result<Duration, ConfigError> {
-        parse_duration(s.get_ref()).ok_or_else(|| {
+        let d = parse_duration(s.get_ref()).ok_or_else(|| {
             self.err(
                 s,
                 format!("`{}` is not a duration (like `250ms`, `2s`)", s.get_ref()),
             )
-        })
+        })?;
+        if d.is_zero() || d > MAX_DEADLINE {
+            return Err(self.err(
+                s,
+                format!(
+                    "`{}`: a deadline is above zero and at most {}s",
+                    s.get_ref(),
+                    MAX_DEADLINE.as_secs()
+                ),
+            ));
+        }
+        Ok(d)
     }
 
     fn path(&self, s: &Spanned<String>) -> PathBuf {
@@ -533,10 +593,20 @@ impl Ctx<'_> {
 impl Config {
     /// Reads and checks a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            file: path.display().to_string(),
+        let file = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|e| ConfigError {
+            file: file.clone(),
             line: 0,
             reason: e.to_string(),
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let at = e.utf8_error().valid_up_to();
+            let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+            ConfigError {
+                file,
+                line,
+                reason: "the config is not UTF-8 text".into(),
+            }
         })?;
         Config::parse(path, &text)
     }
@@ -675,6 +745,7 @@ impl Config {
             }
             None => None,
         };
+        let admin = admin_token(&cx, &raw.serve)?;
         let max_body = match &raw.serve.max_body {
             Some(m) => cx.count(m, "max-body", 1 << 30)?,
             None => 16 << 20,
@@ -734,13 +805,58 @@ impl Config {
             domains,
             entry,
             listen,
-            admin: raw.serve.admin.unwrap_or(true),
+            admin,
             max_body,
             routes,
             remotes,
             network,
         })
     }
+}
+
+/// The admin endpoint's token: off unless `admin = true`, which needs a token of at least
+/// [`AdminToken::MIN_LEN`] characters, from `admin-token` or from the environment variable
+/// that `admin-token-env` names.
+fn admin_token(cx: &Ctx<'_>, s: &RawServe) -> Result<Option<AdminToken>, ConfigError> {
+    let on = s.admin.as_ref().is_some_and(|a| *a.get_ref());
+    if !on {
+        return match (&s.admin_token, &s.admin_token_env) {
+            (Some(t), _) => Err(cx.err(t, "`admin-token` is used only with `admin = true`")),
+            (_, Some(e)) => Err(cx.err(e, "`admin-token-env` is used only with `admin = true`")),
+            (None, None) => Ok(None),
+        };
+    }
+    let token = match (&s.admin_token, &s.admin_token_env) {
+        (Some(_), Some(e)) => {
+            return Err(cx.err(e, "give `admin-token` or `admin-token-env`, not both"));
+        }
+        (Some(t), None) => (t.get_ref().clone(), t.span()),
+        (None, Some(e)) => {
+            let name = e.get_ref();
+            let value = std::env::var(name).map_err(|_| {
+                cx.err(e, format!("the environment variable `{}` is not set", name))
+            })?;
+            (value, e.span())
+        }
+        (None, None) => {
+            let a = s.admin.as_ref().map_or(0, |a| a.span().start);
+            return Err(cx.err_at(
+                a,
+                "`admin = true` needs a token: `admin-token-env = \"NAME\"` (an environment \
+                 variable holding it) or `admin-token`",
+            ));
+        }
+    };
+    if token.0.chars().count() < AdminToken::MIN_LEN || token.0.chars().any(char::is_whitespace) {
+        return Err(cx.err_at(
+            token.1.start,
+            format!(
+                "an admin token has at least {} characters and no spaces",
+                AdminToken::MIN_LEN
+            ),
+        ));
+    }
+    Ok(Some(AdminToken(token.0)))
 }
 
 fn endpoint(cx: &Ctx<'_>, s: &Spanned<String>) -> Result<lrpc_remote::Endpoint, ConfigError> {
@@ -830,8 +946,8 @@ fn domain(cx: &Ctx<'_>, name: &str, d: &Spanned<RawDomain>) -> Result<DomainSpec
     }
     let source = match (&r.guest, &r.wasm) {
         (Some(g), None) => {
-            let bytes = lrpc::artifacts::by_name(g.get_ref()).ok_or_else(|| {
-                let known: Vec<&str> = lrpc::artifacts::BY_NAME.iter().map(|(n, _)| *n).collect();
+            let bytes = lrpc_artifacts::by_name(g.get_ref()).ok_or_else(|| {
+                let known: Vec<&str> = lrpc_artifacts::BY_NAME.iter().map(|(n, _)| *n).collect();
                 cx.err(
                     g,
                     format!(
@@ -893,7 +1009,9 @@ fn domain(cx: &Ctx<'_>, name: &str, d: &Spanned<RawDomain>) -> Result<DomainSpec
         ));
     }
     let replicas = match &r.replicas {
-        Some(n) => cx.count(n, "replicas", 1024)?,
+        // The kernel's own bound (`lrpc::Quotas::replicas`): a config it would refuse is
+        // refused here, at its line.
+        Some(n) => cx.count(n, "replicas", i64::from(lrpc::Quotas::default().replicas))?,
         None => 1,
     };
     let mut limit_deadline = None;
@@ -1225,6 +1343,105 @@ mod tests {
     }
 
     #[test]
+    fn deadlines_and_replicas_have_the_bounds_the_kernel_keeps() {
+        let d = |v: &str| format!("[kernel]\ndeadline = \"{v}\"\n");
+        for bad in ["9999999999999999s", "61m", "0s", "0ms"] {
+            assert_eq!(
+                err(&d(bad)),
+                format!("app.toml:2: `{bad}`: a deadline is above zero and at most 3600s")
+            );
+        }
+        for good in ["60m", "1us", "250ms"] {
+            Config::parse(Path::new("app.toml"), &d(good)).expect(good);
+        }
+        let long = "9".repeat(10_000);
+        let e = err(&d(&format!("{long}x")));
+        assert!(
+            e.len() < 300,
+            "the value is echoed whole: {} bytes",
+            e.len()
+        );
+        let r = |n: u32| format!("[domains.a]\nguest = \"kv-server\"\nreplicas = {n}\n");
+        Config::parse(Path::new("app.toml"), &r(64)).expect("64 replicas");
+        assert_eq!(
+            err(&r(65)),
+            "app.toml:3: replicas must be between 1 and 64, not 65"
+        );
+    }
+
+    #[test]
+    fn a_config_that_is_not_utf8_is_reported_at_its_line() {
+        let file = std::env::temp_dir().join(format!("lrpc-utf8-{}.toml", std::process::id()));
+        std::fs::write(&file, b"[kernel]\n\ndeadline = \"2s\xff\"\n").expect("write");
+        let e = Config::load(&file).expect_err("not UTF-8");
+        let _ = std::fs::remove_file(&file);
+        assert_eq!(
+            (e.line, e.reason.as_str()),
+            (3, "the config is not UTF-8 text")
+        );
+    }
+
+    #[test]
+    fn long_values_are_not_echoed_whole() {
+        let name = "x".repeat(10 << 20);
+        let e = err(&format!("[domains.a]\nguest = \"{name}\"\n"));
+        assert!(e.len() < 400, "{} bytes", e.len());
+        assert!(e.starts_with("app.toml:2: "), "{e}");
+    }
+
+    #[test]
+    fn the_admin_endpoint_is_off_by_default_and_needs_a_token() {
+        let serve = |extra: &str| format!("[serve]\n{extra}\n");
+        let c = Config::parse(Path::new("app.toml"), "").expect("an empty config");
+        assert!(c.admin.is_none());
+        let c = Config::parse(Path::new("app.toml"), &serve("admin = false")).expect("valid");
+        assert!(c.admin.is_none());
+        let c = Config::parse(
+            Path::new("app.toml"),
+            &serve("admin = true\nadmin-token = \"0123456789abcdef\""),
+        )
+        .expect("valid");
+        let t = c.admin.expect("the admin endpoint is on");
+        assert!(t.accepts(Some(b"Bearer 0123456789abcdef")));
+        assert!(!t.accepts(Some(b"Bearer 0123456789abcdeg")));
+        assert!(!t.accepts(Some(b"Bearer 0123456789abcdef0")));
+        assert!(!t.accepts(Some(b"0123456789abcdef")));
+        assert!(!t.accepts(None));
+        assert!(!format!("{t:?}").contains("0123"));
+
+        assert_eq!(
+            err(&serve("admin = true")),
+            "app.toml:2: `admin = true` needs a token: `admin-token-env = \"NAME\"` (an \
+             environment variable holding it) or `admin-token`"
+        );
+        assert_eq!(
+            err(&serve("admin = true\nadmin-token = \"short\"")),
+            "app.toml:3: an admin token has at least 16 characters and no spaces"
+        );
+        assert_eq!(
+            err(&serve("admin-token = \"0123456789abcdef\"")),
+            "app.toml:2: `admin-token` is used only with `admin = true`"
+        );
+        assert_eq!(
+            err(&serve(
+                "admin = true\nadmin-token-env = \"LRPC_TEST_NO_SUCH_VARIABLE_0123\""
+            )),
+            "app.toml:3: the environment variable `LRPC_TEST_NO_SUCH_VARIABLE_0123` is not set"
+        );
+        // A variable the test runner sets (cargo gives every test its package's folder).
+        let folder = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it");
+        if folder.len() >= AdminToken::MIN_LEN && !folder.contains(char::is_whitespace) {
+            let c = Config::parse(
+                Path::new("app.toml"),
+                &serve("admin = true\nadmin-token-env = \"CARGO_MANIFEST_DIR\""),
+            )
+            .expect("valid");
+            let header = format!("Bearer {folder}");
+            assert!(c.admin.expect("on").accepts(Some(header.as_bytes())));
+        }
+    }
+
+    #[test]
     fn component_domains_take_wasi_and_component_limits() {
         let c = Config::parse(
             Path::new("app.toml"),
@@ -1357,7 +1574,7 @@ mod tests {
     fn mistakes_name_their_line() {
         assert_eq!(
             err("[domains.a]\nguest = \"kv-server\"\nreplicas = 0\n"),
-            "app.toml:3: replicas must be between 1 and 1024, not 0"
+            "app.toml:3: replicas must be between 1 and 64, not 0"
         );
         assert!(
             err("[domains.a]\nguest = \"nope\"\n")

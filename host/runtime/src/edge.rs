@@ -54,9 +54,11 @@
 //! finish on the generation they started on.
 
 use crate::config::{PLUGIN_INTERFACE, Route};
-use crate::deploy::{Deployment, Plugin, PluginInstance, lock};
+use crate::deploy::{Deployment, Plugin, PluginInstance};
 use crate::driver::{BindError, ChainEnd, Driver};
+use crate::http::{Answer, Incoming};
 use crate::metrics::RouteMeters;
+use crate::supervise::lock;
 use crate::wasi_http::{HandlerInstance, HttpHandler};
 use axum::Router;
 use axum::body::Body;
@@ -71,27 +73,6 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
-
-/// An answer on its way back to the client.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
-    /// Status code.
-    pub status: u16,
-    /// Header lines.
-    pub headers: Vec<(String, String)>,
-    /// Body.
-    pub body: Vec<u8>,
-}
-
-impl Answer {
-    pub(crate) fn text(status: u16, body: String) -> Answer {
-        Answer {
-            status,
-            headers: vec![("content-type".into(), "text/plain".into())],
-            body: body.into_bytes(),
-        }
-    }
-}
 
 struct Job {
     request: Vec<u8>,
@@ -271,7 +252,13 @@ struct EdgeInner {
     short: Arc<AtomicU64>,
     /// Set by [`Edge::shutdown`].
     stopped: AtomicBool,
+    /// When the admin endpoint next takes a reload (see [`ADMIN_SPACING`]).
+    admin_next: Mutex<Instant>,
 }
+
+/// The admin endpoint takes at most one reload per this long, whatever the domain: a
+/// reload compiles a module, and a client that loops on it must not starve the routes.
+pub const ADMIN_SPACING: Duration = Duration::from_millis(200);
 
 /// A running edge server's routes and workers. Clone to share; [`Edge::router`] gives the
 /// axum router that serves them.
@@ -354,15 +341,16 @@ impl Edge {
                 routes,
                 short,
                 stopped: AtomicBool::new(false),
+                admin_next: Mutex::new(Instant::now()),
             }),
         })
     }
 
-    /// The router: the configured routes, `/metrics`, and (when the config allows it)
-    /// `POST /admin/reload/{domain}`.
+    /// The router: the configured routes, `/metrics`, and (when the config turns it on,
+    /// with a token) `POST /admin/reload/{domain}`.
     pub fn router(&self) -> Router {
         let mut r = Router::new().route("/metrics", get(metrics));
-        if self.inner.deployment.config.admin {
+        if self.inner.deployment.config.admin.is_some() {
             r = r.route("/admin/reload/{domain}", post(reload));
         }
         r.fallback(handle).with_state(self.clone())
@@ -737,14 +725,29 @@ fn strip<'a>(prefix: &str, path: &'a str) -> std::borrow::Cow<'a, str> {
     }
 }
 
+/// Whether reading a body failed because it passed the size limit (anything else is a
+/// malformed body).
+fn over_limit(e: &axum::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
 async fn handle(State(edge): State<Edge>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let max = edge.inner.deployment.config.max_body;
     let body = match axum::body::to_bytes(body, max).await {
         Ok(b) => b,
-        Err(_) => {
+        Err(e) if over_limit(&e) => {
             return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n").into_response();
         }
+        // Malformed framing (a bad chunk size, a missing CRLF) or a connection that broke.
+        Err(_) => return (StatusCode::BAD_REQUEST, "malformed request body\n").into_response(),
     };
     let path = parts
         .uri
@@ -802,8 +805,41 @@ async fn metrics(State(edge): State<Edge>) -> Response {
         .into_response()
 }
 
-async fn reload(State(edge): State<Edge>, Path(domain): Path<String>) -> Response {
+async fn reload(
+    State(edge): State<Edge>,
+    Path(domain): Path<String>,
+    headers: axum::http::HeaderMap,
+) -> Response {
     let dep = &edge.inner.deployment;
+    let authorization = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .map(HeaderValue::as_bytes);
+    if !dep
+        .config
+        .admin
+        .as_ref()
+        .is_some_and(|t| t.accepts(authorization))
+    {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(axum::http::header::WWW_AUTHENTICATE, "Bearer")],
+            "the admin endpoint needs `authorization: Bearer TOKEN`\n",
+        )
+            .into_response();
+    }
+    {
+        let mut next = lock(&edge.inner.admin_next);
+        let now = Instant::now();
+        if now < *next {
+            return (
+                StatusCode::TOO_MANY_REQUESTS,
+                [(axum::http::header::RETRY_AFTER, "1")],
+                "one reload at a time: try again shortly\n",
+            )
+                .into_response();
+        }
+        *next = now + ADMIN_SPACING;
+    }
     let reload: Box<dyn FnOnce() -> Result<u64, crate::deploy::DeployError> + Send> =
         if let Some(p) = dep.plugins.get(&domain).cloned() {
             Box::new(move || p.reload())
@@ -1322,19 +1358,6 @@ fn encode_request_with<N: AsRef<str>, V: AsRef<str>>(
     }
     string(&mut out, body);
     out
-}
-
-/// A request as `handle`'s arguments carry it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Incoming {
-    /// Method.
-    pub method: String,
-    /// Path (below the route's prefix) and query.
-    pub path: String,
-    /// Header lines.
-    pub headers: Vec<(String, String)>,
-    /// Body.
-    pub body: Vec<u8>,
 }
 
 /// Decodes `handle`'s encoded arguments (the inverse of [`encode_request`]); `None` when

@@ -33,11 +33,15 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod demo;
 pub mod deploy;
 pub mod edge;
+pub mod http;
 pub mod metrics;
 pub mod network;
 pub mod reload;
+mod supervise;
+pub mod template;
 pub mod value;
 pub mod wasi_http;
 

@@ -28,7 +28,6 @@ enum Command {
         #[arg(long, default_value_t = 1_000_000)]
         iters: u32,
     },
-    /// Print the procedure descriptor list of an interface (embedded WIT, or `--wit DIR`).
     /// Start the domains of a deployment config, bind them, and run its entry (`[run]
     /// entry`), or one call given here; print the result.
     Run {
@@ -50,6 +49,7 @@ enum Command {
         #[arg(long)]
         listen: Option<String>,
     },
+    /// Print the procedure descriptor list of an interface (embedded WIT, or `--wit DIR`).
     Pdl {
         /// Interface name, e.g. `lrpc:bench/bench`.
         interface: String,
@@ -57,6 +57,8 @@ enum Command {
         #[arg(long)]
         wit: Option<std::path::PathBuf>,
     },
+    /// Start a crate from a template: `lrpc new plugin NAME [--component]`.
+    New(lrpc_runtime::template::New),
 }
 
 fn main() -> std::process::ExitCode {
@@ -80,8 +82,8 @@ fn main() -> std::process::ExitCode {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Demo { iters } => {
-            let rows = lrpc::demo::run(iters).context("the demo failed")?;
-            print!("{}", lrpc::demo::render(&rows));
+            let rows = lrpc_runtime::demo::run(iters).context("the demo failed")?;
+            print!("{}", lrpc_runtime::demo::render(&rows));
         }
         Command::Run { config, call, args } => {
             let config = Config::load(&config)?;
@@ -106,6 +108,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .unwrap_or_else(|| "127.0.0.1:8080".into());
             serve(config, &listen)?;
         }
+        Command::New(new) => lrpc_runtime::template::run(&new)?,
         Command::Pdl { interface, wit } => {
             let kernel = lrpc::Kernel::new()?;
             if let Some(dir) = wit {

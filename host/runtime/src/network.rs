@@ -7,7 +7,7 @@
 //! remote export wait on their own threads while the call is on the network.
 
 use crate::config::{Config, NetworkSpec};
-use crate::deploy::DeployError;
+use crate::supervise::DeployError;
 use lrpc::{Domain, Kernel};
 use lrpc_remote::{
     Endpoint, LocalPool, RemoteBinding, RemoteOptions, RemoteServer, ServeOptions, export_remote,

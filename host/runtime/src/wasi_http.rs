@@ -22,9 +22,9 @@
 //! requests are answered 503. A guest that answers nothing, or an `error-code`, answers 502.
 
 use crate::config::{DomainSpec, Source};
-use crate::deploy::{DeployError, Supervised, Supervision, died, lock, read};
-use crate::edge::{Answer, Incoming};
+use crate::http::{Answer, Incoming};
 use crate::metrics::Metrics;
+use crate::supervise::{DeployError, Supervised, Supervision, died, lock, read};
 use axum::body::Bytes;
 use axum::http::{HeaderName, HeaderValue, Method, Request, Uri};
 use http_body_util::{BodyExt as _, Full, Limited};
@@ -223,7 +223,7 @@ impl HttpHandler {
     /// Replaces the running generation with one from the component's current bytes.
     /// Requests in flight finish on the instances they started on.
     pub fn reload(&self) -> Result<u64, DeployError> {
-        crate::deploy::reload(self)
+        crate::supervise::reload(self)
     }
 
     /// Reports that generation `generation` died: the handler is down until a fresh

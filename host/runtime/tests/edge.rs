@@ -23,6 +23,9 @@ fn write_config(dir: &Path, text: &str) -> PathBuf {
     config
 }
 
+/// The admin token of the configs that turn the admin endpoint on, and its header.
+const ADMIN: (&str, &str) = ("authorization", "Bearer test-admin-token-0123");
+
 /// A fresh directory for one test.
 fn scratch(tag: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
@@ -379,11 +382,12 @@ fn a_chain_mixes_core_and_component_plugins() {
 fn a_wasi_http_handler_reloads_from_its_file() {
     let dir = scratch("wasi-reload");
     let file = dir.join("handler.wasm");
-    std::fs::write(&file, lrpc::artifacts::HTTP_WASI_HELLO).expect("write the component");
+    std::fs::write(&file, lrpc_artifacts::HTTP_WASI_HELLO).expect("write the component");
     let config = write_config(
         &dir,
         "[domains.handler]\nwasm = \"handler.wasm\"\n\
          exports = [{ interface = \"wasi:http/incoming-handler\" }]\n\
+         [serve]\nadmin = true\nadmin-token = \"test-admin-token-0123\"\n\
          [[routes]]\nprefix = \"/\"\nchain = [\"handler\"]\nworkers = 2\n",
     );
     let s = Server::start(&config);
@@ -406,15 +410,15 @@ fn a_wasi_http_handler_reloads_from_its_file() {
             });
         }
         let tmp = dir.join("handler.wasm.new");
-        std::fs::write(&tmp, lrpc::artifacts::HTTP_WASI_HELLO).expect("write");
+        std::fs::write(&tmp, lrpc_artifacts::HTTP_WASI_HELLO).expect("write");
         // The same bytes again are no change; a different binary (a custom section appended)
         // is.
-        let mut changed = lrpc::artifacts::HTTP_WASI_HELLO.to_vec();
+        let mut changed = lrpc_artifacts::HTTP_WASI_HELLO.to_vec();
         changed.extend_from_slice(&[0, 4, 3, b'a', b'b', b'c']);
         std::fs::write(&tmp, &changed).expect("write");
         std::fs::rename(&tmp, &file).expect("rename");
         let by_file = eventually(|| s.metric(reloads) >= 1.0);
-        let r = request(&s.addr, "POST", "/admin/reload/handler", &[], b"");
+        let r = request(&s.addr, "POST", "/admin/reload/handler", &[ADMIN], b"");
         stop.store(true, Ordering::Relaxed);
         assert!(by_file, "the file change was not picked up");
         assert_eq!(r.status, 200, "{}", r.text());
@@ -451,11 +455,12 @@ fn metrics_move() {
 fn hot_reload_under_concurrent_requests_drops_none() {
     let dir = scratch("reload");
     let plugin = dir.join("handler.wasm");
-    std::fs::write(&plugin, lrpc::artifacts::HTTP_HELLO).expect("write the plugin");
+    std::fs::write(&plugin, lrpc_artifacts::HTTP_HELLO).expect("write the plugin");
     let config = write_config(
         &dir,
         "[domains.handler]\nwasm = \"handler.wasm\"\nreplicas = 2\n\
          exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+         [serve]\nadmin = true\nadmin-token = \"test-admin-token-0123\"\n\
          [[routes]]\nprefix = \"/\"\nchain = [\"handler\"]\nworkers = 3\n",
     );
     let s = Server::start(&config);
@@ -480,12 +485,12 @@ fn hot_reload_under_concurrent_requests_drops_none() {
         }
         // Replace the file (by a rename, as deploy tools do): the watcher reloads it.
         let tmp = dir.join("handler.wasm.new");
-        std::fs::write(&tmp, lrpc::artifacts::HTTP_FAULTY).expect("write");
+        std::fs::write(&tmp, lrpc_artifacts::HTTP_FAULTY).expect("write");
         std::fs::rename(&tmp, &plugin).expect("rename");
         let swapped = eventually(|| s.get("/a", &[]).text().starts_with("faulty ok"));
         // And back, through the admin endpoint.
-        std::fs::write(&tmp, lrpc::artifacts::HTTP_HELLO).expect("write");
-        let r = request(&s.addr, "POST", "/admin/reload/handler", &[], b"");
+        std::fs::write(&tmp, lrpc_artifacts::HTTP_HELLO).expect("write");
+        let r = request(&s.addr, "POST", "/admin/reload/handler", &[ADMIN], b"");
         let admin_ok = r.status == 200 && s.get("/a", &[]).text().starts_with("faulty ok");
         std::fs::rename(&tmp, &plugin).expect("rename");
         let back = eventually(|| s.get("/a", &[]).text().starts_with("hello"));
@@ -660,10 +665,20 @@ fn run_the_key_value_client_against_a_remote_store() {
 /// at a `nats://` address, and the client's remote names that address.
 #[test]
 fn run_the_key_value_client_against_a_store_behind_nats() {
-    let nats = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
+    // `scripts/test.sh` installs it and names it in NATS_SERVER; else PATH and Debian's place.
+    let nats = std::env::var_os("NATS_SERVER")
+        .map(PathBuf::from)
         .into_iter()
-        .find(|p| Path::new(p).is_file())
-        .expect("nats-server is not installed (Debian: apt-get install -y nats-server)");
+        .chain(
+            std::env::var_os("PATH")
+                .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+                .unwrap_or_default()
+                .into_iter()
+                .chain(["/usr/sbin".into(), "/usr/bin".into()])
+                .map(|d: PathBuf| d.join("nats-server")),
+        )
+        .find(|p| p.is_file())
+        .expect("nats-server is not installed: run the tests with scripts/test.sh");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
@@ -928,5 +943,94 @@ async fn a_route_that_left_the_reactor_comes_back_when_its_requests_are_short() 
         );
     }
     edge.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The admin endpoint is off unless the config turns it on, then takes only requests that
+/// carry its token, and at most one reload per `ADMIN_SPACING`.
+#[test]
+fn the_admin_endpoint_is_closed_by_default_and_needs_its_token() {
+    let dir = scratch("admin");
+    std::fs::write(dir.join("handler.wasm"), lrpc_artifacts::HTTP_HELLO).expect("write");
+    let domain = "[domains.handler]\nwasm = \"handler.wasm\"\n\
+                  exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+                  [[routes]]\nprefix = \"/app\"\nchain = [\"handler\"]\n";
+    let config = write_config(&dir, domain);
+    let s = Server::start(&config);
+    let r = request(&s.addr, "POST", "/admin/reload/handler", &[ADMIN], b"");
+    assert_eq!(r.status, 404, "{}", r.text());
+    drop(s);
+
+    let config = write_config(
+        &dir,
+        &format!("[serve]\nadmin = true\nadmin-token = \"test-admin-token-0123\"\n{domain}"),
+    );
+    let s = Server::start(&config);
+    let reload = |headers: &[(&str, &str)]| {
+        request(&s.addr, "POST", "/admin/reload/handler", headers, b"").status
+    };
+    assert_eq!(reload(&[]), 401);
+    assert_eq!(
+        reload(&[("authorization", "Bearer test-admin-token-0124")]),
+        401
+    );
+    assert_eq!(
+        reload(&[("authorization", "Bearer test-admin-token-012")]),
+        401
+    );
+    assert_eq!(reload(&[("authorization", "test-admin-token-0123")]), 401);
+    assert_eq!(
+        s.metric("lrpc_domain_reloads_total{domain=\"handler\"}"),
+        0.0
+    );
+    // A loop of reloads is paced: the first is taken, the next ones within the spacing
+    // are answered 429 (a loaded machine may let one more through: the spacing is 200 ms).
+    let statuses: Vec<u16> = (0..5).map(|_| reload(&[ADMIN])).collect();
+    assert_eq!(statuses[0], 200, "{statuses:?}");
+    assert!(
+        statuses.iter().filter(|&&c| c == 429).count() >= 3,
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.iter().all(|&c| c == 200 || c == 429),
+        "{statuses:?}"
+    );
+    std::thread::sleep(lrpc_runtime::edge::ADMIN_SPACING * 2);
+    assert_eq!(reload(&[ADMIN]), 200);
+    // The routes kept answering.
+    assert_eq!(s.get("/app/x", &[]).status, 200);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A body over the limit is answered 413; a malformed chunked body 400.
+#[test]
+fn a_malformed_chunked_body_is_a_bad_request_and_a_large_one_too_large() {
+    let dir = scratch("framing");
+    let config = write_config(
+        &dir,
+        "[serve]\nmax-body = 1024\n\
+         [domains.hello]\nguest = \"http-hello\"\n\
+         exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+         [[routes]]\nprefix = \"/\"\nchain = [\"hello\"]\n",
+    );
+    let s = Server::start(&config);
+    let raw = |request: &[u8]| -> String {
+        let mut c = TcpStream::connect(&s.addr).expect("connect");
+        c.set_read_timeout(Some(Duration::from_secs(30))).ok();
+        c.write_all(request).expect("send");
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let head =
+        "POST /x HTTP/1.1\r\nhost: a\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n";
+    let bad_size = raw(format!("{head}zz\r\nhello\r\n0\r\n\r\n").as_bytes());
+    assert!(bad_size.starts_with("HTTP/1.1 400"), "{bad_size}");
+    let no_crlf = raw(format!("{head}5\r\nhelloXX0\r\n\r\n").as_bytes());
+    assert!(no_crlf.starts_with("HTTP/1.1 400"), "{no_crlf}");
+    let large = raw(format!("{head}800\r\n{}\r\n0\r\n\r\n", "a".repeat(2048)).as_bytes());
+    assert!(large.starts_with("HTTP/1.1 413"), "{large}");
+    let fine = raw(format!("{head}5\r\nhello\r\n0\r\n\r\n").as_bytes());
+    assert!(fine.starts_with("HTTP/1.1 200"), "{fine}");
     let _ = std::fs::remove_dir_all(&dir);
 }

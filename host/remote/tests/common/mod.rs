@@ -6,7 +6,8 @@
 )]
 
 use anyhow::Result;
-use lrpc::{DomainOptions, Kernel, artifacts};
+use lrpc::{DomainOptions, Kernel};
+use lrpc_artifacts as artifacts;
 use lrpc_remote::{Endpoint, LocalPool, RemoteBinding, RemoteOptions};
 use std::process::Child;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! Builds the guest domains under `guests/` from source for `wasm32-unknown-unknown`, and
 //! the component guests (`guests/comp-*`) for `wasm32-wasip2` (rustc links those into
-//! components itself), and places them in `OUT_DIR/guests/`, where `src/artifacts.rs`
-//! embeds them.
+//! components itself), and places them in `OUT_DIR/guests/`, where `src/lib.rs` embeds them.
+//! With the `python` feature it also makes the Python guest a component (componentize-py).
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -44,8 +44,9 @@ const COMPONENT_GUESTS: &[&str] = &[
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let root = manifest
-        .parent()
-        .expect("host/ is inside the workspace")
+        .ancestors()
+        .nth(2)
+        .expect("host/artifacts/ is inside the workspace")
         .to_path_buf();
     let guests = root.join("guests");
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets it")).join("guests");
@@ -131,7 +132,9 @@ fn main() {
             )
         });
     }
-    build_python_guest(&guests.join("comp-py-kv"), &out.join("comp_py_kv.wasm"));
+    if env::var_os("CARGO_FEATURE_PYTHON").is_some() {
+        build_python_guest(&guests.join("comp-py-kv"), &out.join("comp_py_kv.wasm"));
+    }
     let built = target_dir.join(TARGET).join("release");
     for g in GUESTS.iter().chain(COMPONENT_CORES) {
         let from = built.join(format!("{g}.wasm"));
@@ -142,7 +145,7 @@ fn main() {
     println!("cargo::metadata=dir={}", out.display());
 }
 
-/// The componentize-py version the Python guest is built with (`.ci/run` installs it from PyPI).
+/// The componentize-py version the Python guest is built with (`scripts/test.sh` installs it from PyPI).
 const COMPONENTIZE_PY: &str = "0.25.1";
 
 /// Makes a component of the Python guest in `dir` (`app.py`, world `kv-server` of `dir/wit`)

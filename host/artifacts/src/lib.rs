@@ -1,5 +1,10 @@
-//! The project's guest modules, built from `guests/` by the build script and embedded, so the
-//! CLI, tests and benchmarks run without any file beside the binary.
+//! The project's test, example and benchmark guests, built from `guests/` by the build script
+//! and embedded, so the CLI, tests and benchmarks run without any file beside the binary.
+//!
+//! The kernel (`lrpc`) builds no guests; this crate is what the runtime, the tests and the
+//! benchmarks depend on for theirs (as wasmtime keeps its test programs apart).
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
 
 macro_rules! guest {
     ($(#[$doc:meta])* $name:ident, $file:literal) => {
@@ -125,6 +130,7 @@ guest!(
     "comp_bench_server.wasm"
 );
 
+#[cfg(feature = "python")]
 /// Where the build put the Python key-value server (`guests/comp-py-kv`, a component made
 /// by componentize-py). Not embedded: it carries a Python interpreter (about 18 MB).
 pub const COMP_PY_KV_PATH: &str = concat!(env!("OUT_DIR"), "/guests/comp_py_kv.wasm");

@@ -1,0 +1,18 @@
+//! The remote crate's modules form layers: each imports only modules below it.
+
+#[path = "../../tests/layering/mod.rs"]
+mod layering;
+
+/// Bottom to top: the wire encoding and errors; sessions and the local driver pool; reading
+/// values; the server, then the NATS transport on top of it; endpoints, the client's kept
+/// connections and the client; what is built on the client.
+const ORDER: &[&str] = &[
+    "wire", "error", "session", "local", "values", "server", "nats", "endpoint", "pool", "client",
+    "forward", "multi", "node",
+];
+
+#[test]
+fn every_module_imports_only_modules_below_it() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    layering::check(&src, ORDER, &[]);
+}

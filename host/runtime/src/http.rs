@@ -1,0 +1,36 @@
+//! The records of HTTP traffic every handler kind shares: a request as a plugin or handler
+//! receives it, and the answer on its way back to the client.
+
+/// A request as `handle`'s arguments carry it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Incoming {
+    /// Method.
+    pub method: String,
+    /// Path (below the route's prefix) and query.
+    pub path: String,
+    /// Header lines.
+    pub headers: Vec<(String, String)>,
+    /// Body.
+    pub body: Vec<u8>,
+}
+
+/// An answer on its way back to the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// Status code.
+    pub status: u16,
+    /// Header lines.
+    pub headers: Vec<(String, String)>,
+    /// Body.
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    pub(crate) fn text(status: u16, body: String) -> Answer {
+        Answer {
+            status,
+            headers: vec![("content-type".into(), "text/plain".into())],
+            body: body.into_bytes(),
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! Supervision of the domains the runtime restarts fresh when they die (HTTP plugins,
+//! `wasi:http` handlers): generations, reloads, restarts with backoff; and the error every
+//! part of a deployment reports.
+
+use crate::config::Source;
+use crate::metrics::Metrics;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Why a deployment could not start or change.
+#[derive(Debug, thiserror::Error)]
+pub enum DeployError {
+    /// The kernel refused something.
+    #[error("{what}: {source}")]
+    Kernel {
+        /// What was being done.
+        what: String,
+        /// The kernel's error.
+        source: lrpc::Error,
+    },
+    /// A module file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A name used on the command line or in a request is unknown.
+    #[error("{0}")]
+    Unknown(String),
+    /// Remote exports or serving exports to the network failed.
+    #[error("{what}: {reason}")]
+    Network {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        reason: String,
+    },
+}
+
+/// Locks `m`, taking the data of a lock a panicking thread left poisoned.
+pub(crate) use lrpc_lock::lock;
+
+/// The bytes of a domain's module or component, from its file or built in.
+pub(crate) fn read(source: &Source) -> Result<Vec<u8>, DeployError> {
+    source.load().map_err(|e| DeployError::Read {
+        path: match source {
+            Source::File(p) => p.display().to_string(),
+            Source::Builtin(n, _) => n.clone(),
+        },
+        source: e,
+    })
+}
+
+/// The first restart waits this long; each further one within [`QUIET`] twice as long.
+const BACKOFF: Duration = Duration::from_millis(50);
+/// The longest wait before a restart.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// A plugin that ran this long since its last restart starts its backoff afresh.
+const QUIET: Duration = Duration::from_secs(10);
+
+/// The wait before the next restart, given `(restarts in a row, time of the last one)`;
+/// counts this restart.
+pub(crate) fn next_backoff(streak: &Mutex<(u32, Instant)>) -> Duration {
+    let mut s = lock(streak);
+    if s.1.elapsed() > QUIET {
+        s.0 = 0;
+    }
+    let wait = BACKOFF.saturating_mul(1 << s.0.min(16)).min(MAX_BACKOFF);
+    s.0 = s.0.saturating_add(1);
+    wait
+}
+
+/// A domain the runtime restarts fresh when it dies (an HTTP plugin, a `wasi:http` handler):
+/// what differs between kinds is how a fresh generation is made ([`replace`](Self::replace));
+/// the backoff, the one restart thread per death and its log and count are [`died`].
+pub(crate) trait Supervised: Send + Sync + 'static {
+    /// What the log calls it.
+    const KIND: &'static str;
+    /// The domain's name.
+    fn name(&self) -> &str;
+    /// Its generations and restarts.
+    fn supervision(&self) -> &Supervision;
+    /// Makes generation `generation` (the current one + 1) from the source's current bytes
+    /// and makes it the domain's current instance. Called with [`Supervision::swap`] held;
+    /// the generation count moves on when it succeeds.
+    fn replace(&self, generation: u64) -> Result<(), DeployError>;
+    /// Runs once the generation count has moved on to a fresh generation.
+    fn renewed(&self) {}
+}
+
+/// Replaces the running generation of `d` with a fresh one from its source's current bytes;
+/// requests in flight finish on the old one. Logged and counted as a reload.
+pub(crate) fn reload<D: Supervised>(d: &D) -> Result<u64, DeployError> {
+    let s = d.supervision();
+    let _g = lock(&s.swap);
+    let generation = s.renew(|g| d.replace(g))?;
+    d.renewed();
+    s.metrics.reload(d.name());
+    tracing::info!(plugin = d.name(), generation, "{} reloaded", D::KIND);
+    Ok(generation)
+}
+
+/// The generations and restarts of a [`Supervised`] domain.
+pub(crate) struct Supervision {
+    /// The generation running now (the first is 1).
+    generation: AtomicU64,
+    /// A restart is scheduled or running.
+    restarting: AtomicBool,
+    /// Consecutive restarts without a quiet period, for the backoff.
+    streak: Mutex<(u32, Instant)>,
+    /// Serializes reloads and restarts.
+    pub(crate) swap: Mutex<()>,
+    /// Where reloads, restarts and the domain's failures are counted.
+    pub(crate) metrics: Arc<Metrics>,
+}
+
+impl Supervision {
+    /// A domain's supervision, running its first generation.
+    pub(crate) fn new(metrics: Arc<Metrics>) -> Supervision {
+        Supervision {
+            generation: AtomicU64::new(1),
+            restarting: AtomicBool::new(false),
+            streak: Mutex::new((0, Instant::now())),
+            swap: Mutex::new(()),
+            metrics,
+        }
+    }
+
+    /// The generation running now.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Makes the next generation with `make` (given its number) and, once it is made,
+    /// counts it as the current one; its number. Called with [`swap`](Self::swap) held.
+    fn renew(&self, make: impl FnOnce(u64) -> Result<(), DeployError>) -> Result<u64, DeployError> {
+        let generation = self.generation() + 1;
+        make(generation)?;
+        self.generation.store(generation, Ordering::Release);
+        Ok(generation)
+    }
+
+    /// Whether a restart is scheduled or running.
+    pub(crate) fn pending(&self) -> bool {
+        self.restarting.load(Ordering::Acquire)
+    }
+}
+
+/// Reports that generation `generation` of `d` died (trapped, ran past its deadline, was
+/// terminated). The first report of the current generation schedules a restart with backoff
+/// on a thread of its own; later reports, and reports of older generations, do nothing.
+pub(crate) fn died<D: Supervised>(d: &Arc<D>, generation: u64) {
+    let r = d.supervision();
+    if r.generation() != generation || r.restarting.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let wait = next_backoff(&r.streak);
+    let me = d.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("restart-{}", d.name()))
+        .spawn(move || restart(&*me, generation, wait));
+    if let Err(e) = spawned {
+        tracing::error!(plugin = d.name(), "can not start a restart thread: {e}");
+        r.restarting.store(false, Ordering::Release);
+    }
+}
+
+/// The restart thread: waits out the backoff, renews the domain, logs and counts it.
+fn restart<D: Supervised>(d: &D, dead: u64, wait: Duration) {
+    std::thread::sleep(wait);
+    let r = d.supervision();
+    let result = {
+        let _g = lock(&r.swap);
+        if r.generation() == dead {
+            r.renew(|g| d.replace(g)).map(|_| d.renewed())
+        } else {
+            // A reload replaced it meanwhile.
+            Ok(())
+        }
+    };
+    lock(&r.streak).1 = Instant::now();
+    r.restarting.store(false, Ordering::Release);
+    match result {
+        Ok(()) => {
+            r.metrics.restart(d.name());
+            tracing::warn!(
+                plugin = d.name(),
+                generation = dead + 1,
+                waited_ms = wait.as_millis() as u64,
+                "{} restarted fresh after a fault",
+                D::KIND
+            );
+        }
+        // The next request that finds the domain dead schedules another attempt, with a
+        // longer wait.
+        Err(e) => tracing::error!(plugin = d.name(), "restart failed: {e}"),
+    }
+}
