@@ -232,6 +232,14 @@ struct RawServe {
     admin_token_env: Option<Spanned<String>>,
     #[serde(rename = "max-body")]
     max_body: Option<Spanned<i64>>,
+    #[serde(rename = "max-connections")]
+    max_connections: Option<Spanned<i64>>,
+    #[serde(rename = "header-timeout")]
+    header_timeout: Option<Spanned<String>>,
+    #[serde(rename = "body-timeout")]
+    body_timeout: Option<Spanned<String>>,
+    #[serde(rename = "shutdown-grace")]
+    shutdown_grace: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -456,6 +464,8 @@ pub struct Config {
     pub admin: Option<AdminToken>,
     /// Largest request body accepted, in bytes.
     pub max_body: usize,
+    /// The budgets of the edge server's connections.
+    pub connections: crate::listener::Connections,
     /// HTTP routes.
     pub routes: Vec<Route>,
     /// Exports of other kernels the clients bind to, by name.
@@ -750,6 +760,19 @@ impl Config {
             Some(m) => cx.count(m, "max-body", 1 << 30)?,
             None => 16 << 20,
         };
+        let mut connections = crate::listener::Connections::default();
+        if let Some(m) = &raw.serve.max_connections {
+            connections.max = cx.count(m, "max-connections", 65_536)?;
+        }
+        for (key, slot) in [
+            (&raw.serve.header_timeout, &mut connections.header_timeout),
+            (&raw.serve.body_timeout, &mut connections.body_timeout),
+            (&raw.serve.shutdown_grace, &mut connections.shutdown_grace),
+        ] {
+            if let Some(d) = key {
+                *slot = cx.duration(d)?;
+            }
+        }
         let mut routes = Vec::new();
         for r in &raw.routes {
             let rr = r.get_ref();
@@ -807,6 +830,7 @@ impl Config {
             listen,
             admin,
             max_body,
+            connections,
             routes,
             remotes,
             network,

@@ -725,29 +725,45 @@ fn strip<'a>(prefix: &str, path: &'a str) -> std::borrow::Cow<'a, str> {
     }
 }
 
-/// Whether reading a body failed because it passed the size limit (anything else is a
-/// malformed body).
-fn over_limit(e: &axum::Error) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(c) = cause {
-        if c.is::<http_body_util::LengthLimitError>() {
-            return true;
-        }
-        cause = c.source();
+/// Reads a request body of at most `max` bytes, each piece arriving within `idle` of the
+/// one before; the answer to give instead when it can not.
+async fn read_body(body: Body, max: usize, idle: Duration) -> Result<Vec<u8>, Response> {
+    use http_body_util::BodyExt as _;
+    let too_large = || (StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n").into_response();
+    let mut body = body;
+    let hint = axum::body::HttpBody::size_hint(&body);
+    if hint.lower() > max as u64 {
+        return Err(too_large());
     }
-    false
+    let mut out = Vec::with_capacity(hint.upper().map_or(0, |n| n.min(max as u64) as usize));
+    loop {
+        match tokio::time::timeout(idle, body.frame()).await {
+            Err(_) => {
+                return Err((StatusCode::REQUEST_TIMEOUT, "request body stalled\n").into_response());
+            }
+            Ok(None) => return Ok(out),
+            // Malformed framing (a bad chunk size, a missing CRLF) or a connection that broke.
+            Ok(Some(Err(_))) => {
+                return Err((StatusCode::BAD_REQUEST, "malformed request body\n").into_response());
+            }
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    if out.len() + data.len() > max {
+                        return Err(too_large());
+                    }
+                    out.extend_from_slice(&data);
+                }
+            }
+        }
+    }
 }
 
 async fn handle(State(edge): State<Edge>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
-    let max = edge.inner.deployment.config.max_body;
-    let body = match axum::body::to_bytes(body, max).await {
+    let config = &edge.inner.deployment.config;
+    let body = match read_body(body, config.max_body, config.connections.body_timeout).await {
         Ok(b) => b,
-        Err(e) if over_limit(&e) => {
-            return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n").into_response();
-        }
-        // Malformed framing (a bad chunk size, a missing CRLF) or a connection that broke.
-        Err(_) => return (StatusCode::BAD_REQUEST, "malformed request body\n").into_response(),
+        Err(answer) => return answer,
     };
     let path = parts
         .uri

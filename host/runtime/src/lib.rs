@@ -37,6 +37,7 @@ pub mod demo;
 pub mod deploy;
 pub mod edge;
 pub mod http;
+pub mod listener;
 pub mod metrics;
 pub mod network;
 pub mod reload;

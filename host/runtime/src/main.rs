@@ -160,11 +160,14 @@ fn serve(config: Config, listen: &str) -> anyhow::Result<()> {
         out.write_all(lines.as_bytes())?;
         out.flush()?;
         drop(out);
-        axum::serve(listener, edge.router())
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-            .context("serving")?;
-        tracing::info!("shutting down: finishing requests in flight");
+        lrpc_runtime::listener::serve(
+            listener,
+            edge.router(),
+            dep.config.connections,
+            shutdown_signal(),
+        )
+        .await;
+        tracing::info!("shut down: requests in flight finished or the grace period ended");
         anyhow::Ok(())
     })?;
     edge.shutdown();

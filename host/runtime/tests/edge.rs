@@ -1034,3 +1034,121 @@ fn a_malformed_chunked_body_is_a_bad_request_and_a_large_one_too_large() {
     assert!(fine.starts_with("HTTP/1.1 200"), "{fine}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A config serving the hello plugin on `/`, with `serve` added to its `[serve]` table.
+fn hello_with(dir: &Path, serve: &str) -> PathBuf {
+    write_config(
+        dir,
+        &format!(
+            "[serve]\n{serve}\n[domains.hello]\nguest = \"http-hello\"\n\
+             exports = [{{ interface = \"lrpc:http/plugin\" }}]\n\
+             [[routes]]\nprefix = \"/\"\nchain = [\"hello\"]\n"
+        ),
+    )
+}
+
+/// Whether the server closes `c` (reads end) within `within`.
+fn closed_within(c: &mut TcpStream, within: Duration) -> bool {
+    c.set_read_timeout(Some(within)).expect("timeout");
+    let mut buf = [0u8; 512];
+    let start = Instant::now();
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+        if start.elapsed() > within {
+            return false;
+        }
+    }
+}
+
+/// Connections that send half a head, nothing, or half a body are closed by their budgets,
+/// and a cap on connections keeps real requests answered while stalled ones pile up.
+#[test]
+fn stalled_connections_are_closed_and_can_not_starve_the_server() {
+    let dir = scratch("stalls");
+    let config = hello_with(
+        &dir,
+        "max-connections = 8\nheader-timeout = \"1s\"\nbody-timeout = \"1s\"",
+    );
+    let s = Server::start(&config);
+    // Half a head, and nothing at all: both closed after about a second (margin for a
+    // loaded machine: 20 s).
+    let mut half = TcpStream::connect(&s.addr).expect("connect");
+    half.write_all(b"GET / HTTP/1.1\r\nhost: a\r\nx-half: ")
+        .expect("send");
+    let mut silent = TcpStream::connect(&s.addr).expect("connect");
+    assert!(closed_within(&mut half, Duration::from_secs(20)));
+    assert!(closed_within(&mut silent, Duration::from_secs(20)));
+    // Half a body: answered 408 once it stalls.
+    let mut slow = TcpStream::connect(&s.addr).expect("connect");
+    slow.write_all(b"POST / HTTP/1.1\r\nhost: a\r\ncontent-length: 10\r\n\r\nabc")
+        .expect("send");
+    slow.set_read_timeout(Some(Duration::from_secs(20))).ok();
+    let mut answer = Vec::new();
+    let _ = slow.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    // Far more stalled connections than the cap: a real request still gets through, once
+    // the budgets close the stalled ones ahead of it.
+    let stalled: Vec<TcpStream> = (0..64)
+        .map(|_| TcpStream::connect(&s.addr).expect("connect"))
+        .collect();
+    let r = s.get("/x", &[]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    drop(stalled);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SIGTERM with a stalled connection open exits at once, not when the connection's
+/// budget runs out.
+#[test]
+fn sigterm_does_not_wait_for_stalled_connections() {
+    let dir = scratch("stall-term");
+    let config = hello_with(&dir, "header-timeout = \"60s\"\nshutdown-grace = \"2s\"");
+    let mut s = Server::start(&config);
+    let mut stalled = TcpStream::connect(&s.addr).expect("connect");
+    stalled
+        .write_all(b"GET / HTTP/1.1\r\nhost: a\r\n")
+        .expect("send");
+    let idle = TcpStream::connect(&s.addr).expect("connect");
+    assert_eq!(s.get("/x", &[]).status, 200);
+    let start = Instant::now();
+    let kill = Command::new("kill")
+        .args(["-TERM", &s.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+    assert_eq!(s.wait_exit(), Some(0));
+    // The grace period (2 s) bounds it; 15 s of margin for a loaded machine, far below the
+    // stalled connection's 60 s.
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        start.elapsed()
+    );
+    drop((stalled, idle));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// HTTP/2 with prior knowledge is served on the same port: the server answers the
+/// connection preface with its SETTINGS frame instead of resetting the connection.
+#[test]
+fn http2_with_prior_knowledge_is_served() {
+    let dir = scratch("h2");
+    let config = hello_with(&dir, "");
+    let s = Server::start(&config);
+    let mut c = TcpStream::connect(&s.addr).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(20))).ok();
+    c.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .expect("preface");
+    // An empty SETTINGS frame: length 0, type 4, no flags, stream 0.
+    c.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).expect("settings");
+    let mut head = [0u8; 9];
+    c.read_exact(&mut head).expect("a frame back");
+    assert_eq!(head[3], 4, "the first frame is SETTINGS: {head:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
