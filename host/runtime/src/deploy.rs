@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 fn kerr(what: impl Into<String>) -> impl FnOnce(lrpc::Error) -> DeployError {
     let what = what.into();
-    move |source| DeployError::Kernel { what, source }
+    move |error| DeployError::Kernel { what, error }
 }
 
 /// The deployment's domains, started.
@@ -54,6 +54,12 @@ impl Deployment {
         let mut plugins = BTreeMap::new();
         let mut handlers = BTreeMap::new();
         // Servers first, so that clients' presentations and binds find them.
+        // Every error from here on names the line of the domain it concerns.
+        let file = &config.file;
+        let at = move |spec: &DomainSpec| {
+            let line = spec.line;
+            move |e: DeployError| e.at(file, line)
+        };
         for spec in config.domains.values() {
             if spec.http_handler() {
                 let h = crate::wasi_http::HttpHandler::start(
@@ -61,7 +67,8 @@ impl Deployment {
                     spec,
                     config.max_body,
                     metrics.clone(),
-                )?;
+                )
+                .map_err(at(spec))?;
                 handlers.insert(spec.name.clone(), h);
                 continue;
             }
@@ -69,7 +76,7 @@ impl Deployment {
                 continue;
             }
             if spec.plugin().is_some() {
-                let p = Plugin::start(&kernel, &config, spec, metrics.clone())?;
+                let p = Plugin::start(&kernel, &config, spec, metrics.clone()).map_err(at(spec))?;
                 plugins.insert(spec.name.clone(), p);
                 continue;
             }
@@ -79,11 +86,12 @@ impl Deployment {
                     presentations.push(
                         kernel
                             .load_presentation(p)
-                            .map_err(kerr(format!("domain `{}`", spec.name)))?,
+                            .map_err(kerr(format!("domain `{}`", spec.name)))
+                            .map_err(at(spec))?,
                     );
                 }
             }
-            let wasm = read(&spec.source)?;
+            let wasm = read(&spec.source).map_err(at(spec))?;
             let options = DomainOptions {
                 replicas: spec.replicas,
                 presentations,
@@ -91,15 +99,17 @@ impl Deployment {
             };
             let d = kernel
                 .domain_with(&spec.name, &wasm, options)
-                .map_err(kerr(format!("domain `{}`", spec.name)))?;
+                .map_err(kerr(format!("domain `{}`", spec.name)))
+                .map_err(at(spec))?;
             for e in &spec.exports {
-                let opts = export_options(&kernel, e)?;
+                let opts = export_options(&kernel, e).map_err(|err| err.at(file, e.line))?;
                 kernel
                     .export_as(&d, &e.interface, &e.name, opts)
                     .map_err(kerr(format!(
                         "domain `{}` exporting `{}`",
                         spec.name, e.name
-                    )))?;
+                    )))
+                    .map_err(|err| err.at(file, e.line))?;
             }
             domains.insert(spec.name.clone(), d);
         }
@@ -107,7 +117,7 @@ impl Deployment {
         // Component plugins last: their imports may bind to any other domain.
         for spec in config.domains.values() {
             if spec.component.is_some() && spec.plugin().is_some() {
-                let p = Plugin::start(&kernel, &config, spec, metrics.clone())?;
+                let p = Plugin::start(&kernel, &config, spec, metrics.clone()).map_err(at(spec))?;
                 plugins.insert(spec.name.clone(), p);
             }
         }
@@ -264,16 +274,21 @@ fn start_components(
                     made.insert(spec.name.clone(), d);
                 }
                 Err(e @ lrpc::Error::Unbound { .. }) => {
-                    refused.get_or_insert((spec.name.clone(), e));
+                    refused.get_or_insert((spec, e));
                     waiting.push(spec);
                 }
-                Err(e) => return Err(kerr(format!("domain `{}`", spec.name))(e)),
+                Err(e) => {
+                    return Err(
+                        kerr(format!("domain `{}`", spec.name))(e).at(&config.file, spec.line)
+                    );
+                }
             }
         }
         if made.len() == before
-            && let Some((name, e)) = refused
+            && let Some((spec, e)) = refused
         {
-            return Err(kerr(format!("domain `{name}`"))(e));
+            let name = &spec.name;
+            return Err(kerr(format!("domain `{name}`"))(e).at(&config.file, spec.line));
         }
         pending = waiting;
     }

@@ -8,24 +8,35 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Why a deployment could not start or change.
+/// Why a deployment could not start or change. The message says everything once: the
+/// errors it wraps are part of its text, not a chain of sources printed again after it.
 #[derive(Debug, thiserror::Error)]
 pub enum DeployError {
     /// The kernel refused something.
-    #[error("{what}: {source}")]
+    #[error("{what}: {}", chain(error))]
     Kernel {
         /// What was being done.
         what: String,
         /// The kernel's error.
-        source: lrpc::Error,
+        error: lrpc::Error,
     },
     /// A module file could not be read.
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}: {error}")]
     Read {
         /// The file.
         path: String,
         /// The error.
-        source: std::io::Error,
+        error: std::io::Error,
+    },
+    /// A mistake found while starting what a line of the config describes.
+    #[error("{file}:{line}: {error}")]
+    At {
+        /// The config file.
+        file: String,
+        /// Its line.
+        line: usize,
+        /// What went wrong there.
+        error: Box<DeployError>,
     },
     /// A name used on the command line or in a request is unknown.
     #[error("{0}")]
@@ -50,7 +61,7 @@ pub(crate) fn read(source: &Source) -> Result<Vec<u8>, DeployError> {
             Source::File(p) => p.display().to_string(),
             Source::Builtin(n, _) => n.clone(),
         },
-        source: e,
+        error: e,
     })
 }
 
@@ -197,5 +208,35 @@ fn restart<D: Supervised>(d: &D, dead: u64, wait: Duration) {
         // The next request that finds the domain dead schedules another attempt, with a
         // longer wait.
         Err(e) => tracing::error!(plugin = d.name(), "restart failed: {e}"),
+    }
+}
+
+/// `e` and its chain of sources, each said once: a source whose text the message holds
+/// already is left out.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let t = c.to_string();
+        if !text.contains(&t) {
+            text.push_str(": ");
+            text.push_str(&t);
+        }
+        cause = c.source();
+    }
+    text
+}
+
+impl DeployError {
+    /// This error, placed at `line` of the config `file` (unless it is placed already).
+    pub fn at(self, file: &std::path::Path, line: usize) -> DeployError {
+        match self {
+            DeployError::At { .. } => self,
+            e => DeployError::At {
+                file: file.display().to_string(),
+                line,
+                error: Box::new(e),
+            },
+        }
     }
 }

@@ -776,6 +776,46 @@ fn config_mistakes_name_file_and_line() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Mistakes found while starting a deployment (a module that is not wasm, an export of an
+/// unknown interface, a client whose server is missing) name the config's file and line
+/// and say their reason once.
+#[test]
+fn start_up_errors_name_file_and_line_once() {
+    let dir = scratch("startup");
+    std::fs::write(dir.join("garbage.wasm"), b"not a module").expect("write");
+    let config = dir.join("app.toml");
+    let cases = [
+        (
+            "[domains.p]\nwasm = \"garbage.wasm\"\n\
+             exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+             [[routes]]\nprefix = \"/\"\nchain = [\"p\"]\n",
+            1,
+            "does not compile",
+        ),
+        (
+            "# a comment\n[domains.kv]\nguest = \"kv-server\"\n\
+             exports = [{ interface = \"lrpc:nope/nope\" }]\n",
+            4,
+            "unknown interface",
+        ),
+        (
+            "[domains.kv]\nguest = \"kv-client\"\n\
+             binds = [{ interface = \"lrpc:kv/store\", server = \"kv\" }]\n",
+            3,
+            "does not export",
+        ),
+    ];
+    for (text, line, reason) in cases {
+        std::fs::write(&config, text).expect("write");
+        let (ok, _, err) = lrpc(&["run", config.to_str().expect("utf-8")]);
+        assert!(!ok, "{text}");
+        let at = format!("{}:{line}: ", config.display());
+        assert!(err.contains(&at), "{at} in {err}");
+        assert_eq!(err.matches(reason).count(), 1, "{reason} once in {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// In process, through the embedding API: a 100 KB body crosses a chain of a plugin that
 /// may modify it (`rewrite`, copied whole into its private memory) and one that promises
 /// `preserved` (`hello`: only the head's strings are copied, the body is read in place on the
