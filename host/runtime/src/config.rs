@@ -76,6 +76,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::Spanned;
 
+/// The most plugins in one route's chain. The driver that carries a request binds to each,
+/// and every binding takes A-stack mappings of the kernel's quotas.
+pub const MAX_CHAIN: usize = 16;
+
+/// The most worker threads of all routes together.
+pub const MAX_WORKERS: usize = 1024;
+
 /// The most characters of a config error's reason: values echoed in it are cut short.
 const MAX_REASON: usize = 240;
 
@@ -773,14 +780,27 @@ impl Config {
                 *slot = cx.duration(d)?;
             }
         }
-        let mut routes = Vec::new();
+        let mut routes: Vec<Route> = Vec::new();
+        let mut workers_in_all = 0;
         for r in &raw.routes {
             let rr = r.get_ref();
             if !rr.prefix.get_ref().starts_with('/') {
                 return Err(cx.err(&rr.prefix, "a route prefix starts with `/`"));
             }
+            if let Some(before) = routes.iter().find(|x| x.prefix == *rr.prefix.get_ref()) {
+                return Err(cx.err(
+                    &rr.prefix,
+                    format!("the prefix is the route's of line {} already", before.line),
+                ));
+            }
             if rr.chain.get_ref().is_empty() {
                 return Err(cx.err(&rr.chain, "a route needs at least one plugin"));
+            }
+            if rr.chain.get_ref().len() > MAX_CHAIN {
+                return Err(cx.err(
+                    &rr.chain,
+                    format!("a chain has at most {MAX_CHAIN} plugins"),
+                ));
             }
             let mut chain = Vec::new();
             let last = rr.chain.get_ref().len() - 1;
@@ -814,6 +834,13 @@ impl Config {
                 Some(w) => cx.count(w, "workers", 256)?,
                 None => 2,
             };
+            workers_in_all += workers;
+            if workers_in_all > MAX_WORKERS {
+                return Err(cx.err_at(
+                    r.span().start,
+                    format!("the routes have more than {MAX_WORKERS} workers in all"),
+                ));
+            }
             routes.push(Route {
                 prefix: rr.prefix.get_ref().clone(),
                 chain,
@@ -1390,6 +1417,38 @@ mod tests {
         assert_eq!(
             err(&r(65)),
             "app.toml:3: replicas must be between 1 and 64, not 65"
+        );
+    }
+
+    #[test]
+    fn routes_are_distinct_and_bounded() {
+        let hello = "[domains.h]\nguest = \"http-hello\"\n\
+                     exports = [{ interface = \"lrpc:http/plugin\" }]\n";
+        let route = |prefix: &str, chain: usize, workers: usize| {
+            let chain = vec!["\"h\""; chain].join(", ");
+            format!("[[routes]]\nprefix = \"{prefix}\"\nchain = [{chain}]\nworkers = {workers}\n")
+        };
+        assert_eq!(
+            err(&format!(
+                "{hello}{}{}",
+                route("/a", 1, 1),
+                route("/a", 1, 1)
+            )),
+            "app.toml:9: the prefix is the route's of line 4 already"
+        );
+        Config::parse(
+            Path::new("app.toml"),
+            &format!("{hello}{}", route("/a", 16, 1)),
+        )
+        .expect("16 plugins");
+        assert_eq!(
+            err(&format!("{hello}{}", route("/a", 17, 1))),
+            "app.toml:6: a chain has at most 16 plugins"
+        );
+        let many: String = (0..5).map(|i| route(&format!("/r{i}"), 1, 256)).collect();
+        assert_eq!(
+            err(&format!("{hello}{many}")),
+            "app.toml:20: the routes have more than 1024 workers in all"
         );
     }
 
