@@ -166,8 +166,9 @@ fn build_python_guest(dir: &Path, to: &Path) {
             }
         }
         _ => panic!(
-            "`{exe}` is needed to build the Python guest {} and was not found: \
-             `pip install componentize-py=={COMPONENTIZE_PY}` (or set COMPONENTIZE_PY to its path)",
+            "`{exe}` is needed to build the Python guest {} (only the tests build it) and was \
+             not found: `scripts/test.sh` installs componentize-py {COMPONENTIZE_PY} into \
+             target/tools/venv (or set COMPONENTIZE_PY to its path)",
             dir.display()
         ),
     }

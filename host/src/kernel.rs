@@ -12,7 +12,6 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
-use std::thread::JoinHandle;
 use std::time::Duration;
 use wasmtime::{Config, Engine, Linker, Module};
 
@@ -63,8 +62,8 @@ pub(crate) struct KernelInner {
     wit: RwLock<Vec<Wit>>,
     domains: Mutex<DomainTable>,
     modules: Mutex<HashMap<u64, Module>>,
-    stop: Arc<AtomicBool>,
-    ticker: Mutex<Option<JoinHandle<()>>>,
+    /// Advances the engines' epochs and counts `ticks`.
+    pub ticker: crate::tick::Ticker,
 }
 
 #[derive(Default)]
@@ -242,22 +241,9 @@ impl Kernel {
         let mut linker = Linker::new(&engine);
         crate::imports::define(&mut linker).map_err(|e| Error::Engine(boxed(e)))?;
         let wit = Wit::load_sources(EMBEDDED_WIT)?;
-        let ticks = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let ticker = {
-            let (ticks, stop, engine, tick) =
-                (ticks.clone(), stop.clone(), engine.clone(), config.tick);
-            std::thread::Builder::new()
-                .name("lrpc-epoch".into())
-                .spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(tick);
-                        ticks.fetch_add(1, Ordering::Relaxed);
-                        engine.increment_epoch();
-                    }
-                })
-                .map_err(Error::Thread)?
-        };
+        let ticker =
+            crate::tick::Ticker::start(engine.clone(), config.tick).map_err(Error::Thread)?;
+        let ticks = ticker.ticks();
         Ok(Kernel {
             inner: Arc::new(KernelInner {
                 engine,
@@ -270,8 +256,7 @@ impl Kernel {
                 wit: RwLock::new(vec![wit]),
                 domains: Mutex::new(DomainTable::default()),
                 modules: Mutex::new(HashMap::new()),
-                stop,
-                ticker: Mutex::new(Some(ticker)),
+                ticker,
             }),
         })
     }
@@ -505,15 +490,6 @@ impl Kernel {
             shared: face,
             kernel: Arc::downgrade(&self.inner),
         })
-    }
-}
-
-impl Drop for KernelInner {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = lock(&self.ticker).take() {
-            let _ = t.join();
-        }
     }
 }
 

@@ -29,7 +29,7 @@
 //!
 //! Helpers that many of them use live below them and import none of them: `error` (errors,
 //! faults and the interrupt a deadline raises), `quota` (accounts and charges), `sync` (the
-//! lock helpers), `remote` (the contract a remote transport implements), and the lower half
+//! lock helpers), `tick` (the one epoch ticker thread of a kernel), `remote` (the contract a remote transport implements), and the lower half
 //! of `astack` (`map`, `alloc`, `extent`). What still ties the concept modules into one
 //! import cycle, and what undoing it takes, is in `docs/src/architecture.md` ("Module graph").
 #![deny(unsafe_code)]
@@ -52,6 +52,7 @@ mod quota;
 mod remote;
 mod sync;
 mod terminate;
+mod tick;
 
 pub use binding::BindingInfo;
 pub use clerk::{ExportOptions, Serving};

@@ -10,6 +10,7 @@ const BELOW: &[(&str, &[&str])] = &[
     // A thread about to wait for a Store tells its wait hook first.
     ("sync.rs", &["pace"]),
     ("quota.rs", &["error", "sync"]),
+    ("tick.rs", &["sync"]),
     ("astack/map.rs", &[]),
     ("astack/alloc.rs", &[]),
     ("astack/extent.rs", &[]),

@@ -86,7 +86,6 @@ use lrpc_lock::TryLock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::thread::JoinHandle;
 use std::time::Duration;
 use wasmtime::component::types::{ComponentFunc, ComponentItem, Type};
 use wasmtime::component::{Component, Func, Instance, Linker, ResourceTable, ResourceType, Val};
@@ -211,50 +210,20 @@ pub(crate) struct Host {
     fueled: OnceLock<Result<Metered, String>>,
 }
 
+/// The fuel-metering engine, ticked by the kernel's ticker.
 struct Metered {
     engine: Engine,
-    ticks: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
-    ticker: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        if let Some(Ok(m)) = self.fueled.get() {
-            m.stop.store(true, Ordering::Relaxed);
-            if let Some(t) = lock(&m.ticker).take() {
-                let _ = t.join();
-            }
-        }
-    }
 }
 
 impl Host {
-    fn metered(&self, tick: Duration) -> Result<&Metered, Error> {
+    fn metered(&self, ticker: &crate::tick::Ticker) -> Result<&Metered, Error> {
         self.fueled
             .get_or_init(|| {
                 let mut c = Config::new();
                 c.epoch_interruption(true).consume_fuel(true);
                 let engine = Engine::new(&c).map_err(|e| format!("{e:#}"))?;
-                let ticks = Arc::new(AtomicU64::new(0));
-                let stop = Arc::new(AtomicBool::new(false));
-                let (t, s, e) = (ticks.clone(), stop.clone(), engine.clone());
-                let ticker = std::thread::Builder::new()
-                    .name("lrpc-epoch-fuel".into())
-                    .spawn(move || {
-                        while !s.load(Ordering::Relaxed) {
-                            std::thread::sleep(tick);
-                            t.fetch_add(1, Ordering::Relaxed);
-                            e.increment_epoch();
-                        }
-                    })
-                    .map_err(|e| e.to_string())?;
-                Ok(Metered {
-                    engine,
-                    ticks,
-                    stop,
-                    ticker: Mutex::new(Some(ticker)),
-                })
+                ticker.add(engine.clone());
+                Ok(Metered { engine })
             })
             .as_ref()
             .map_err(|e| Error::Engine(e.clone().into()))
@@ -755,8 +724,8 @@ impl Kernel {
         }
         let inner = &self.inner;
         let (engine, ticks) = if options.limits.fuel.is_some() {
-            let m = inner.components.metered(inner.config.tick)?;
-            (m.engine.clone(), m.ticks.clone())
+            let m = inner.components.metered(&inner.ticker)?;
+            (m.engine.clone(), inner.ticks.clone())
         } else {
             (inner.engine.clone(), inner.ticks.clone())
         };
