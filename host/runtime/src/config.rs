@@ -255,6 +255,10 @@ struct RawRoute {
     prefix: Spanned<String>,
     chain: Spanned<Vec<Spanned<String>>>,
     workers: Option<Spanned<i64>>,
+    #[serde(rename = "max-body")]
+    max_body: Option<Spanned<i64>>,
+    #[serde(rename = "max-in-flight")]
+    max_in_flight: Option<Spanned<i64>>,
 }
 
 /// Where a domain's module comes from.
@@ -384,6 +388,11 @@ pub struct Route {
     /// run on the reactor's threads: once they average over 1 ms, or when the chain ends in
     /// a `wasi:http` handler (see `crate::edge`).
     pub workers: usize,
+    /// Largest request body the route takes, in bytes (`[serve] max-body` unless set).
+    pub max_body: usize,
+    /// Requests of the route served at once; more are answered 503 at once, so that one
+    /// route's load can not hold the plugins it shares with others.
+    pub max_in_flight: usize,
     /// Line in the file.
     pub line: usize,
 }
@@ -841,10 +850,20 @@ impl Config {
                     format!("the routes have more than {MAX_WORKERS} workers in all"),
                 ));
             }
+            let route_body = match &rr.max_body {
+                Some(m) => cx.count(m, "max-body", 1 << 30)?,
+                None => max_body,
+            };
+            let max_in_flight = match &rr.max_in_flight {
+                Some(m) => cx.count(m, "max-in-flight", 65_536)?,
+                None => 1024,
+            };
             routes.push(Route {
                 prefix: rr.prefix.get_ref().clone(),
                 chain,
                 workers,
+                max_body: route_body,
+                max_in_flight,
                 line: cx.line(r.span().start),
             });
         }

@@ -93,6 +93,28 @@ struct RouteRt {
     workers: Mutex<Vec<JoinHandle<()>>>,
     /// The route's requests on the reactor's threads.
     reactor: OnReactor,
+    /// Requests admitted and not yet answered (bounded by the route's `max_in_flight`).
+    admitted: AtomicUsize,
+}
+
+impl RouteRt {
+    /// Admits one more request if the route has room for it.
+    fn admit(&self) -> Option<Admitted<'_>> {
+        if self.admitted.fetch_add(1, Ordering::AcqRel) >= self.route.max_in_flight {
+            self.admitted.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Admitted(&self.admitted))
+    }
+}
+
+/// A request admitted to a route; gives its place back when dropped.
+struct Admitted<'a>(&'a AtomicUsize);
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// A route's requests on the reactor's threads (see the module docs): whether they still
@@ -312,6 +334,7 @@ impl Edge {
                     left: AtomicU32::new(0),
                     making: AtomicBool::new(false),
                 },
+                admitted: AtomicUsize::new(0),
             });
             for k in 0..route.workers {
                 let (rt2, rx, dep) = (rt.clone(), rx.clone(), deployment.clone());
@@ -761,14 +784,33 @@ async fn read_body(body: Body, max: usize, idle: Duration) -> Result<Vec<u8>, Re
 async fn handle(State(edge): State<Edge>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let config = &edge.inner.deployment.config;
-    let body = match read_body(body, config.max_body, config.connections.body_timeout).await {
-        Ok(b) => b,
-        Err(answer) => return answer,
-    };
     let path = parts
         .uri
         .path_and_query()
         .map_or_else(|| parts.uri.path(), |p| p.as_str());
+    // The route's own caps, before its body is read: a route's large bodies or many
+    // requests can not take what the plugins it shares with other routes need.
+    let route = edge
+        .inner
+        .routes
+        .iter()
+        .find(|r| matches(&r.route.prefix, path));
+    let _admitted = match route.map(|r| r.admit()) {
+        Some(None) => {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the route is at its limit of requests\n",
+            )
+                .into_response();
+        }
+        Some(Some(a)) => Some(a),
+        None => None,
+    };
+    let max_body = route.map_or(config.max_body, |r| r.route.max_body);
+    let body = match read_body(body, max_body, config.connections.body_timeout).await {
+        Ok(b) => b,
+        Err(answer) => return answer,
+    };
     let headers: Vec<(&str, &str)> = parts
         .headers
         .iter()

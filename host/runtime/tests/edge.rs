@@ -1192,3 +1192,41 @@ fn http2_with_prior_knowledge_is_served() {
     assert_eq!(head[3], 4, "the first frame is SETTINGS: {head:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A route's own caps: a body over its `max-body` is 413 while a neighbour route takes it,
+/// and requests past its `max-in-flight` are answered 503 at once.
+#[test]
+fn a_route_has_its_own_body_cap_and_request_cap() {
+    let dir = scratch("route-caps");
+    let config = write_config(
+        &dir,
+        "[domains.hello]\nguest = \"http-hello\"\n\
+         exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+         [domains.faulty]\nguest = \"http-faulty\"\n\
+         exports = [{ interface = \"lrpc:http/plugin\", deadline = \"20s\" }]\n\
+         [[routes]]\nprefix = \"/small\"\nchain = [\"hello\"]\nmax-body = 100\n\
+         [[routes]]\nprefix = \"/large\"\nchain = [\"hello\"]\n\
+         [[routes]]\nprefix = \"/one\"\nchain = [\"faulty\"]\nmax-in-flight = 1\n",
+    );
+    let s = Server::start(&config);
+    let body = [b'x'; 200];
+    assert_eq!(request(&s.addr, "POST", "/small/a", &[], &body).status, 413);
+    assert_eq!(request(&s.addr, "POST", "/large/a", &[], &body).status, 200);
+    assert_eq!(
+        request(&s.addr, "POST", "/small/a", &[], &body[..50]).status,
+        200
+    );
+
+    let addr = s.addr.clone();
+    let long = std::thread::spawn(move || request(&addr, "GET", "/one/busy/1500", &[], b""));
+    assert!(eventually(|| s
+        .metric("lrpc_http_requests_in_flight{route=\"/one\"}")
+        >= 1.0));
+    let refused = s.get("/one/busy/1", &[]);
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    // Other routes are not held by it.
+    assert_eq!(s.get("/large/b", &[]).status, 200);
+    assert_eq!(long.join().expect("the long request").status, 200);
+    assert_eq!(s.get("/one/busy/1", &[]).status, 200);
+    let _ = std::fs::remove_dir_all(&dir);
+}
