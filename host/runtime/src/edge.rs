@@ -418,14 +418,29 @@ impl Edge {
         headers: &[(N, V)],
         body: &[u8],
     ) -> Answer {
-        let Some(route) = self
-            .inner
+        match self.route_for(path) {
+            Some(route) => self.dispatch_on(route, method, path, headers, body).await,
+            None => no_route(path),
+        }
+    }
+
+    /// The route that serves `path`: the longest prefix that matches it.
+    fn route_for(&self, path: &str) -> Option<&Arc<RouteRt>> {
+        self.inner
             .routes
             .iter()
             .find(|r| matches(&r.route.prefix, path))
-        else {
-            return Answer::text(404, format!("no route for {path}\n"));
-        };
+    }
+
+    /// [`Edge::dispatch_with`] on the route that serves `path`, found already.
+    async fn dispatch_on<N: AsRef<str>, V: AsRef<str>>(
+        &self,
+        route: &Arc<RouteRt>,
+        method: &str,
+        path: &str,
+        headers: &[(N, V)],
+        body: &[u8],
+    ) -> Answer {
         let start = Instant::now();
         let inner = strip(&route.route.prefix, path);
         let request = encode_request_with(method, &inner, headers, body);
@@ -729,6 +744,11 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// The answer to a path no route serves.
+fn no_route(path: &str) -> Answer {
+    Answer::text(404, format!("no route for {path}\n"))
+}
+
 fn matches(prefix: &str, path: &str) -> bool {
     prefix == "/"
         || path
@@ -790,11 +810,7 @@ async fn handle(State(edge): State<Edge>, req: Request) -> Response {
         .map_or_else(|| parts.uri.path(), |p| p.as_str());
     // The route's own caps, before its body is read: a route's large bodies or many
     // requests can not take what the plugins it shares with other routes need.
-    let route = edge
-        .inner
-        .routes
-        .iter()
-        .find(|r| matches(&r.route.prefix, path));
+    let route = edge.route_for(path);
     let _admitted = match route.map(|r| r.admit()) {
         Some(None) => {
             return (
@@ -816,9 +832,13 @@ async fn handle(State(edge): State<Edge>, req: Request) -> Response {
         .iter()
         .filter_map(|(n, v)| Some((n.as_str(), v.to_str().ok()?)))
         .collect();
-    let a = edge
-        .dispatch_with(parts.method.as_str(), path, &headers, &body)
-        .await;
+    let a = match route {
+        Some(route) => {
+            edge.dispatch_on(route, parts.method.as_str(), path, &headers, &body)
+                .await
+        }
+        None => no_route(path),
+    };
     let mut resp = Response::new(Body::from(a.body));
     *resp.status_mut() = StatusCode::from_u16(a.status).unwrap_or(StatusCode::BAD_GATEWAY);
     for (n, v) in a.headers {

@@ -8,11 +8,12 @@
 //! dependencies are built once, so a rerun takes seconds), and the built module is copied to
 //! where the generated `lrpc.toml` expects cargo's default target folder to put it.
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::TcpStream;
+use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::Duration;
+
+mod common;
+use common::{Reply, request};
 
 const LRPC: &str = env!("CARGO_BIN_EXE_lrpc");
 
@@ -183,7 +184,7 @@ impl Server {
     }
 
     fn get(&self, path: &str) -> Reply {
-        request(&self.addr, path)
+        request(&self.addr, "GET", path, &[], b"")
     }
 }
 
@@ -192,72 +193,6 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// `GET path` over HTTP/1.1 on a fresh connection.
-fn request(addr: &str, path: &str) -> Reply {
-    let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(30))).ok();
-    let req = format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).expect("send");
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).expect("read the reply");
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a header block");
-    let head = text(&raw[..split]);
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|c| c.parse().ok())
-        .expect("a status line");
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
-        .collect();
-    let mut body = raw[split + 4..].to_vec();
-    let chunked = headers
-        .iter()
-        .any(|(n, v)| n.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
-    if chunked {
-        body = dechunk(&body);
-    }
-    Reply {
-        status,
-        headers,
-        body: text(&body),
-    }
-}
-
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(i) = b.windows(2).position(|w| w == b"\r\n") {
-        let n = usize::from_str_radix(text(&b[..i]).trim(), 16).unwrap_or(0);
-        if n == 0 {
-            break;
-        }
-        out.extend_from_slice(&b[i + 2..i + 2 + n]);
-        b = &b[i + 2 + n + 2..];
-    }
-    out
 }
 
 /// The chapter's steps for one kind of plugin: `lrpc new plugin NAME ARGS` in a folder,
@@ -295,18 +230,18 @@ fn new_build_serve(name: &str, args: &[&str], folder: &str, target: &str) {
     let server = Server::start(&krate);
     let hi = server.get("/hi");
     assert_eq!(hi.status, 200, "{hi:?}");
-    assert_eq!(hi.body, format!("hello from {name} at GET /hi\n"));
+    assert_eq!(hi.text(), format!("hello from {name} at GET /hi\n"));
     assert_eq!(hi.header("x-plugin"), Some(name));
     assert_eq!(hi.header("content-type"), Some("text/plain"));
 
     let passed = server.get("/pass/hi?x=1");
     assert_eq!(passed.status, 200, "{passed:?}");
-    assert_eq!(passed.body, "hello anonymous at GET /hi?x=1\n");
+    assert_eq!(passed.text(), "hello anonymous at GET /hi?x=1\n");
     assert_eq!(passed.header("x-plugin"), Some("hello"));
 
     // `/pass` alone is not under `/pass/`: the plugin answers it.
     let pass = server.get("/pass");
-    assert_eq!(pass.body, format!("hello from {name} at GET /pass\n"));
+    assert_eq!(pass.text(), format!("hello from {name} at GET /pass\n"));
 }
 
 #[test]
