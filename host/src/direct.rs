@@ -17,12 +17,17 @@
 //! (`astack::alloc`), so a copy reuses the pages of its unbound bindings.
 
 use crate::astack::{MemoryRange, Segment, WindowAlloc, grown_offset};
-use crate::clerk::ExportEntry;
-use crate::domain::DomainData;
+use crate::state::clerk::ExportEntry;
+use crate::state::domain::DomainData;
 use crate::sync::lock;
 use lrpc_abi::Status;
 use std::sync::{Arc, Mutex};
 use wasmtime::{AsContextMut, Caller, Instance, Memory, Ref};
+
+/// The direct-linked server copies in a client replica's store, by export name (kept in
+/// the replica's feature tables).
+#[derive(Default)]
+struct Copies(std::collections::HashMap<String, Coresident>);
 
 /// A server copy living in a client's store.
 #[derive(Clone)]
@@ -71,13 +76,16 @@ pub(crate) fn link(
     export: &ExportEntry,
     segment: &Segment,
 ) -> Result<DirectPlacement, Status> {
-    let co = match caller.data().coresident.get(&export.name) {
+    let here = caller.data().features.get::<Copies>();
+    let co = match here.and_then(|c| c.0.get(&export.name)) {
         Some(co) => co.clone(),
         None => {
             let co = instantiate(caller, linker, export)?;
             caller
                 .data_mut()
-                .coresident
+                .features
+                .get_or_default::<Copies>()
+                .0
                 .insert(export.name.clone(), co.clone());
             co
         }

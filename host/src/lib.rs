@@ -8,66 +8,81 @@
 //! server's entry stub on the calling thread (thread migration); results come back on the
 //! same A-stack. See `docs/src/architecture.md` for the path of a call.
 //!
-//! One module per LRPC concept: [`domain`](crate::Domain), `clerk`, `binding`, `astack`
-//! (A-stacks: extents, placement and the memory mappings), `linkage`, `imports` (the kernel
-//! imports: binding, the call path, out-of-band segments), `terminate`, and [`channel`]:
-//! URPC's asynchronous calls over pairwise shared-memory rings, served by a server's own
-//! processors (with a tokio-friendly future; the `tokio` feature adds timeouts).
+//! # The API
+//!
+//! The root holds what most embedders name: the [`Kernel`] and its [`KernelConfig`], the
+//! [`Domain`]s it creates ([`DomainOptions`]), exports ([`ExportOptions`], [`Serving`]), a
+//! domain's [`Quotas`], the [`Error`] of the API and the [`Status`] of a call, and
+//! [`ComponentDomain`]. The rest is in modules: [`domain`] (calling exports, bindings,
+//! usage), [`component`] (component domains: options, WASI grants, limits, the codec),
+//! [`channel`] (URPC's asynchronous calls), [`transport`] (the contract a remote transport
+//! implements), [`error`] (faults and quotas in errors), [`presentation`] (WIT plans and
+//! presentations) and [`pace`] (hooks for a scheduler's ticks and waits).
+//!
+//! # Modules, in layers
+//!
+//! Each module imports only modules below it (`tests/layers.rs` checks it), bottom to top:
+//! - helpers: `error`, `pace`, `sync` (the lock helpers), `quota`, `tick` (the one epoch
+//!   ticker thread of a kernel), `transport`, `ext` (feature tables), `slot` (handle
+//!   tables), and `astack` (memory files and their mappings, window space, extents);
+//! - the records, `state`: domains and replicas, bindings and their placement, the clerk's
+//!   registry, the linkage stack, the kernel's own record;
+//! - behaviour: `terminate`, `mailbox` (a server on a thread of its own), `direct` (direct
+//!   linking), [`channel`], [`component`], and `imports` (the kernel imports: binding, the
+//!   call path, out-of-band segments, MultiRPC, the translations for component and remote
+//!   servers);
+//! - the facade, `kernel`: the [`Kernel`]'s methods for core domains and exports.
 //!
 //! # Where `unsafe` lives
 //!
 //! The crate denies `unsafe_code`; these places opt back in, each block argued in a
-//! `// SAFETY:` comment:
-//! - `astack::map`: mapping memory-file pages over ranges of linear memories, and zero pages
-//!   over them on revocation (`MemoryRange::new` is the `unsafe fn` every caller argues);
-//! - `domain` and `direct`: one block each making a `MemoryRange` of a memory they own;
-//! - `channel::ring`: the atomics and volatile copies of a URPC ring in shared pages
-//!   (`Window::new`, `Send`/`Sync` for the window), and `channel` (`mod.rs`): the one place
-//!   a channel's window is made;
-//! - `linkage`: the per-thread linkage stack (records pinned on the calling thread's stack)
-//!   and the caller of a kernel import reached through it.
-//!
-//! Helpers that many of them use live below them and import none of them: `error` (errors,
-//! faults and the interrupt a deadline raises), `quota` (accounts and charges), `sync` (the
-//! lock helpers), `tick` (the one epoch ticker thread of a kernel), `remote` (the contract a remote transport implements), and the lower half
-//! of `astack` (`map`, `alloc`, `extent`). What still ties the concept modules into one
-//! import cycle, and what undoing it takes, is in `docs/src/architecture.md` ("Module graph").
+//! `// SAFETY:` comment (`tests/layers.rs` checks that this list names every file that does):
+//! - `astack/map.rs`: mapping memory-file pages over ranges of linear memories, and zero
+//!   pages over them on revocation (`MemoryRange::new` is the `unsafe fn` every caller
+//!   argues);
+//! - `state/domain.rs` and `direct.rs`: one block each making a `MemoryRange` of a memory
+//!   they own;
+//! - `channel/ring.rs`: the atomics and volatile copies of a URPC ring in shared pages
+//!   (`Window::new`, `Send`/`Sync` for the window), and `channel/mod.rs`: the one place a
+//!   channel's window is made;
+//! - `state/linkage.rs`: the per-thread linkage stack (records pinned on the calling
+//!   thread's stack) and the caller of a kernel import reached through it.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 mod astack;
-mod binding;
 pub mod channel;
-mod clerk;
 mod component;
 mod direct;
-mod domain;
 mod error;
+mod ext;
 mod imports;
 mod kernel;
-mod linkage;
 mod mailbox;
 pub mod pace;
 mod quota;
-mod remote;
+mod slot;
+mod state;
 mod sync;
 mod terminate;
 mod tick;
+mod transport;
 
-pub use binding::BindingInfo;
-pub use clerk::{ExportOptions, Serving};
 pub use component::codec;
 pub use component::{
     AnyDomain, CallFailure, CapturedOutput, ComponentBindingInfo, ComponentDomain, ComponentLimits,
     ComponentOptions, MeteredLimits, Preopen, Stdio, WasiGrants, is_component,
 };
-pub use domain::{Domain, DomainData, DomainFunc};
 pub use error::{BoxError, Error, Fault, Quota};
-pub use kernel::{DomainOptions, EMBEDDED_WIT, Kernel, KernelConfig};
+pub use kernel::{DomainOptions, EMBEDDED_WIT};
 pub use lrpc_abi::Status;
 pub use lrpc_presentation::{
     Combination, InterfacePlan, ProcCombination, ProcPlan, Side, SidePresentation, Transport,
     Trust, Ty, Wit,
 };
 pub use quota::{Quotas, Usage};
-pub use remote::{RemoteDone, RemoteTarget};
+pub use state::binding::BindingInfo;
+pub use state::clerk::{ExportOptions, Serving};
+pub use state::domain::{Domain, DomainData, DomainFunc};
+pub use state::kernel::{Kernel, KernelConfig};
+pub use transport::{RemoteDone, RemoteTarget};

@@ -7,11 +7,11 @@
 //! entry stub, and sends a copy of the A-stack back. Out-of-band segments (arguments larger
 //! than an A-stack) stay shared; the messages carry the A-stack itself.
 
-use crate::binding::Binding;
-use crate::clerk::EntryFunc;
-use crate::domain::DomainShared;
 use crate::error::Fault;
-use crate::linkage::{self, Pinned, ReplicaKey};
+use crate::state::binding::Binding;
+use crate::state::clerk::EntryFunc;
+use crate::state::domain::DomainShared;
+use crate::state::linkage::{self, Pinned, ReplicaKey};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, Weak};

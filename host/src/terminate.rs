@@ -5,9 +5,9 @@
 //! as client or server: the A-stack and out-of-band pages leave both memories, calls in
 //! flight fail with a call-failed status, later calls on those bindings fail fast.
 
-use crate::binding::{Binding, RevokeReason};
-use crate::domain::DomainShared;
-use crate::kernel::KernelInner;
+use crate::state::binding::{Binding, RevokeReason};
+use crate::state::domain::DomainShared;
+use crate::state::kernel::KernelInner;
 use crate::sync::lock;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -34,8 +34,8 @@ pub(crate) fn terminate_shared(kernel: &KernelInner, domain: &DomainShared) {
     }
     // Its asynchronous bindings: out of the servers' memories now, out of its own when the
     // guest is gone (it runs no more code meanwhile).
-    let channels = std::mem::take(&mut lock(&domain.core.book).channels);
-    for ch in channels.iter().filter_map(std::sync::Weak::upgrade) {
-        ch.close();
+    let closers = std::mem::take(&mut lock(&domain.core.book).closers);
+    for c in closers.iter().filter_map(std::sync::Weak::upgrade) {
+        c.close();
     }
 }

@@ -1,52 +1,137 @@
-//! The modules below the kernel's concept modules stay below them: they import nothing from
-//! the concept modules, so every concept module may use them without an import cycle.
+//! The kernel's modules form layers: each imports only modules below it, so no import
+//! circle can come back. Bottom to top: helpers, the A-stack pages, the records (`state`),
+//! behaviour, and the facade (`kernel`).
 
 use std::path::Path;
-
-/// Each helper module and the modules it may import (by their path in `crate::`).
-const BELOW: &[(&str, &[&str])] = &[
-    ("error.rs", &[]),
-    ("pace.rs", &["error"]),
-    // A thread about to wait for a Store tells its wait hook first.
-    ("sync.rs", &["pace"]),
-    ("quota.rs", &["error", "sync"]),
-    ("tick.rs", &["sync"]),
-    ("astack/map.rs", &[]),
-    ("astack/alloc.rs", &[]),
-    ("astack/extent.rs", &[]),
-];
-
-/// The lower half of the A-stack tree, which the modules above may use through `super::`.
-const ASTACK_BELOW: &[&str] = &["map", "alloc", "extent"];
 
 #[path = "layering/mod.rs"]
 mod layering;
 
 use layering::paths_after;
 
-/// The first segment of every `crate::…` path in `src`, comments left out.
-fn crate_paths(src: &str) -> Vec<String> {
-    paths_after(src, "crate::")
+/// Every top-level module of the kernel, bottom to top.
+const ORDER: &[&str] = &[
+    // Helpers: errors, the wait hook, locks, quotas, the ticker, the remote contract, feature
+    // tables, handle tables.
+    "error",
+    "pace",
+    "sync",
+    "quota",
+    "tick",
+    "transport",
+    "ext",
+    "slot",
+    // The A-stacks' pages: memory files and mappings, window space, extents.
+    "astack",
+    // The records: domains, replicas, bindings and their placement, exports, linkage.
+    "state",
+    // Behaviour: termination, the server thread, direct linking, channels, component
+    // domains, the kernel imports (the call path).
+    "terminate",
+    "mailbox",
+    "direct",
+    "channel",
+    "component",
+    "imports",
+    // The facade.
+    "kernel",
+];
+
+/// Names of the crate root that modules may use: re-exports of the records and helpers.
+const ROOT: &[&str] = &[
+    "Domain",
+    "DomainData",
+    "BindingInfo",
+    "Kernel",
+    "KernelConfig",
+    "Error",
+    "Quotas",
+    "Usage",
+];
+
+/// The A-stack tree bottom to top: its files import only files before them (`super::`).
+const ASTACK: &[&str] = &["map", "alloc", "extent"];
+
+#[test]
+fn every_module_imports_only_modules_below_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    layering::check(&src, ORDER, ROOT);
 }
 
 #[test]
-fn helper_modules_import_no_concept_module() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    for (file, allowed) in BELOW {
-        let text = std::fs::read_to_string(src.join(file)).expect("read a helper module");
-        for head in crate_paths(&text) {
+fn the_astack_tree_is_layered_too() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/astack");
+    for (i, file) in ASTACK.iter().enumerate() {
+        let text = std::fs::read_to_string(dir.join(format!("{file}.rs"))).expect("read");
+        for head in paths_after(&text, "super::") {
             assert!(
-                allowed.contains(&head.as_str()),
-                "{file} imports crate::{head}, a module above it"
+                ASTACK[..i].contains(&head.as_str()),
+                "astack/{file}.rs imports super::{head}, a file above it"
             );
         }
-        if file.starts_with("astack/") {
-            for head in paths_after(&text, "super::") {
-                assert!(
-                    ASTACK_BELOW.contains(&head.as_str()),
-                    "{file} imports super::{head}, a module above it"
-                );
-            }
+    }
+}
+
+/// The `.rs` files under `dir`, as paths relative to `src`.
+fn rust_files(src: &Path, dir: &Path, out: &mut Vec<String>) {
+    for e in std::fs::read_dir(dir)
+        .expect("read a source folder")
+        .flatten()
+    {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(src, &p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            let rel = p.strip_prefix(src).expect("under src");
+            out.push(rel.to_string_lossy().replace('\\', "/"));
         }
     }
+}
+
+#[test]
+fn the_crate_docs_name_every_file_with_unsafe_code() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let lib = std::fs::read_to_string(src.join("lib.rs")).expect("read lib.rs");
+    let section = lib
+        .split("# Where `unsafe` lives")
+        .nth(1)
+        .expect("lib.rs has a section on unsafe code");
+    let section: String = section
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("//!"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let named: Vec<&str> = section
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| s.ends_with(".rs") && !s.starts_with("tests/"))
+        .collect();
+    let mut files = Vec::new();
+    rust_files(&src, &src, &mut files);
+    let mut with_unsafe: Vec<String> = files
+        .into_iter()
+        .filter(|f| f != "lib.rs")
+        .filter(|f| {
+            let text = std::fs::read_to_string(src.join(f)).expect("read a module");
+            let code: String = text
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            ["unsafe {", "unsafe fn", "unsafe impl"]
+                .iter()
+                .any(|k| code.contains(k))
+        })
+        .collect();
+    with_unsafe.sort();
+    let mut named_sorted: Vec<String> = named.iter().map(|s| s.to_string()).collect();
+    named_sorted.sort();
+    named_sorted.dedup();
+    assert_eq!(
+        named_sorted, with_unsafe,
+        "the files lib.rs lists under \"Where `unsafe` lives\" (left) must be the files with \
+         unsafe code (right)"
+    );
 }

@@ -4,20 +4,16 @@
 //! * [`map`] — memfd segments and the only code that maps them into a linear memory;
 //! * [`alloc`] — the window allocator: where windows go in a memory, for a domain replica
 //!   and for a direct-linked server copy alike;
-//! * [`window`] — a replica's window space, unmapping and deferred unmapping;
 //! * [`extent`] — the A-stacks of one procedure as the call path finds them, and where a
-//!   segment is placed;
-//! * [`place`] — a binding's segments placed into the client replica and every server
-//!   replica, out-of-band segments, and revocation's unmapping.
+//!   segment is placed.
+//!
+//! A replica's window space and a binding's placement are records of the domains and
+//! bindings they belong to, so they live in `state` (`state::window`, `state::place`).
 
 pub(crate) mod alloc;
 pub(crate) mod extent;
 pub(crate) mod map;
-pub(crate) mod place;
-pub(crate) mod window;
 
 pub(crate) use alloc::{WindowAlloc, grown_offset};
 pub(crate) use extent::{Extent, MAX_EXTENTS, Placement, ProcStacks, astack, astack_mut, layout};
 pub(crate) use map::{MemoryRange, Segment, page_round};
-pub(crate) use place::{DirectWindow, Mappings, OobKey, UNMAPPED};
-pub(crate) use window::ReplicaWindows;

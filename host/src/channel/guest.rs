@@ -18,11 +18,12 @@
 //! `chan` module); the argument of the module docs of `channel` covers them unchanged.
 
 use super::{CallError, ChannelOptions, ChannelShared, ProcShared};
-use crate::clerk::ExportEntry;
-use crate::domain::{DomainData, Replica};
 use crate::error::Error;
-use crate::kernel::KernelInner;
 use crate::quota::{Account, Charge};
+use crate::slot::Slot;
+use crate::state::clerk::ExportEntry;
+use crate::state::domain::{DomainData, Replica};
+use crate::state::kernel::KernelInner;
 use crate::sync::lock;
 use lrpc_abi::{Status, chan};
 use std::sync::Arc;
@@ -43,11 +44,17 @@ pub(crate) const MAX_WAIT: Duration = Duration::from_millis(100);
 /// handles of the same domain never coincide.
 pub(crate) const HANDLE_BIT: u16 = 0x8000;
 
-/// A guest's channel table entry (indexed by the handle's slot, without [`HANDLE_BIT`]).
-#[derive(Default)]
-pub(crate) struct ChanSlot {
-    pub generation: u32,
-    pub live: Option<GuestChannel>,
+/// The replica's table of channels, indexed by the handle's slot (without [`HANDLE_BIT`]),
+/// empty until the first.
+pub(crate) fn table(data: &DomainData) -> &[Slot<GuestChannel>] {
+    data.features
+        .get::<Vec<Slot<GuestChannel>>>()
+        .map_or(&[], Vec::as_slice)
+}
+
+/// The replica's table of channels, to change.
+pub(crate) fn table_mut(data: &mut DomainData) -> &mut Vec<Slot<GuestChannel>> {
+    data.features.get_or_default()
 }
 
 /// An asynchronous binding held by a guest replica. Dropping it closes the channel (the

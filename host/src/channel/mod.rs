@@ -82,13 +82,13 @@ mod ring;
 #[cfg(feature = "tokio")]
 mod tokio_api;
 
-use crate::clerk::ExportEntry;
-use crate::domain::{Domain, DomainShared};
 use crate::error::{Error, Fault};
-use crate::kernel::{Kernel, KernelInner};
 use crate::quota::Charge;
+use crate::state::clerk::ExportEntry;
+use crate::state::domain::{Domain, DomainShared};
+use crate::state::kernel::{Kernel, KernelInner};
 use crate::sync::lock;
-pub(crate) use guest::{ChanSlot, HANDLE_BIT, MAX_WAIT};
+pub(crate) use guest::{HANDLE_BIT, MAX_WAIT};
 use lrpc_abi::Status;
 use lrpc_lock::TryLock;
 use lrpc_presentation::{Side, SidePresentation};
@@ -238,7 +238,8 @@ impl Processors {
         });
         {
             // The registry through which guests' `channel_bind` finds these processors.
-            let mut all = lock(&kernel.inner.processors);
+            let mut features = lock(&kernel.inner.features);
+            let all = &mut features.get_or_default::<Registry>().0;
             all.retain(|w| w.strong_count() > 0);
             all.push(Arc::downgrade(&shared));
         }
@@ -310,13 +311,20 @@ impl ProcShared {
     /// The live processors registered for `server` (see [`Processors::start`]), the latest
     /// started first.
     pub(crate) fn of(kernel: &KernelInner, server: &Arc<DomainShared>) -> Option<Arc<ProcShared>> {
-        lock(&kernel.processors)
+        lock(&kernel.features)
+            .get::<Registry>()?
+            .0
             .iter()
             .rev()
             .filter_map(Weak::upgrade)
             .find(|p| Arc::ptr_eq(&p.server, server) && !p.stop.load(Ordering::Acquire))
     }
 }
+
+/// Every server's processors (kept in the kernel's feature tables), so that a guest's
+/// `channel_bind` finds the processors of the server it binds to.
+#[derive(Default)]
+struct Registry(Vec<Weak<ProcShared>>);
 
 impl Drop for Processors {
     fn drop(&mut self) {
@@ -688,7 +696,8 @@ impl ChannelShared {
         } else {
             Duration::ZERO
         };
-        let Some((r, mut store)) = crate::domain::pick_replica(&server.replicas, wait) else {
+        let Some((r, mut store)) = crate::state::domain::pick_replica(&server.replicas, wait)
+        else {
             return 0;
         };
         let _busy = processor.then(|| BusyMark::new(&self.procs.busy));
@@ -956,6 +965,12 @@ impl ChannelShared {
     /// memories and gives back its charge. Its pages return to the replicas' window
     /// allocators when the last user of the channel is gone (`Drop`).
     pub(crate) fn close(&self) {
+        crate::state::domain::Close::close(self);
+    }
+}
+
+impl crate::state::domain::Close for ChannelShared {
+    fn close(&self) {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }

@@ -8,7 +8,7 @@
 //!   streams): a domain of the kernel's table with no instance, the server side of the
 //!   bindings core clients make with `lrpc.bind` under the export's name. Such a binding
 //!   has A-stacks and out-of-band segments in the client's memory only; `lrpc.call` on it
-//!   (`imports::mixed`) decodes the request off the A-stack, calls the component's export
+//!   (`imports::translate`) decodes the request off the A-stack, calls the component's export
 //!   under its deadline and encodes the results back. A failed component call is the
 //!   client's call-failed status; terminating the component terminates its faces, which
 //!   revokes their bindings; a restarted component serves the same bindings.
@@ -29,11 +29,11 @@
 use super::codec::{FlatList, FlatParams};
 use super::{ComponentData, ComponentExport, Shared, codec, failed_value, record_failure};
 use crate::astack::page_round;
-use crate::clerk::{Detour, ExportEntry};
-use crate::domain::{DomainData, DomainShared, thread_slot};
 use crate::error::{Error, Fault};
-use crate::kernel::KernelInner;
-use crate::linkage::ReplicaKey;
+use crate::state::clerk::ExportEntry;
+use crate::state::domain::{DomainData, DomainShared, thread_slot};
+use crate::state::kernel::KernelInner;
+use crate::state::linkage::ReplicaKey;
 use crate::sync::lock;
 use lrpc_abi::{Status, header};
 use lrpc_presentation::{InterfacePlan, ProcPlan, Side, SidePresentation, Ty};
@@ -105,7 +105,7 @@ pub(super) fn face(
         entries: Box::new([]),
         deadline: shared.deadline,
         presentation: SidePresentation::default_for(interface, Side::Server),
-        detour: Some(Detour::Component(Target {
+        detour: Some(Box::new(Target {
             server: shared.clone(),
             funcs,
         })),

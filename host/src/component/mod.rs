@@ -77,19 +77,19 @@ mod wasi;
 pub use limits::MeteredLimits;
 pub use wasi::{CapturedOutput, Preopen, Stdio, WasiGrants};
 
-use crate::domain::SETUP_WAIT;
 use crate::error::{Error, Fault, boxed};
-use crate::kernel::{Kernel, KernelInner};
+use crate::state::domain::SETUP_WAIT;
+use crate::state::kernel::{Kernel, KernelInner};
 use crate::sync::{lock, wait_lock};
 use lrpc_abi::Status;
 use lrpc_lock::TryLock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use wasmtime::component::types::{ComponentFunc, ComponentItem, Type};
 use wasmtime::component::{Component, Func, Instance, Linker, ResourceTable, ResourceType, Val};
-use wasmtime::{Config, Engine, Store, StoreLimitsBuilder};
+use wasmtime::{Engine, Store, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 /// Whether `wasm` is a component binary (as opposed to a core module): the preamble's
@@ -202,34 +202,6 @@ fn record_failure(data: &mut ComponentData, interface: &str, function: &str, sta
     });
 }
 
-/// The kernel's component machinery: the fuel-metering engine, made when the first domain
-/// with a fuel limit is created (metering slows every call, so domains without fuel do not
-/// pay for it and run on the kernel's own engine).
-#[derive(Default)]
-pub(crate) struct Host {
-    fueled: OnceLock<Result<Metered, String>>,
-}
-
-/// The fuel-metering engine, ticked by the kernel's ticker.
-struct Metered {
-    engine: Engine,
-}
-
-impl Host {
-    fn metered(&self, ticker: &crate::tick::Ticker) -> Result<&Metered, Error> {
-        self.fueled
-            .get_or_init(|| {
-                let mut c = Config::new();
-                c.epoch_interruption(true).consume_fuel(true);
-                let engine = Engine::new(&c).map_err(|e| format!("{e:#}"))?;
-                ticker.add(engine.clone());
-                Ok(Metered { engine })
-            })
-            .as_ref()
-            .map_err(|e| Error::Engine(e.clone().into()))
-    }
-}
-
 /// An instance of the domain: its Store, the functions it exports, the bindings of its
 /// imports.
 struct Live {
@@ -238,7 +210,7 @@ struct Live {
     /// The typed handles of `funcs` the typed path made (a `TypedFunc<P, R>` each), so that
     /// their types are checked once, not on every call.
     typed: Vec<Option<Box<dyn std::any::Any + Send + Sync>>>,
-    bindings: Vec<Arc<Binding>>,
+    bindings: Vec<Arc<ImportBinding>>,
     /// Imports bound to core domains' exports (mixed pairs).
     to_core: Vec<Arc<mixed::CoreBinding>>,
     /// The instance's number, unique in the process: resource handles into it carry it
@@ -297,10 +269,10 @@ pub(crate) struct Shared {
     deadline: Duration,
     deadline_ticks: u64,
     output: wasi::Output,
-    server_bindings: Mutex<Vec<Weak<Binding>>>,
+    server_bindings: Mutex<Vec<Weak<ImportBinding>>>,
     exports: Mutex<Vec<String>>,
     /// The core faces of its exports (see `mixed`).
-    faces: Mutex<Vec<Arc<crate::domain::DomainShared>>>,
+    faces: Mutex<Vec<Arc<crate::state::domain::DomainShared>>>,
     /// Bytes of linear memory its current Store holds (see `limits`).
     memory: Arc<std::sync::atomic::AtomicUsize>,
 }
@@ -496,7 +468,7 @@ impl Shared {
 }
 
 /// One import of a client domain bound to a server's export: the component Binding Object.
-pub(crate) struct Binding {
+pub(crate) struct ImportBinding {
     interface: String,
     export: String,
     server: Arc<Shared>,
@@ -505,7 +477,7 @@ pub(crate) struct Binding {
     handles: Arc<handles::Handles>,
 }
 
-impl Binding {
+impl ImportBinding {
     fn info(&self) -> ComponentBindingInfo {
         ComponentBindingInfo {
             interface: self.interface.clone(),
@@ -520,7 +492,7 @@ impl Binding {
         self.checked(|server| server.run(idx, params, results))
     }
 
-    /// [`Binding::call`] with static types (see `typed`).
+    /// [`ImportBinding::call`] with static types (see `typed`).
     fn call_typed<P, R>(&self, idx: usize, params: P) -> Result<R, Status>
     where
         P: wasmtime::component::ComponentNamedList + wasmtime::component::Lower + 'static,
@@ -546,7 +518,7 @@ pub(crate) struct ComponentExport {
     /// `(function, type, index into the server's functions)`.
     funcs: Vec<(String, ComponentFunc, usize)>,
     /// What core clients bind to (see `mixed`), when the interface has a plan.
-    face: Option<Arc<crate::clerk::ExportEntry>>,
+    face: Option<Arc<crate::state::clerk::ExportEntry>>,
 }
 
 /// A component domain, as the embedder holds it. Cloning gives another handle to the same
@@ -724,8 +696,7 @@ impl Kernel {
         }
         let inner = &self.inner;
         let (engine, ticks) = if options.limits.fuel.is_some() {
-            let m = inner.components.metered(&inner.ticker)?;
-            (m.engine.clone(), inner.ticks.clone())
+            (inner.fuel_engine()?.clone(), inner.ticks.clone())
         } else {
             (inner.engine.clone(), inner.ticks.clone())
         };
@@ -743,7 +714,7 @@ impl Kernel {
                 .map_or(import.as_str(), |(_, e)| e.as_str());
             let export = inner
                 .clerk
-                .component(export_name)
+                .component::<ComponentExport>(export_name)
                 .ok_or_else(|| unbound(format!("nothing is exported under `{export_name}`")))?;
             if export.interface != *import {
                 return Err(unbound(format!(
@@ -1051,7 +1022,7 @@ fn link_with_handles(
     li: &mut wasmtime::component::LinkerInstance<'_, ComponentData>,
     fname: &str,
     want: &ComponentFunc,
-    binding: &Arc<Binding>,
+    binding: &Arc<ImportBinding>,
     idx: usize,
     handles: &Arc<handles::Handles>,
     interface: &str,
@@ -1092,7 +1063,7 @@ fn link_with_handles(
 }
 
 /// The bindings of a domain's imports: to component domains, and to core domains.
-type Bound = (Vec<Arc<Binding>>, Vec<Arc<mixed::CoreBinding>>);
+type Bound = (Vec<Arc<ImportBinding>>, Vec<Arc<mixed::CoreBinding>>);
 
 /// Binds every non-WASI import of the domain to its server's export, defining each
 /// imported function in `linker` as a call through the binding.
@@ -1124,7 +1095,7 @@ fn bind_imports(
             .iter()
             .find(|(i, _)| i == import)
             .map_or(import, |(_, e)| e.as_str());
-        let Some(export) = kernel.clerk.component(export_name) else {
+        let Some(export) = kernel.clerk.component::<ComponentExport>(export_name) else {
             // A core domain's export: a mixed pair.
             let core = kernel
                 .clerk
@@ -1162,7 +1133,7 @@ fn bind_imports(
             }
         }
         let handles = Arc::new(handles::Handles::new(resources));
-        let binding = Arc::new(Binding {
+        let binding = Arc::new(ImportBinding {
             interface: import.to_string(),
             export: export_name.to_string(),
             server: export.server.clone(),

@@ -16,7 +16,7 @@
 //! list), as the general path does for those types, and is recorded as a failure.
 
 use super::codec::{FlatList, FlatParams};
-use super::{Binding, ComponentData, record_failure};
+use super::{ComponentData, ImportBinding, record_failure};
 use lrpc_abi::Status;
 use std::sync::Arc;
 use wasmtime::component::types::{ComponentFunc, Type};
@@ -191,7 +191,7 @@ pub(super) fn link_view<F: ViewForwarder>(at: Import<'_, '_>, f: F) -> wasmtime:
 
 /// A typed import of a component server's export: the binding and the server's function.
 pub(super) struct ToComponent {
-    pub binding: Arc<Binding>,
+    pub binding: Arc<ImportBinding>,
     pub idx: usize,
     pub function: String,
 }

@@ -8,9 +8,10 @@ use super::{
 };
 use crate::astack::page_round;
 use crate::astack::{Extent, ProcStacks, layout};
-use crate::binding::{Binding, ClientBinding, ClientSlot};
-use crate::domain::DomainData;
 use crate::quota::Charge;
+use crate::slot;
+use crate::state::binding::{Binding, ClientBinding};
+use crate::state::domain::DomainData;
 use crate::sync::lock;
 use lrpc_abi::{Status, desc, handle};
 use lrpc_presentation::{Side, SidePresentation};
@@ -117,23 +118,15 @@ fn bind_inner(caller: &mut Caller<'_, DomainData>, named: Named, out: Place) -> 
     // A component or remote server has no module to link into the client: always the
     // isolated path.
     let direct = combination.transport == lrpc_presentation::Transport::Direct
-        && !matches!(
-            export.detour,
-            Some(crate::clerk::Detour::Component(_) | crate::clerk::Detour::Remote(_))
-        );
+        && !export.detour.as_ref().is_some_and(|d| d.translates());
     let mut flags = if combination.clear_residue {
         desc::FLAG_CLEAR_RESIDUE
     } else {
         0
     };
     // A free slot and the next generation for it.
-    let slot = data
-        .bindings
-        .iter()
-        .position(|s| s.live.is_none() && s.generation < u32::MAX)
-        .unwrap_or(data.bindings.len());
+    let (slot, generation) = slot::vacancy(&data.bindings);
     let slot16 = u16::try_from(slot).map_err(|_| Status::ResourceExhausted)?;
-    let generation = data.bindings.get(slot).map_or(0, |s| s.generation) + 1;
     let raw = handle::pack(key.domain, slot16, generation);
 
     let sizes: Vec<(u32, u32)> = export
@@ -168,7 +161,7 @@ fn bind_inner(caller: &mut Caller<'_, DomainData>, named: Named, out: Place) -> 
         Ok(placed) => placed,
         Err(e) => {
             // Nothing is mapped; revoking returns the charge.
-            binding.revoke_with(crate::binding::RevokeReason::Unbound, None);
+            binding.revoke_with(crate::state::binding::RevokeReason::Unbound, None);
             return Err(status_of(&e));
         }
     };
@@ -179,7 +172,7 @@ fn bind_inner(caller: &mut Caller<'_, DomainData>, named: Named, out: Place) -> 
         match crate::direct::link(caller, &kernel.linker, &export, &segment) {
             Ok(d) => {
                 flags |= desc::FLAG_DIRECT;
-                binding.adopt_direct(crate::astack::DirectWindow {
+                binding.adopt_direct(crate::state::place::DirectWindow {
                     range: d.range,
                     windows: d.windows.clone(),
                     offset: d.offset,
@@ -243,20 +236,14 @@ fn bind_inner(caller: &mut Caller<'_, DomainData>, named: Named, out: Place) -> 
     if export.server.core.terminated.load(Ordering::Acquire) {
         // Lost a race with the server's termination: do not hand out a binding the
         // terminator did not see.
-        binding.revoke_with(crate::binding::RevokeReason::ServerTerminated, None);
+        binding.revoke_with(crate::state::binding::RevokeReason::ServerTerminated, None);
         return Err(Status::ServerTerminated);
     }
-    let data = caller.data_mut();
-    if slot == data.bindings.len() {
-        data.bindings.push(ClientSlot::default());
-    }
-    data.bindings[slot] = ClientSlot {
-        generation,
-        live: Some(ClientBinding {
-            binding,
-            procs: procs.into_boxed_slice(),
-        }),
+    let cb = ClientBinding {
+        binding,
+        procs: procs.into_boxed_slice(),
     };
+    slot::fill(&mut caller.data_mut().bindings, slot, generation, cb);
     write_guest(caller, out.ptr, &bytes)
 }
 
@@ -265,11 +252,8 @@ pub(super) fn unbind(mut caller: Caller<'_, DomainData>, raw: i64) -> HostResult
     let raw = raw as u64;
     let data = caller.data_mut();
     let (owner, slot, generation) = handle::unpack(raw);
-    let ok = owner == data.core.id
-        && data
-            .bindings
-            .get(usize::from(slot))
-            .is_some_and(|s| s.generation == generation && s.live.is_some());
+    let ok =
+        owner == data.core.id && slot::find(&data.bindings, usize::from(slot), generation).is_ok();
     if !ok {
         return Ok(bad_handle(data, raw) as i32);
     }
@@ -278,7 +262,7 @@ pub(super) fn unbind(mut caller: Caller<'_, DomainData>, raw: i64) -> HostResult
         .take()
         .expect("checked above");
     cb.binding
-        .revoke_with(crate::binding::RevokeReason::Unbound, None);
+        .revoke_with(crate::state::binding::RevokeReason::Unbound, None);
     if cb.any_busy() {
         // A call on it is still in flight further down this thread: keep it alive (see
         // `linkage::Pinned`) until that call releases its A-stack.

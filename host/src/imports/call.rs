@@ -9,11 +9,11 @@
 
 use super::{HostResult, flush_own, live_binding};
 use crate::astack;
-use crate::binding::{Binding, ClientBinding};
-use crate::clerk::Detour;
-use crate::domain::DomainData;
 use crate::error::{Fault, Interrupt};
-use crate::linkage::{self, BusyFlag, Pinned, ReplicaKey};
+use crate::state::binding::{Binding, ClientBinding};
+use crate::state::clerk::{Detour, DetourCall, EntryArgs};
+use crate::state::domain::DomainData;
+use crate::state::linkage::{self, BusyFlag, Pinned, ReplicaKey};
 use crate::sync::lock;
 use lrpc_abi::Status;
 use lrpc_lock::Guard;
@@ -78,18 +78,14 @@ pub(super) fn args_in(e: &crate::astack::Extent, local: u32, r: usize, borrow: i
             oob.map_or(0, |o| o.server.get(r).copied().unwrap_or(0)),
         )
     };
-    let oob_cap = oob.map_or(0, |o| o.cap);
-    (
-        base.wrapping_add(local * e.size) as i32,
-        e.size as i32,
-        oob_at as i32,
-        oob_cap as i32,
+    EntryArgs {
+        astack: base.wrapping_add(local * e.size) as i32,
+        astack_cap: e.size as i32,
+        oob: oob_at as i32,
+        oob_cap: oob.map_or(0, |o| o.cap) as i32,
         borrow,
-    )
+    }
 }
-
-/// A server entry's arguments (see `args_in`).
-pub(super) type EntryArgs = (i32, i32, i32, i32, i32);
 
 /// Marks the call's A-stack free again. The binding is in its slot, or in the retired list
 /// if it was unbound while the call was in flight; a retired binding whose last call
@@ -168,7 +164,7 @@ fn resolve_oob(
     args: &EntryArgs,
     ctx: wasmtime::StoreContextMut<'_, DomainData>,
 ) -> Result<i32, Status> {
-    let (at, cap) = (args.2, args.3);
+    let (at, cap) = (args.oob, args.oob_cap);
     if cap == 0 || at as u32 != u32::MAX {
         return Ok(at);
     }
@@ -204,14 +200,14 @@ fn transfer(
     let server = &b.server;
     let deadline = now.saturating_add(b.deadline_ticks);
     if let Some(d) = &b.export.detour {
-        return detoured(caller, client_key, p, proc, deadline, d);
+        return detoured(caller, client_key, p, proc, deadline, &**d);
     }
     // A free replica, starting from this thread's own so that threads do not contend for
     // the same one. The common case is that one being free: the rest is `transfer_contended`.
     let (start, replica) = match &*server.replicas {
         [only] => (0, only),
         all => {
-            let i = crate::domain::thread_slot() % all.len();
+            let i = crate::state::domain::thread_slot() % all.len();
             (i, &all[i])
         }
     };
@@ -239,8 +235,8 @@ fn transfer(
 #[inline(always)]
 fn status_of(
     outcome: Outcome,
-    kernel: &std::sync::Weak<crate::kernel::KernelInner>,
-    server: &crate::domain::DomainShared,
+    kernel: &std::sync::Weak<crate::state::kernel::KernelInner>,
+    server: &crate::state::domain::DomainShared,
 ) -> Status {
     match outcome {
         Ok(Ok(lrpc_abi::ENTRY_OK)) => Status::Ok,
@@ -262,15 +258,15 @@ fn enter(
     deadline: u64,
     mut ctx: wasmtime::StoreContextMut<'_, DomainData>,
 ) -> Outcome {
-    args.2 = resolve_oob(b, (proc, index), i, &args, ctx.as_context_mut())?;
+    args.oob = resolve_oob(b, (proc, index), i, &args, ctx.as_context_mut())?;
     let saved = std::mem::replace(&mut ctx.data_mut().deadline_tick, deadline);
-    let r = b.export.entries[i][proc as usize].call(&mut ctx, args);
+    let r = b.export.entries[i][proc as usize].call(&mut ctx, args.params());
     ctx.data_mut().deadline_tick = saved;
     Ok(r)
 }
 
 /// A call that does not migrate into the server's replicas: to the server's own thread, to a
-/// component domain or to a server on another machine (see `mixed`).
+/// component domain or to a server on another machine (see `translate`).
 #[cold]
 fn detoured(
     caller: &mut Caller<'_, DomainData>,
@@ -278,30 +274,26 @@ fn detoured(
     p: &Prepared,
     proc: u32,
     deadline: u64,
-    detour: &Detour,
+    detour: &dyn Detour,
 ) -> Status {
-    let a = super::mixed::AStack {
-        at: p.client_astack,
-        cap: p.size,
-        proc,
+    let call = DetourCall {
+        client_key,
+        binding: p.binding,
+        client_astack: p.client_astack,
+        size: p.size,
         index: p.index,
+        proc,
+        deadline,
+        first: p.first,
     };
-    match detour {
-        Detour::Mailbox(mailbox) => transfer_message(caller, p, proc, deadline, mailbox),
-        Detour::Component(target) => {
-            super::mixed::to_component(caller, client_key, p.binding, target, &a)
-        }
-        Detour::Remote(target) => {
-            super::mixed::to_remote(caller, client_key, p.binding, &**target, &a)
-        }
-    }
+    detour.call(caller, &call)
 }
 
 /// A server's fault during a call: the server is terminated, the client gets the status.
 #[cold]
 fn server_faulted(
-    kernel: &std::sync::Weak<crate::kernel::KernelInner>,
-    server: &crate::domain::DomainShared,
+    kernel: &std::sync::Weak<crate::state::kernel::KernelInner>,
+    server: &crate::state::domain::DomainShared,
     e: &wasmtime::Error,
 ) -> Status {
     let fault = Fault::classify(e);
@@ -435,27 +427,26 @@ impl RunArgs<'_> {
 
 /// The message-passing path: the `in` segment resolved in the server's replica 0, then the
 /// request sent to the server's thread (`send_message`).
-#[cold]
-fn transfer_message(
-    caller: &mut Caller<'_, DomainData>,
-    p: &Prepared,
-    proc: u32,
-    deadline: u64,
-    mailbox: &crate::mailbox::Mailbox,
-) -> Status {
-    let b = p.binding.get();
-    // Replica 0's arguments, as prepared.
-    let mut args = p.first;
-    let r0 = &b.server.replicas[0];
-    let oob = r0.with_store(b.deadline, |ctx| {
-        resolve_oob(b, (proc, p.index), 0, &args, ctx)
-    });
-    match oob {
-        Ok(Ok(o)) => args.2 = o,
-        Ok(Err(s)) => return s,
-        Err(_) => return Status::ServerBusy,
+impl Detour for crate::mailbox::Mailbox {
+    fn call(&self, caller: &mut Caller<'_, DomainData>, call: &DetourCall) -> Status {
+        let b = call.binding.get();
+        // Replica 0's arguments, as prepared.
+        let mut args = call.first;
+        let r0 = &b.server.replicas[0];
+        let oob = r0.with_store(b.deadline, |ctx| {
+            resolve_oob(b, (call.proc, call.index), 0, &args, ctx)
+        });
+        match oob {
+            Ok(Ok(o)) => args.oob = o,
+            Ok(Err(s)) => return s,
+            Err(_) => return Status::ServerBusy,
+        }
+        send_message(caller, b, self, call, args)
     }
-    send_message(caller, b, mailbox, p, proc, deadline, args)
+
+    fn translates(&self) -> bool {
+        false
+    }
 }
 
 /// The message-passing baseline: copy the A-stack into a message for the server's thread and
@@ -464,9 +455,7 @@ fn send_message(
     caller: &mut Caller<'_, DomainData>,
     b: &Binding,
     mailbox: &crate::mailbox::Mailbox,
-    p: &Prepared,
-    proc: u32,
-    deadline: u64,
+    p: &DetourCall,
     args: EntryArgs,
 ) -> Status {
     use crate::mailbox::{Outcome, Request};
@@ -496,10 +485,10 @@ fn send_message(
             binding,
             client: b.client_key,
             index: p.index,
-            proc: proc as usize,
-            astack: args.0 as u32,
-            rest: (args.1, args.2, args.3, args.4),
-            deadline_tick: deadline,
+            proc: p.proc as usize,
+            astack: args.astack as u32,
+            rest: (args.astack_cap, args.oob, args.oob_cap, args.borrow),
+            deadline_tick: p.deadline,
             wait: b.deadline,
             payload: request,
             state,
@@ -547,7 +536,7 @@ pub(super) struct Detached {
     /// The entry's arguments in each replica of the server (see `args_in`).
     pub args: Vec<EntryArgs>,
     pub deadline_tick: u64,
-    pub kernel: std::sync::Weak<crate::kernel::KernelInner>,
+    pub kernel: std::sync::Weak<crate::state::kernel::KernelInner>,
 }
 
 impl Detached {
@@ -558,7 +547,8 @@ impl Detached {
     pub(super) fn run(&self) -> Status {
         let b = &*self.binding;
         let server = &b.server;
-        let Some((i, mut store)) = crate::domain::pick_replica(&server.replicas, b.deadline) else {
+        let Some((i, mut store)) = crate::state::domain::pick_replica(&server.replicas, b.deadline)
+        else {
             return Status::ServerBusy;
         };
         let Some(&args) = self.args.get(i) else {

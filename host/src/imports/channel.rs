@@ -6,8 +6,8 @@ use super::bind::{Named, Place, bind_with};
 use super::{
     HostResult, answer, bindable, find_export, flush_own, kernel_of, status_of, write_guest,
 };
-use crate::channel::{ChanSlot, HANDLE_BIT, MAX_WAIT, ProcShared};
-use crate::domain::DomainData;
+use crate::channel::{HANDLE_BIT, MAX_WAIT, ProcShared};
+use crate::state::domain::DomainData;
 use lrpc_abi::{Status, chan, handle};
 use std::time::Duration;
 use wasmtime::{AsContextMut, Caller};
@@ -51,17 +51,11 @@ fn bind_inner(
         .replicas
         .get(usize::from(key.replica))
         .ok_or(Status::ResourceExhausted)?;
-    let data = caller.data();
-    let slot = data
-        .channels
-        .iter()
-        .position(|s| s.live.is_none() && s.generation < u32::MAX)
-        .unwrap_or(data.channels.len());
+    let (slot, generation) = crate::slot::vacancy(crate::channel::guest::table(caller.data()));
     let slot16 = u16::try_from(slot)
         .ok()
         .filter(|s| s & HANDLE_BIT == 0)
         .ok_or(Status::QuotaBindings)?;
-    let generation = data.channels.get(slot).map_or(0, |s| s.generation) + 1;
     let raw = handle::pack(key.domain, slot16 | HANDLE_BIT, generation);
     let (gc, mut desc) = crate::channel::guest::bind(
         &kernel,
@@ -75,17 +69,12 @@ fn bind_inner(
     desc.handle = raw;
     {
         let mut book = crate::sync::lock(&client.core.book);
-        book.channels.retain(|w| w.strong_count() > 0);
-        book.channels.push(std::sync::Arc::downgrade(&gc.ch));
+        book.closers.retain(|w| w.strong_count() > 0);
+        let ch: std::sync::Arc<dyn crate::state::domain::Close> = gc.ch.clone();
+        book.closers.push(std::sync::Arc::downgrade(&ch));
     }
-    let data = caller.data_mut();
-    if slot == data.channels.len() {
-        data.channels.push(ChanSlot::default());
-    }
-    data.channels[slot] = ChanSlot {
-        generation,
-        live: Some(gc),
-    };
+    let table = crate::channel::guest::table_mut(caller.data_mut());
+    crate::slot::fill(table, slot, generation, gc);
     write_guest(caller, out.ptr, &desc.encode())
 }
 
@@ -99,10 +88,10 @@ fn channel_slot(data: &DomainData, raw: u64) -> Result<usize, Status> {
         return Err(Status::ForgedBinding);
     }
     let i = usize::from(slot & !HANDLE_BIT);
-    match data.channels.get(i) {
-        Some(s) if s.generation == generation && s.live.is_some() => Ok(i),
-        Some(s) if generation != 0 && generation <= s.generation => Err(Status::StaleBinding),
-        _ => Err(Status::ForgedBinding),
+    match crate::slot::find(crate::channel::guest::table(data), i, generation) {
+        Ok(_) => Ok(i),
+        Err(crate::slot::Miss::Stale) => Err(Status::StaleBinding),
+        Err(crate::slot::Miss::Forged) => Err(Status::ForgedBinding),
     }
 }
 
@@ -116,7 +105,7 @@ pub(super) fn channel_wait(
     flush_own(&caller);
     let data = caller.data_mut();
     let ch = match channel_slot(data, raw as u64) {
-        Ok(i) => match &data.channels[i].live {
+        Ok(i) => match &crate::channel::guest::table(data)[i].live {
             Some(gc) => gc.ch.clone(),
             None => return answer(Err(Status::StaleBinding)),
         },
@@ -134,7 +123,7 @@ pub(super) fn channel_unbind(mut caller: Caller<'_, DomainData>, raw: i64) -> Ho
 fn unbind_inner(caller: &mut Caller<'_, DomainData>, raw: u64) -> Result<(), Status> {
     let key = caller.data().key();
     let i = channel_slot(caller.data(), raw)?;
-    let gc = caller.data_mut().channels[i]
+    let gc = crate::channel::guest::table_mut(caller.data_mut())[i]
         .live
         .take()
         .ok_or(Status::StaleBinding)?;

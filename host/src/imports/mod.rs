@@ -12,17 +12,15 @@
 mod bind;
 mod call;
 mod channel;
-mod mixed;
 mod multi;
 mod oob;
+mod translate;
 
-pub(crate) use multi::MultiCall;
-
-use crate::binding::ClientBinding;
-use crate::clerk::ExportEntry;
-use crate::domain::DomainData;
 use crate::error::Error;
-use crate::kernel::KernelInner;
+use crate::state::binding::ClientBinding;
+use crate::state::clerk::ExportEntry;
+use crate::state::domain::DomainData;
+use crate::state::kernel::KernelInner;
 use crate::sync::lock;
 use lrpc_abi::{Status, handle};
 use std::sync::Arc;
@@ -122,7 +120,7 @@ fn find_export(
         Some(e) => e,
         None if faces => kernel
             .clerk
-            .component(&name)
+            .component::<crate::component::ComponentExport>(&name)
             .and_then(|c| c.face())
             .ok_or(Status::UnknownInterface)?,
         None => return Err(Status::UnknownInterface),
@@ -134,7 +132,7 @@ fn find_export(
 }
 
 /// Whether a domain (`client`) may bind to `server`: not to itself, not to a dead one.
-fn bindable(server: &crate::domain::DomainShared, client: u16) -> Result<(), Status> {
+fn bindable(server: &crate::state::domain::DomainShared, client: u16) -> Result<(), Status> {
     if server.core.id == client {
         return Err(Status::SelfBinding);
     }
@@ -164,9 +162,9 @@ fn status_of(e: &Error) -> Status {
 fn bad_handle(data: &DomainData, raw: u64) -> Status {
     let (owner, slot, generation) = handle::unpack(raw);
     if owner == data.core.id {
-        return match data.bindings.get(usize::from(slot)) {
-            Some(s) if generation != 0 && generation <= s.generation => Status::StaleBinding,
-            _ => Status::ForgedBinding,
+        return match crate::slot::find(&data.bindings, usize::from(slot), generation) {
+            Err(crate::slot::Miss::Forged) => Status::ForgedBinding,
+            _ => Status::StaleBinding,
         };
     }
     // Someone else's handle? Ask the domain it names (a slow path: refusals only).
@@ -202,7 +200,7 @@ fn live_binding(data: &DomainData, raw: u64) -> Result<&ClientBinding, Status> {
         // generation)` of this domain, this slot and the slot's generation (`bind` sets the
         // slot and the binding together and nothing changes either while the slot is live):
         // one compare checks the owner and the generation (the slot picked the entry).
-        Some(s @ crate::binding::ClientSlot { live: Some(cb), .. }) if cb.binding.handle == raw => {
+        Some(s @ crate::slot::Slot { live: Some(cb), .. }) if cb.binding.handle == raw => {
             debug_assert_eq!(
                 raw,
                 handle::pack(data.core.id, slot, s.generation),

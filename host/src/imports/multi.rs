@@ -23,14 +23,13 @@
 //! A-stack are checked as `call` checks them.
 
 use super::call::{self, Detached};
-use super::mixed::{AStack, read_request, write_result};
+use super::translate::{AStack, read_request, write_result};
 use super::{HostResult, live_binding, memory, read_guest, write_guest};
 use crate::astack::Extent;
-use crate::binding::{Binding, ClientBinding};
-use crate::clerk::Detour;
-use crate::domain::DomainData;
 use crate::error::Interrupt;
-use crate::remote::RemoteTarget;
+use crate::state::binding::{Binding, ClientBinding};
+use crate::state::domain::DomainData;
+use crate::transport::RemoteTarget;
 use lrpc_abi::Status;
 use lrpc_abi::multi::{Kind, MAX_MEMBERS, MAX_OPEN, MEMBER_LEN, Member, NEXT_LEN, Next};
 use std::collections::VecDeque;
@@ -94,7 +93,7 @@ fn start(
     }
     let timeout = Duration::from_millis(u64::try_from(timeout_ms).map_err(|_| Status::BadPointer)?);
     let slot = {
-        let open = &caller.data().multis;
+        let open = calls(caller.data());
         match open.iter().position(Option::is_none) {
             Some(i) => i,
             None if open.len() < MAX_OPEN => open.len(),
@@ -150,7 +149,7 @@ fn start(
     for (_, replicas, jobs) in parallel {
         start_helpers(replicas, jobs, &tx);
     }
-    let open = &mut caller.data_mut().multis;
+    let open = calls_mut(caller.data_mut());
     if slot == open.len() {
         open.push(Some(call));
     } else {
@@ -175,15 +174,16 @@ fn route(caller: &mut Caller<'_, DomainData>, m: &Member, proc: i32) -> Result<R
     let data = caller.data();
     let (cb, e, local) = lookup(data, m, proc)?;
     let b = &cb.binding;
-    match &b.export.detour {
-        Some(Detour::Remote(target)) => {
+    let remote = b.export.detour.as_ref().and_then(|d| d.remote());
+    match (&b.export.detour, remote) {
+        (_, Some(target)) => {
             let a = astack_of(m, proc, e, local);
             let (b, target) = (b.clone(), target.clone());
             let pp = b.export.plan.procs.get(a.proc as usize);
             let request = read_request(caller, &b, pp.ok_or(Status::BadProcedure)?, &a)?;
             Ok(Route::Remote(target, request))
         }
-        None if b.server.replicas.len() > 1 => {
+        (None, _) if b.server.replicas.len() > 1 => {
             let busy = e.busy.get(local as usize).ok_or(Status::BadAStack)?;
             if busy.replace(true) {
                 return Err(Status::AStackBusy);
@@ -218,7 +218,7 @@ fn lookup<'a>(
     Ok((cb, e, local))
 }
 
-/// Where the member's A-stack is, as the mixed paths take it.
+/// Where the member's A-stack is, as the translations take it.
 fn astack_of(m: &Member, proc: i32, e: &Extent, local: u32) -> AStack {
     AStack {
         at: m.astack,
@@ -283,7 +283,7 @@ pub(super) fn multi_next(
     let Some(slot) = usize::try_from(id).ok() else {
         return Ok(Status::BadPointer as i32);
     };
-    if caller.data().multis.get(slot).is_none_or(Option::is_none) {
+    if calls(caller.data()).get(slot).is_none_or(Option::is_none) {
         return Ok(Status::BadPointer as i32);
     }
     // Checked before the event is taken: an event that could not be written would be lost.
@@ -297,9 +297,21 @@ pub(super) fn multi_next(
     super::answer(write_guest(&mut caller, next_ptr, &next.encode()))
 }
 
+/// The replica's MultiRPCs under way, indexed by their id (kept in its feature tables).
+fn calls(data: &DomainData) -> &[Option<MultiCall>] {
+    data.features
+        .get::<Vec<Option<MultiCall>>>()
+        .map_or(&[], Vec::as_slice)
+}
+
+/// The replica's MultiRPCs under way, to change.
+fn calls_mut(data: &mut DomainData) -> &mut Vec<Option<MultiCall>> {
+    data.features.get_or_default()
+}
+
 /// The open call in `slot` (checked by the caller).
 fn open<'a>(caller: &'a mut Caller<'_, DomainData>, slot: usize) -> &'a mut MultiCall {
-    caller.data_mut().multis[slot]
+    calls_mut(caller.data_mut())[slot]
         .as_mut()
         .expect("checked by multi_next")
 }
@@ -393,11 +405,8 @@ fn arrived(caller: &mut Caller<'_, DomainData>, slot: usize, a: Arrived) -> Next
 /// busy, like a call's).
 fn release(data: &mut DomainData, m: &Member, proc: i32) {
     let (_, slot, generation) = lrpc_abi::handle::unpack(m.handle);
-    let in_slot = data
-        .bindings
-        .get(usize::from(slot))
-        .filter(|s| s.generation == generation)
-        .and_then(|s| s.live.as_ref())
+    let in_slot = crate::slot::find(&data.bindings, usize::from(slot), generation)
+        .ok()
         .filter(|cb| cb.binding.handle == m.handle);
     let cb = in_slot.or_else(|| data.retired.iter().find(|cb| cb.binding.handle == m.handle));
     if let Some(cb) = cb
@@ -413,7 +422,7 @@ fn release(data: &mut DomainData, m: &Member, proc: i32) {
 pub(super) fn multi_end(mut caller: Caller<'_, DomainData>, id: i32) -> HostResult<i32> {
     let taken = usize::try_from(id)
         .ok()
-        .and_then(|slot| caller.data_mut().multis.get_mut(slot))
+        .and_then(|slot| calls_mut(caller.data_mut()).get_mut(slot))
         .and_then(Option::take);
     let Some(mut call) = taken else {
         return Ok(Status::BadPointer as i32);

@@ -5,11 +5,11 @@
 use super::{HostResult, answer, client_binding, flush_own, kernel_of, status_of, write_guest};
 use crate::astack::astack_mut;
 use crate::astack::page_round;
-use crate::binding::Binding;
-use crate::domain::DomainData;
-use crate::kernel::KernelInner;
-use crate::linkage::{self, ReplicaKey};
 use crate::quota::Charge;
+use crate::state::binding::Binding;
+use crate::state::domain::DomainData;
+use crate::state::kernel::KernelInner;
+use crate::state::linkage::{self, ReplicaKey};
 use lrpc_abi::Status;
 use wasmtime::{AsContextMut, Caller};
 
@@ -29,7 +29,7 @@ fn oob_capacity(min: usize, max: usize) -> Result<usize, Status> {
 /// unmapping) the one it had; `own` is the store of the replica asking.
 fn new_oob(
     binding: &Binding,
-    okey: crate::astack::OobKey,
+    okey: crate::state::place::OobKey,
     min: usize,
     kernel: &KernelInner,
     own: (ReplicaKey, wasmtime::StoreContextMut<'_, DomainData>),
@@ -102,7 +102,7 @@ fn oob_inner(
         let okey = (proc as u32, e.first + index, dir);
         let view = &mut e.oob_in[index as usize];
         let fast = cb.binding.with_oob(okey, |at| {
-            let usable = at.len >= min && at.client != crate::astack::UNMAPPED;
+            let usable = at.len >= min && at.client != crate::state::place::UNMAPPED;
             if usable && dir == lrpc_abi::OOB_IN {
                 view.refresh(at);
             }
@@ -140,7 +140,7 @@ fn refresh_view(
     proc: i32,
     astack: i32,
     binding: &Binding,
-    okey: crate::astack::OobKey,
+    okey: crate::state::place::OobKey,
 ) -> Result<(), Status> {
     let cb = client_binding(caller.data_mut(), raw)?;
     let (e, index) = astack_mut(&mut cb.procs, proc, astack)?;
@@ -162,7 +162,7 @@ pub(super) enum Side {
 #[cold]
 pub(super) fn segment_slow(
     binding: &Binding,
-    okey: crate::astack::OobKey,
+    okey: crate::state::place::OobKey,
     min: usize,
     kernel: &KernelInner,
     (key, side): (ReplicaKey, Side),
@@ -177,7 +177,7 @@ pub(super) fn segment_slow(
         Side::Client => at.client,
         Side::Server => at.server.get(replica).copied().ok_or(Status::NoCall)?,
     };
-    if here != crate::astack::UNMAPPED {
+    if here != crate::state::place::UNMAPPED {
         return Ok((cap, here));
     }
     let mapped = match side {
@@ -220,7 +220,9 @@ fn reply_oob_inner(
     let r = usize::from(me.replica);
     let found = binding.with_oob(okey, |at| (at.len, at.server.get(r).copied()));
     let (cap, here) = match found {
-        Some((cap, Some(here))) if cap >= min && here != crate::astack::UNMAPPED => (cap, here),
+        Some((cap, Some(here))) if cap >= min && here != crate::state::place::UNMAPPED => {
+            (cap, here)
+        }
         _ => segment_slow(binding, okey, min, &kernel, (me, Side::Server), caller)?,
     };
     let rec = lrpc_abi::segment::Segment {

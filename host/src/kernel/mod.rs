@@ -1,195 +1,30 @@
-//! The kernel: the engine, the kernel imports, the clerk, the domain table and the epoch
-//! ticker that enforces deadlines.
+//! The facade: the [`Kernel`]'s methods for core domains, exports, presentations and
+//! termination (component domains' are in `component`, channels' in `channel`), and
+//! running a domain's exports (`domain`).
 
-use crate::clerk::{Clerk, Detour, ExportEntry, ExportOptions};
-use crate::domain::{self, Domain, DomainCore, DomainShared};
+mod domain;
+
 use crate::error::{Error, Quota, boxed};
+use crate::mailbox::Mailbox;
 use crate::quota::{Account, Quotas};
-use crate::remote::RemoteTarget;
+use crate::state::clerk::{Detour, EntryFunc, ExportEntry, ExportOptions, Serving};
+use crate::state::domain::{self as records, Domain, DomainCore, DomainShared, SETUP_WAIT};
+use crate::state::kernel::{Kernel, KernelConfig, KernelInner};
 use crate::sync::lock;
+use crate::transport::{RemoteDetour, RemoteTarget};
 use lrpc_presentation::{InterfacePlan, Side, SidePresentation, Wit, plan::Presentation};
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
-use std::time::Duration;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 use wasmtime::{Config, Engine, Linker, Module};
-
-/// Kernel settings.
-#[derive(Debug, Clone)]
-pub struct KernelConfig {
-    /// Default deadline of a call into a domain (per export overridable).
-    pub deadline: Duration,
-    /// Epoch tick: the resolution of deadlines and of asynchronous termination.
-    pub tick: Duration,
-    /// Largest out-of-band segment one A-stack may get, in bytes.
-    pub max_oob: usize,
-    /// The quotas of every domain that does not set its own
-    /// ([`DomainOptions::quotas`]).
-    pub quotas: Quotas,
-}
-
-impl Default for KernelConfig {
-    fn default() -> Self {
-        KernelConfig {
-            deadline: Duration::from_secs(10),
-            tick: Duration::from_millis(1),
-            max_oob: 64 << 20,
-            quotas: Quotas::default(),
-        }
-    }
-}
 
 /// The WIT packages the kernel knows without being told: the project's `wit/` directory.
 pub const EMBEDDED_WIT: &[(&str, &str)] = &[
-    ("bench.wit", include_str!("../../wit/bench.wit")),
-    ("kv.wit", include_str!("../../wit/kv.wit")),
-    ("test.wit", include_str!("../../wit/test.wit")),
-    ("http.wit", include_str!("../../wit/http.wit")),
+    ("bench.wit", include_str!("../../../wit/bench.wit")),
+    ("kv.wit", include_str!("../../../wit/kv.wit")),
+    ("test.wit", include_str!("../../../wit/test.wit")),
+    ("http.wit", include_str!("../../../wit/http.wit")),
 ];
-
-pub(crate) struct KernelInner {
-    pub engine: Engine,
-    pub linker: Linker<domain::DomainData>,
-    pub config: KernelConfig,
-    pub ticks: Arc<AtomicU64>,
-    pub clerk: Clerk,
-    /// Component domains' machinery (the fuel-metering engine).
-    pub components: crate::component::Host,
-    /// Every server's processors for asynchronous bindings (`channel::Processors`), so that a
-    /// guest's `channel_bind` finds the processors of the server it binds to.
-    pub processors: Mutex<Vec<std::sync::Weak<crate::channel::ProcShared>>>,
-    wit: RwLock<Vec<Wit>>,
-    domains: Mutex<DomainTable>,
-    modules: Mutex<HashMap<u64, Module>>,
-    /// Advances the engines' epochs and counts `ticks`.
-    pub ticker: crate::tick::Ticker,
-}
-
-#[derive(Default)]
-struct DomainTable {
-    slots: Vec<Slot>,
-}
-
-/// One entry of the domain table. A slot is reserved while its domain is being created, so
-/// that two domains created at once on different threads never get the same id (their
-/// replicas' keys would collide, and bindings would be placed in the wrong memory).
-#[derive(Default)]
-enum Slot {
-    #[default]
-    Free,
-    Reserved,
-    Live(Weak<DomainShared>),
-}
-
-impl Slot {
-    fn is_free(&self) -> bool {
-        match self {
-            Slot::Free => true,
-            Slot::Reserved => false,
-            Slot::Live(w) => w.strong_count() == 0,
-        }
-    }
-
-    fn live(&self) -> Option<Arc<DomainShared>> {
-        match self {
-            Slot::Live(w) => w.upgrade(),
-            _ => None,
-        }
-    }
-}
-
-impl KernelInner {
-    /// How many ticks `deadline` spans (rounded up, plus the partial tick running now).
-    pub(crate) fn ticks_for(&self, deadline: Duration) -> u64 {
-        let ticks = deadline
-            .as_nanos()
-            .div_ceil(self.config.tick.as_nanos().max(1))
-            + 1;
-        u64::try_from(ticks).unwrap_or(u64::MAX)
-    }
-
-    /// The tick at which something started now with `deadline` must stop.
-    pub(crate) fn deadline_tick(&self, deadline: Duration) -> u64 {
-        self.ticks
-            .load(Ordering::Relaxed)
-            .saturating_add(self.ticks_for(deadline))
-    }
-
-    /// A live domain by id.
-    pub(crate) fn domain_by_id(&self, id: u16) -> Option<Arc<DomainShared>> {
-        let t = lock(&self.domains);
-        t.slots.get(usize::from(id))?.live()
-    }
-
-    /// Runs `f` on the newest loaded WIT that defines `interface` (the component domains
-    /// check exported and imported functions against it); `None` if no WIT defines it.
-    pub(crate) fn with_wit<R>(&self, interface: &str, f: impl FnOnce(&Wit) -> R) -> Option<R> {
-        let wits = self.wit.read().unwrap_or_else(|e| e.into_inner());
-        wits.iter()
-            .rev()
-            .find(|w| w.interface_names().iter().any(|n| n == interface))
-            .map(f)
-    }
-
-    /// Reserves a free slot of the domain table (until the domain is created or the slot is
-    /// freed again) and returns its id.
-    fn reserve_id(&self) -> Result<u16, Error> {
-        let mut t = lock(&self.domains);
-        let free = t.slots.iter().position(Slot::is_free);
-        let id = free.unwrap_or(t.slots.len());
-        if id > usize::from(u16::MAX) {
-            return Err(Error::TooManyDomains);
-        }
-        if id == t.slots.len() {
-            t.slots.push(Slot::Free);
-        }
-        t.slots[id] = Slot::Reserved;
-        Ok(id as u16)
-    }
-
-    /// The core face of a component domain's export (see `component::mixed`): a domain of
-    /// the table with no replicas, the server side of the bindings core clients make to the
-    /// export. Its book lists those bindings, so that terminating it revokes them.
-    pub(crate) fn face(&self, name: &str) -> Result<Arc<DomainShared>, Error> {
-        // The smallest module: a face has no instance, but a domain has a module.
-        const EMPTY: &[u8] = b"\0asm\x01\0\0\0";
-        let module = Module::new(&self.engine, EMPTY).map_err(|e| Error::Compile {
-            domain: name.to_string(),
-            source: boxed(e),
-        })?;
-        let id = self.reserve_id()?;
-        let core = Arc::new(DomainCore {
-            id,
-            name: name.to_string(),
-            presentations: Vec::new(),
-            terminated: AtomicBool::new(false),
-            book: Mutex::new(Default::default()),
-            account: Arc::new(Account::new(name, self.config.quotas)),
-        });
-        let shared = Arc::new(DomainShared {
-            core,
-            replicas: Box::new([]),
-            module,
-        });
-        lock(&self.domains).slots[usize::from(id)] = Slot::Live(Arc::downgrade(&shared));
-        Ok(shared)
-    }
-
-    pub(crate) fn plan(&self, interface: &str) -> Result<InterfacePlan, Error> {
-        self.plan_with(interface, &Presentation::default())
-    }
-
-    fn plan_with(&self, interface: &str, p: &Presentation) -> Result<InterfacePlan, Error> {
-        let wits = self.wit.read().unwrap_or_else(|e| e.into_inner());
-        for w in wits.iter().rev() {
-            if w.interface_names().iter().any(|n| n == interface) {
-                return Ok(w.interface_with(interface, p)?);
-            }
-        }
-        Err(Error::UnknownInterface(interface.to_string()))
-    }
-}
 
 /// Options for a new domain.
 #[derive(Debug, Clone)]
@@ -212,12 +47,6 @@ impl Default for DomainOptions {
             quotas: None,
         }
     }
-}
-
-/// The LRPC kernel. Cheap to clone; all clones are the same kernel.
-#[derive(Clone)]
-pub struct Kernel {
-    pub(crate) inner: Arc<KernelInner>,
 }
 
 impl Kernel {
@@ -243,21 +72,8 @@ impl Kernel {
         let wit = Wit::load_sources(EMBEDDED_WIT)?;
         let ticker =
             crate::tick::Ticker::start(engine.clone(), config.tick).map_err(Error::Thread)?;
-        let ticks = ticker.ticks();
         Ok(Kernel {
-            inner: Arc::new(KernelInner {
-                engine,
-                linker,
-                config,
-                ticks,
-                clerk: Clerk::default(),
-                components: Default::default(),
-                processors: Mutex::new(Vec::new()),
-                wit: RwLock::new(vec![wit]),
-                domains: Mutex::new(DomainTable::default()),
-                modules: Mutex::new(HashMap::new()),
-                ticker,
-            }),
+            inner: Arc::new(KernelInner::new(engine, linker, config, wit, ticker)),
         })
     }
 
@@ -342,7 +158,7 @@ impl Kernel {
             .iter()
             .find(|p| p.side != Side::Client)
         {
-            lock(&self.inner.domains).slots[usize::from(id)] = Slot::Free;
+            self.inner.free_id(id);
             return Err(Error::Presentation(format!(
                 "{}: a domain's own presentations must be client presentations",
                 p.origin
@@ -358,10 +174,10 @@ impl Kernel {
         });
         let mut replicas = Vec::with_capacity(options.replicas);
         for i in 0..options.replicas {
-            match domain::instantiate(&self.inner, &core, &module, i as u16) {
+            match records::instantiate(&self.inner, &core, &module, i as u16) {
                 Ok(r) => replicas.push(r),
                 Err(e) => {
-                    lock(&self.inner.domains).slots[usize::from(id)] = Slot::Free;
+                    self.inner.free_id(id);
                     return Err(e);
                 }
             }
@@ -371,7 +187,7 @@ impl Kernel {
             replicas: replicas.into_boxed_slice(),
             module,
         });
-        lock(&self.inner.domains).slots[usize::from(id)] = Slot::Live(Arc::downgrade(&shared));
+        self.inner.enter(&shared);
         Ok(Domain {
             shared,
             kernel: Arc::downgrade(&self.inner),
@@ -423,14 +239,22 @@ impl Kernel {
             }
         }
         let plan = self.inner.plan_with(interface, &overrides)?;
-        self.inner.clerk.export(
-            name,
+        let entries = entries_of(&server.shared, &plan)?;
+        let detour: Option<Box<dyn Detour>> = match options.serving {
+            Serving::Migrate => None,
+            Serving::OwnThread => Some(Box::new(
+                Mailbox::start(name, &server.shared, entries[0].to_vec()).map_err(Error::Thread)?,
+            )),
+        };
+        self.inner.clerk.insert(Arc::new(ExportEntry {
+            name: name.to_string(),
             plan,
-            &server.shared,
-            options.deadline.unwrap_or(self.inner.config.deadline),
+            server: server.shared.clone(),
+            entries,
+            deadline: options.deadline.unwrap_or(self.inner.config.deadline),
             presentation,
-            options.serving,
-        )
+            detour,
+        }))
     }
 
     /// Parses a presentation file's text (`origin` names it in messages) and checks it
@@ -480,7 +304,7 @@ impl Kernel {
             entries: Box::new([]),
             deadline: self.inner.config.deadline,
             presentation: SidePresentation::default_for(interface, Side::Server),
-            detour: Some(Detour::Remote(target)),
+            detour: Some(Box::new(RemoteDetour(target))),
         };
         if let Err(e) = self.inner.clerk.insert(Arc::new(entry)) {
             crate::terminate::terminate_shared(&self.inner, &face);
@@ -497,15 +321,38 @@ impl Drop for Kernel {
     fn drop(&mut self) {
         // The last embedder handle: break binding cycles so domains can be freed.
         if Arc::strong_count(&self.inner) == 1 {
-            let domains: Vec<Arc<DomainShared>> = lock(&self.inner.domains)
-                .slots
-                .iter()
-                .filter_map(Slot::live)
-                .collect();
+            let domains: Vec<Arc<DomainShared>> = self.inner.live_domains();
             for d in &domains {
                 crate::terminate::terminate_shared(&self.inner, d);
             }
             self.inner.clerk.clear();
         }
     }
+}
+
+/// Resolves and type-checks the entry of every procedure of `plan` in every replica of
+/// `server` (`entries[replica][proc]`), so that binding needs no further checks of it.
+fn entries_of(
+    server: &DomainShared,
+    plan: &InterfacePlan,
+) -> Result<Box<[Box<[EntryFunc]>]>, Error> {
+    let mut entries = Vec::with_capacity(server.replicas.len());
+    for r in server.replicas.iter() {
+        let mut store = r.wait_store(SETUP_WAIT).ok_or(Error::Busy)?;
+        let mut funcs = Vec::with_capacity(plan.procs.len());
+        for p in &plan.procs {
+            let f = r
+                .instance
+                .get_typed_func::<(i32, i32, i32, i32, i32), i32>(&mut *store, &p.entry)
+                .map_err(|e| Error::NotImplemented {
+                    domain: server.core.name.clone(),
+                    interface: plan.name.clone(),
+                    entry: p.entry.clone(),
+                    source: boxed(e),
+                })?;
+            funcs.push(f);
+        }
+        entries.push(funcs.into_boxed_slice());
+    }
+    Ok(entries.into_boxed_slice())
 }

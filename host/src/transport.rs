@@ -2,10 +2,10 @@
 //! with the clerk like any export, so that a guest binds to it by name and calls it through
 //! its unchanged client stub.
 //!
-//! The binding carries the remote bit: its export's detour is `Detour::Remote`. Its server
+//! The binding carries the remote bit: its export's detour is a [`RemoteDetour`]. Its server
 //! is a *face*, a domain of the kernel's table with no instance (as for a component server's
 //! core face), so the binding's A-stacks are in the client's memory only. `lrpc.call` on it
-//! (`imports::mixed::to_remote`) reads the request off the A-stack as a server stub would —
+//! (`imports::translate::to_remote`) reads the request off the A-stack as a server stub would —
 //! the client may still change it, so it is read once into the kernel's memory — and hands it
 //! to the [`RemoteTarget`] on the calling thread, which waits for the network (the thread
 //! migrates to the other machine, in effect); the result goes back onto the A-stack or into
@@ -80,3 +80,7 @@ static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize:
 
 /// What receives a started remote call's outcome (see [`RemoteTarget::start`]).
 pub type RemoteDone = Box<dyn FnOnce(Result<Vec<u8>, Status>) + Send>;
+
+/// A remote export's way to its server: the transport (the call path's side of it is in
+/// `imports::translate`).
+pub(crate) struct RemoteDetour(pub Arc<dyn RemoteTarget>);

@@ -1,5 +1,5 @@
 //! `lrpc.call` on a binding whose server is not a core domain: a component domain (a mixed
-//! pair, see `component::mixed`) or a server on another machine (see `remote`). The kernel
+//! pair, see `component::mixed`) or a server on another machine (see `transport`). The kernel
 //! is the server's entry stub: it reads the request off the client's A-stack (or its `in`
 //! segment) once. For a component server it decodes the request by the plan into component
 //! values — every length, tag and byte of it untrusted — and calls the component's export
@@ -9,12 +9,13 @@
 
 use super::memory;
 use super::oob::{Side, segment_slow};
-use crate::binding::Binding;
 use crate::component::codec;
 use crate::component::mixed::Target;
-use crate::domain::DomainData;
-use crate::linkage::{self, Pinned, ReplicaKey};
-use crate::remote::RemoteTarget;
+use crate::state::binding::Binding;
+use crate::state::clerk::{Detour, DetourCall};
+use crate::state::domain::DomainData;
+use crate::state::linkage::{self, Pinned, ReplicaKey};
+use crate::transport::{RemoteDetour, RemoteTarget};
 use lrpc_abi::{Status, header};
 use lrpc_presentation::ProcPlan;
 use wasmtime::Caller;
@@ -90,7 +91,7 @@ pub(super) fn to_component(
     write_result(caller, b, pp, a, &reply)
 }
 
-/// Serves one call of a core client on a remote export (see `remote`): the request goes to
+/// Serves one call of a core client on a remote export (see `transport`): the request goes to
 /// the target as the client's stub laid it out; the target's answer is checked only for
 /// fitting, as the client's stub decodes it as untrusted anyway.
 pub(super) fn to_remote(
@@ -148,7 +149,7 @@ pub(super) fn read_request(
             } else {
                 (base + header::LEN, cap.saturating_sub(header::LEN))
             };
-            if len > room || at == crate::astack::UNMAPPED {
+            if len > room || at == crate::state::place::UNMAPPED {
                 return None;
             }
             read(caller, at, len)
@@ -212,4 +213,50 @@ fn write_reply(
     h[..4].copy_from_slice(&flags.to_le_bytes());
     h[4..].copy_from_slice(&len.to_le_bytes());
     mem.write(&mut *caller, base, &h).ok()
+}
+
+/// The A-stack of a detoured call, as the translations read it.
+fn astack_of(call: &DetourCall) -> AStack {
+    AStack {
+        at: call.client_astack,
+        cap: call.size,
+        proc: call.proc,
+        index: call.index,
+    }
+}
+
+impl Detour for Target {
+    fn call(&self, caller: &mut Caller<'_, DomainData>, call: &DetourCall) -> Status {
+        to_component(
+            caller,
+            call.client_key,
+            call.binding,
+            self,
+            &astack_of(call),
+        )
+    }
+
+    fn translates(&self) -> bool {
+        true
+    }
+}
+
+impl Detour for RemoteDetour {
+    fn call(&self, caller: &mut Caller<'_, DomainData>, call: &DetourCall) -> Status {
+        to_remote(
+            caller,
+            call.client_key,
+            call.binding,
+            &*self.0,
+            &astack_of(call),
+        )
+    }
+
+    fn translates(&self) -> bool {
+        true
+    }
+
+    fn remote(&self) -> Option<&std::sync::Arc<dyn RemoteTarget>> {
+        Some(&self.0)
+    }
 }

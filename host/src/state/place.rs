@@ -2,13 +2,13 @@
 //! every server replica (pairwise allocation, LRPC 3.2), the out-of-band segments beside the
 //! A-stacks, and taking them all out again when the binding is revoked.
 
-use super::alloc::WindowAlloc;
-use super::extent::Placement;
-use super::map::{MemoryRange, Segment};
-use crate::binding::Binding;
-use crate::domain::{DomainData, DomainShared};
+use super::binding::Binding;
+use super::domain::{DomainData, DomainShared};
+use super::linkage::ReplicaKey;
+use crate::astack::alloc::WindowAlloc;
+use crate::astack::extent::Placement;
+use crate::astack::map::{MemoryRange, Segment};
 use crate::error::Error;
-use crate::linkage::ReplicaKey;
 use crate::quota::Charge;
 use crate::sync::lock;
 use std::collections::HashMap;
@@ -382,7 +382,7 @@ impl Binding {
 }
 
 /// Takes a window out of a replica's memory and returns its pages to the replica's window
-/// allocator (see [`Replica::unmap_free`](crate::domain::Replica::unmap_free)).
+/// allocator (see [`Replica::unmap_free`](super::domain::Replica::unmap_free)).
 fn unmap_free(domain: &DomainShared, replica: u16, off: usize, len: usize) {
     domain.replicas[usize::from(replica)].unmap_free(off, len);
 }

@@ -12,11 +12,14 @@
 //! A domain whose instance traps is terminated: after a trap the guest's shadow stack
 //! pointer is not restored, so the instance is not trusted to run again.
 
-use crate::astack::{MemoryRange, ReplicaWindows};
-use crate::binding::{Binding, ClientSlot};
-use crate::error::{Error, Fault};
-use crate::kernel::KernelInner;
-use crate::linkage::{self, ReplicaKey};
+use super::binding::{Binding, ClientBinding};
+use super::kernel::KernelInner;
+use super::linkage::{self, ReplicaKey};
+use super::window::ReplicaWindows;
+use crate::astack::MemoryRange;
+use crate::error::Error;
+use crate::ext::Extensions;
+use crate::slot::Slot;
 use crate::sync::lock;
 use lrpc_lock::{Guard, TryLock};
 use std::collections::HashSet;
@@ -37,16 +40,13 @@ pub struct DomainData {
     pub(crate) replica: u16,
     pub(crate) kernel: Weak<KernelInner>,
     /// Bindings this replica holds as client, indexed by handle slot.
-    pub(crate) bindings: Vec<ClientSlot>,
-    /// Direct-linked copies of servers living in this replica's store, by export name.
-    pub(crate) coresident: std::collections::HashMap<String, crate::direct::Coresident>,
+    pub(crate) bindings: Vec<Slot<ClientBinding>>,
     /// Bindings unbound while a call on them was still in flight (see `linkage::Pinned`).
-    pub(crate) retired: Vec<crate::binding::ClientBinding>,
-    /// Asynchronous bindings (URPC channels) this replica holds as client, indexed by the
-    /// handle's slot (see `channel::guest`).
-    pub(crate) channels: Vec<crate::channel::ChanSlot>,
-    /// MultiRPCs under way from this replica, indexed by their id (see `imports::multi`).
-    pub(crate) multis: Vec<Option<crate::imports::MultiCall>>,
+    pub(crate) retired: Vec<super::binding::ClientBinding>,
+    /// The features' tables of this replica: its channels (`channel::guest`), its
+    /// MultiRPCs under way (`imports::multi`), the direct-linked server copies in its store
+    /// (`direct`).
+    pub(crate) features: Extensions,
     /// Ticks of the kernel's default deadline, for calls the embedder makes.
     pub(crate) default_deadline_ticks: u64,
     /// Tick at which the code running now must stop (0: no deadline).
@@ -98,9 +98,15 @@ pub(crate) struct Book {
     pub exports: Vec<String>,
     /// Handles of its live bindings, to tell a foreign handle from a forged one.
     pub handles: HashSet<u64>,
-    /// Asynchronous bindings (URPC channels) its replicas hold as client, closed when it is
-    /// terminated (each replica's table owns them: see `channel::guest`).
-    pub channels: Vec<Weak<crate::channel::ChannelShared>>,
+    /// What closes with it: the asynchronous bindings (URPC channels) its replicas hold as
+    /// client (each replica's table owns them: see `channel::guest`).
+    pub closers: Vec<Weak<dyn Close>>,
+}
+
+/// Something a domain holds that closes when the domain is terminated.
+pub(crate) trait Close: Send + Sync {
+    /// Closes it (idempotent).
+    fn close(&self);
 }
 
 /// One instance of a domain. Aligned to two cache lines so that the locks of neighbouring
@@ -137,7 +143,7 @@ impl Drop for DomainShared {
             all
         };
         for b in bindings {
-            b.revoke_with(crate::binding::RevokeReason::ClientTerminated, Some(self));
+            b.revoke_with(super::binding::RevokeReason::ClientTerminated, Some(self));
         }
     }
 }
@@ -198,10 +204,8 @@ pub(crate) fn instantiate(
         replica,
         kernel: Arc::downgrade(kernel),
         bindings: Vec::new(),
-        coresident: Default::default(),
         retired: Vec::new(),
-        channels: Vec::new(),
-        multis: Vec::new(),
+        features: Extensions::default(),
         default_deadline_ticks: kernel.ticks_for(kernel.config.deadline),
         deadline_tick: kernel.deadline_tick(kernel.config.deadline),
         ticks: kernel.ticks.clone(),
@@ -306,13 +310,6 @@ impl Domain {
     /// Whether the domain has been terminated (by a trap, a deadline or the API).
     pub fn is_terminated(&self) -> bool {
         self.shared.core.terminated.load(Ordering::Acquire)
-    }
-
-    /// Calls the export `name` of the domain's first free replica with the kernel's default
-    /// deadline. A trap terminates the domain and is returned as [`Error::Fault`].
-    pub fn call<P: WasmParams, R: WasmResults>(&self, name: &str, params: P) -> Result<R, Error> {
-        let f = self.func::<P, R>(name)?;
-        f.call(params)
     }
 
     /// Looks up an export once for repeated calls (see [`DomainFunc`]).
@@ -444,13 +441,13 @@ impl Domain {
     }
 
     /// The bindings this domain holds as client.
-    pub fn client_bindings(&self) -> Vec<crate::BindingInfo> {
+    pub fn client_bindings(&self) -> Vec<super::binding::BindingInfo> {
         let book = lock(&self.shared.core.book);
         book.client.iter().map(|b| b.info()).collect()
     }
 
     /// The live bindings to this domain as server.
-    pub fn server_bindings(&self) -> Vec<crate::BindingInfo> {
+    pub fn server_bindings(&self) -> Vec<super::binding::BindingInfo> {
         let book = lock(&self.shared.core.book);
         book.server
             .iter()
@@ -467,38 +464,9 @@ fn lock_or_reenter_size(r: &Replica, wait: Duration) -> Option<usize> {
 
 /// An export of a domain looked up once, to call repeatedly (benchmarks, drivers).
 pub struct DomainFunc<P, R> {
-    domain: Domain,
-    funcs: Vec<TypedFunc<P, R>>,
-    wait: Duration,
-}
-
-impl<P: WasmParams, R: WasmResults> DomainFunc<P, R> {
-    /// Calls the export on the first free replica under the kernel's default deadline.
-    pub fn call(&self, params: P) -> Result<R, Error> {
-        let shared = &self.domain.shared;
-        if shared.core.terminated.load(Ordering::Acquire) {
-            return Err(Error::Fault(Fault::Terminated));
-        }
-        // (`ok_or_else`: an error built on every call would be dropped on every call.)
-        let (i, mut store) =
-            pick_replica(&shared.replicas, self.wait).ok_or_else(|| Error::Busy)?;
-        let data = store.data_mut();
-        data.deadline_tick = data
-            .ticks
-            .load(Ordering::Relaxed)
-            .saturating_add(data.default_deadline_ticks);
-        let result = self.funcs[i].call(&mut *store, params);
-        store.data_mut().deadline_tick = 0;
-        shared.replicas[i].flush_deferred();
-        drop(store);
-        result.map_err(|e| {
-            let fault = Fault::classify(&e);
-            if let Some(kernel) = self.domain.kernel.upgrade() {
-                crate::terminate::terminate_shared(&kernel, shared);
-            }
-            Error::Fault(fault)
-        })
-    }
+    pub(crate) domain: Domain,
+    pub(crate) funcs: Vec<TypedFunc<P, R>>,
+    pub(crate) wait: Duration,
 }
 
 /// Locks the first free replica, starting from one chosen by the calling thread so that

@@ -4,7 +4,7 @@
 //!
 //! A binding's state is split by who touches it:
 //!
-//! * [`ClientSlot`]s live in the client replica's store data. The call path reads them while
+//! * [`ClientBinding`]s live in the client replica's store data (its handle table). The call path reads them while
 //!   it holds that store (it runs inside the client's `lrpc.call` import), so validating a
 //!   handle, a procedure and an A-stack takes no lock: a generation compare and, per extent
 //!   of A-stacks, one range check (A-stacks of an extent are contiguous).
@@ -12,11 +12,12 @@
 //!   flight and the domains' books. It owns the memfd segments and knows where each is mapped,
 //!   so it can be revoked from any thread (termination) without the client's store.
 
-use crate::astack::{DirectWindow, Mappings, ProcStacks};
-use crate::clerk::ExportEntry;
-use crate::domain::DomainShared;
+use super::clerk::ExportEntry;
+use super::domain::DomainShared;
+use super::linkage::ReplicaKey;
+use super::place::{DirectWindow, Mappings};
+use crate::astack::ProcStacks;
 use crate::error::Error;
-use crate::linkage::ReplicaKey;
 use crate::quota::{Account, Charge};
 use crate::sync::lock;
 use lrpc_presentation::Combination;
@@ -39,15 +40,6 @@ pub(crate) enum RevokeReason {
     ServerTerminated,
     /// The client domain was terminated (or dropped).
     ClientTerminated,
-}
-
-/// One client slot of a replica's binding table.
-#[derive(Default)]
-pub(crate) struct ClientSlot {
-    /// Generation of the handle issued for this slot most recently (0: never issued).
-    pub generation: u32,
-    /// The live binding, when the slot is in use.
-    pub live: Option<ClientBinding>,
 }
 
 /// A client's view of one live binding.

@@ -6,18 +6,51 @@
 //! module really has each entry with the right type; binding then needs no further checks
 //! of the server.
 
-use crate::domain::{DomainShared, SETUP_WAIT};
+use super::domain::{DomainData, DomainShared};
+use super::linkage::{Pinned, ReplicaKey};
 use crate::error::Error;
-use crate::mailbox::Mailbox;
 use crate::sync::lock;
+use crate::transport::RemoteTarget;
+use lrpc_abi::Status;
 use lrpc_presentation::{InterfacePlan, SidePresentation};
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
-use wasmtime::TypedFunc;
+use wasmtime::{Caller, TypedFunc};
 
 /// The core type of an entry stub: `(astack, astack_cap, oob, oob_cap, borrow) -> status`.
 pub(crate) type EntryFunc = TypedFunc<(i32, i32, i32, i32, i32), i32>;
+
+/// The arguments of a server's entry stub for one call (see [`EntryFunc`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct EntryArgs {
+    /// The A-stack's address in the server replica.
+    pub astack: i32,
+    /// The A-stack's size.
+    pub astack_cap: i32,
+    /// The `in` out-of-band segment's address in the server replica (`u32::MAX` while it is
+    /// not mapped there yet; 0 when there is none).
+    pub oob: i32,
+    /// The `in` segment's capacity (0: none).
+    pub oob_cap: i32,
+    /// Which `in` arguments the server reads in place (the procedure's borrow mask).
+    pub borrow: i32,
+}
+
+impl EntryArgs {
+    /// The arguments in the order the entry stub takes them.
+    #[inline(always)]
+    pub(crate) fn params(self) -> (i32, i32, i32, i32, i32) {
+        (
+            self.astack,
+            self.astack_cap,
+            self.oob,
+            self.oob_cap,
+            self.borrow,
+        )
+    }
+}
 
 /// How a server domain runs the calls made to it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -56,27 +89,55 @@ pub(crate) struct ExportEntry {
     pub presentation: SidePresentation,
     /// How calls reach the server when they do not migrate into its replicas: `None` on
     /// the call path's common case, so it is one test there.
-    pub detour: Option<Detour>,
+    pub detour: Option<Box<dyn Detour>>,
 }
 
-/// The other ways than migration a call reaches an export's server.
-pub(crate) enum Detour {
-    /// The server thread's queue, when it serves on a thread of its own.
-    Mailbox(Mailbox),
-    /// The component domain behind the export, when `server` is its core face (a mixed
-    /// pair: the kernel translates each call, see `component::mixed`).
-    Component(crate::component::mixed::Target),
-    /// A server on another machine (see `remote`): the kernel hands each call to the
-    /// transport on the calling thread.
-    Remote(Arc<dyn crate::remote::RemoteTarget>),
+/// A call on its way to a server that it does not migrate into (see [`Detour`]).
+pub(crate) struct DetourCall {
+    /// The calling replica.
+    pub client_key: ReplicaKey,
+    /// The binding the call travels on.
+    pub binding: Pinned,
+    /// The A-stack's address in the client replica.
+    pub client_astack: u32,
+    /// The A-stack's size.
+    pub size: u32,
+    /// The A-stack's index among the procedure's.
+    pub index: u32,
+    /// The procedure.
+    pub proc: u32,
+    /// The tick by which the call must be done.
+    pub deadline: u64,
+    /// The entry's arguments in the server's first replica.
+    pub first: EntryArgs,
+}
+
+/// Another way than migration that a call reaches an export's server: the server's own
+/// thread (`mailbox`), the component domain behind a core face (`component::mixed`), or a
+/// server on another machine (`transport`). Each is implemented beside the call path
+/// (`imports`).
+pub(crate) trait Detour: Send + Sync {
+    /// Makes the call from `caller` and says how it went.
+    fn call(&self, caller: &mut Caller<'_, DomainData>, call: &DetourCall) -> Status;
+
+    /// Whether the kernel translates each call for a server that is not a core domain here
+    /// (a component domain or a remote server), rather than running a core entry stub.
+    fn translates(&self) -> bool;
+
+    /// The transport, when the server is on another machine (MultiRPC sends its remote
+    /// members' calls through it at once).
+    fn remote(&self) -> Option<&Arc<dyn RemoteTarget>> {
+        None
+    }
 }
 
 /// The registry.
 #[derive(Default)]
 pub(crate) struct Clerk {
     map: RwLock<HashMap<String, Arc<ExportEntry>>>,
-    /// Interfaces exported by component domains (one namespace with `map`).
-    components: RwLock<HashMap<String, Arc<crate::component::ComponentExport>>>,
+    /// Interfaces exported by component domains (one namespace with `map`), as the
+    /// component module's records.
+    components: RwLock<HashMap<String, Arc<dyn Any + Send + Sync>>>,
 }
 
 impl Clerk {
@@ -107,56 +168,17 @@ impl Clerk {
         v
     }
 
-    /// Registers an export, resolving and type-checking its entries in every replica.
-    pub fn export(
-        &self,
-        name: &str,
-        plan: InterfacePlan,
-        server: &Arc<DomainShared>,
-        deadline: Duration,
-        presentation: SidePresentation,
-        serving: Serving,
-    ) -> Result<(), Error> {
-        let mut entries = Vec::with_capacity(server.replicas.len());
-        for r in server.replicas.iter() {
-            let mut store = r.wait_store(SETUP_WAIT).ok_or(Error::Busy)?;
-            let mut funcs = Vec::with_capacity(plan.procs.len());
-            for p in &plan.procs {
-                let f = r
-                    .instance
-                    .get_typed_func::<(i32, i32, i32, i32, i32), i32>(&mut *store, &p.entry)
-                    .map_err(|e| Error::NotImplemented {
-                        domain: server.core.name.clone(),
-                        interface: plan.name.clone(),
-                        entry: p.entry.clone(),
-                        source: crate::error::boxed(e),
-                    })?;
-                funcs.push(f);
-            }
-            entries.push(funcs.into_boxed_slice());
-        }
-        let detour = match serving {
-            Serving::Migrate => None,
-            Serving::OwnThread => Some(Detour::Mailbox(
-                Mailbox::start(name, server, entries[0].to_vec()).map_err(Error::Thread)?,
-            )),
-        };
-        self.insert(Arc::new(ExportEntry {
-            name: name.to_string(),
-            plan,
-            server: server.clone(),
-            entries: entries.into_boxed_slice(),
-            deadline,
-            presentation,
-            detour,
-        }))
-    }
-
     /// Registers an export under its name, in its server's book so that terminating the
     /// server withdraws it.
     pub fn insert(&self, entry: Arc<ExportEntry>) -> Result<(), Error> {
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
-        if map.contains_key(&entry.name) || self.component(&entry.name).is_some() {
+        if map.contains_key(&entry.name)
+            || self
+                .components
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(&entry.name)
+        {
             return Err(Error::NameTaken(entry.name.clone()));
         }
         lock(&entry.server.core.book)
@@ -175,20 +197,22 @@ impl Clerk {
         }
     }
 
-    /// A component domain's export by name.
-    pub fn component(&self, name: &str) -> Option<Arc<crate::component::ComponentExport>> {
-        self.components
+    /// A component domain's export by name, as the component module registered it.
+    pub fn component<T: Any + Send + Sync>(&self, name: &str) -> Option<Arc<T>> {
+        let entry = self
+            .components
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(name)
-            .cloned()
+            .cloned()?;
+        entry.downcast().ok()
     }
 
     /// Registers a component domain's export under `name`.
     pub fn export_component(
         &self,
         name: &str,
-        entry: Arc<crate::component::ComponentExport>,
+        entry: Arc<dyn Any + Send + Sync>,
     ) -> Result<(), Error> {
         let core = self.map.read().unwrap_or_else(|e| e.into_inner());
         let mut map = self.components.write().unwrap_or_else(|e| e.into_inner());

@@ -23,8 +23,8 @@
     reason = "re-entry borrows a suspended Caller through a raw pointer; argued below"
 )]
 
-use crate::binding::Binding;
-use crate::domain::DomainData;
+use super::binding::Binding;
+use super::domain::DomainData;
 use std::cell::Cell;
 use std::sync::Arc;
 use wasmtime::Caller;

@@ -3,9 +3,9 @@
 //! them back — at once, or, for a client that is running, when it stops (LRPC's revocation
 //! must not hand a running client zeros as an answer).
 
-use super::alloc::{WindowAlloc, grown_offset};
-use super::map::{MemoryRange, WASM_PAGE};
-use crate::domain::{DomainData, Replica};
+use super::domain::{DomainData, Replica};
+use crate::astack::alloc::{WindowAlloc, grown_offset};
+use crate::astack::map::{MemoryRange, WASM_PAGE};
 use crate::error::Error;
 use crate::sync::lock;
 use std::sync::Arc;

@@ -1,0 +1,256 @@
+//! The kernel's own record: the engine and linker, the settings, the domain table, the
+//! clerk's registry, the loaded WIT and the ticker. Behaviour modules reach it through
+//! [`KernelInner`]; the embedder holds it through [`Kernel`], whose methods the facade
+//! (`crate::kernel`) and the feature modules define.
+
+use super::clerk::Clerk;
+use super::domain::{DomainCore, DomainData, DomainShared};
+use crate::error::{Error, boxed};
+use crate::ext::Extensions;
+use crate::quota::{Account, Quotas};
+use crate::sync::lock;
+use lrpc_presentation::{InterfacePlan, Wit, plan::Presentation};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::time::Duration;
+use wasmtime::{Engine, Linker, Module};
+
+/// Kernel settings.
+#[derive(Debug, Clone)]
+pub struct KernelConfig {
+    /// Default deadline of a call into a domain (per export overridable).
+    pub deadline: Duration,
+    /// Epoch tick: the resolution of deadlines and of asynchronous termination.
+    pub tick: Duration,
+    /// Largest out-of-band segment one A-stack may get, in bytes.
+    pub max_oob: usize,
+    /// The quotas of every domain that does not set its own
+    /// ([`DomainOptions::quotas`]).
+    pub quotas: Quotas,
+}
+
+impl Default for KernelConfig {
+    fn default() -> Self {
+        KernelConfig {
+            deadline: Duration::from_secs(10),
+            tick: Duration::from_millis(1),
+            max_oob: 64 << 20,
+            quotas: Quotas::default(),
+        }
+    }
+}
+
+/// The kernel's state, shared by its handles, its domains (weakly) and the kernel imports.
+pub(crate) struct KernelInner {
+    pub engine: Engine,
+    pub linker: Linker<DomainData>,
+    pub config: KernelConfig,
+    pub ticks: Arc<AtomicU64>,
+    pub clerk: Clerk,
+    /// The fuel-metering engine of component domains with a fuel limit, made on first use
+    /// (ticked by `ticker` too).
+    fueled: OnceLock<Result<Engine, String>>,
+    /// The tables features keep for the whole kernel (the channel processors' registry),
+    /// each the feature's own type.
+    pub features: Mutex<Extensions>,
+    pub wit: RwLock<Vec<Wit>>,
+    domains: Mutex<DomainTable>,
+    pub modules: Mutex<HashMap<u64, Module>>,
+    /// Advances the engines' epochs and counts `ticks`.
+    pub ticker: crate::tick::Ticker,
+}
+
+#[derive(Default)]
+struct DomainTable {
+    slots: Vec<Slot>,
+}
+
+/// One entry of the domain table. A slot is reserved while its domain is being created, so
+/// that two domains created at once on different threads never get the same id (their
+/// replicas' keys would collide, and bindings would be placed in the wrong memory).
+#[derive(Default)]
+enum Slot {
+    #[default]
+    Free,
+    Reserved,
+    Live(Weak<DomainShared>),
+}
+
+impl Slot {
+    fn is_free(&self) -> bool {
+        match self {
+            Slot::Free => true,
+            Slot::Reserved => false,
+            Slot::Live(w) => w.strong_count() == 0,
+        }
+    }
+
+    fn live(&self) -> Option<Arc<DomainShared>> {
+        match self {
+            Slot::Live(w) => w.upgrade(),
+            _ => None,
+        }
+    }
+}
+
+impl KernelInner {
+    /// A kernel's record around `engine` and `linker`, with no domains yet.
+    pub(crate) fn new(
+        engine: Engine,
+        linker: Linker<DomainData>,
+        config: KernelConfig,
+        wit: Wit,
+        ticker: crate::tick::Ticker,
+    ) -> KernelInner {
+        KernelInner {
+            engine,
+            linker,
+            config,
+            ticks: ticker.ticks(),
+            clerk: Clerk::default(),
+            fueled: OnceLock::new(),
+            features: Mutex::new(Extensions::default()),
+            wit: RwLock::new(vec![wit]),
+            domains: Mutex::new(DomainTable::default()),
+            modules: Mutex::new(HashMap::new()),
+            ticker,
+        }
+    }
+
+    /// The fuel-metering engine (made and added to the ticker on first use).
+    pub(crate) fn fuel_engine(&self) -> Result<&Engine, Error> {
+        self.fueled
+            .get_or_init(|| {
+                let mut c = wasmtime::Config::new();
+                c.epoch_interruption(true).consume_fuel(true);
+                let engine = Engine::new(&c).map_err(|e| format!("{e:#}"))?;
+                self.ticker.add(engine.clone());
+                Ok(engine)
+            })
+            .as_ref()
+            .map_err(|e| Error::Engine(e.clone().into()))
+    }
+
+    /// Gives a reserved id back (its domain was not created).
+    pub(crate) fn free_id(&self, id: u16) {
+        lock(&self.domains).slots[usize::from(id)] = Slot::Free;
+    }
+
+    /// Enters a created domain under its reserved id.
+    pub(crate) fn enter(&self, shared: &Arc<DomainShared>) {
+        lock(&self.domains).slots[usize::from(shared.core.id)] = Slot::Live(Arc::downgrade(shared));
+    }
+
+    /// Every live domain.
+    pub(crate) fn live_domains(&self) -> Vec<Arc<DomainShared>> {
+        lock(&self.domains)
+            .slots
+            .iter()
+            .filter_map(Slot::live)
+            .collect()
+    }
+
+    /// How many ticks `deadline` spans (rounded up, plus the partial tick running now).
+    pub(crate) fn ticks_for(&self, deadline: Duration) -> u64 {
+        let ticks = deadline
+            .as_nanos()
+            .div_ceil(self.config.tick.as_nanos().max(1))
+            + 1;
+        u64::try_from(ticks).unwrap_or(u64::MAX)
+    }
+
+    /// The tick at which something started now with `deadline` must stop.
+    pub(crate) fn deadline_tick(&self, deadline: Duration) -> u64 {
+        self.ticks
+            .load(Ordering::Relaxed)
+            .saturating_add(self.ticks_for(deadline))
+    }
+
+    /// A live domain by id.
+    pub(crate) fn domain_by_id(&self, id: u16) -> Option<Arc<DomainShared>> {
+        let t = lock(&self.domains);
+        t.slots.get(usize::from(id))?.live()
+    }
+
+    /// Runs `f` on the newest loaded WIT that defines `interface` (the component domains
+    /// check exported and imported functions against it); `None` if no WIT defines it.
+    pub(crate) fn with_wit<R>(&self, interface: &str, f: impl FnOnce(&Wit) -> R) -> Option<R> {
+        let wits = self.wit.read().unwrap_or_else(|e| e.into_inner());
+        wits.iter()
+            .rev()
+            .find(|w| w.interface_names().iter().any(|n| n == interface))
+            .map(f)
+    }
+
+    /// Reserves a free slot of the domain table (until the domain is created or the slot is
+    /// freed again) and returns its id.
+    pub(crate) fn reserve_id(&self) -> Result<u16, Error> {
+        let mut t = lock(&self.domains);
+        let free = t.slots.iter().position(Slot::is_free);
+        let id = free.unwrap_or(t.slots.len());
+        if id > usize::from(u16::MAX) {
+            return Err(Error::TooManyDomains);
+        }
+        if id == t.slots.len() {
+            t.slots.push(Slot::Free);
+        }
+        t.slots[id] = Slot::Reserved;
+        Ok(id as u16)
+    }
+
+    /// The core face of a component domain's export (see `component::mixed`): a domain of
+    /// the table with no replicas, the server side of the bindings core clients make to the
+    /// export. Its book lists those bindings, so that terminating it revokes them.
+    pub(crate) fn face(&self, name: &str) -> Result<Arc<DomainShared>, Error> {
+        // The smallest module: a face has no instance, but a domain has a module.
+        const EMPTY: &[u8] = b"\0asm\x01\0\0\0";
+        let module = Module::new(&self.engine, EMPTY).map_err(|e| Error::Compile {
+            domain: name.to_string(),
+            source: boxed(e),
+        })?;
+        let id = self.reserve_id()?;
+        let core = Arc::new(DomainCore {
+            id,
+            name: name.to_string(),
+            presentations: Vec::new(),
+            terminated: AtomicBool::new(false),
+            book: Mutex::new(Default::default()),
+            account: Arc::new(Account::new(name, self.config.quotas)),
+        });
+        let shared = Arc::new(DomainShared {
+            core,
+            replicas: Box::new([]),
+            module,
+        });
+        self.enter(&shared);
+        Ok(shared)
+    }
+
+    pub(crate) fn plan(&self, interface: &str) -> Result<InterfacePlan, Error> {
+        self.plan_with(interface, &Presentation::default())
+    }
+
+    pub(crate) fn plan_with(
+        &self,
+        interface: &str,
+        p: &Presentation,
+    ) -> Result<InterfacePlan, Error> {
+        let wits = self.wit.read().unwrap_or_else(|e| e.into_inner());
+        for w in wits.iter().rev() {
+            if w.interface_names().iter().any(|n| n == interface) {
+                return Ok(w.interface_with(interface, p)?);
+            }
+        }
+        Err(Error::UnknownInterface(interface.to_string()))
+    }
+}
+
+/// The LRPC kernel. Cheap to clone; all clones are the same kernel.
+///
+/// Its methods are the facade's (`crate::kernel`) and the feature modules' (component
+/// domains, channels); the type lives here so that they can name it from below the facade.
+#[derive(Clone)]
+pub struct Kernel {
+    pub(crate) inner: Arc<KernelInner>,
+}
