@@ -240,17 +240,17 @@ impl Peer for HostLinked {
 /// `lrpc:bench/bench` bound by the clerk to the server's export, each call checked against
 /// its Binding Object and run on the calling thread in the server's Store.
 pub struct KernelLinked {
-    client: lrpc::ComponentDomain,
+    client: lrpc_kernel::ComponentDomain,
     _server: Box<dyn std::any::Any>,
-    _kernel: lrpc::Kernel,
+    _kernel: lrpc_kernel::Kernel,
 }
 
 impl KernelLinked {
     /// Creates both domains on a new kernel and binds the client to the server.
-    pub fn new() -> Result<KernelLinked, lrpc::Error> {
-        let kernel = lrpc::Kernel::new()?;
+    pub fn new() -> Result<KernelLinked, lrpc_kernel::Error> {
+        let kernel = lrpc_kernel::Kernel::new()?;
         let server = kernel.component("bench-server", SERVER, Default::default())?;
-        kernel.export_component(&server, BENCH)?;
+        kernel.export(&server, BENCH)?;
         let client = kernel.component("bench-client", CLIENT, Default::default())?;
         Ok(KernelLinked {
             client,
@@ -262,8 +262,8 @@ impl KernelLinked {
     /// A mixed pair: the same client component, its import bound by the clerk to the core
     /// bench server's export (the kernel encodes each call onto an A-stack of its own in the
     /// server's memory and decodes the results).
-    pub fn to_astack() -> Result<KernelLinked, lrpc::Error> {
-        let kernel = lrpc::Kernel::new()?;
+    pub fn to_astack() -> Result<KernelLinked, lrpc_kernel::Error> {
+        let kernel = lrpc_kernel::Kernel::new()?;
         let server = kernel.domain("bench-server", lrpc_artifacts::BENCH_SERVER)?;
         kernel.export(&server, BENCH)?;
         let client = kernel.component("bench-client", CLIENT, Default::default())?;

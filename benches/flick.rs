@@ -4,7 +4,7 @@
 //! 3 × 3 trust matrix).
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use lrpc::Serving;
+use lrpc_kernel::Serving;
 use std::time::{Duration, Instant};
 
 fn client_text(trust: &str, trashable: bool) -> String {

@@ -14,7 +14,7 @@
 //! Calls are driven by loops inside the client guest, so a sample measures `iters` calls
 //! plus one host→client entry; criterion divides by `iters`.
 
-use lrpc::{Domain, DomainOptions, Kernel};
+use lrpc_kernel::{Domain, DomainOptions, Kernel};
 
 pub mod components;
 pub mod urpc;
@@ -27,20 +27,17 @@ pub mod pb {
 
 /// A kernel with a bench server (`replicas` instances) and a bound bench client.
 pub fn setup(replicas: usize) -> (Kernel, Domain, Domain) {
-    setup_with(replicas, lrpc::Serving::Migrate)
+    setup_with(replicas, lrpc_kernel::Serving::Migrate)
 }
 
 /// Like [`setup`], with the server run as `serving` says.
-pub fn setup_with(replicas: usize, serving: lrpc::Serving) -> (Kernel, Domain, Domain) {
+pub fn setup_with(replicas: usize, serving: lrpc_kernel::Serving) -> (Kernel, Domain, Domain) {
     let kernel = Kernel::new().expect("kernel");
     let server = kernel
         .domain_with(
             "bench-server",
             lrpc_artifacts::BENCH_SERVER,
-            DomainOptions {
-                replicas,
-                ..Default::default()
-            },
+            DomainOptions::default().with_replicas(replicas),
         )
         .expect("server");
     kernel
@@ -48,10 +45,7 @@ pub fn setup_with(replicas: usize, serving: lrpc::Serving) -> (Kernel, Domain, D
             &server,
             "lrpc:bench/bench",
             "lrpc:bench/bench",
-            lrpc::ExportOptions {
-                serving,
-                ..Default::default()
-            },
+            lrpc_kernel::ExportOptions::default().with_serving(serving),
         )
         .expect("export");
     let client = new_client(&kernel, "bench-client");
@@ -162,7 +156,7 @@ impl CrossStore {
 /// The kernel's isolated path without the client stub: the `hostile` guest (which speaks
 /// the raw ABI) bound to the bench server, calling `lrpc.call` on one A-stack in a loop.
 pub struct RawCall {
-    f: lrpc::DomainFunc<(i64, i32, i32, i32), i32>,
+    f: lrpc_kernel::domain::DomainFunc<(i64, i32, i32, i32), i32>,
     handle: i64,
     astack: i32,
     _kernel: Kernel,
@@ -276,7 +270,7 @@ pub fn pair(
     server_wasm: &[u8],
     client: Option<String>,
     server: Option<String>,
-    serving: lrpc::Serving,
+    serving: lrpc_kernel::Serving,
 ) -> (Kernel, Domain) {
     let kernel = Kernel::new().expect("kernel");
     let s = kernel.domain("bench-server", server_wasm).expect("server");
@@ -290,11 +284,9 @@ pub fn pair(
             &s,
             "lrpc:bench/bench",
             "lrpc:bench/bench",
-            lrpc::ExportOptions {
-                presentation: sp,
-                serving,
-                ..Default::default()
-            },
+            lrpc_kernel::ExportOptions::default()
+                .with_presentation(sp)
+                .with_serving(serving),
         )
         .expect("export");
     let presentations = client
@@ -310,10 +302,7 @@ pub fn pair(
         .domain_with(
             "bench-client",
             client_wasm,
-            DomainOptions {
-                presentations,
-                ..Default::default()
-            },
+            DomainOptions::default().with_presentations(presentations),
         )
         .expect("client");
     assert_eq!(c.call::<(), i32>("bind", ()).expect("bind"), 0);
@@ -336,7 +325,7 @@ pub fn direct_borrow_pair() -> (Kernel, Domain) {
             "none",
             "[function.big-in]\nin.data = \"preserved\"\n",
         )),
-        lrpc::Serving::Migrate,
+        lrpc_kernel::Serving::Migrate,
     )
 }
 
@@ -491,10 +480,10 @@ impl Peer for GrpcPeer {
 /// A bound bench client domain (and what keeps it alive) as a [`Peer`]: the isolated path,
 /// the direct-linked path or message passing, as its kernel and presentations say.
 pub struct Lrpc {
-    null: lrpc::DomainFunc<(i32,), i32>,
-    add: lrpc::DomainFunc<(i32,), i64>,
-    big_in: lrpc::DomainFunc<(i32, i32), i64>,
-    big_in_out: lrpc::DomainFunc<(i32, i32), i32>,
+    null: lrpc_kernel::domain::DomainFunc<(i32,), i32>,
+    add: lrpc_kernel::domain::DomainFunc<(i32,), i64>,
+    big_in: lrpc_kernel::domain::DomainFunc<(i32, i32), i64>,
+    big_in_out: lrpc_kernel::domain::DomainFunc<(i32, i32), i32>,
     _kernel: Kernel,
 }
 
@@ -533,7 +522,7 @@ pub type MakePeer = Box<dyn Fn() -> Box<dyn Peer>>;
 /// (so that only the peer being measured is alive: idle peers' threads would disturb it) and
 /// a scale for how many calls a timing round makes (relative to the isolated path).
 pub fn peers(grpc_exe: &std::path::Path) -> Vec<(&'static str, MakePeer, f64)> {
-    fn lrpc_peer(client: Option<String>, serving: lrpc::Serving) -> MakePeer {
+    fn lrpc_peer(client: Option<String>, serving: lrpc_kernel::Serving) -> MakePeer {
         Box::new(move || {
             let (kernel, c) = pair(
                 lrpc_artifacts::BENCH_CLIENT,
@@ -566,12 +555,16 @@ pub fn peers(grpc_exe: &std::path::Path) -> Vec<(&'static str, MakePeer, f64)> {
     }
     let grpc_exe = grpc_exe.to_path_buf();
     vec![
-        ("isolated", lrpc_peer(None, lrpc::Serving::Migrate), 1.0),
+        (
+            "isolated",
+            lrpc_peer(None, lrpc_kernel::Serving::Migrate),
+            1.0,
+        ),
         (
             "direct",
             lrpc_peer(
                 Some(presentation_text("client", "leaky+unprotected", "")),
-                lrpc::Serving::Migrate,
+                lrpc_kernel::Serving::Migrate,
             ),
             4.0,
         ),
@@ -611,9 +604,7 @@ pub fn peers(grpc_exe: &std::path::Path) -> Vec<(&'static str, MakePeer, f64)> {
                 let server = kernel
                     .component("bench-server", components::SERVER, Default::default())
                     .expect("server component");
-                kernel
-                    .export_component(&server, "lrpc:bench/bench")
-                    .expect("export");
+                kernel.export(&server, "lrpc:bench/bench").expect("export");
                 let client = kernel
                     .domain("bench-client", lrpc_artifacts::BENCH_CLIENT)
                     .expect("client");
@@ -639,7 +630,7 @@ pub fn peers(grpc_exe: &std::path::Path) -> Vec<(&'static str, MakePeer, f64)> {
         ),
         (
             "message-passing",
-            lrpc_peer(None, lrpc::Serving::OwnThread),
+            lrpc_peer(None, lrpc_kernel::Serving::OwnThread),
             0.01,
         ),
         (

@@ -123,7 +123,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let kernel = lrpc::Kernel::new().expect("kernel");
+    let kernel = lrpc_kernel::Kernel::new().expect("kernel");
     let plan = Arc::new(kernel.interface(BENCH).expect("the bench interface"));
     let proc = |name: &str| {
         plan.procs

@@ -6,7 +6,7 @@
 //! seven rounds of many calls made inside the client guest (one host→guest entry per round).
 //! Every peer's results are checked once before it is timed.
 
-use lrpc::{Domain, Serving};
+use lrpc_kernel::{Domain, Serving};
 
 mod plots;
 use std::collections::BTreeMap;
@@ -130,7 +130,7 @@ fn main() {
     // two components linked by the host, interleaved (the target's two peers).
     {
         use lrpc_benches::Peer as _;
-        let kernel = lrpc::Kernel::new().expect("kernel");
+        let kernel = lrpc_kernel::Kernel::new().expect("kernel");
         let mut host = lrpc_benches::components::HostLinked::new(kernel.engine())
             .expect("host-linked components");
         let mut through = lrpc_benches::components::KernelLinked::new().expect("component domains");
@@ -703,7 +703,7 @@ fn main() {
     );
     let _ = writeln!(
         md,
-        "Null calls over an asynchronous binding (`lrpc::channel`): T user-level threads on \
+        "Null calls over an asynchronous binding (`lrpc_kernel::channel`): T user-level threads on \
          C = 1 client processor (the bench thread, polling its channel when nothing is \
          runnable), S server processors (S = 0: the client processor runs the server's loop). \
          Latency: the time one thread waits per call; throughput: all threads' calls per \

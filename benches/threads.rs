@@ -11,8 +11,8 @@ fn threads(c: &mut Criterion) {
     g.warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3));
     for (mode, serving) in [
-        ("isolated", lrpc::Serving::Migrate),
-        ("message-passing", lrpc::Serving::OwnThread),
+        ("isolated", lrpc_kernel::Serving::Migrate),
+        ("message-passing", lrpc_kernel::Serving::OwnThread),
     ] {
         for n in [1usize, 2] {
             bench_threads(&mut g, mode, serving, n);
@@ -24,7 +24,7 @@ fn threads(c: &mut Criterion) {
 fn bench_threads(
     g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     mode: &str,
-    serving: lrpc::Serving,
+    serving: lrpc_kernel::Serving,
     n: usize,
 ) {
     {

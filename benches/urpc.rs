@@ -6,12 +6,12 @@
 //! multiplexed by a small round-robin executor (each "thread" is a pending [`Call`]; the
 //! executor polls the channel with [`Call::try_take`] when it has nothing else to run, as
 //! URPC's user-level scheduler does; a thread whose call returned makes its next call). The server's S processors are the
-//! kernel's (`lrpc::channel::Processors`); with S = 0 the client processor runs the server's
+//! kernel's (`lrpc_kernel::channel::Processors`); with S = 0 the client processor runs the server's
 //! loop when it has nothing runnable (processor donation). Latency is the time one thread
 //! waits per call (elapsed / calls per thread), throughput all threads' calls per second.
 
-use lrpc::channel::{AsyncBinding, Call, ChannelOptions, Processors};
-use lrpc::{Domain, Kernel};
+use lrpc_kernel::channel::{AsyncBinding, Call, ChannelOptions, Processors};
+use lrpc_kernel::{Domain, Kernel};
 use std::time::Instant;
 
 /// One point of Figs. 3 and 4.

@@ -43,7 +43,7 @@ fn main() {
                 lrpc_artifacts::BENCH_SERVER,
                 None,
                 None,
-                lrpc::Serving::Migrate,
+                lrpc_kernel::Serving::Migrate,
             );
             let mut peer = lrpc_benches::Lrpc::new(kernel, &client);
             match case.as_str() {
@@ -53,7 +53,7 @@ fn main() {
             }
         }
         "component-host" => {
-            let kernel = lrpc::Kernel::new().expect("kernel");
+            let kernel = lrpc_kernel::Kernel::new().expect("kernel");
             let mut peer = lrpc_benches::components::HostLinked::new(kernel.engine())
                 .expect("host-linked components");
             peer.null(n)
@@ -62,7 +62,7 @@ fn main() {
             .expect("component domains")
             .null(n),
         "component-host-big-in" => {
-            let kernel = lrpc::Kernel::new().expect("kernel");
+            let kernel = lrpc_kernel::Kernel::new().expect("kernel");
             let mut peer = lrpc_benches::components::HostLinked::new(kernel.engine())
                 .expect("host-linked components");
             peer.big_in(size, n).min(0)
@@ -74,7 +74,7 @@ fn main() {
         "component-null-timed" => {
             // Times the two component Null peers in alternating rounds and prints their
             // medians (ns per call), as the report's `component-null/interleaved` rows do.
-            let kernel = lrpc::Kernel::new().expect("kernel");
+            let kernel = lrpc_kernel::Kernel::new().expect("kernel");
             let mut host = lrpc_benches::components::HostLinked::new(kernel.engine())
                 .expect("host-linked components");
             let mut through =

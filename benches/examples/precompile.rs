@@ -19,7 +19,8 @@ fn main() -> anyhow::Result<()> {
     let (Some(input), Some(output)) = (args.next(), args.next()) else {
         anyhow::bail!("usage: precompile GUEST.wasm OUTPUT.cwasm");
     };
-    let kernel = lrpc::Kernel::new().map_err(|e| anyhow::anyhow!("starting a kernel: {e}"))?;
+    let kernel =
+        lrpc_kernel::Kernel::new().map_err(|e| anyhow::anyhow!("starting a kernel: {e}"))?;
     let wasm = std::fs::read(&input).with_context(|| format!("reading {input}"))?;
     let compiled = kernel
         .engine()

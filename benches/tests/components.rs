@@ -6,7 +6,7 @@ use lrpc_benches::{Peer, big_in_answer, check};
 
 #[test]
 fn the_fused_composition_answers_every_procedure_correctly() {
-    let kernel = lrpc::Kernel::new().unwrap();
+    let kernel = lrpc_kernel::Kernel::new().unwrap();
     let mut peer = Fused::new(kernel.engine()).expect("the composed component instantiates");
     check(&mut peer, "fused");
     assert_eq!(peer.big_in(65536, 1), big_in_answer(65536));
@@ -16,7 +16,7 @@ fn the_fused_composition_answers_every_procedure_correctly() {
 
 #[test]
 fn the_host_linked_components_answer_every_procedure_correctly() {
-    let kernel = lrpc::Kernel::new().unwrap();
+    let kernel = lrpc_kernel::Kernel::new().unwrap();
     let mut peer = HostLinked::new(kernel.engine()).expect("both components instantiate");
     check(&mut peer, "host-linked");
     assert_eq!(peer.big_in(65536, 1), big_in_answer(65536));
@@ -24,7 +24,7 @@ fn the_host_linked_components_answer_every_procedure_correctly() {
 
 #[test]
 fn the_server_component_computes_on_the_bytes_it_is_given() {
-    let kernel = lrpc::Kernel::new().unwrap();
+    let kernel = lrpc_kernel::Kernel::new().unwrap();
     let mut server = ComponentServer::new(kernel.engine()).unwrap();
     server.null().unwrap();
     assert_eq!(server.add(40, 2).unwrap(), 42);
@@ -44,7 +44,7 @@ fn the_server_component_computes_on_the_bytes_it_is_given() {
 fn the_composition_links_the_client_to_the_server_inside_one_component() {
     // The composed component imports nothing: the client's `lrpc:bench/bench` import is
     // satisfied by the server instance inside it. The client alone does import it.
-    let kernel = lrpc::Kernel::new().unwrap();
+    let kernel = lrpc_kernel::Kernel::new().unwrap();
     let engine = kernel.engine();
     let composed =
         wasmtime::component::Component::new(engine, lrpc_benches::components::COMPOSED).unwrap();

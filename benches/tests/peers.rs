@@ -39,7 +39,7 @@ fn every_peer_answers_every_procedure_correctly() {
 
 #[test]
 fn the_floors_under_an_isolated_call_run() {
-    let kernel = lrpc::Kernel::new().unwrap();
+    let kernel = lrpc_kernel::Kernel::new().unwrap();
     let mut cross = lrpc_benches::CrossStore::new(&kernel);
     assert_eq!(cross.run(100), 0);
     let mut raw = lrpc_benches::RawCall::new();

@@ -34,7 +34,7 @@ pub fn repo_root() -> PathBuf {
 /// The project's WIT: `wit/` plus the kitchen-sink interface of the stub compiler's tests,
 /// as `(file name, text)` pairs.
 pub fn project_wit() -> Vec<(&'static str, &'static str)> {
-    let mut v: Vec<(&str, &str)> = lrpc::EMBEDDED_WIT.to_vec();
+    let mut v: Vec<(&str, &str)> = lrpc_kernel::domain::EMBEDDED_WIT.to_vec();
     v.push((
         "kitchen.wit",
         include_str!("../../presentation/tests/wit/kitchen.wit"),

@@ -10,7 +10,7 @@
 //! first, and may terminate the server while they run.
 
 use arbitrary::Arbitrary;
-use lrpc::{Domain, Kernel};
+use lrpc_kernel::{Domain, Kernel};
 use lrpc_artifacts as artifacts;
 use lrpc_abi::Status;
 use std::sync::OnceLock;

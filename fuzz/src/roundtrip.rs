@@ -27,7 +27,7 @@
 //! function of its arguments: the client must receive exactly that (lrpc side only).
 
 use arbitrary::Arbitrary;
-use lrpc::{Domain, DomainOptions, Kernel};
+use lrpc_kernel::{Domain, DomainOptions, Kernel};
 use std::sync::OnceLock;
 use wasmtime::component::{Component, Linker, Val};
 use wasmtime::{Config, Engine, Store};
@@ -390,7 +390,7 @@ pub struct Rig {
 
 impl Rig {
     /// Builds the rig.
-    pub fn new() -> Result<Rig, lrpc::Error> {
+    pub fn new() -> Result<Rig, lrpc_kernel::Error> {
         let kernel = Kernel::new()?;
         kernel.add_wit_dir(&crate::repo_root().join("presentation/tests/wit"))?;
         let server = kernel.domain("kitchen-server", KITCHEN)?;
@@ -404,10 +404,7 @@ impl Rig {
             clients.push(kernel.domain_with(
                 &format!("kitchen-client-{trust}"),
                 KITCHEN,
-                DomainOptions {
-                    presentations: vec![p],
-                    ..Default::default()
-                },
+                DomainOptions::default().with_presentations(vec![p]),
             )?);
         }
         Ok(Rig {

@@ -14,6 +14,7 @@ pub(crate) enum Interrupt {
 
 /// Why code in a domain stopped abnormally. A faulting domain is terminated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Fault {
     /// The guest trapped (for example `unreachable`, an out-of-bounds access, stack overflow).
     #[error("trapped: {message}")]
@@ -63,6 +64,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// Errors of the kernel's embedding API. Each keeps the error that caused it as its
 /// [`source`](std::error::Error::source).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The guest module failed to compile.
     #[error("domain `{domain}`: the module does not compile")]
@@ -232,6 +234,7 @@ pub enum Error {
 
 /// The limits a deployment sets per domain (see `Quotas`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Quota {
     /// Live bindings held as client.
     Bindings,

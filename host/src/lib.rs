@@ -50,11 +50,29 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+/// Builder methods for an option struct whose fields are public but which is
+/// `#[non_exhaustive]` (so that it can grow): `setters!(Type { with_a => a: A, ... })` gives
+/// `Type::with_a(self, a: A) -> Self` for each field.
+macro_rules! setters {
+    ($ty:ty { $($with:ident => $field:ident: $t:ty),* $(,)? }) => {
+        impl $ty {
+            $(
+                #[doc = concat!("Sets `", stringify!($field), "`.")]
+                #[must_use]
+                pub fn $with(mut self, $field: $t) -> Self {
+                    self.$field = $field;
+                    self
+                }
+            )*
+        }
+    };
+}
+
 mod astack;
 pub mod channel;
-mod component;
+pub mod component;
 mod direct;
-mod error;
+pub mod error;
 mod ext;
 mod imports;
 mod kernel;
@@ -66,23 +84,29 @@ mod state;
 mod sync;
 mod terminate;
 mod tick;
-mod transport;
+pub mod transport;
 
-pub use component::codec;
-pub use component::{
-    AnyDomain, CallFailure, CapturedOutput, ComponentBindingInfo, ComponentDomain, ComponentLimits,
-    ComponentOptions, MeteredLimits, Preopen, Stdio, WasiGrants, is_component,
-};
-pub use error::{BoxError, Error, Fault, Quota};
-pub use kernel::{DomainOptions, EMBEDDED_WIT};
+pub use component::ComponentDomain;
+pub use error::Error;
+pub use kernel::DomainOptions;
 pub use lrpc_abi::Status;
-pub use lrpc_presentation::{
-    Combination, InterfacePlan, ProcCombination, ProcPlan, Side, SidePresentation, Transport,
-    Trust, Ty, Wit,
-};
-pub use quota::{Quotas, Usage};
-pub use state::binding::BindingInfo;
+pub use quota::Quotas;
 pub use state::clerk::{ExportOptions, Serving};
-pub use state::domain::{Domain, DomainData, DomainFunc};
+pub use state::domain::Domain;
 pub use state::kernel::{Kernel, KernelConfig};
-pub use transport::{RemoteDone, RemoteTarget};
+
+/// Domains: calling their exports, their bindings, what they hold.
+pub mod domain {
+    pub use crate::kernel::EMBEDDED_WIT;
+    pub use crate::quota::Usage;
+    pub use crate::state::binding::BindingInfo;
+    pub use crate::state::domain::DomainFunc;
+}
+
+/// WIT plans and presentations: how each side lays out and treats an interface's values.
+pub mod presentation {
+    pub use lrpc_presentation::{
+        Combination, InterfacePlan, ProcCombination, ProcPlan, Side, SidePresentation, Transport,
+        Trust, Ty, Wit,
+    };
+}

@@ -20,6 +20,7 @@ use std::sync::Mutex;
 /// kernel-wide defaults; [`DomainOptions::quotas`](crate::DomainOptions::quotas) overrides
 /// them for one domain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Quotas {
     /// Live bindings the domain may hold as client.
     pub bindings: u32,
@@ -45,6 +46,18 @@ pub struct Quotas {
     /// binds to on the direct-linked path.
     pub instances: u32,
 }
+
+setters!(Quotas {
+    with_bindings => bindings: u32,
+    with_astack_extents => astack_extents: u32,
+    with_astack_bytes => astack_bytes: u64,
+    with_oob_bytes => oob_bytes: u64,
+    with_mappings => mappings: u32,
+    with_memfds => memfds: u32,
+    with_replicas => replicas: u32,
+    with_memory => memory: u64,
+    with_instances => instances: u32,
+});
 
 impl Default for Quotas {
     fn default() -> Self {

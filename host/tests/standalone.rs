@@ -16,7 +16,14 @@ fn the_kernel_has_no_build_script_and_no_guest_crate_below_it() {
 
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args(["tree", "--offline", "-p", "lrpc-host", "-e", "normal,build"])
+        .args([
+            "tree",
+            "--offline",
+            "-p",
+            "lrpc-kernel",
+            "-e",
+            "normal,build",
+        ])
         .args(["--prefix", "none", "--format", "{p}"])
         .current_dir(host)
         .output()
@@ -27,7 +34,7 @@ fn the_kernel_has_no_build_script_and_no_guest_crate_below_it() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(tree.contains("lrpc-host"), "{tree}");
+    assert!(tree.contains("lrpc-kernel"), "{tree}");
     assert!(tree.contains("wasmtime"), "{tree}");
     for guest_builder in ["lrpc-artifacts", "lrpc-sdk"] {
         assert!(

@@ -8,6 +8,10 @@
 //! 3. **back end** ([`rust`]): Rust client and server stubs for guests, written against
 //!    `lrpc-sdk`.
 //!
+//! Beside them, [`layout`] is the one walker of the A-stack encoding of a type: the stub
+//! back end, the kernel's component codec, the remote wire translation and the runtime's
+//! value text all visit values through it.
+//!
 //! The kernel links the first two stages to build procedure descriptor lists; guests' build
 //! scripts run all three through [`build::guest`].
 
@@ -16,6 +20,7 @@
 pub mod annot;
 pub mod build;
 pub mod front;
+pub mod layout;
 pub mod plan;
 pub mod rust;
 
@@ -24,6 +29,7 @@ pub use annot::{
     Transport, Trust, Types, combine,
 };
 pub use front::Wit;
+pub use layout::{Layout, Node};
 pub use plan::{Def, DefKind, Fast, InterfacePlan, Prim, ProcPlan, Ty, Word};
 pub use rust::{generate_rust, generate_rust_with};
 

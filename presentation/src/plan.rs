@@ -22,6 +22,7 @@
 //! name, a parameter, a field, a case or a type changes it, and aliases do not.
 
 use crate::Error;
+use crate::layout::{Layout, Node};
 use lrpc_abi::{DEFAULT_ASTACK_COUNT, DEFAULT_VARIABLE_ASTACK_SIZE, MIN_ASTACK_SIZE};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -303,34 +304,33 @@ impl Facts {
 }
 
 impl InterfacePlan {
-    /// The encoding facts of `ty`: each type's in one place.
+    /// The encoding facts of `ty`, from its layout's nodes (see [`crate::layout`]).
     fn facts(&self, ty: &Ty) -> Facts {
-        let opt = |t: &Option<Box<Ty>>| t.as_ref().map(|t| self.facts(t));
-        match ty {
-            Ty::Prim(p) => Facts::fixed(p.size()),
+        let Ok(node) = Layout::new(self).node(ty) else {
+            // A type the plan does not define: nothing is known of it (it decodes to no
+            // value at all).
+            return Facts::fixed(0);
+        };
+        match node {
+            Node::Prim(p) => Facts::fixed(p.size()),
             // A length, then the bytes or elements.
-            Ty::String => Facts {
+            Node::String => Facts {
                 bound: None,
                 min: 4,
                 has_string: true,
             },
-            Ty::List(e) => Facts {
+            Node::List(e) => Facts {
                 bound: None,
                 min: 4,
                 has_string: self.facts(e).has_string,
             },
-            Ty::Tuple(ts) => Facts::seq(ts.iter().map(|t| self.facts(t))),
-            Ty::Option(t) => Facts::tagged(1, [None, Some(self.facts(t))].into_iter()),
-            Ty::Result(ok, err) => Facts::tagged(1, [opt(ok), opt(err)].into_iter()),
-            Ty::Named(i) => match &self.defs[*i].kind {
-                DefKind::Record(fs) => Facts::seq(fs.iter().map(|(_, t)| self.facts(t))),
-                DefKind::Enum(cs) => Facts::fixed(discriminant_size(cs.len())),
-                DefKind::Flags(fs) => Facts::fixed(flags_size(fs.len())),
-                DefKind::Variant(cs) => Facts::tagged(
-                    discriminant_size(cs.len()),
-                    cs.iter().map(|(_, t)| t.as_ref().map(|t| self.facts(t))),
-                ),
-            },
+            Node::Tuple(ts) => Facts::seq(ts.iter().map(|t| self.facts(t))),
+            Node::Record(fs) => Facts::seq(fs.iter().map(|(_, t)| self.facts(t))),
+            Node::Cases(c) => Facts::tagged(
+                c.tag_size(),
+                (0..c.count()).map(|k| c.payload(k).map(|t| self.facts(t))),
+            ),
+            Node::Flags(fs) => Facts::fixed(flags_size(fs.len())),
         }
     }
 

@@ -1,7 +1,7 @@
 //! Results are correct across argument sizes, inline and out of band.
 
 use crate::{bench_pair, neg, pattern};
-use lrpc::Status;
+use lrpc_kernel::Status;
 
 /// Sizes around every boundary that matters: empty, small, Table IV's 200 bytes, the inline
 /// capacity of a 1500-byte A-stack (8-byte header, 4-byte list length), host pages, wasm
@@ -70,7 +70,7 @@ fn a_payload_past_the_kernels_limit_is_refused_not_fatal() {
 #[test]
 fn the_key_value_store_round_trips_every_type() {
     let _guard = crate::shared();
-    let kernel = lrpc::Kernel::new().unwrap();
+    let kernel = lrpc_kernel::Kernel::new().unwrap();
     let server = kernel.domain("kv", lrpc_artifacts::KV_SERVER).unwrap();
     kernel.export(&server, "lrpc:kv/store").unwrap();
     let client = kernel
@@ -87,7 +87,7 @@ fn the_key_value_store_round_trips_every_type() {
 #[test]
 fn the_pdl_follows_the_wit() {
     let _guard = crate::shared();
-    let kernel = lrpc::Kernel::new().unwrap();
+    let kernel = lrpc_kernel::Kernel::new().unwrap();
     let plan = kernel.interface("lrpc:bench/bench").unwrap();
     let names: Vec<&str> = plan.procs.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["null", "add", "big-in", "big-in-out"]);
@@ -100,7 +100,7 @@ fn the_pdl_follows_the_wit() {
     assert_eq!(big.astack_size, 1500);
     assert!(matches!(
         kernel.interface("lrpc:bench/nope"),
-        Err(lrpc::Error::UnknownInterface(_))
+        Err(lrpc_kernel::Error::UnknownInterface(_))
     ));
 }
 

@@ -2,11 +2,12 @@
 //! (`guests/comp-*`), exported through the clerk, their imports bound to other component
 //! domains; failures, restart, WASI capabilities and limits.
 
-use lrpc::{
-    AnyDomain, ComponentDomain, ComponentLimits, ComponentOptions, Error, Fault, Kernel, Preopen,
-    Status, Stdio, WasiGrants,
-};
 use lrpc_artifacts::{COMP_DRIVER, COMP_HOLDER, COMP_KV_SERVER, COMP_PROBE};
+use lrpc_kernel::{
+    ComponentDomain, Error, Kernel, Status, component::AnyDomain, component::ComponentLimits,
+    component::ComponentOptions, component::Preopen, component::Stdio, component::WasiGrants,
+    error::Fault,
+};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wasmtime::component::Val;
@@ -27,7 +28,7 @@ fn kernel() -> Kernel {
 
 fn probe_with(k: &Kernel, options: ComponentOptions) -> ComponentDomain {
     let p = k.component("probe", COMP_PROBE, options).expect("probe");
-    k.export_component(&p, PROBE).expect("export probe");
+    k.export(&p, PROBE).expect("export probe");
     p
 }
 
@@ -38,7 +39,7 @@ fn trio(probe: ComponentOptions) -> (Kernel, ComponentDomain, ComponentDomain) {
     let kv = k
         .component("kv", COMP_KV_SERVER, ComponentOptions::default())
         .expect("kv server");
-    k.export_component(&kv, KV).expect("export kv");
+    k.export(&kv, KV).expect("export kv");
     let d = k
         .component("driver", COMP_DRIVER, ComponentOptions::default())
         .expect("driver");
@@ -127,11 +128,12 @@ fn component_bind_to_a_named_server() {
     let p = k
         .component("probe-b", COMP_PROBE, ComponentOptions::default())
         .expect("probe");
-    k.export_component_as(&p, PROBE, "probe-b").expect("export");
+    k.export_as(&p, PROBE, "probe-b", lrpc_kernel::ExportOptions::default())
+        .expect("export");
     let kv = k
         .component("kv", COMP_KV_SERVER, ComponentOptions::default())
         .expect("kv");
-    k.export_component(&kv, KV).expect("export kv");
+    k.export(&kv, KV).expect("export kv");
     // Nothing is exported under the interface's own name.
     match k.component("driver", COMP_DRIVER, ComponentOptions::default()) {
         Err(Error::Unbound { import, .. }) => assert_eq!(import, PROBE),
@@ -141,10 +143,7 @@ fn component_bind_to_a_named_server() {
         .component(
             "driver",
             COMP_DRIVER,
-            ComponentOptions {
-                bind: vec![(PROBE.into(), "probe-b".into())],
-                ..Default::default()
-            },
+            ComponentOptions::default().with_bind(vec![(PROBE.into(), "probe-b".into())]),
         )
         .expect("driver bound by name");
     assert_eq!(call1(&d, DRIVER, "counter", &[]), Val::U64(1));
@@ -159,7 +158,7 @@ fn component_export_checked_against_the_wit() {
         .component("probe", COMP_PROBE, ComponentOptions::default())
         .expect("probe");
     // The probe does not export the key-value interface.
-    match k.export_component(&probe, KV) {
+    match k.export(&probe, KV) {
         Err(Error::ComponentMismatch { interface, .. }) => assert_eq!(interface, KV),
         other => panic!("expected ComponentMismatch, got {other:?}"),
     }
@@ -181,7 +180,7 @@ fn component_export_checked_against_the_wit() {
     let kv = k
         .component("kv", COMP_KV_SERVER, ComponentOptions::default())
         .expect("kv");
-    match k.export_component(&kv, KV) {
+    match k.export(&kv, KV) {
         Err(e @ Error::ComponentMismatch { .. }) => {
             let text = e.to_string();
             assert!(text.contains("`put`") && text.contains("u32"), "{text}");
@@ -196,8 +195,10 @@ fn component_export_checked_against_the_wit() {
 fn component_load_detects_the_kind() {
     let _g = crate::shared();
     let k = kernel();
-    assert!(lrpc::is_component(COMP_PROBE));
-    assert!(!lrpc::is_component(lrpc_artifacts::BENCH_SERVER));
+    assert!(lrpc_kernel::component::is_component(COMP_PROBE));
+    assert!(!lrpc_kernel::component::is_component(
+        lrpc_artifacts::BENCH_SERVER
+    ));
     match k.load("p", COMP_PROBE, ComponentOptions::default()) {
         Ok(AnyDomain::Component(p)) => assert_eq!(p.name(), "p"),
         other => panic!("expected a component domain, got {other:?}"),
@@ -255,13 +256,10 @@ fn component_server_trap_leaves_the_client_answering() {
 #[test]
 fn component_server_deadline_leaves_the_client_answering() {
     let _g = crate::shared();
-    let (k, p, d) = trio(ComponentOptions {
-        limits: ComponentLimits {
-            deadline: Some(Duration::from_millis(50)),
-            ..Default::default()
-        },
-        ..Default::default()
-    });
+    let (k, p, d) = trio(
+        ComponentOptions::default()
+            .with_limits(ComponentLimits::default().with_deadline(Some(Duration::from_millis(50)))),
+    );
     assert_eq!(call1(&d, DRIVER, "spin", &[]), Val::U32(0));
     assert_eq!(p.dead(), Some(Fault::Deadline));
     let failures = d.take_failures();
@@ -276,7 +274,7 @@ fn component_server_deadline_leaves_the_client_answering() {
 fn component_termination_revokes_bindings() {
     let _g = crate::shared();
     let (k, p, d) = trio(ComponentOptions::default());
-    k.terminate_component(&p);
+    k.terminate(&p);
     assert!(p.is_terminated());
     assert!(!k.exported().contains(&PROBE.to_string()));
     assert_eq!(call1(&d, DRIVER, "echo", &[s("hi")]), s(""));
@@ -316,28 +314,17 @@ fn component_wasi_denies_what_was_not_granted() {
         .component(
             "granted",
             COMP_PROBE,
-            ComponentOptions {
-                wasi: WasiGrants {
-                    preopens: vec![
-                        Preopen {
-                            host: dir.clone(),
-                            guest: "/ro".into(),
-                            writable: false,
-                        },
-                        Preopen {
-                            host: dir.clone(),
-                            guest: "/rw".into(),
-                            writable: true,
-                        },
-                    ],
-                    env: vec![("GREETING".into(), "hello".into())],
-                    args: vec!["probe".into(), "--flag".into()],
-                    stdout: Stdio::Capture,
-                    network: vec![listener.local_addr().expect("addr")],
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
+            ComponentOptions::default().with_wasi(
+                WasiGrants::default()
+                    .with_preopens(vec![
+                        Preopen::new(dir.clone(), "/ro", false),
+                        Preopen::new(dir.clone(), "/rw", true),
+                    ])
+                    .with_env(vec![("GREETING".into(), "hello".into())])
+                    .with_args(vec!["probe".into(), "--flag".into()])
+                    .with_stdout(Stdio::Capture)
+                    .with_network(vec![listener.local_addr().expect("addr")]),
+            ),
         )
         .expect("granted probe");
     assert_eq!(
@@ -389,13 +376,8 @@ fn component_limits_fail_the_call_not_the_host() {
     let k = kernel();
     let p = probe_with(
         &k,
-        ComponentOptions {
-            limits: ComponentLimits {
-                memory: Some(16 << 20),
-                ..Default::default()
-            },
-            ..Default::default()
-        },
+        ComponentOptions::default()
+            .with_limits(ComponentLimits::default().with_memory(Some(16 << 20))),
     );
     assert_eq!(call1(&p, PROBE, "grow", &[Val::U32(4)]), Val::U32(4));
     match p.call(PROBE, "grow", &[Val::U32(64)]) {
@@ -410,13 +392,8 @@ fn component_limits_fail_the_call_not_the_host() {
         .component(
             "fuel",
             COMP_PROBE,
-            ComponentOptions {
-                limits: ComponentLimits {
-                    fuel: Some(5_000_000),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
+            ComponentOptions::default()
+                .with_limits(ComponentLimits::default().with_fuel(Some(5_000_000))),
         )
         .expect("fueled probe");
     assert_eq!(call1(&f, PROBE, "echo", &[s("fuel")]), s("fuel"));
@@ -436,8 +413,7 @@ fn component_python_server_called_from_a_rust_client() {
     let kv = k
         .component("py-kv", &wasm, ComponentOptions::default())
         .expect("Python kv server");
-    k.export_component(&kv, KV)
-        .expect("export the Python kv server");
+    k.export(&kv, KV).expect("export the Python kv server");
     probe_with(&k, ComponentOptions::default());
     let d = k
         .component("driver", COMP_DRIVER, ComponentOptions::default())
@@ -464,15 +440,12 @@ fn component_fully_trusting_pair_is_composed_at_creation() {
     let kv = k
         .component("kv", COMP_KV_SERVER, ComponentOptions::default())
         .expect("kv server");
-    k.export_component(&kv, KV).expect("export kv");
+    k.export(&kv, KV).expect("export kv");
     let d = k
         .component(
             "driver",
             COMP_DRIVER,
-            ComponentOptions {
-                trust_fully: vec![PROBE.into(), KV.into()],
-                ..Default::default()
-            },
+            ComponentOptions::default().with_trust_fully(vec![PROBE.into(), KV.into()]),
         )
         .expect("driver composed with its servers");
     assert_eq!(d.fused(), [PROBE.to_string(), KV.to_string()]);
@@ -506,7 +479,7 @@ fn component_resource_passed_and_called_across_a_pair() {
     let _g = crate::shared();
     let k = kernel();
     let p = probe_with(&k, ComponentOptions::default());
-    k.export_component(&p, COUNTERS).expect("export counters");
+    k.export(&p, COUNTERS).expect("export counters");
     let h = k
         .component("holder", COMP_HOLDER, ComponentOptions::default())
         .expect("holder bound to the counters");
@@ -569,11 +542,11 @@ fn component_resource_passed_and_called_across_a_pair() {
     assert_eq!(live(&p), Val::U32(0));
     call1_unit(&h2, HOLDER, "keep", &[Val::U64(5)]);
     assert_eq!(live(&p), Val::U32(1));
-    k.terminate_component(&h2);
+    k.terminate(&h2);
     assert_eq!(live(&p), Val::U32(0));
     // Terminated: handles fail as stale bindings.
     call1_unit(&h, HOLDER, "keep", &[Val::U64(3)]);
-    k.terminate_component(&p);
+    k.terminate(&p);
     assert_eq!(call1(&h, HOLDER, "kept-add", &[Val::U64(1)]), Val::U64(0));
     call1_unit(&h, HOLDER, "release", &[]);
     assert_eq!(h.take_failures()[0].status, Status::StaleBinding);
@@ -590,7 +563,7 @@ fn component_resources_refused_for_an_astack_pairing() {
     assert!(text.contains("`[constructor]counter`"), "{text}");
     // So a component exporting it gets no core face: a core client's bind is refused.
     let p = probe_with(&k, ComponentOptions::default());
-    k.export_component(&p, COUNTERS).expect("export counters");
+    k.export(&p, COUNTERS).expect("export counters");
     let driver = Driver::new(&k, "driver").expect("core client");
     match driver.bind(0, COUNTERS, 0, 6) {
         Err(BindError::Status(Status::UnknownInterface)) => {}
@@ -607,8 +580,8 @@ fn call1_unit(d: &ComponentDomain, iface: &str, f: &str, args: &[Val]) {
 // Mixed pairs: component and core (A-stack) domains bound to each other. Each pairing runs
 // the same calls with the same random values; every pairing must answer alike.
 
-use lrpc::{InterfacePlan, Ty, codec};
 use lrpc_artifacts::{BENCH_SERVER, COMP_BENCH_SERVER, COMP_RELAY, KV_SERVER};
+use lrpc_kernel::{component::codec, presentation::InterfacePlan, presentation::Ty};
 use lrpc_runtime::driver::{BindError, Driver};
 
 const BENCH: &str = "lrpc:bench/bench";
@@ -710,7 +683,7 @@ impl Client {
 /// What keeps a pairing's servers alive.
 #[allow(dead_code, reason = "held, not read")]
 enum Server {
-    Core(lrpc::Domain, lrpc::Domain),
+    Core(lrpc_kernel::Domain, lrpc_kernel::Domain),
     Component(ComponentDomain, ComponentDomain),
 }
 
@@ -722,11 +695,11 @@ fn pairing(component_server: bool, component_client: bool) -> (Kernel, Server, C
         let kv = k
             .component("kv", COMP_KV_SERVER, ComponentOptions::default())
             .expect("kv");
-        k.export_component(&kv, KV).expect("export kv");
+        k.export(&kv, KV).expect("export kv");
         let b = k
             .component("bench", COMP_BENCH_SERVER, ComponentOptions::default())
             .expect("bench");
-        k.export_component(&b, BENCH).expect("export bench");
+        k.export(&b, BENCH).expect("export bench");
         Server::Component(kv, b)
     } else {
         let kv = k.domain("kv", KV_SERVER).expect("kv");
@@ -986,7 +959,7 @@ fn component_mixed_pairs_fail_calls_not_clients() {
     k.restart_component(&p).expect("restart");
     assert_eq!(echo("again").expect("echo"), vec![s("again")]);
     // Terminating the component revokes the core client's binding.
-    k.terminate_component(&p);
+    k.terminate(&p);
     match echo("gone") {
         Err(lrpc_runtime::deploy::CallFailure::Status(st)) => {
             assert_eq!(st, Status::ServerTerminated)
@@ -1067,16 +1040,9 @@ fn component_mixed_untrusted_requests_are_refused() {
 #[test]
 fn component_kv_server_keeps_its_entries_in_a_granted_directory() {
     let dir = scratch("kv-data");
-    let grant = |host: &Path| ComponentOptions {
-        wasi: WasiGrants {
-            preopens: vec![Preopen {
-                host: host.to_path_buf(),
-                guest: "/data".into(),
-                writable: true,
-            }],
-            ..Default::default()
-        },
-        ..Default::default()
+    let grant = |host: &Path| {
+        ComponentOptions::default()
+            .with_wasi(WasiGrants::default().with_preopens(vec![Preopen::new(host, "/data", true)]))
     };
     let bytes = |b: &[u8]| Val::List(b.iter().map(|&x| Val::U8(x)).collect());
     let text = Val::Enum("text".into());

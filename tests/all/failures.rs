@@ -1,7 +1,7 @@
 //! Failure isolation: a server that traps, loops or is terminated never takes its client down.
 
 use crate::neg;
-use lrpc::{Domain, Error, Fault, Kernel, Status};
+use lrpc_kernel::{Domain, Error, Kernel, Status, error::Fault};
 use std::time::{Duration, Instant};
 
 fn faulty(deadline: Option<Duration>) -> (Kernel, Domain, Domain) {
@@ -70,11 +70,11 @@ fn a_threads_tick_hook_paces_the_server_it_migrated_into() {
         t.set(t.get() + 1);
         std::thread::sleep(Duration::from_millis(5));
     };
-    assert!(lrpc::pace::set_tick_hook(Some(Box::new(hook))).is_none());
+    assert!(lrpc_kernel::pace::set_tick_hook(Some(Box::new(hook))).is_none());
     let start = Instant::now();
     let s: i32 = client.call("spin", ()).unwrap();
     let took = start.elapsed();
-    assert!(lrpc::pace::set_tick_hook(None).is_some());
+    assert!(lrpc_kernel::pace::set_tick_hook(None).is_some());
     assert_eq!(s, Status::DeadlineExceeded as i32);
     assert!(took >= Duration::from_millis(100), "{took:?}");
     // Each tick paused the spinning server for 5 ms: about 100 / (1 + 5) ticks fit, and
@@ -121,9 +121,9 @@ fn a_tick_hook_learns_when_another_thread_waits_for_its_server() {
             s2.store(true, Ordering::Relaxed);
         }
     };
-    lrpc::pace::set_tick_hook(Some(Box::new(hook)));
+    lrpc_kernel::pace::set_tick_hook(Some(Box::new(hook)));
     let s: i32 = client.call("spin", ()).unwrap();
-    lrpc::pace::set_tick_hook(None);
+    lrpc_kernel::pace::set_tick_hook(None);
     assert_eq!(s, Status::DeadlineExceeded as i32);
     assert!(waiter.join().expect("the waiting client") < 0);
     assert!(
@@ -234,11 +234,11 @@ fn a_server_terminated_just_after_answering_never_hands_the_client_zeros_as_succ
                 last, 1000,
                 "a wrong sum reported as success (round {round})"
             );
-            let status = lrpc::Status::try_from(-last as i32).unwrap();
+            let status = lrpc_kernel::Status::try_from(-last as i32).unwrap();
             assert!(
                 matches!(
                     status,
-                    lrpc::Status::ServerTerminated | lrpc::Status::StaleBinding
+                    lrpc_kernel::Status::ServerTerminated | lrpc_kernel::Status::StaleBinding
                 ),
                 "{status:?}"
             );

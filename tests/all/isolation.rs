@@ -2,7 +2,7 @@
 //! forged, reused after unbinding or borrowed from another domain.
 
 use crate::{bench_pair, memfd_mappings, neg};
-use lrpc::Status;
+use lrpc_kernel::Status;
 use std::collections::HashSet;
 
 #[test]
@@ -161,7 +161,7 @@ fn every_kernel_import_survives_arbitrary_arguments() {
     let mut next = || crate::xorshift(&mut x);
     let pick32 = |r: u64| crate::pick32(r, scratch, a0, 64, mem);
     let pick64 = |r: u64| crate::pick64(r, handle);
-    let valid = |s: i32| lrpc::Status::try_from(s).is_ok();
+    let valid = |s: i32| lrpc_kernel::Status::try_from(s).is_ok();
     for _ in 0..4000 {
         let r = next();
         let s: i32 = match r % 6 {

@@ -1,7 +1,7 @@
 //! Binding and unbinding return every page, mapping and file descriptor.
 
 use crate::{bench_pair, memfd_mappings, open_fds};
-use lrpc::Kernel;
+use lrpc_kernel::Kernel;
 
 #[test]
 fn ten_thousand_bind_unbind_cycles_leak_nothing() {

@@ -14,7 +14,7 @@ mod stale;
 mod threads;
 mod urpc;
 
-use lrpc::{Domain, Kernel, Status};
+use lrpc_kernel::{Domain, Kernel, Status};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Tests that count process-wide resources (fds, mappings) run alone; every other test holds
@@ -36,8 +36,8 @@ pub fn export_with(
     kernel: &Kernel,
     server: &Domain,
     interface: &str,
-    options: lrpc::ExportOptions,
-) -> Result<(), lrpc::Error> {
+    options: lrpc_kernel::ExportOptions,
+) -> Result<(), lrpc_kernel::Error> {
     kernel.export_as(server, interface, interface, options)
 }
 
@@ -47,10 +47,7 @@ pub fn replicated(kernel: &Kernel, name: &str, wasm: &[u8], replicas: usize) -> 
         .domain_with(
             name,
             wasm,
-            lrpc::DomainOptions {
-                replicas,
-                ..Default::default()
-            },
+            lrpc_kernel::DomainOptions::default().with_replicas(replicas),
         )
         .unwrap()
 }
@@ -65,10 +62,7 @@ pub fn faulty_server(deadline: Option<std::time::Duration>) -> (Kernel, Domain) 
         &kernel,
         &server,
         "lrpc:test/faulty",
-        lrpc::ExportOptions {
-            deadline,
-            ..Default::default()
-        },
+        lrpc_kernel::ExportOptions::default().with_deadline(deadline),
     )
     .unwrap();
     (kernel, server)
@@ -102,10 +96,7 @@ pub fn bench_pair_with(client: Option<&str>, server: Option<&str>) -> (Kernel, D
         &kernel,
         &server_domain,
         "lrpc:bench/bench",
-        lrpc::ExportOptions {
-            presentation,
-            ..Default::default()
-        },
+        lrpc_kernel::ExportOptions::default().with_presentation(presentation),
     )
     .expect("export");
     let presentations = client
@@ -121,10 +112,7 @@ pub fn bench_pair_with(client: Option<&str>, server: Option<&str>) -> (Kernel, D
         .domain_with(
             "bench-client",
             lrpc_artifacts::BENCH_CLIENT,
-            lrpc::DomainOptions {
-                presentations,
-                ..Default::default()
-            },
+            lrpc_kernel::DomainOptions::default().with_presentations(presentations),
         )
         .expect("client domain");
     let s: i32 = client.call("bind", ()).expect("bind runs");

@@ -3,8 +3,8 @@
 //! their ordinary semantics; remote ones (targets in this process, under the test's control)
 //! are sent at once and answered in arrival order.
 
-use lrpc::{Domain, Kernel, RemoteTarget, Status};
 use lrpc_artifacts as artifacts;
+use lrpc_kernel::{Domain, Kernel, Status, transport::RemoteTarget};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Nested calls: chains A→B→C, call-backs B→A while A waits, and chains deep enough to need
 //! more A-stacks than a binding starts with.
 
-use lrpc::{Domain, ExportOptions, Kernel};
+use lrpc_kernel::{Domain, ExportOptions, Kernel};
 
 fn nodes(n: u8) -> (Kernel, Vec<Domain>) {
     let kernel = Kernel::new().unwrap();
@@ -102,7 +102,7 @@ fn unbinding_a_binding_while_a_call_on_it_is_in_flight_is_safe() {
         )
         .unwrap();
     // The inner calls complete; the outer one learns that its binding went away under it.
-    assert_eq!(r, -(lrpc::Status::StaleBinding as i64));
+    assert_eq!(r, -(lrpc_kernel::Status::StaleBinding as i64));
     assert!(!n[0].is_terminated() && !n[1].is_terminated());
     // The outer call finished on the revoked binding; node-1 binds afresh and goes on.
     assert!(n[0].client_bindings().is_empty(), "the binding is gone");

@@ -2,7 +2,7 @@
 //! combination signature a binding gets, and a hostile peer rewriting shared memory.
 
 use crate::{bench_pair_with, shared};
-use lrpc::{Domain, Kernel, Status, Transport};
+use lrpc_kernel::{Domain, Kernel, Status, presentation::Transport};
 
 /// Copy counters of a domain's stubs: (in copies, out copies, clears).
 fn counts(d: &Domain) -> (i64, i64, i64) {
@@ -108,10 +108,7 @@ fn the_trust_matrix_decides_clearing_and_transport() {
                 &kernel,
                 &server,
                 "lrpc:bench/bench",
-                lrpc::ExportOptions {
-                    presentation: Some(sp),
-                    ..Default::default()
-                },
+                lrpc_kernel::ExportOptions::default().with_presentation(Some(sp)),
             )
             .unwrap();
             let cp = kernel
@@ -121,10 +118,7 @@ fn the_trust_matrix_decides_clearing_and_transport() {
                 .domain_with(
                     "c",
                     lrpc_artifacts::BENCH_CLIENT,
-                    lrpc::DomainOptions {
-                        presentations: vec![cp],
-                        ..Default::default()
-                    },
+                    lrpc_kernel::DomainOptions::default().with_presentations(vec![cp]),
                 )
                 .unwrap();
             assert_eq!(client.call::<(), i32>("bind", ()).unwrap(), 0);
@@ -176,10 +170,7 @@ fn presentations_of_the_wrong_side_or_interface_are_refused() {
             &server,
             "lrpc:bench/bench",
             "x",
-            lrpc::ExportOptions {
-                presentation: Some(client_side.clone()),
-                ..Default::default()
-            },
+            lrpc_kernel::ExportOptions::default().with_presentation(Some(client_side.clone())),
         )
         .unwrap_err();
     assert!(
@@ -193,10 +184,7 @@ fn presentations_of_the_wrong_side_or_interface_are_refused() {
         .domain_with(
             "c",
             lrpc_artifacts::BENCH_CLIENT,
-            lrpc::DomainOptions {
-                presentations: vec![server_side],
-                ..Default::default()
-            },
+            lrpc_kernel::DomainOptions::default().with_presentations(vec![server_side]),
         )
         .unwrap_err();
     assert!(err.to_string().contains("client presentations"), "{err}");
@@ -375,17 +363,17 @@ fn under_full_trust_a_server_trap_takes_the_client_down() {
         .domain_with(
             "c",
             lrpc_artifacts::FAULTY_CLIENT,
-            lrpc::DomainOptions {
-                presentations: vec![trusting],
-                ..Default::default()
-            },
+            lrpc_kernel::DomainOptions::default().with_presentations(vec![trusting]),
         )
         .unwrap();
     assert_eq!(client.call::<(), i32>("bind", ()).unwrap(), 0);
     assert_eq!(client.call::<(i32,), i64>("echo", (1,)).unwrap(), 2);
     let err = client.call::<(), i32>("crash", ()).unwrap_err();
     assert!(
-        matches!(err, lrpc::Error::Fault(lrpc::Fault::Trapped { .. })),
+        matches!(
+            err,
+            lrpc_kernel::Error::Fault(lrpc_kernel::error::Fault::Trapped { .. })
+        ),
         "{err}"
     );
     assert!(
@@ -492,10 +480,7 @@ fn a_server_borrowing_a_body_beside_strings_copies_the_head_and_survives_a_scrib
         &kernel,
         &hello,
         PLUGIN,
-        lrpc::ExportOptions {
-            presentation: Some(preserved),
-            ..Default::default()
-        },
+        lrpc_kernel::ExportOptions::default().with_presentation(Some(preserved)),
     )
     .unwrap();
     let h = kernel.domain("hostile", lrpc_artifacts::HOSTILE).unwrap();

@@ -1,28 +1,29 @@
 //! Quotas: one domain can not starve the host or the other domains of fds, mappings,
 //! A-stacks, out-of-band space, memory or instances.
 
-use lrpc::{DomainOptions, Error, Kernel, Quota, Quotas, Status, Usage};
+use lrpc_kernel::{DomainOptions, Error, Kernel, Quotas, Status, domain::Usage, error::Quota};
 
 /// The bench interface's fingerprint, as a raw client must claim it.
 fn bench_fingerprint(kernel: &Kernel) -> i64 {
     kernel.interface("lrpc:bench/bench").unwrap().fingerprint as i64
 }
 
-fn hostile(kernel: &Kernel, quotas: Option<Quotas>) -> lrpc::Domain {
+fn hostile(kernel: &Kernel, quotas: Option<Quotas>) -> lrpc_kernel::Domain {
     kernel
         .domain_with(
             "hostile",
             lrpc_artifacts::HOSTILE,
-            DomainOptions {
-                quotas,
-                ..Default::default()
-            },
+            DomainOptions::default().with_quotas(quotas),
         )
         .unwrap()
 }
 
 /// Binds raw until the kernel refuses; returns how many bindings were made and the refusal.
-fn bind_until_refused(h: &lrpc::Domain, fingerprint: i64, at_most: usize) -> (usize, Status) {
+fn bind_until_refused(
+    h: &lrpc_kernel::Domain,
+    fingerprint: i64,
+    at_most: usize,
+) -> (usize, Status) {
     for made in 0..at_most {
         let r: i64 = h.call("bind_raw", (fingerprint,)).unwrap();
         if r < 0 {
@@ -98,13 +99,7 @@ fn unbinding_returns_what_a_binding_charged() {
 fn astack_growth_is_refused_by_the_extent_quota() {
     let _guard = crate::shared();
     let (kernel, _server, _client) = crate::bench_pair();
-    let h = hostile(
-        &kernel,
-        Some(Quotas {
-            astack_extents: 6,
-            ..Quotas::default()
-        }),
-    );
+    let h = hostile(&kernel, Some(Quotas::default().with_astack_extents(6)));
     let handle: i64 = h.call("bind_raw", (bench_fingerprint(&kernel),)).unwrap();
     assert!(handle > 0);
     let scratch: i32 = h.call("scratch", ()).unwrap();
@@ -135,13 +130,7 @@ fn out_of_band_space_is_refused_by_its_quota() {
         .domain_with(
             "small-client",
             lrpc_artifacts::BENCH_CLIENT,
-            DomainOptions {
-                quotas: Some(Quotas {
-                    oob_bytes: 256 << 10,
-                    ..Quotas::default()
-                }),
-                ..Default::default()
-            },
+            DomainOptions::default().with_quotas(Some(Quotas::default().with_oob_bytes(256 << 10))),
         )
         .unwrap();
     assert_eq!(client.call::<(), i32>("bind", ()).unwrap(), 0);
@@ -168,13 +157,7 @@ fn the_mapping_quota_bounds_bindings_by_their_windows() {
     let _guard = crate::shared();
     let (kernel, _server, _client) = crate::bench_pair();
     // Each binding to a one-replica server maps two windows.
-    let h = hostile(
-        &kernel,
-        Some(Quotas {
-            mappings: 5,
-            ..Quotas::default()
-        }),
-    );
+    let h = hostile(&kernel, Some(Quotas::default().with_mappings(5)));
     let (made, refusal) = bind_until_refused(&h, bench_fingerprint(&kernel), 10);
     assert_eq!((made, refusal), (2, Status::QuotaMappings));
 }
@@ -185,7 +168,7 @@ fn a_memory_quota_refuses_windows_that_would_pass_it() {
     let (kernel, _server, _client) = crate::bench_pair();
     // The guest's heap grows on its first allocation: let it make that once (a bind with a
     // wrong fingerprint allocates what a bind does, and is refused), then measure.
-    let warm = |h: &lrpc::Domain| {
+    let warm = |h: &lrpc_kernel::Domain| {
         let r: i64 = h.call("bind_raw", (0i64,)).unwrap();
         assert_eq!(r, crate::neg(Status::InterfaceMismatch));
     };
@@ -194,13 +177,7 @@ fn a_memory_quota_refuses_windows_that_would_pass_it() {
     let size = probe.memory_size().unwrap() as u64;
     kernel.terminate(&probe);
     // Room for the guest as it is, and not one wasm page more.
-    let h = hostile(
-        &kernel,
-        Some(Quotas {
-            memory: size,
-            ..Quotas::default()
-        }),
-    );
+    let h = hostile(&kernel, Some(Quotas::default().with_memory(size)));
     warm(&h);
     let r: i64 = h.call("bind_raw", (bench_fingerprint(&kernel),)).unwrap();
     assert_eq!(r, crate::neg(Status::QuotaMemory));
@@ -210,13 +187,7 @@ fn a_memory_quota_refuses_windows_that_would_pass_it() {
         .domain_with(
             "tiny",
             lrpc_artifacts::HOSTILE,
-            DomainOptions {
-                quotas: Some(Quotas {
-                    memory: 65536,
-                    ..Quotas::default()
-                }),
-                ..Default::default()
-            },
+            DomainOptions::default().with_quotas(Some(Quotas::default().with_memory(65536))),
         )
         .unwrap_err();
     assert!(matches!(e, Error::Instantiate { .. }), "{e}");
@@ -231,14 +202,9 @@ fn replicas_beyond_the_quota_are_refused() {
         .domain_with(
             "wide",
             lrpc_artifacts::BENCH_SERVER,
-            DomainOptions {
-                replicas: 3,
-                quotas: Some(Quotas {
-                    replicas: 2,
-                    ..Quotas::default()
-                }),
-                ..Default::default()
-            },
+            DomainOptions::default()
+                .with_replicas(3)
+                .with_quotas(Some(Quotas::default().with_replicas(2))),
         )
         .unwrap_err();
     assert!(
@@ -284,13 +250,7 @@ fn the_memfd_quota_bounds_files_open_while_placing() {
     let (kernel, _server, _client) = crate::bench_pair();
     // Placing a binding's segment holds its memory file open for a moment: with none
     // allowed, no binding can be made; the refusal holds nothing.
-    let h = hostile(
-        &kernel,
-        Some(Quotas {
-            memfds: 0,
-            ..Quotas::default()
-        }),
-    );
+    let h = hostile(&kernel, Some(Quotas::default().with_memfds(0)));
     let r: i64 = h.call("bind_raw", (bench_fingerprint(&kernel),)).unwrap();
     assert_eq!(r, crate::neg(Status::QuotaMappings));
     assert_eq!(h.usage(), Usage::default());
@@ -314,14 +274,9 @@ fn the_instance_quota_sends_a_trusting_client_down_the_isolated_path() {
             .domain_with(
                 "trusting-client",
                 lrpc_artifacts::BENCH_CLIENT,
-                DomainOptions {
-                    presentations: vec![trusting.clone()],
-                    quotas: Some(Quotas {
-                        instances,
-                        ..Quotas::default()
-                    }),
-                    ..Default::default()
-                },
+                DomainOptions::default()
+                    .with_presentations(vec![trusting.clone()])
+                    .with_quotas(Some(Quotas::default().with_instances(instances))),
             )
             .unwrap();
         assert_eq!(client.call::<(), i32>("bind", ()).unwrap(), 0);

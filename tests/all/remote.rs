@@ -3,8 +3,8 @@
 //! target here is in this process, so every byte it sees and answers is under the test's
 //! control (the wRPC transport has its own tests in `host/remote`).
 
-use lrpc::{Kernel, RemoteTarget, Status};
 use lrpc_artifacts as artifacts;
+use lrpc_kernel::{Kernel, Status, transport::RemoteTarget};
 use std::sync::{Arc, Mutex};
 
 const BENCH: &str = "lrpc:bench/bench";
@@ -135,7 +135,10 @@ fn what_a_remote_target_answers_is_checked() {
     // A second export under the same name is refused; the face's name stays taken until it
     // is terminated.
     let again = kernel.export_remote(BENCH, BENCH, scripted(|_, _| Ok(Vec::new())));
-    assert!(matches!(again, Err(lrpc::Error::NameTaken(_))), "{again:?}");
+    assert!(
+        matches!(again, Err(lrpc_kernel::Error::NameTaken(_))),
+        "{again:?}"
+    );
     kernel.terminate(&face);
     assert_eq!(
         client.call::<(i32, i32), i64>("add", (1, 2)).unwrap(),

@@ -2,7 +2,7 @@
 //! after its deadline, unbinds, and whose window is reused by the next binding must not
 //! have its request run later, and the server must not be blamed for being busy.
 
-use lrpc::{Domain, ExportOptions, Kernel, Serving, Status};
+use lrpc_kernel::{Domain, ExportOptions, Kernel, Serving, Status};
 use std::time::{Duration, Instant};
 
 fn faulty_client(kernel: &Kernel, name: &str) -> Domain {
@@ -133,11 +133,9 @@ fn two_exports(deadline: Duration) -> (Kernel, Domain) {
             &server,
             "lrpc:test/faulty",
             "faulty-by-message",
-            ExportOptions {
-                serving: Serving::OwnThread,
-                deadline: Some(deadline),
-                ..Default::default()
-            },
+            ExportOptions::default()
+                .with_serving(Serving::OwnThread)
+                .with_deadline(Some(deadline)),
         )
         .unwrap();
     (kernel, server)

@@ -2,7 +2,7 @@
 //! each), never by a kernel-wide lock: two threads calling two replicas of a server, or two
 //! different servers, run in parallel (the scaling is shown by the `threads` benchmark).
 
-use lrpc::{Domain, Kernel};
+use lrpc_kernel::{Domain, Kernel};
 use std::sync::{Arc, Barrier};
 
 fn client(kernel: &Kernel, name: &str) -> Domain {
@@ -95,10 +95,7 @@ fn a_server_on_its_own_thread_answers_by_message() {
         &kernel,
         &server,
         "lrpc:bench/bench",
-        lrpc::ExportOptions {
-            serving: lrpc::Serving::OwnThread,
-            ..Default::default()
-        },
+        lrpc_kernel::ExportOptions::default().with_serving(lrpc_kernel::Serving::OwnThread),
     )
     .unwrap();
     let c = client(&kernel, "c1");
@@ -125,10 +122,7 @@ fn a_server_thread_that_traps_fails_the_call() {
         &kernel,
         &server,
         "lrpc:test/faulty",
-        lrpc::ExportOptions {
-            serving: lrpc::Serving::OwnThread,
-            ..Default::default()
-        },
+        lrpc_kernel::ExportOptions::default().with_serving(lrpc_kernel::Serving::OwnThread),
     )
     .unwrap();
     let c = kernel
@@ -138,7 +132,7 @@ fn a_server_thread_that_traps_fails_the_call() {
     assert_eq!(c.call::<(i32,), i64>("echo", (1,)).unwrap(), 2);
     assert_eq!(
         c.call::<(), i32>("crash", ()).unwrap(),
-        lrpc::Status::ServerTrapped as i32
+        lrpc_kernel::Status::ServerTrapped as i32
     );
     assert!(server.is_terminated());
     assert!(!c.is_terminated());
@@ -148,7 +142,7 @@ fn a_server_thread_that_traps_fails_the_call() {
 fn domains_created_at_once_on_several_threads_get_distinct_ids() {
     let _guard = crate::shared();
     let kernel = Kernel::new().unwrap();
-    let domains: Vec<lrpc::Domain> = std::thread::scope(|s| {
+    let domains: Vec<lrpc_kernel::Domain> = std::thread::scope(|s| {
         let made: Vec<_> = (0..4)
             .map(|t| {
                 let kernel = &kernel;

@@ -1,8 +1,8 @@
 //! URPC channels: asynchronous calls over pairwise shared-memory rings, served by the
 //! server's own processors (S threads) or, with S = 0, by the client's idle processor.
 
-use lrpc::channel::{AsyncBinding, Call, CallError, ChannelOptions, Processors};
-use lrpc::{Domain, ExportOptions, Kernel, Status};
+use lrpc_kernel::channel::{AsyncBinding, Call, CallError, ChannelOptions, Processors};
+use lrpc_kernel::{Domain, ExportOptions, Kernel, Status};
 use lrpc_runtime::driver::Driver;
 use lrpc_runtime::value;
 use std::future::Future;
@@ -303,7 +303,7 @@ fn a_server_past_its_deadline_or_terminated_fails_calls_in_flight() {
     );
 }
 
-/// Offsets in the segment (see `lrpc::channel`'s ring layout).
+/// Offsets in the segment (see `lrpc_kernel::channel`'s ring layout).
 const REQ_HEAD: usize = 64;
 const REP_HEAD: usize = 192;
 const RINGS: usize = 512;
@@ -470,7 +470,7 @@ fn unbinding_leaks_no_mappings() {
         drop(b);
         assert_eq!(wait(late), Err(CallError::Closed));
     }
-    assert_eq!(server.usage(), lrpc::Usage::default());
+    assert_eq!(server.usage(), lrpc_kernel::domain::Usage::default());
     assert_eq!(
         server.memory_size().unwrap(),
         size,
@@ -485,7 +485,7 @@ fn unbinding_leaks_no_mappings() {
             .unwrap();
         assert_eq!(u32_of(&wait(echo(&b, i)).unwrap()), i + 1);
         b.unbind();
-        assert_eq!(server.usage(), lrpc::Usage::default());
+        assert_eq!(server.usage(), lrpc_kernel::domain::Usage::default());
     }
 }
 
@@ -499,10 +499,7 @@ fn an_idle_client_processor_serves_when_every_server_processor_is_busy() {
         &kernel,
         &server,
         "lrpc:test/faulty",
-        ExportOptions {
-            deadline: Some(Duration::from_secs(2)),
-            ..Default::default()
-        },
+        ExportOptions::default().with_deadline(Some(Duration::from_secs(2))),
     )
     .unwrap();
     let cpus = Processors::start(&kernel, &server, 1).unwrap();
@@ -648,7 +645,7 @@ fn a_server_trap_fails_a_guest_s_calls_in_flight_and_the_guest_keeps_running() {
         let status = Status::try_from(-r as i32).unwrap();
         assert!(status.is_call_failed(), "S = {s}: {status:?}");
         assert_eq!(client.call::<(), i32>("unbind_async", ()).unwrap(), 0);
-        assert_eq!(client.usage(), lrpc::Usage::default());
+        assert_eq!(client.usage(), lrpc_kernel::domain::Usage::default());
     }
 }
 
@@ -666,8 +663,8 @@ fn a_guest_s_channel_leaks_no_mappings_after_unbind() {
     assert_eq!(server.usage().mappings, 1);
     assert_eq!(client.call::<(i32,), i64>("async_echo", (1,)).unwrap(), 2);
     assert_eq!(client.call::<(), i32>("unbind_async", ()).unwrap(), 0);
-    assert_eq!(client.usage(), lrpc::Usage::default());
-    assert_eq!(server.usage(), lrpc::Usage::default());
+    assert_eq!(client.usage(), lrpc_kernel::domain::Usage::default());
+    assert_eq!(server.usage(), lrpc_kernel::domain::Usage::default());
     assert_eq!(crate::memfd_mappings(), maps, "both mappings gone");
     let sizes = (client.memory_size().unwrap(), server.memory_size().unwrap());
     for i in 0..30 {
@@ -682,8 +679,8 @@ fn a_guest_s_channel_leaks_no_mappings_after_unbind() {
             crate::neg(Status::StaleBinding)
         );
     }
-    assert_eq!(client.usage(), lrpc::Usage::default());
-    assert_eq!(server.usage(), lrpc::Usage::default());
+    assert_eq!(client.usage(), lrpc_kernel::domain::Usage::default());
+    assert_eq!(server.usage(), lrpc_kernel::domain::Usage::default());
     assert_eq!(
         (client.memory_size().unwrap(), server.memory_size().unwrap()),
         sizes,
@@ -693,7 +690,7 @@ fn a_guest_s_channel_leaks_no_mappings_after_unbind() {
     assert_eq!(client.call::<(), i32>("bind_async", ()).unwrap(), 0);
     assert_eq!(server.usage().mappings, 1);
     drop(client);
-    assert_eq!(server.usage(), lrpc::Usage::default());
+    assert_eq!(server.usage(), lrpc_kernel::domain::Usage::default());
     // So does a client terminated with its channel bound, at once.
     let client = kernel
         .domain("faulty-client-2", lrpc_artifacts::FAULTY_CLIENT)
@@ -701,7 +698,7 @@ fn a_guest_s_channel_leaks_no_mappings_after_unbind() {
     assert_eq!(client.call::<(), i32>("bind_async", ()).unwrap(), 0);
     assert_eq!(server.usage().mappings, 1);
     kernel.terminate(&client);
-    assert_eq!(server.usage(), lrpc::Usage::default());
+    assert_eq!(server.usage(), lrpc_kernel::domain::Usage::default());
     drop(client);
     drop((cpus, server, kernel));
     assert_eq!(crate::memfd_mappings(), maps);
@@ -760,7 +757,7 @@ fn a_hostile_server_s_ring_values_refuse_a_guest_s_channel() {
         let r: i64 = client.call("async_echo", (3,)).unwrap();
         assert_eq!(r, crate::neg(Status::ChannelRefused));
         assert_eq!(client.call::<(), i32>("unbind_async", ()).unwrap(), 0);
-        assert_eq!(client.usage(), lrpc::Usage::default());
+        assert_eq!(client.usage(), lrpc_kernel::domain::Usage::default());
         assert!(!client.is_terminated());
     }
 }
@@ -843,7 +840,7 @@ fn every_channel_import_survives_arbitrary_arguments() {
     assert_eq!(client.call::<(), i32>("unbind_async", ()).unwrap(), 0);
     assert_eq!(
         server.usage(),
-        lrpc::Usage::default(),
+        lrpc_kernel::domain::Usage::default(),
         "the hostile channels are gone"
     );
 }

@@ -9,7 +9,7 @@
 //! LRPC_SOAK_CALLS=200000 cargo test -p lrpc-tests --test soak -- --ignored
 //! ```
 
-use lrpc::{Domain, DomainOptions, Kernel, Status};
+use lrpc_kernel::{Domain, DomainOptions, Kernel, Status};
 
 /// Resident set size, bytes.
 fn rss() -> u64 {
@@ -219,10 +219,7 @@ fn calls_binds_and_terminations_leave_memory_fds_and_mappings_flat() {
         .domain_with(
             "bench-server",
             lrpc_artifacts::BENCH_SERVER,
-            DomainOptions {
-                replicas: 2,
-                ..Default::default()
-            },
+            DomainOptions::default().with_replicas(2),
         )
         .unwrap();
     kernel.export(&server, "lrpc:bench/bench").unwrap();

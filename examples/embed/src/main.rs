@@ -7,7 +7,7 @@
 //! The guests are `guests/kv-server` and `guests/kv-client` built for `wasm32-unknown-unknown`
 //! (`cargo build --release --target wasm32-unknown-unknown` in `guests/`).
 
-use lrpc::Kernel;
+use lrpc_kernel::Kernel;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

@@ -6,7 +6,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-use lrpc::{Domain, DomainFunc, Error, Kernel, Status};
+use lrpc_kernel::{Domain, Error, Kernel, Status, domain::DomainFunc};
 use std::cell::Cell;
 
 /// A failed call through a driver (or, in the runtime, a failed `lrpc run --call`).
@@ -17,13 +17,13 @@ pub enum CallFailure {
     Setup(String),
     /// The call itself failed with a kernel status.
     #[error("the call failed: {0}")]
-    Status(lrpc::Status),
+    Status(lrpc_kernel::Status),
     /// The driver domain faulted.
     #[error("the driver faulted: {0}")]
-    Driver(lrpc::Error),
+    Driver(lrpc_kernel::Error),
     /// A call into a component domain failed.
     #[error("the call failed: {0}")]
-    Component(lrpc::Error),
+    Component(lrpc_kernel::Error),
 }
 
 /// A driver domain and its exports, looked up once.

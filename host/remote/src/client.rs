@@ -6,7 +6,7 @@ use crate::pool::{Fail, Pool};
 use crate::values::{param_types, read_result, result_types};
 use crate::wire;
 use bytes::{Bytes, BytesMut};
-use lrpc::InterfacePlan;
+use lrpc_kernel::presentation::InterfacePlan;
 use lrpc_presentation::Ty;
 use std::fmt;
 use std::sync::Arc;

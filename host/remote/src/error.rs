@@ -1,7 +1,7 @@
 //! Typed errors, and how each maps onto the kernel's statuses.
 
 use crate::wire::CodecError;
-use lrpc::Status;
+use lrpc_kernel::Status;
 
 /// Why a remote call (or one member of a MultiRPC) failed.
 #[derive(Debug, thiserror::Error)]
@@ -65,7 +65,7 @@ impl RemoteError {
 pub enum ServeError {
     /// The kernel refused (unknown interface, driver domain creation).
     #[error(transparent)]
-    Kernel(#[from] lrpc::Error),
+    Kernel(#[from] lrpc_kernel::Error),
     /// The local binding of the driver was refused.
     #[error("binding to `{name}`: {status}")]
     Bind {

@@ -1,5 +1,5 @@
 //! Remote exports for guests: a [`RemoteBinding`] registered with a local kernel
-//! ([`lrpc::Kernel::export_remote`]), so that a guest binds to the remote interface by name
+//! ([`lrpc_kernel::Kernel::export_remote`]), so that a guest binds to the remote interface by name
 //! and calls it through its unchanged client stub. The kernel hands each call to
 //! [`Forward`] on the guest's thread; the call goes out on the tokio runtime given, and the
 //! guest's thread waits for its result.
@@ -7,7 +7,7 @@
 use crate::client::RemoteBinding;
 use crate::values::param_types;
 use crate::wire;
-use lrpc::{Domain, Kernel, RemoteDone, RemoteTarget, Status};
+use lrpc_kernel::{Domain, Kernel, Status, transport::RemoteDone, transport::RemoteTarget};
 use std::sync::Arc;
 use std::sync::mpsc;
 use tokio::runtime::Handle;
@@ -100,7 +100,7 @@ pub fn export_remote(
     name: &str,
     binding: RemoteBinding,
     runtime: Handle,
-) -> Result<Domain, lrpc::Error> {
+) -> Result<Domain, lrpc_kernel::Error> {
     let interface = binding.plan().name.clone();
     kernel.export_remote(name, &interface, Arc::new(Forward::new(binding, runtime)))
 }

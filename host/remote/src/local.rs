@@ -8,8 +8,8 @@
 //! several workers, calls into a server with replicas run in parallel.
 
 use crate::error::{RemoteError, ServeError};
-use lrpc::{InterfacePlan, Kernel, Status};
 use lrpc_driver::{BindError, CallFailure, Driver};
+use lrpc_kernel::{Kernel, Status, presentation::InterfacePlan};
 use lrpc_lock::lock;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};

@@ -12,7 +12,7 @@ use crate::error::RemoteError;
 use crate::local::{LocalExport, LocalPool};
 use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
-use lrpc::{InterfacePlan, Status};
+use lrpc_kernel::{Status, presentation::InterfacePlan};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;

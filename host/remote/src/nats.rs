@@ -43,7 +43,7 @@ use crate::values::read_result;
 use bytes::Bytes;
 use futures::StreamExt as _;
 use futures::stream::{BoxStream, SelectAll};
-use lrpc::InterfacePlan;
+use lrpc_kernel::presentation::InterfacePlan;
 use lrpc_lock::lock;
 use lrpc_presentation::Ty;
 use std::collections::{HashMap, VecDeque};

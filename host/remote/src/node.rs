@@ -11,8 +11,8 @@ use crate::endpoint::Endpoint;
 use crate::error::ServeError;
 use crate::local::LocalPool;
 use crate::server::{RemoteServer, ServeOptions};
-use lrpc::{DomainOptions, Kernel};
 use lrpc_artifacts as artifacts;
+use lrpc_kernel::{DomainOptions, Kernel};
 use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,10 +73,7 @@ impl NodeConfig {
 /// ends. With NATS listeners, a line `served` on stdin is answered with `served N`.
 pub fn run(config: &NodeConfig) -> Result<(), ServeError> {
     let kernel = Kernel::new()?;
-    let replicas = DomainOptions {
-        replicas: config.workers.max(1),
-        ..Default::default()
-    };
+    let replicas = DomainOptions::default().with_replicas(config.workers.max(1));
     let bench = kernel.domain_with("bench-server", artifacts::BENCH_SERVER, replicas)?;
     kernel.export(&bench, "lrpc:bench/bench")?;
     let kv = kernel.domain("kv-server", artifacts::KV_SERVER)?;

@@ -349,7 +349,7 @@ impl RemoteServer {
 
 /// A session's reply to a call that reached the kernel: its results, or the failure.
 fn session_reply(
-    plan: &lrpc::InterfacePlan,
+    plan: &lrpc_kernel::presentation::InterfacePlan,
     proc: usize,
     r: Result<Vec<u8>, crate::error::RemoteError>,
     name: &str,

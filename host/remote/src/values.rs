@@ -5,7 +5,7 @@
 use crate::error::RemoteError;
 use crate::wire::{self, CodecError};
 use bytes::BytesMut;
-use lrpc::InterfacePlan;
+use lrpc_kernel::presentation::InterfacePlan;
 use lrpc_presentation::Ty;
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 

@@ -12,14 +12,22 @@
 //!   `ceil(n / 8)` bytes, least significant first. Parameters are one value after another;
 //!   the result, when the function has one, is a single value.
 //!
+//! The A-stack side is walked by `lrpc_presentation::layout`: wire bytes are a source of
+//! values for its writer (`FromWire`), and its reader's visitor writes the wire bytes
+//! (`ToWire`).
+//!
 //! Everything read from the wire is untrusted and checked exactly like A-stack contents:
 //! booleans, discriminants, flag bits, code points, UTF-8, LEB128 width and range, and lengths
 //! against a size limit, before a byte of it reaches a domain. Running out of bytes is
 //! [`CodecError::Incomplete`] (the rest may still arrive), never a panic.
 
 use bytes::{BufMut as _, BytesMut};
-use lrpc_presentation::plan::{discriminant_size, flags_size};
-use lrpc_presentation::{DefKind, InterfacePlan, Prim, Ty};
+use lrpc_presentation::layout::{
+    CaseOut, Cases, Decode, Encode, Fault, FieldsOut, FlagsOut, Layout, ListOut, Reader, Scalar,
+    Seq, Writer,
+};
+use lrpc_presentation::{InterfacePlan, Prim, Ty};
+use std::borrow::Cow;
 
 /// Why a value could not be translated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -39,6 +47,16 @@ pub enum CodecError {
     /// The plan names a type it does not define.
     #[error("the interface plan has no type {0}")]
     UnknownType(usize),
+}
+
+impl From<Fault> for CodecError {
+    fn from(f: Fault) -> CodecError {
+        match f {
+            Fault::TooLarge(n) => CodecError::TooLarge(n),
+            Fault::UnknownType(i) => CodecError::UnknownType(i),
+            f => CodecError::Malformed(f.reason()),
+        }
+    }
 }
 
 struct Src<'a> {
@@ -62,10 +80,6 @@ impl<'a> Src<'a> {
         let mut a = [0; N];
         a.copy_from_slice(self.take(N)?);
         Ok(a)
-    }
-
-    fn remaining(&self) -> usize {
-        self.bytes.len() - self.at
     }
 
     /// An unsigned LEB128 number of at most `bits` bits.
@@ -138,51 +152,6 @@ fn put_sleb(dst: &mut BytesMut, mut v: i64) {
     }
 }
 
-fn def(plan: &InterfacePlan, i: usize) -> Result<&DefKind, CodecError> {
-    plan.defs
-        .get(i)
-        .map(|d| &d.kind)
-        .ok_or(CodecError::UnknownType(i))
-}
-
-fn check_flags(bytes: &[u8], n: usize) -> Result<(), CodecError> {
-    for (i, b) in bytes.iter().enumerate() {
-        let first = i * 8;
-        let allowed: u8 = if first + 8 <= n {
-            0xff
-        } else if first >= n {
-            0
-        } else {
-            (1u8 << (n - first)) - 1
-        };
-        if b & !allowed != 0 {
-            return Err(CodecError::Malformed("unknown flag bits"));
-        }
-    }
-    Ok(())
-}
-
-fn put_disc(dst: &mut Vec<u8>, d: u32, cases: usize) {
-    match discriminant_size(cases) {
-        1 => dst.push(d as u8),
-        2 => dst.extend_from_slice(&(d as u16).to_le_bytes()),
-        _ => dst.extend_from_slice(&d.to_le_bytes()),
-    }
-}
-
-fn read_disc(src: &mut Src<'_>, cases: usize) -> Result<usize, CodecError> {
-    let d = match discriminant_size(cases) {
-        1 => u32::from(src.byte()?),
-        2 => u32::from(u16::from_le_bytes(src.array()?)),
-        _ => u32::from_le_bytes(src.array()?),
-    };
-    let d = d as usize;
-    if d >= cases {
-        return Err(CodecError::Malformed("discriminant out of range"));
-    }
-    Ok(d)
-}
-
 /// Translates wire values of types `tys` at the start of `src` into A-stack encoding.
 /// Returns the encoding and how many bytes of `src` it used. `limit` bounds both the wire
 /// bytes and the translation.
@@ -192,12 +161,16 @@ pub fn from_wire(
     src: &[u8],
     limit: usize,
 ) -> Result<(Vec<u8>, usize), CodecError> {
-    let mut s = Src { bytes: src, at: 0 };
+    let mut s = FromWire {
+        src: Src { bytes: src, at: 0 },
+        limit,
+    };
     let mut dst = Vec::new();
+    let mut w = Writer::new(Layout::new(plan), &mut dst).limit(limit);
     for t in tys {
-        w2p(plan, t, &mut s, &mut dst, limit)?;
+        w.write(t, &mut s)?;
     }
-    Ok((dst, s.at))
+    Ok((dst, s.src.at))
 }
 
 /// [`from_wire`] for a buffer that must hold exactly the values: bytes after them are
@@ -240,62 +213,62 @@ fn translate(
     tys: &[&Ty],
     src: &[u8],
 ) -> Result<(BytesMut, usize), CodecError> {
-    let mut s = Src { bytes: src, at: 0 };
-    let mut dst = BytesMut::with_capacity(src.len() + 8);
+    let mut r = Reader::new(Layout::new(plan), src);
+    let mut dst = ToWire(BytesMut::with_capacity(src.len() + 8));
     for t in tys {
-        p2w(plan, t, &mut s, &mut dst).map_err(|e| match e {
-            CodecError::Incomplete => CodecError::Malformed("the encoding ends early"),
-            e => e,
-        })?;
+        r.read(t, &mut dst)?;
     }
-    Ok((dst, s.at))
+    Ok((dst.0, r.at()))
 }
 
-/// A `bool`'s byte read off `src`: 0 or 1, anything else refused.
-fn bool_byte(src: &mut Src<'_>) -> Result<u8, CodecError> {
-    match src.byte()? {
-        b @ (0 | 1) => Ok(b),
-        _ => Err(CodecError::Malformed("bool not 0 or 1")),
-    }
-}
-
-/// The tag of an `option` or `result` value (`ty`) read off `src` and checked, and the type of
-/// the payload that follows it, if the tag has one.
-fn tagged<'t>(ty: &'t Ty, src: &mut Src<'_>) -> Result<(u8, Option<&'t Ty>), CodecError> {
-    let tag = src.byte()?;
-    let payload = match (ty, tag) {
-        (Ty::Option(_), 0) => None,
-        (Ty::Option(t), 1) => Some(&**t),
-        (Ty::Option(_), _) => return Err(CodecError::Malformed("option tag not 0 or 1")),
-        (Ty::Result(ok, _), 0) => ok.as_deref(),
-        (Ty::Result(_, err), 1) => err.as_deref(),
-        _ => return Err(CodecError::Malformed("result tag not 0 or 1")),
-    };
-    Ok((tag, payload))
-}
-
-fn w2p(
-    plan: &InterfacePlan,
-    ty: &Ty,
-    src: &mut Src<'_>,
-    dst: &mut Vec<u8>,
+/// The source of an A-stack encoding: wire bytes, checked as they are read. Neither they nor
+/// the encoding may grow beyond `limit` (the writer checks the encoding).
+struct FromWire<'a> {
+    src: Src<'a>,
     limit: usize,
-) -> Result<(), CodecError> {
-    if dst.len() > limit || src.at > limit {
-        return Err(CodecError::TooLarge(limit));
+}
+
+impl FromWire<'_> {
+    /// Refuses to read on past the limit: a value still incomplete there never completes.
+    fn check(&self) -> Result<(), CodecError> {
+        if self.src.at > self.limit {
+            return Err(CodecError::TooLarge(self.limit));
+        }
+        Ok(())
     }
-    match ty {
-        Ty::Prim(p) => match p {
-            Prim::Bool => dst.push(bool_byte(src)?),
-            Prim::U8 | Prim::S8 => dst.push(src.byte()?),
-            Prim::U16 => dst.extend_from_slice(&(src.uleb(16)? as u16).to_le_bytes()),
-            Prim::S16 => dst.extend_from_slice(&(src.sleb(16)? as i16).to_le_bytes()),
-            Prim::U32 => dst.extend_from_slice(&(src.uleb(32)? as u32).to_le_bytes()),
-            Prim::S32 => dst.extend_from_slice(&(src.sleb(32)? as i32).to_le_bytes()),
-            Prim::U64 => dst.extend_from_slice(&src.uleb(64)?.to_le_bytes()),
-            Prim::S64 => dst.extend_from_slice(&src.sleb(64)?.to_le_bytes()),
-            Prim::F32 => dst.extend_from_slice(src.take(4)?),
-            Prim::F64 => dst.extend_from_slice(src.take(8)?),
+
+    /// A length or count, refused beyond the limit (each element takes a byte on the wire).
+    fn len(&mut self) -> Result<usize, CodecError> {
+        let n = self.src.uleb(32)? as usize;
+        if n > self.limit {
+            return Err(CodecError::TooLarge(self.limit));
+        }
+        Ok(n)
+    }
+}
+
+impl<'t> Encode<'t> for FromWire<'_> {
+    type Error = CodecError;
+
+    fn scalar(&mut self, p: Prim) -> Result<Scalar, CodecError> {
+        self.check()?;
+        let src = &mut self.src;
+        Ok(match p {
+            Prim::Bool => match src.byte()? {
+                0 => Scalar::Bool(false),
+                1 => Scalar::Bool(true),
+                _ => return Err(CodecError::Malformed("bool not 0 or 1")),
+            },
+            Prim::U8 => Scalar::U8(src.byte()?),
+            Prim::S8 => Scalar::S8(src.byte()? as i8),
+            Prim::U16 => Scalar::U16(src.uleb(16)? as u16),
+            Prim::S16 => Scalar::S16(src.sleb(16)? as i16),
+            Prim::U32 => Scalar::U32(src.uleb(32)? as u32),
+            Prim::S32 => Scalar::S32(src.sleb(32)? as i32),
+            Prim::U64 => Scalar::U64(src.uleb(64)?),
+            Prim::S64 => Scalar::S64(src.sleb(64)?),
+            Prim::F32 => Scalar::F32(f32::from_le_bytes(src.array()?)),
+            Prim::F64 => Scalar::F64(f64::from_le_bytes(src.array()?)),
             Prim::Char => {
                 let first = *src.bytes.get(src.at).ok_or(CodecError::Incomplete)?;
                 let n = match first {
@@ -307,171 +280,141 @@ fn w2p(
                 };
                 let s = std::str::from_utf8(src.take(n)?)
                     .map_err(|_| CodecError::Malformed("char: bad UTF-8"))?;
-                let c = s.chars().next().ok_or(CodecError::Malformed("char"))?;
-                dst.extend_from_slice(&u32::from(c).to_le_bytes());
+                Scalar::Char(s.chars().next().ok_or(CodecError::Malformed("char"))?)
             }
-        },
-        Ty::String => {
-            let n = src.uleb(32)? as usize;
-            if n > limit {
-                return Err(CodecError::TooLarge(limit));
-            }
-            let b = src.take(n)?;
-            std::str::from_utf8(b).map_err(|_| CodecError::Malformed("string: bad UTF-8"))?;
-            dst.extend_from_slice(&(n as u32).to_le_bytes());
-            dst.extend_from_slice(b);
-        }
-        Ty::List(t) => {
-            let n = src.uleb(32)? as usize;
-            // Every element takes at least one byte on the wire.
-            if n > limit {
-                return Err(CodecError::TooLarge(limit));
-            }
-            dst.extend_from_slice(&(n as u32).to_le_bytes());
-            if **t == Ty::Prim(Prim::U8) || **t == Ty::Prim(Prim::S8) {
-                dst.extend_from_slice(src.take(n)?);
-            } else {
-                for _ in 0..n {
-                    w2p(plan, t, src, dst, limit)?;
-                }
-            }
-        }
-        Ty::Tuple(ts) => {
-            for t in ts {
-                w2p(plan, t, src, dst, limit)?;
-            }
-        }
-        Ty::Option(_) | Ty::Result(..) => {
-            let (tag, payload) = tagged(ty, src)?;
-            dst.push(tag);
-            if let Some(t) = payload {
-                w2p(plan, t, src, dst, limit)?;
-            }
-        }
-        Ty::Named(i) => match def(plan, *i)? {
-            DefKind::Record(fields) => {
-                for (_, t) in fields {
-                    w2p(plan, t, src, dst, limit)?;
-                }
-            }
-            DefKind::Enum(cases) => {
-                let d = src.uleb(32)?;
-                if d as usize >= cases.len() {
-                    return Err(CodecError::Malformed("discriminant out of range"));
-                }
-                put_disc(dst, d as u32, cases.len());
-            }
-            DefKind::Variant(cases) => {
-                let d = src.uleb(32)?;
-                let Some((_, payload)) = cases.get(d as usize) else {
-                    return Err(CodecError::Malformed("discriminant out of range"));
-                };
-                put_disc(dst, d as u32, cases.len());
-                if let Some(t) = payload {
-                    w2p(plan, t, src, dst, limit)?;
-                }
-            }
-            DefKind::Flags(names) => {
-                let n = names.len();
-                let b = src.take(n.div_ceil(8))?;
-                check_flags(b, n)?;
-                let size = flags_size(n);
-                dst.extend_from_slice(b);
-                dst.resize(dst.len() + size - b.len(), 0);
-            }
-        },
+        })
     }
-    if dst.len() > limit {
-        return Err(CodecError::TooLarge(limit));
+
+    fn string(&mut self) -> Result<Cow<'_, str>, CodecError> {
+        self.check()?;
+        let n = self.len()?;
+        let b = self.src.take(n)?;
+        let s = std::str::from_utf8(b).map_err(|_| CodecError::Malformed("string: bad UTF-8"))?;
+        Ok(Cow::Borrowed(s))
     }
-    Ok(())
+
+    fn list(&mut self, items: &mut ListOut<'_, '_, 't>) -> Result<(), CodecError> {
+        self.check()?;
+        let n = self.len()?;
+        if matches!(items.element(), Ty::Prim(Prim::U8 | Prim::S8)) {
+            items.bytes(self.src.take(n)?)?;
+        } else {
+            for _ in 0..n {
+                items.item(self)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn tuple(&mut self, out: &mut FieldsOut<'_, '_, 't>) -> Result<(), CodecError> {
+        out.rest(self)
+    }
+
+    fn record(
+        &mut self,
+        _: &'t [(String, Ty)],
+        out: &mut FieldsOut<'_, '_, 't>,
+    ) -> Result<(), CodecError> {
+        out.rest(self)
+    }
+
+    fn case(&mut self, out: &mut CaseOut<'_, '_, 't>) -> Result<(), CodecError> {
+        self.check()?;
+        let k = match out.cases() {
+            Cases::Option(_) | Cases::Result(..) => u64::from(self.src.byte()?),
+            Cases::Enum(_) | Cases::Variant(_) => self.src.uleb(32)?,
+        };
+        if out.case(k as usize)?.is_some() {
+            out.payload(self)?;
+        }
+        Ok(())
+    }
+
+    fn flags(&mut self, out: &mut FlagsOut<'_>) -> Result<(), CodecError> {
+        self.check()?;
+        let b = self.src.take(out.names().len().div_ceil(8))?;
+        for (i, byte) in b.iter().enumerate() {
+            for bit in (0..8).filter(|bit| byte & (1 << bit) != 0) {
+                out.set(i * 8 + bit)?;
+            }
+        }
+        Ok(())
+    }
 }
 
-fn p2w(
-    plan: &InterfacePlan,
-    ty: &Ty,
-    src: &mut Src<'_>,
-    dst: &mut BytesMut,
-) -> Result<(), CodecError> {
-    match ty {
-        Ty::Prim(p) => match p {
-            Prim::Bool => dst.put_u8(bool_byte(src)?),
-            Prim::U8 | Prim::S8 => dst.put_u8(src.byte()?),
-            Prim::U16 => put_uleb(dst, u16::from_le_bytes(src.array()?).into()),
-            Prim::S16 => put_sleb(dst, i16::from_le_bytes(src.array()?).into()),
-            Prim::U32 => put_uleb(dst, u32::from_le_bytes(src.array()?).into()),
-            Prim::S32 => put_sleb(dst, i32::from_le_bytes(src.array()?).into()),
-            Prim::U64 => put_uleb(dst, u64::from_le_bytes(src.array()?)),
-            Prim::S64 => put_sleb(dst, i64::from_le_bytes(src.array()?)),
-            Prim::F32 => dst.put_slice(src.take(4)?),
-            Prim::F64 => dst.put_slice(src.take(8)?),
-            Prim::Char => {
-                let c = char::from_u32(u32::from_le_bytes(src.array()?))
-                    .ok_or(CodecError::Malformed("char not a Unicode scalar value"))?;
+/// A visitor writing what it reads in the wire encoding.
+struct ToWire(BytesMut);
+
+impl<'t, 'b> Decode<'t, 'b> for ToWire {
+    type Out = ();
+    type Error = CodecError;
+
+    fn scalar(&mut self, v: Scalar) -> Result<(), CodecError> {
+        let dst = &mut self.0;
+        match v {
+            Scalar::Bool(b) => dst.put_u8(u8::from(b)),
+            Scalar::U8(x) => dst.put_u8(x),
+            Scalar::S8(x) => dst.put_i8(x),
+            Scalar::U16(x) => put_uleb(dst, x.into()),
+            Scalar::S16(x) => put_sleb(dst, x.into()),
+            Scalar::U32(x) => put_uleb(dst, x.into()),
+            Scalar::S32(x) => put_sleb(dst, x.into()),
+            Scalar::U64(x) => put_uleb(dst, x),
+            Scalar::S64(x) => put_sleb(dst, x),
+            Scalar::F32(x) => dst.put_slice(&x.to_le_bytes()),
+            Scalar::F64(x) => dst.put_slice(&x.to_le_bytes()),
+            Scalar::Char(c) => {
                 let mut b = [0; 4];
                 dst.put_slice(c.encode_utf8(&mut b).as_bytes());
             }
-        },
-        Ty::String => {
-            let n = u32::from_le_bytes(src.array()?);
-            let b = src.take(n as usize)?;
-            std::str::from_utf8(b).map_err(|_| CodecError::Malformed("string: bad UTF-8"))?;
-            put_uleb(dst, n.into());
-            dst.put_slice(b);
         }
-        Ty::List(t) => {
-            let n = u32::from_le_bytes(src.array()?);
-            put_uleb(dst, n.into());
-            if **t == Ty::Prim(Prim::U8) || **t == Ty::Prim(Prim::S8) {
-                dst.put_slice(src.take(n as usize)?);
-            } else {
-                // Every element takes at least one byte in this encoding too.
-                if n as usize > src.remaining() {
-                    return Err(CodecError::Incomplete);
-                }
-                for _ in 0..n {
-                    p2w(plan, t, src, dst)?;
-                }
-            }
-        }
-        Ty::Tuple(ts) => {
-            for t in ts {
-                p2w(plan, t, src, dst)?;
-            }
-        }
-        Ty::Option(_) | Ty::Result(..) => {
-            let (tag, payload) = tagged(ty, src)?;
-            dst.put_u8(tag);
-            if let Some(t) = payload {
-                p2w(plan, t, src, dst)?;
-            }
-        }
-        Ty::Named(i) => match def(plan, *i)? {
-            DefKind::Record(fields) => {
-                for (_, t) in fields {
-                    p2w(plan, t, src, dst)?;
-                }
-            }
-            DefKind::Enum(cases) => {
-                let d = read_disc(src, cases.len())?;
-                put_uleb(dst, d as u64);
-            }
-            DefKind::Variant(cases) => {
-                let d = read_disc(src, cases.len())?;
-                put_uleb(dst, d as u64);
-                if let Some((_, Some(t))) = cases.get(d) {
-                    p2w(plan, t, src, dst)?;
-                }
-            }
-            DefKind::Flags(names) => {
-                let n = names.len();
-                let b = src.take(flags_size(n))?;
-                check_flags(b, n)?;
-                dst.put_slice(&b[..n.div_ceil(8)]);
-            }
-        },
+        Ok(())
     }
-    Ok(())
+
+    fn string(&mut self, s: &'b str) -> Result<(), CodecError> {
+        self.bytes(s.as_bytes())
+    }
+
+    fn bytes(&mut self, b: &'b [u8]) -> Result<(), CodecError> {
+        put_uleb(&mut self.0, b.len() as u64);
+        self.0.put_slice(b);
+        Ok(())
+    }
+
+    fn list(&mut self, items: &mut Seq<'_, 't, 'b>) -> Result<(), CodecError> {
+        put_uleb(&mut self.0, items.len() as u64);
+        items.each(self)
+    }
+
+    fn tuple(&mut self, items: &mut Seq<'_, 't, 'b>) -> Result<(), CodecError> {
+        items.each(self)
+    }
+
+    fn record(
+        &mut self,
+        _: &'t [(String, Ty)],
+        values: &mut Seq<'_, 't, 'b>,
+    ) -> Result<(), CodecError> {
+        values.each(self)
+    }
+
+    fn case(
+        &mut self,
+        cases: Cases<'t>,
+        k: usize,
+        payload: &mut Seq<'_, 't, 'b>,
+    ) -> Result<(), CodecError> {
+        match cases {
+            Cases::Option(_) | Cases::Result(..) => self.0.put_u8(k as u8),
+            Cases::Enum(_) | Cases::Variant(_) => put_uleb(&mut self.0, k as u64),
+        }
+        payload.each(self)
+    }
+
+    fn flags(&mut self, names: &'t [String], bits: &'b [u8]) -> Result<(), CodecError> {
+        self.0.put_slice(&bits[..names.len().div_ceil(8)]);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

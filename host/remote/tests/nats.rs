@@ -5,7 +5,7 @@
 //! it in `NATS_SERVER`; without it every test fails and says so.
 
 use anyhow::{Context as _, Result, bail, ensure};
-use lrpc::Status;
+use lrpc_kernel::Status;
 use lrpc_remote::{
     Endpoint, LocalPool, Member, NatsEndpoint, RemoteBinding, RemoteError, RemoteOptions,
     RemoteServer, ServeOptions, multi_call,
@@ -233,7 +233,7 @@ struct Group {
     nats: NatsServer,
     url: String,
     nodes: [Node; 3],
-    _kernel: lrpc::Kernel,
+    _kernel: lrpc_kernel::Kernel,
     pool: std::sync::Arc<LocalPool>,
     rt: tokio::runtime::Runtime,
     endpoint: Endpoint,
@@ -697,7 +697,7 @@ fn endpoints_parse_and_print() {
 /// group `bounded` behind it.
 struct InProcess {
     nats: NatsServer,
-    _kernel: lrpc::Kernel,
+    _kernel: lrpc_kernel::Kernel,
     pool: std::sync::Arc<LocalPool>,
     rt: tokio::runtime::Runtime,
     at: NatsEndpoint,

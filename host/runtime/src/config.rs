@@ -334,20 +334,20 @@ pub struct DomainSpec {
     pub binds: Vec<Bind>,
     /// Its quotas, when `[domains.<name>.limits]` sets any (the kernel's defaults for the
     /// rest).
-    pub quotas: Option<lrpc::Quotas>,
+    pub quotas: Option<lrpc_kernel::Quotas>,
     /// Set when the binary is a component: its WASI grants, limits and fully trusted imports.
     pub component: Option<ComponentSpec>,
     /// Line of its table in the file.
     pub line: usize,
 }
 
-/// What a component domain is given (see `lrpc::ComponentOptions`).
+/// What a component domain is given (see `lrpc_kernel::component::ComponentOptions`).
 #[derive(Debug, Clone, Default)]
 pub struct ComponentSpec {
     /// `[domains.<name>.wasi]`.
-    pub wasi: lrpc::WasiGrants,
+    pub wasi: lrpc_kernel::component::WasiGrants,
     /// `[domains.<name>.limits]`: memory, fuel, deadline.
-    pub limits: lrpc::ComponentLimits,
+    pub limits: lrpc_kernel::component::ComponentLimits,
     /// `trust_fully`: imports whose servers are composed into the domain.
     pub trust_fully: Vec<String>,
 }
@@ -1038,12 +1038,12 @@ fn domain(cx: &Ctx<'_>, name: &str, d: &Spanned<RawDomain>) -> Result<DomainSpec
         }
     };
     let is_component = match &source {
-        Source::Builtin(_, bytes) => lrpc::is_component(bytes),
+        Source::Builtin(_, bytes) => lrpc_kernel::component::is_component(bytes),
         Source::File(p) => {
             let mut head = [0u8; 8];
             std::fs::File::open(p)
                 .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
-                .is_ok_and(|()| lrpc::is_component(&head))
+                .is_ok_and(|()| lrpc_kernel::component::is_component(&head))
         }
     };
     if let Some(k) = &r.kind {
@@ -1079,16 +1079,20 @@ fn domain(cx: &Ctx<'_>, name: &str, d: &Spanned<RawDomain>) -> Result<DomainSpec
         ));
     }
     let replicas = match &r.replicas {
-        // The kernel's own bound (`lrpc::Quotas::replicas`): a config it would refuse is
+        // The kernel's own bound (`lrpc_kernel::Quotas::replicas`): a config it would refuse is
         // refused here, at its line.
-        Some(n) => cx.count(n, "replicas", i64::from(lrpc::Quotas::default().replicas))?,
+        Some(n) => cx.count(
+            n,
+            "replicas",
+            i64::from(lrpc_kernel::Quotas::default().replicas),
+        )?,
         None => 1,
     };
     let mut limit_deadline = None;
     let mut quotas = None;
     if let Some(l) = &r.limits {
         let l = l.get_ref();
-        let mut q = lrpc::Quotas::default();
+        let mut q = lrpc_kernel::Quotas::default();
         let mut any = false;
         if let Some(m) = &l.memory {
             q.memory = cx.size(m, "memory")?;
@@ -1352,18 +1356,22 @@ fn handler_checks(cx: &Ctx<'_>, r: &RawDomain, h: &Spanned<RawExport>) -> Result
     Ok(())
 }
 
-fn wasi_grants(cx: &Ctx<'_>, w: &RawWasi) -> Result<lrpc::WasiGrants, ConfigError> {
-    let stdio = |s: &Option<Spanned<String>>| -> Result<lrpc::Stdio, ConfigError> {
-        match s.as_ref().map(|v| (v, v.get_ref().as_str())) {
-            None | Some((_, "discard")) => Ok(lrpc::Stdio::Discard),
-            Some((_, "inherit")) => Ok(lrpc::Stdio::Inherit),
-            Some((_, "capture")) => Ok(lrpc::Stdio::Capture),
-            Some((v, other)) => Err(cx.err(
-                v,
-                format!("`{other}`: `discard`, `inherit` or `capture` expected"),
-            )),
-        }
-    };
+fn wasi_grants(
+    cx: &Ctx<'_>,
+    w: &RawWasi,
+) -> Result<lrpc_kernel::component::WasiGrants, ConfigError> {
+    let stdio =
+        |s: &Option<Spanned<String>>| -> Result<lrpc_kernel::component::Stdio, ConfigError> {
+            match s.as_ref().map(|v| (v, v.get_ref().as_str())) {
+                None | Some((_, "discard")) => Ok(lrpc_kernel::component::Stdio::Discard),
+                Some((_, "inherit")) => Ok(lrpc_kernel::component::Stdio::Inherit),
+                Some((_, "capture")) => Ok(lrpc_kernel::component::Stdio::Capture),
+                Some((v, other)) => Err(cx.err(
+                    v,
+                    format!("`{other}`: `discard`, `inherit` or `capture` expected"),
+                )),
+            }
+        };
     let mut preopens = Vec::new();
     for p in &w.preopens {
         let pr = p.get_ref();
@@ -1377,11 +1385,11 @@ fn wasi_grants(cx: &Ctx<'_>, w: &RawWasi) -> Result<lrpc::WasiGrants, ConfigErro
                 "the guest path of a preopen is absolute (`/data`)",
             ));
         }
-        preopens.push(lrpc::Preopen {
+        preopens.push(lrpc_kernel::component::Preopen::new(
             host,
-            guest: pr.guest.get_ref().clone(),
-            writable: pr.writable,
-        });
+            pr.guest.get_ref().clone(),
+            pr.writable,
+        ));
     }
     let mut network = Vec::new();
     for a in &w.network {
@@ -1392,14 +1400,13 @@ fn wasi_grants(cx: &Ctx<'_>, w: &RawWasi) -> Result<lrpc::WasiGrants, ConfigErro
             )
         })?);
     }
-    Ok(lrpc::WasiGrants {
-        preopens,
-        env: w.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-        args: w.args.clone(),
-        stdout: stdio(&w.stdout)?,
-        stderr: stdio(&w.stderr)?,
-        network,
-    })
+    Ok(lrpc_kernel::component::WasiGrants::default()
+        .with_preopens(preopens)
+        .with_env(w.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .with_args(w.args.clone())
+        .with_stdout(stdio(&w.stdout)?)
+        .with_stderr(stdio(&w.stderr)?)
+        .with_network(network))
 }
 
 #[cfg(test)]
@@ -1556,7 +1563,7 @@ mod tests {
         let spec = p.component.as_ref().expect("a component");
         assert_eq!(spec.wasi.env, [("A".to_string(), "1".to_string())]);
         assert_eq!(spec.wasi.args, ["x"]);
-        assert_eq!(spec.wasi.stdout, lrpc::Stdio::Capture);
+        assert_eq!(spec.wasi.stdout, lrpc_kernel::component::Stdio::Capture);
         assert_eq!(spec.wasi.network.len(), 1);
         assert_eq!(spec.limits.memory, Some(8 << 20));
         assert_eq!(spec.limits.fuel, Some(1000));
@@ -1713,7 +1720,7 @@ mod tests {
         assert_eq!(q.oob_bytes, 1 << 20);
         assert_eq!(
             q.mappings,
-            lrpc::Quotas::default().mappings,
+            lrpc_kernel::Quotas::default().mappings,
             "the rest default"
         );
         assert!(c.domains["b"].quotas.is_none());

@@ -1,8 +1,8 @@
 //! `lrpc demo`: a client and a server domain, the four calls of LRPC's Table IV, their
 //! results and the measured time per call.
 
-use lrpc::{Domain, Error, Kernel};
 use lrpc_artifacts as artifacts;
+use lrpc_kernel::{Domain, Error, Kernel};
 use std::fmt::Write as _;
 use std::time::Instant;
 
@@ -73,7 +73,7 @@ pub fn run(iters: u32) -> Result<Vec<DemoRow>, Error> {
 fn check(v: i64, what: &str) -> Result<(), Error> {
     if v < 0 {
         let code = i32::try_from(-v).unwrap_or(i32::MAX);
-        let status = lrpc::Status::try_from(code)
+        let status = lrpc_kernel::Status::try_from(code)
             .map(|s| s.describe().to_string())
             .unwrap_or_else(|c| format!("unknown status {c}"));
         return Err(Error::Guest {

@@ -5,11 +5,11 @@ use crate::config::{Config, DomainSpec, Export, PLUGIN_INTERFACE, ServingMode, S
 use crate::metrics::Metrics;
 pub use crate::supervise::DeployError;
 use crate::supervise::{Supervised, Supervision, died, lock, read, reload};
-use lrpc::{Domain, DomainOptions, ExportOptions, Kernel, KernelConfig, Serving};
+use lrpc_kernel::{Domain, DomainOptions, ExportOptions, Kernel, KernelConfig, Serving};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-fn kerr(what: impl Into<String>) -> impl FnOnce(lrpc::Error) -> DeployError {
+fn kerr(what: impl Into<String>) -> impl FnOnce(lrpc_kernel::Error) -> DeployError {
     let what = what.into();
     move |error| DeployError::Kernel { what, error }
 }
@@ -23,7 +23,7 @@ pub struct Deployment {
     /// Domains that are not plugins, by name.
     pub domains: BTreeMap<String, Domain>,
     /// Component domains, by name.
-    pub components: BTreeMap<String, lrpc::ComponentDomain>,
+    pub components: BTreeMap<String, lrpc_kernel::ComponentDomain>,
     /// Plugins, by domain name.
     pub plugins: BTreeMap<String, Arc<Plugin>>,
     /// `wasi:http/incoming-handler` components, by domain name.
@@ -92,11 +92,10 @@ impl Deployment {
                 }
             }
             let wasm = read(&spec.source).map_err(at(spec))?;
-            let options = DomainOptions {
-                replicas: spec.replicas,
-                presentations,
-                quotas: spec.quotas,
-            };
+            let options = DomainOptions::default()
+                .with_replicas(spec.replicas)
+                .with_presentations(presentations)
+                .with_quotas(spec.quotas);
             let d = kernel
                 .domain_with(&spec.name, &wasm, options)
                 .map_err(kerr(format!("domain `{}`", spec.name)))
@@ -214,7 +213,7 @@ impl Deployment {
     }
 
     /// The component domain exporting `interface`, if a component exports it.
-    fn component_exporting(&self, interface: &str) -> Option<&lrpc::ComponentDomain> {
+    fn component_exporting(&self, interface: &str) -> Option<&lrpc_kernel::ComponentDomain> {
         let spec = self
             .config
             .domains
@@ -257,7 +256,7 @@ impl Deployment {
 fn start_components(
     kernel: &Kernel,
     config: &Config,
-) -> Result<BTreeMap<String, lrpc::ComponentDomain>, DeployError> {
+) -> Result<BTreeMap<String, lrpc_kernel::ComponentDomain>, DeployError> {
     let mut made = BTreeMap::new();
     let mut pending: Vec<&DomainSpec> = config
         .domains
@@ -273,7 +272,7 @@ fn start_components(
                 Ok(d) => {
                     made.insert(spec.name.clone(), d);
                 }
-                Err(e @ lrpc::Error::Unbound { .. }) => {
+                Err(e @ lrpc_kernel::Error::Unbound { .. }) => {
                     refused.get_or_insert((spec, e));
                     waiting.push(spec);
                 }
@@ -299,22 +298,29 @@ fn start_component(
     kernel: &Kernel,
     config: &Config,
     spec: &DomainSpec,
-) -> Result<lrpc::ComponentDomain, lrpc::Error> {
+) -> Result<lrpc_kernel::ComponentDomain, lrpc_kernel::Error> {
     let c = spec.component.clone().unwrap_or_default();
-    let wasm = spec.source.load().map_err(|e| lrpc::Error::Compile {
-        domain: spec.name.clone(),
-        source: e.into(),
-    })?;
+    let wasm = spec
+        .source
+        .load()
+        .map_err(|e| lrpc_kernel::Error::Compile {
+            domain: spec.name.clone(),
+            source: e.into(),
+        })?;
     let bind = component_binds(config, spec);
-    let options = lrpc::ComponentOptions {
-        wasi: c.wasi,
-        limits: c.limits,
-        bind,
-        trust_fully: c.trust_fully,
-    };
+    let options = lrpc_kernel::component::ComponentOptions::default()
+        .with_wasi(c.wasi)
+        .with_limits(c.limits)
+        .with_bind(bind)
+        .with_trust_fully(c.trust_fully);
     let d = kernel.component(&spec.name, &wasm, options)?;
     for e in &spec.exports {
-        kernel.export_component_as(&d, &e.interface, &e.name)?;
+        kernel.export_as(
+            &d,
+            &e.interface,
+            &e.name,
+            lrpc_kernel::ExportOptions::default(),
+        )?;
     }
     Ok(d)
 }
@@ -338,7 +344,7 @@ fn component_binds(config: &Config, spec: &DomainSpec) -> Vec<(String, String)> 
 /// `--call` into a component domain: the arguments parsed as WIT value text against the
 /// function's parameter types, the results printed the same way.
 fn call_component(
-    d: &lrpc::ComponentDomain,
+    d: &lrpc_kernel::ComponentDomain,
     interface: &str,
     function: &str,
     args: &str,
@@ -378,15 +384,13 @@ fn export_options(kernel: &Kernel, e: &Export) -> Result<ExportOptions, DeployEr
         clippy::needless_update,
         reason = "ExportOptions may grow fields that keep their defaults here"
     )]
-    Ok(ExportOptions {
-        serving: match e.serving {
+    Ok(ExportOptions::default()
+        .with_serving(match e.serving {
             ServingMode::Migrate => Serving::Migrate,
             ServingMode::OwnThread => Serving::OwnThread,
-        },
-        deadline: e.deadline,
-        presentation,
-        ..Default::default()
-    })
+        })
+        .with_deadline(e.deadline)
+        .with_presentation(presentation))
 }
 
 /// The domain of a plugin's generation: a core module, or a component (which the driver
@@ -395,7 +399,7 @@ pub enum PluginDomain {
     /// A core-module domain.
     Core(Domain),
     /// A component domain.
-    Component(lrpc::ComponentDomain),
+    Component(lrpc_kernel::ComponentDomain),
 }
 
 /// One generation of a plugin: a domain exported under a name of its own. Dropped when the
@@ -425,7 +429,7 @@ impl Drop for PluginInstance {
     fn drop(&mut self) {
         match &self.domain {
             PluginDomain::Core(d) => self.kernel.terminate(d),
-            PluginDomain::Component(d) => self.kernel.terminate_component(d),
+            PluginDomain::Component(d) => self.kernel.terminate(d),
         }
     }
 }
@@ -537,17 +541,21 @@ fn instantiate(
         .ok_or_else(|| DeployError::Unknown(format!("`{}` is not a plugin", spec.name)))?;
     let name = format!("{}@{generation}", export.name);
     if let Some(c) = &spec.component {
-        let options = lrpc::ComponentOptions {
-            wasi: c.wasi.clone(),
-            limits: c.limits.clone(),
-            bind: bind.to_vec(),
-            trust_fully: c.trust_fully.clone(),
-        };
+        let options = lrpc_kernel::component::ComponentOptions::default()
+            .with_wasi(c.wasi.clone())
+            .with_limits(c.limits.clone())
+            .with_bind(bind.to_vec())
+            .with_trust_fully(c.trust_fully.clone());
         let d = kernel
             .component(&format!("{}@{generation}", spec.name), wasm, options)
             .map_err(kerr(format!("plugin `{}`", spec.name)))?;
-        if let Err(e) = kernel.export_component_as(&d, PLUGIN_INTERFACE, &name) {
-            kernel.terminate_component(&d);
+        if let Err(e) = kernel.export_as(
+            &d,
+            PLUGIN_INTERFACE,
+            &name,
+            lrpc_kernel::ExportOptions::default(),
+        ) {
+            kernel.terminate(&d);
             return Err(kerr(format!("plugin `{}`", spec.name))(e));
         }
         return Ok(PluginInstance {
@@ -561,11 +569,9 @@ fn instantiate(
         .domain_with(
             &format!("{}@{generation}", spec.name),
             wasm,
-            DomainOptions {
-                replicas: spec.replicas,
-                quotas: spec.quotas,
-                ..Default::default()
-            },
+            DomainOptions::default()
+                .with_replicas(spec.replicas)
+                .with_quotas(spec.quotas),
         )
         .map_err(kerr(format!("plugin `{}`", spec.name)))?;
     let opts = export_options(kernel, export)?;

@@ -7,7 +7,7 @@
 //! native handler's throughput: see the load benchmark). Guest code can not be preempted
 //! there, so two things keep a long computation from holding the reactor:
 //! - **Per request:** while a request's guest code runs, the thread watches the epoch ticks
-//!   (`lrpc::pace`); at a tick [`LONG_REQUEST`] after the request began once the guest has
+//!   (`lrpc_kernel::pace`); at a tick [`LONG_REQUEST`] after the request began once the guest has
 //!   kept the processor busy since (not when the system merely preempted the thread), or
 //!   when a call is about to wait for a `Store` another thread holds, the thread hands the
 //!   reactor's other work to a new thread (`tokio::task::block_in_place`) and finishes the
@@ -32,7 +32,7 @@
 //! threads call them in parallel. A pool worker whose requests take more than 1 ms of
 //! processor time on average moves to the idle scheduling class for good
 //! (`yield_to_short_requests`) and pauses its guest computation at epoch ticks while short
-//! requests keep arriving (`give_way_while_short_requests_arrive`, through `lrpc::pace`):
+//! requests keep arriving (`give_way_while_short_requests_arrive`, through `lrpc_kernel::pace`):
 //! long computations hold only their own route's workers, and on a loaded machine they also
 //! give way to short requests for the processors.
 //!
@@ -66,7 +66,7 @@ use axum::extract::{Path, Request, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use lrpc::Status;
+use lrpc_kernel::Status;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -686,11 +686,11 @@ fn hand_off_if_long<T>(start: Instant, f: impl FnOnce() -> T) -> (T, bool) {
             handed: false,
         }))
     });
-    let tick = lrpc::pace::set_tick_hook(Some(Box::new(on_tick)));
-    let wait = lrpc::pace::set_wait_hook(Some(Box::new(try_hand_off)));
+    let tick = lrpc_kernel::pace::set_tick_hook(Some(Box::new(on_tick)));
+    let wait = lrpc_kernel::pace::set_wait_hook(Some(Box::new(try_hand_off)));
     let r = f();
-    lrpc::pace::set_tick_hook(tick);
-    lrpc::pace::set_wait_hook(wait);
+    lrpc_kernel::pace::set_tick_hook(tick);
+    lrpc_kernel::pace::set_wait_hook(wait);
     let handed = REQUEST
         .with(|r| r.replace(outer))
         .is_some_and(|run| run.handed);
@@ -1100,7 +1100,7 @@ const MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 /// loop in that class beside the short requests' threads still cost them a fifth of their
 /// throughput and several times their tail latency (measured with plain shell loops under
 /// `chrt --idle`). So a demoted worker's thread also pauses its guest computation at each
-/// epoch tick (`lrpc::pace`) for as long as short requests have started since its last
+/// epoch tick (`lrpc_kernel::pace`) for as long as short requests have started since its last
 /// look, [`PAUSE_STEP`] at a time and [`MAX_PAUSE`] at most, and not while another thread
 /// waits for the Store it is in (a short request to the same plugin domain). The pause counts
 /// toward the call's deadline: routes of long computations need deadlines that allow for it.
@@ -1124,7 +1124,7 @@ fn give_way_while_short_requests_arrive(short: Arc<AtomicU64>) {
             paused += PAUSE_STEP;
         }
     };
-    lrpc::pace::set_tick_hook(Some(Box::new(hook)));
+    lrpc_kernel::pace::set_tick_hook(Some(Box::new(hook)));
 }
 
 /// What a thread that serves a route's requests keeps between them: its driver domain (by

@@ -110,7 +110,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::New(new) => lrpc_runtime::template::run(&new)?,
         Command::Pdl { interface, wit } => {
-            let kernel = lrpc::Kernel::new()?;
+            let kernel = lrpc_kernel::Kernel::new()?;
             if let Some(dir) = wit {
                 kernel
                     .add_wit_dir(&dir)

@@ -8,7 +8,7 @@
 
 use crate::config::{Config, NetworkSpec};
 use crate::supervise::DeployError;
-use lrpc::{Domain, Kernel};
+use lrpc_kernel::{Domain, Kernel};
 use lrpc_remote::{
     Endpoint, LocalPool, RemoteBinding, RemoteOptions, RemoteServer, ServeOptions, export_remote,
 };

@@ -18,7 +18,7 @@ pub enum DeployError {
         /// What was being done.
         what: String,
         /// The kernel's error.
-        error: lrpc::Error,
+        error: lrpc_kernel::Error,
     },
     /// A module file could not be read.
     #[error("reading {path}: {error}")]

@@ -1,10 +1,17 @@
 //! WIT values as text (the notation of `wasm-wave`: `"text"`, `'c'`, `42`, `true`, `[1, 2]`,
 //! `(a, b)`, `{field: v}`, `case`, `case(v)`, `some(v)`, `none`, `ok(v)`, `err(v)`,
 //! `{flag-a, flag-b}`), parsed against a procedure's parameter types into the kernel's
-//! encoding (see `lrpc_presentation::plan`), and encoded results printed back as text.
+//! encoding (see `lrpc_presentation::plan`), and encoded results printed back as text. The
+//! encoding is walked by `lrpc_presentation::layout`: the text is a source of values for its
+//! writer, and a visitor of its reader prints them.
 
-use lrpc::InterfacePlan;
-use lrpc_presentation::plan::{DefKind, Prim, Ty, discriminant_size, flags_size};
+use lrpc_kernel::presentation::InterfacePlan;
+use lrpc_presentation::layout::{
+    CaseOut, Cases, Decode, Encode, Fault, FieldsOut, FlagsOut, Layout, ListOut, Reader, Scalar,
+    Seq, Writer, flag_set,
+};
+use lrpc_presentation::plan::{Prim, Ty};
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 /// A value text that does not parse, or an encoding that does not decode.
@@ -23,6 +30,12 @@ pub enum ValueError {
     Decode(String),
 }
 
+impl From<Fault> for ValueError {
+    fn from(f: Fault) -> ValueError {
+        ValueError::Decode(f.to_string())
+    }
+}
+
 /// Parses `text`, a comma-separated list of values, as the parameters `params` and returns
 /// their encoding.
 pub fn encode_args(
@@ -31,22 +44,26 @@ pub fn encode_args(
     text: &str,
 ) -> Result<Vec<u8>, ValueError> {
     let mut p = Parser {
-        plan,
         s: text.as_bytes(),
         pos: 0,
-        out: Vec::new(),
     };
+    let mut out = Vec::new();
+    let mut w = Writer::new(Layout::new(plan), &mut out);
     for (i, (name, ty)) in params.iter().enumerate() {
         if i > 0 {
             p.expect(b',')?;
         }
-        p.value(ty).map_err(|e| match e {
-            ValueError::Parse { at, reason } => ValueError::Parse {
+        if let Err(e) = w.write(ty, &mut p) {
+            // A value the encoding refuses is a mistake where the parser stopped.
+            let (at, reason) = match e {
+                ValueError::Parse { at, reason } => (at, reason),
+                ValueError::Decode(reason) => (p.pos, reason),
+            };
+            return Err(ValueError::Parse {
                 at,
                 reason: format!("parameter `{name}`: {reason}"),
-            },
-            other => other,
-        })?;
+            });
+        }
     }
     p.ws();
     if p.pos != p.s.len() {
@@ -55,32 +72,27 @@ pub fn encode_args(
             params.len()
         ));
     }
-    Ok(p.out)
+    Ok(out)
 }
 
 /// Prints an encoded value of type `ty` as text; the whole of `bytes` must be consumed.
 pub fn print(plan: &InterfacePlan, ty: &Ty, bytes: &[u8]) -> Result<String, ValueError> {
-    let mut d = Decoder {
-        plan,
-        b: bytes,
-        pos: 0,
-    };
+    let mut r = Reader::new(Layout::new(plan), bytes);
     let mut out = String::new();
-    d.value(ty, &mut out)?;
-    if d.pos != bytes.len() {
+    r.read(ty, &mut Text(&mut out))?;
+    if r.remaining() != 0 {
         return Err(ValueError::Decode(format!(
             "{} trailing bytes",
-            bytes.len() - d.pos
+            r.remaining()
         )));
     }
     Ok(out)
 }
 
+/// The source of an encoding: value text, parsed as the layout asks for values.
 struct Parser<'a> {
-    plan: &'a InterfacePlan,
     s: &'a [u8],
     pos: usize,
-    out: Vec<u8>,
 }
 
 impl Parser<'_> {
@@ -198,401 +210,259 @@ impl Parser<'_> {
         }
     }
 
+    /// Items separated by commas, each parsed by `item`, up to `close` (a trailing comma
+    /// allowed).
+    fn until(
+        &mut self,
+        close: u8,
+        mut item: impl FnMut(&mut Self) -> Result<(), ValueError>,
+    ) -> Result<(), ValueError> {
+        let mut first = true;
+        while !self.eat(close) {
+            if !first {
+                self.expect(b',')?;
+                if self.eat(close) {
+                    break;
+                }
+            }
+            first = false;
+            item(self)?;
+        }
+        Ok(())
+    }
+
     fn int<T: std::str::FromStr>(&mut self, what: &str) -> Result<T, ValueError> {
         let n = self.number()?.replace('_', "");
         n.parse()
             .or_else(|_| self.fail(format!("`{n}` is not a {what}")))
     }
+}
 
-    fn len_prefix(&mut self, n: usize) -> Result<(), ValueError> {
-        let n = u32::try_from(n).or_else(|_| self.fail("too long"))?;
-        self.out.extend_from_slice(&n.to_le_bytes());
-        Ok(())
-    }
+impl<'t> Encode<'t> for Parser<'_> {
+    type Error = ValueError;
 
-    fn discriminant(&mut self, cases: usize, d: usize) {
-        match discriminant_size(cases) {
-            1 => self.out.push(d as u8),
-            2 => self.out.extend_from_slice(&(d as u16).to_le_bytes()),
-            _ => self.out.extend_from_slice(&(d as u32).to_le_bytes()),
-        }
-    }
-
-    fn value(&mut self, ty: &Ty) -> Result<(), ValueError> {
-        match ty {
-            Ty::Prim(p) => self.prim(*p),
-            Ty::String => {
-                let s = self.quoted(b'"')?;
-                self.len_prefix(s.len())?;
-                self.out.extend_from_slice(s.as_bytes());
-                Ok(())
-            }
-            Ty::List(t) => {
-                if **t == Ty::Prim(Prim::U8) && self.peek() == Some(b'"') {
-                    // A byte list may be written as a string: its UTF-8 bytes.
-                    let s = self.quoted(b'"')?;
-                    self.len_prefix(s.len())?;
-                    self.out.extend_from_slice(s.as_bytes());
-                    return Ok(());
+    fn scalar(&mut self, p: Prim) -> Result<Scalar, ValueError> {
+        Ok(match p {
+            Prim::Bool => match self.label()?.as_str() {
+                "true" => Scalar::Bool(true),
+                "false" => Scalar::Bool(false),
+                other => {
+                    return self.fail(format!("`true` or `false` expected, not `{other}`"));
                 }
-                self.expect(b'[')?;
-                let at = self.out.len();
-                self.out.extend_from_slice(&[0; 4]);
-                let mut n = 0u32;
-                while !self.eat(b']') {
-                    if n > 0 {
-                        self.expect(b',')?;
-                        if self.eat(b']') {
-                            break;
-                        }
-                    }
-                    self.value(t)?;
-                    n += 1;
-                }
-                self.out[at..at + 4].copy_from_slice(&n.to_le_bytes());
-                Ok(())
-            }
-            Ty::Tuple(ts) => {
-                self.expect(b'(')?;
-                for (i, t) in ts.iter().enumerate() {
-                    if i > 0 {
-                        self.expect(b',')?;
-                    }
-                    self.value(t)?;
-                }
-                self.eat(b',');
-                self.expect(b')')
-            }
-            Ty::Option(t) => match self.label()?.as_str() {
-                "none" => {
-                    self.out.push(0);
-                    Ok(())
-                }
-                "some" => {
-                    self.out.push(1);
-                    self.payload(Some(t))
-                }
-                other => self.fail(format!("`some(…)` or `none` expected, not `{other}`")),
             },
-            Ty::Result(ok, err) => match self.label()?.as_str() {
-                "ok" => {
-                    self.out.push(0);
-                    self.payload(ok.as_deref())
-                }
-                "err" => {
-                    self.out.push(1);
-                    self.payload(err.as_deref())
-                }
-                other => self.fail(format!("`ok` or `err` expected, not `{other}`")),
-            },
-            Ty::Named(i) => self.named(*i),
-        }
-    }
-
-    /// `(value)` when `ty` is some, nothing otherwise.
-    fn payload(&mut self, ty: Option<&Ty>) -> Result<(), ValueError> {
-        match ty {
-            Some(t) => {
-                self.expect(b'(')?;
-                self.value(t)?;
-                self.expect(b')')
-            }
-            None => Ok(()),
-        }
-    }
-
-    fn named(&mut self, i: usize) -> Result<(), ValueError> {
-        let plan = self.plan;
-        let Some(def) = plan.defs.get(i) else {
-            return self.fail("unknown type");
-        };
-        match &def.kind {
-            DefKind::Record(fields) => {
-                self.expect(b'{')?;
-                let mut parts: Vec<Option<Vec<u8>>> = vec![None; fields.len()];
-                let mut first = true;
-                while !self.eat(b'}') {
-                    if !first {
-                        self.expect(b',')?;
-                        if self.eat(b'}') {
-                            break;
-                        }
-                    }
-                    first = false;
-                    let name = self.label()?;
-                    let Some(k) = fields.iter().position(|(f, _)| *f == name) else {
-                        return self.fail(format!("`{}` has no field `{name}`", def.name));
-                    };
-                    self.expect(b':')?;
-                    let saved = std::mem::take(&mut self.out);
-                    self.value(&fields[k].1)?;
-                    parts[k] = Some(std::mem::replace(&mut self.out, saved));
-                }
-                for (k, part) in parts.into_iter().enumerate() {
-                    match part {
-                        Some(b) => self.out.extend_from_slice(&b),
-                        None => {
-                            return self.fail(format!("field `{}` missing", fields[k].0));
-                        }
-                    }
-                }
-                Ok(())
-            }
-            DefKind::Enum(cases) => {
-                let name = self.label()?;
-                let Some(d) = cases.iter().position(|c| *c == name) else {
-                    return self.fail(format!("`{}` has no case `{name}`", def.name));
-                };
-                self.discriminant(cases.len(), d);
-                Ok(())
-            }
-            DefKind::Variant(cases) => {
-                let name = self.label()?;
-                let Some(d) = cases.iter().position(|(c, _)| *c == name) else {
-                    return self.fail(format!("`{}` has no case `{name}`", def.name));
-                };
-                self.discriminant(cases.len(), d);
-                self.payload(cases[d].1.as_ref())
-            }
-            DefKind::Flags(names) => {
-                self.expect(b'{')?;
-                let mut bits = vec![0u8; flags_size(names.len())];
-                let mut first = true;
-                while !self.eat(b'}') {
-                    if !first {
-                        self.expect(b',')?;
-                    }
-                    first = false;
-                    let name = self.label()?;
-                    let Some(k) = names.iter().position(|c| *c == name) else {
-                        return self.fail(format!("`{}` has no flag `{name}`", def.name));
-                    };
-                    bits[k / 8] |= 1 << (k % 8);
-                }
-                self.out.extend_from_slice(&bits);
-                Ok(())
-            }
-        }
-    }
-
-    fn prim(&mut self, p: Prim) -> Result<(), ValueError> {
-        macro_rules! put {
-            ($t:ty, $what:literal) => {{
-                let v: $t = self.int($what)?;
-                self.out.extend_from_slice(&v.to_le_bytes());
-            }};
-        }
-        match p {
-            Prim::Bool => {
-                let b = match self.label()?.as_str() {
-                    "true" => 1,
-                    "false" => 0,
-                    other => {
-                        return self.fail(format!("`true` or `false` expected, not `{other}`"));
-                    }
-                };
-                self.out.push(b);
-            }
-            Prim::U8 => put!(u8, "u8"),
-            Prim::S8 => put!(i8, "s8"),
-            Prim::U16 => put!(u16, "u16"),
-            Prim::S16 => put!(i16, "s16"),
-            Prim::U32 => put!(u32, "u32"),
-            Prim::S32 => put!(i32, "s32"),
-            Prim::U64 => put!(u64, "u64"),
-            Prim::S64 => put!(i64, "s64"),
-            Prim::F32 => put!(f32, "f32"),
-            Prim::F64 => put!(f64, "f64"),
+            Prim::U8 => Scalar::U8(self.int("u8")?),
+            Prim::S8 => Scalar::S8(self.int("s8")?),
+            Prim::U16 => Scalar::U16(self.int("u16")?),
+            Prim::S16 => Scalar::S16(self.int("s16")?),
+            Prim::U32 => Scalar::U32(self.int("u32")?),
+            Prim::S32 => Scalar::S32(self.int("s32")?),
+            Prim::U64 => Scalar::U64(self.int("u64")?),
+            Prim::S64 => Scalar::S64(self.int("s64")?),
+            Prim::F32 => Scalar::F32(self.int("f32")?),
+            Prim::F64 => Scalar::F64(self.int("f64")?),
             Prim::Char => {
                 let s = self.quoted(b'\'')?;
                 let mut cs = s.chars();
                 match (cs.next(), cs.next()) {
-                    (Some(c), None) => self.out.extend_from_slice(&u32::from(c).to_le_bytes()),
+                    (Some(c), None) => Scalar::Char(c),
                     _ => return self.fail("one character expected"),
                 }
             }
+        })
+    }
+
+    fn string(&mut self) -> Result<Cow<'_, str>, ValueError> {
+        Ok(Cow::Owned(self.quoted(b'"')?))
+    }
+
+    fn list(&mut self, items: &mut ListOut<'_, '_, 't>) -> Result<(), ValueError> {
+        if *items.element() == Ty::Prim(Prim::U8) && self.peek() == Some(b'"') {
+            // A byte list may be written as a string: its UTF-8 bytes.
+            let s = self.quoted(b'"')?;
+            items.bytes(s.as_bytes())?;
+            return Ok(());
+        }
+        self.expect(b'[')?;
+        self.until(b']', |p| items.item(p))
+    }
+
+    fn tuple(&mut self, out: &mut FieldsOut<'_, '_, 't>) -> Result<(), ValueError> {
+        self.expect(b'(')?;
+        while let Some(k) = out.missing() {
+            if k > 0 {
+                self.expect(b',')?;
+            }
+            out.field(k, self)?;
+        }
+        self.eat(b',');
+        self.expect(b')')
+    }
+
+    fn record(
+        &mut self,
+        fields: &'t [(String, Ty)],
+        out: &mut FieldsOut<'_, '_, 't>,
+    ) -> Result<(), ValueError> {
+        self.expect(b'{')?;
+        self.until(b'}', |p| {
+            let name = p.label()?;
+            let Some(k) = fields.iter().position(|(f, _)| *f == name) else {
+                return p.fail(format!("the record has no field `{name}`"));
+            };
+            if out.written(k) {
+                return p.fail(format!("field `{name}` given twice"));
+            }
+            p.expect(b':')?;
+            out.field(k, p)
+        })?;
+        match out.missing().and_then(|k| fields.get(k)) {
+            Some((name, _)) => self.fail(format!("field `{name}` missing")),
+            None => Ok(()),
+        }
+    }
+
+    fn case(&mut self, out: &mut CaseOut<'_, '_, 't>) -> Result<(), ValueError> {
+        let cases = out.cases();
+        let name = self.label()?;
+        let Some(k) = cases.find(&name) else {
+            return self.fail(match cases {
+                Cases::Option(_) => format!("`some(…)` or `none` expected, not `{name}`"),
+                Cases::Result(..) => format!("`ok` or `err` expected, not `{name}`"),
+                Cases::Enum(_) => format!("the enum has no case `{name}`"),
+                Cases::Variant(_) => format!("the variant has no case `{name}`"),
+            });
+        };
+        if out.case(k)?.is_some() {
+            self.expect(b'(')?;
+            out.payload(self)?;
+            self.expect(b')')?;
+        }
+        Ok(())
+    }
+
+    fn flags(&mut self, out: &mut FlagsOut<'_>) -> Result<(), ValueError> {
+        self.expect(b'{')?;
+        let mut first = true;
+        while !self.eat(b'}') {
+            if !first {
+                self.expect(b',')?;
+            }
+            first = false;
+            let name = self.label()?;
+            let Some(k) = out.names().iter().position(|c| *c == name) else {
+                return self.fail(format!("the flags have no flag `{name}`"));
+            };
+            out.set(k)?;
         }
         Ok(())
     }
 }
 
-struct Decoder<'a> {
-    plan: &'a InterfacePlan,
-    b: &'a [u8],
-    pos: usize,
+/// A visitor printing what it reads as value text.
+struct Text<'o>(&'o mut String);
+
+impl Text<'_> {
+    /// The values of `items` between `open` and `close`, separated by commas.
+    fn seq<'t, 'b>(
+        &mut self,
+        open: char,
+        items: &mut Seq<'_, 't, 'b>,
+        close: char,
+    ) -> Result<(), ValueError> {
+        self.0.push(open);
+        for i in 0..items.len() {
+            if i > 0 {
+                self.0.push_str(", ");
+            }
+            items.next(self).transpose()?;
+        }
+        self.0.push(close);
+        Ok(())
+    }
 }
 
-impl<'a> Decoder<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], ValueError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.b.len())
-            .ok_or_else(|| ValueError::Decode(format!("truncated at byte {}", self.pos)))?;
-        let s = &self.b[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
+impl<'t, 'b> Decode<'t, 'b> for Text<'_> {
+    type Out = ();
+    type Error = ValueError;
 
-    fn u32(&mut self) -> Result<u32, ValueError> {
-        let b = self.take(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    fn discriminant(&mut self, cases: usize) -> Result<usize, ValueError> {
-        let d = match discriminant_size(cases) {
-            1 => usize::from(self.take(1)?[0]),
-            2 => {
-                let b = self.take(2)?;
-                usize::from(u16::from_le_bytes([b[0], b[1]]))
-            }
-            _ => self.u32()? as usize,
+    fn scalar(&mut self, v: Scalar) -> Result<(), ValueError> {
+        let out = &mut *self.0;
+        let _ = match v {
+            Scalar::Bool(b) => write!(out, "{b}"),
+            Scalar::U8(x) => write!(out, "{x}"),
+            Scalar::S8(x) => write!(out, "{x}"),
+            Scalar::U16(x) => write!(out, "{x}"),
+            Scalar::S16(x) => write!(out, "{x}"),
+            Scalar::U32(x) => write!(out, "{x}"),
+            Scalar::S32(x) => write!(out, "{x}"),
+            Scalar::U64(x) => write!(out, "{x}"),
+            Scalar::S64(x) => write!(out, "{x}"),
+            Scalar::F32(x) => write!(out, "{x}"),
+            Scalar::F64(x) => write!(out, "{x}"),
+            Scalar::Char(c) => write!(out, "{c:?}"),
         };
-        if d >= cases {
-            return Err(ValueError::Decode(format!("discriminant {d} of {cases}")));
-        }
-        Ok(d)
-    }
-
-    fn value(&mut self, ty: &Ty, out: &mut String) -> Result<(), ValueError> {
-        match ty {
-            Ty::Prim(p) => self.prim(*p, out),
-            Ty::String => {
-                let n = self.u32()? as usize;
-                let s = std::str::from_utf8(self.take(n)?)
-                    .map_err(|_| ValueError::Decode("a string is not UTF-8".into()))?;
-                let _ = write!(out, "{s:?}");
-                Ok(())
-            }
-            Ty::List(t) => {
-                let n = self.u32()? as usize;
-                if n > self.b.len() - self.pos {
-                    // Every element takes at least a byte.
-                    return Err(ValueError::Decode(format!("list of {n} elements")));
-                }
-                out.push('[');
-                for i in 0..n {
-                    if i > 0 {
-                        out.push_str(", ");
-                    }
-                    self.value(t, out)?;
-                }
-                out.push(']');
-                Ok(())
-            }
-            Ty::Tuple(ts) => {
-                out.push('(');
-                for (i, t) in ts.iter().enumerate() {
-                    if i > 0 {
-                        out.push_str(", ");
-                    }
-                    self.value(t, out)?;
-                }
-                out.push(')');
-                Ok(())
-            }
-            Ty::Option(t) => match self.take(1)?[0] {
-                0 => {
-                    out.push_str("none");
-                    Ok(())
-                }
-                1 => {
-                    out.push_str("some");
-                    self.payload(Some(t), out)
-                }
-                d => Err(ValueError::Decode(format!("option tag {d}"))),
-            },
-            Ty::Result(ok, err) => match self.take(1)?[0] {
-                0 => {
-                    out.push_str("ok");
-                    self.payload(ok.as_deref(), out)
-                }
-                1 => {
-                    out.push_str("err");
-                    self.payload(err.as_deref(), out)
-                }
-                d => Err(ValueError::Decode(format!("result tag {d}"))),
-            },
-            Ty::Named(i) => self.named(*i, out),
-        }
-    }
-
-    fn payload(&mut self, ty: Option<&Ty>, out: &mut String) -> Result<(), ValueError> {
-        if let Some(t) = ty {
-            out.push('(');
-            self.value(t, out)?;
-            out.push(')');
-        }
         Ok(())
     }
 
-    fn named(&mut self, i: usize, out: &mut String) -> Result<(), ValueError> {
-        let plan = self.plan;
-        let def = plan
-            .defs
-            .get(i)
-            .ok_or_else(|| ValueError::Decode("unknown type".into()))?;
-        match &def.kind {
-            DefKind::Record(fields) => {
-                out.push('{');
-                for (k, (name, t)) in fields.iter().enumerate() {
-                    if k > 0 {
-                        out.push_str(", ");
-                    }
-                    let _ = write!(out, "{name}: ");
-                    self.value(t, out)?;
-                }
-                out.push('}');
-                Ok(())
-            }
-            DefKind::Enum(cases) => {
-                let d = self.discriminant(cases.len())?;
-                out.push_str(&cases[d]);
-                Ok(())
-            }
-            DefKind::Variant(cases) => {
-                let d = self.discriminant(cases.len())?;
-                out.push_str(&cases[d].0);
-                self.payload(cases[d].1.as_ref(), out)
-            }
-            DefKind::Flags(names) => {
-                let bits = self.take(flags_size(names.len()))?;
-                let set: Vec<&str> = names
-                    .iter()
-                    .enumerate()
-                    .filter(|(k, _)| bits[k / 8] & (1 << (k % 8)) != 0)
-                    .map(|(_, n)| n.as_str())
-                    .collect();
-                let _ = write!(out, "{{{}}}", set.join(", "));
-                Ok(())
-            }
-        }
+    fn string(&mut self, s: &'b str) -> Result<(), ValueError> {
+        let _ = write!(self.0, "{s:?}");
+        Ok(())
     }
 
-    fn prim(&mut self, p: Prim, out: &mut String) -> Result<(), ValueError> {
-        let b = self.take(p.size())?;
-        let mut w = [0u8; 8];
-        w[..b.len()].copy_from_slice(b);
-        let u = u64::from_le_bytes(w);
-        let _ = match p {
-            Prim::Bool => match u {
-                0 => write!(out, "false"),
-                1 => write!(out, "true"),
-                _ => return Err(ValueError::Decode(format!("bool byte {u}"))),
-            },
-            Prim::U8 | Prim::U16 | Prim::U32 | Prim::U64 => write!(out, "{u}"),
-            Prim::S8 => write!(out, "{}", u as u8 as i8),
-            Prim::S16 => write!(out, "{}", u as u16 as i16),
-            Prim::S32 => write!(out, "{}", u as u32 as i32),
-            Prim::S64 => write!(out, "{}", u as i64),
-            Prim::F32 => write!(out, "{}", f32::from_bits(u as u32)),
-            Prim::F64 => write!(out, "{}", f64::from_bits(u)),
-            Prim::Char => {
-                let c = char::from_u32(u as u32)
-                    .ok_or_else(|| ValueError::Decode(format!("{u:#x} is not a char")))?;
-                write!(out, "{c:?}")
-            }
-        };
+    fn bytes(&mut self, b: &'b [u8]) -> Result<(), ValueError> {
+        self.0.push('[');
+        for (i, x) in b.iter().enumerate() {
+            let sep = if i > 0 { ", " } else { "" };
+            let _ = write!(self.0, "{sep}{x}");
+        }
+        self.0.push(']');
+        Ok(())
+    }
+
+    fn list(&mut self, items: &mut Seq<'_, 't, 'b>) -> Result<(), ValueError> {
+        self.seq('[', items, ']')
+    }
+
+    fn tuple(&mut self, items: &mut Seq<'_, 't, 'b>) -> Result<(), ValueError> {
+        self.seq('(', items, ')')
+    }
+
+    fn record(
+        &mut self,
+        fields: &'t [(String, Ty)],
+        values: &mut Seq<'_, 't, 'b>,
+    ) -> Result<(), ValueError> {
+        self.0.push('{');
+        for (k, (name, _)) in fields.iter().enumerate() {
+            let sep = if k > 0 { ", " } else { "" };
+            let _ = write!(self.0, "{sep}{name}: ");
+            values.next(self).transpose()?;
+        }
+        self.0.push('}');
+        Ok(())
+    }
+
+    fn case(
+        &mut self,
+        cases: Cases<'t>,
+        k: usize,
+        payload: &mut Seq<'_, 't, 'b>,
+    ) -> Result<(), ValueError> {
+        self.0.push_str(cases.name(k));
+        if payload.is_empty() {
+            return Ok(());
+        }
+        self.seq('(', payload, ')')
+    }
+
+    fn flags(&mut self, names: &'t [String], bits: &'b [u8]) -> Result<(), ValueError> {
+        self.0.push('{');
+        let set = names.iter().enumerate().filter(|(k, _)| flag_set(bits, *k));
+        for (i, (_, name)) in set.enumerate() {
+            let sep = if i > 0 { ", " } else { "" };
+            let _ = write!(self.0, "{sep}{name}");
+        }
+        self.0.push('}');
         Ok(())
     }
 }
@@ -602,7 +472,7 @@ mod tests {
     use super::*;
 
     fn kv() -> InterfacePlan {
-        lrpc::Kernel::new()
+        lrpc_kernel::Kernel::new()
             .expect("kernel")
             .interface("lrpc:kv/store")
             .expect("kv plan")
@@ -617,20 +487,14 @@ mod tests {
             .expect("function");
         let bytes = encode_args(&plan, &p.params, text).expect("parses");
         // Each parameter prints back as written (in canonical spacing).
-        let mut at = 0;
+        let mut r = Reader::new(Layout::new(&plan), &bytes);
         let mut printed = Vec::new();
         for (_, t) in &p.params {
-            let mut d = Decoder {
-                plan: &plan,
-                b: &bytes,
-                pos: at,
-            };
             let mut s = String::new();
-            d.value(t, &mut s).expect("decodes");
-            at = d.pos;
+            r.read(t, &mut Text(&mut s)).expect("decodes");
             printed.push(s);
         }
-        assert_eq!(at, bytes.len());
+        assert_eq!(r.at(), bytes.len());
         assert_eq!(printed.join(", "), text);
         bytes
     }

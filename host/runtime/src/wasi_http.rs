@@ -46,7 +46,7 @@ pub struct HttpState {
     http: WasiHttpCtx,
     table: ResourceTable,
     hooks: Refuse,
-    limits: lrpc::MeteredLimits,
+    limits: lrpc_kernel::component::MeteredLimits,
     /// When the running call must stop.
     deadline: Option<Instant>,
 }
@@ -135,11 +135,11 @@ pub struct HttpHandler {
     pub name: String,
     source: Source,
     engine: Engine,
-    grants: lrpc::WasiGrants,
+    grants: lrpc_kernel::component::WasiGrants,
     memory: Option<usize>,
     deadline: Duration,
     max_body: usize,
-    output: lrpc::CapturedOutput,
+    output: lrpc_kernel::component::CapturedOutput,
     current: Mutex<Arc<Generation>>,
     /// The current generation died and no fresh one has replaced it yet.
     down: AtomicBool,
@@ -175,7 +175,7 @@ impl HttpHandler {
     /// Compiles and links the handler `spec` (a component domain exporting
     /// `wasi:http/incoming-handler`); responses are limited to `max_body` bytes.
     pub fn start(
-        kernel: &lrpc::Kernel,
+        kernel: &lrpc_kernel::Kernel,
         spec: &DomainSpec,
         max_body: usize,
         metrics: Arc<Metrics>,
@@ -193,7 +193,7 @@ impl HttpHandler {
             memory: c.limits.memory,
             deadline: c.limits.deadline.unwrap_or(kernel.config().deadline),
             max_body,
-            output: lrpc::CapturedOutput::default(),
+            output: lrpc_kernel::component::CapturedOutput::default(),
             current: Mutex::new(Arc::new(Generation { pre, generation: 1 })),
             down: AtomicBool::new(false),
             calls: metrics.call_counter(&spec.name),
@@ -216,7 +216,7 @@ impl HttpHandler {
     }
 
     /// What the handler wrote to standard output and error, when its grants capture them.
-    pub fn captured(&self) -> &lrpc::CapturedOutput {
+    pub fn captured(&self) -> &lrpc_kernel::component::CapturedOutput {
         &self.output
     }
 
@@ -255,7 +255,7 @@ impl HttpHandler {
                 http: WasiHttpCtx::new(),
                 table: ResourceTable::new(),
                 hooks: Refuse,
-                limits: lrpc::MeteredLimits::new(limits.build(), bytes),
+                limits: lrpc_kernel::component::MeteredLimits::new(limits.build(), bytes),
                 deadline: Some(Instant::now() + self.deadline),
             },
         );
@@ -406,7 +406,7 @@ impl HttpHandler {
 
 /// Compiles `wasm` and links it against WASI and `wasi:http`.
 fn prepare(engine: &Engine, wasm: &[u8]) -> Result<ProxyPre<HttpState>, String> {
-    if !lrpc::is_component(wasm) {
+    if !lrpc_kernel::component::is_component(wasm) {
         return Err("not a component".into());
     }
     let component = Component::new(engine, wasm).map_err(|e| format!("{e:#}"))?;

@@ -116,6 +116,7 @@ const PARK: Duration = Duration::from_millis(10);
 
 /// Why an asynchronous call did not return results.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CallError {
     /// The call failed in the server, or the server failed while the call was in flight
     /// (trapped, terminated, past its deadline: the call-failed statuses of the synchronous
@@ -151,6 +152,7 @@ pub enum CallError {
 
 /// Options of one asynchronous binding.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ChannelOptions {
     /// Calls that may be in flight at once (each has an A-stack); at most 256.
     pub slots: u32,
@@ -161,6 +163,10 @@ impl Default for ChannelOptions {
         ChannelOptions { slots: 32 }
     }
 }
+
+setters!(ChannelOptions {
+    with_slots => slots: u32,
+});
 
 /// A value on cache lines of its own: 128 bytes, the pair of 64-byte lines an x86-64 core
 /// fetches together. The client's processor and the server's each write some state on every

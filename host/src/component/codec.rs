@@ -2,7 +2,8 @@
 //! ABI's values (`wasmtime::component::Val`) and the packed layout an interface plan gives
 //! (`lrpc_presentation::plan`, described in that module's documentation), used by both mixed
 //! pairings — a core client calling a component server, and a component client calling a
-//! core server.
+//! core server. The layout is walked by `lrpc_presentation::layout`; this module only says
+//! what a component value is at each node (`Put` as a source, `Get` as a visitor).
 //!
 //! Bytes read off an A-stack come from a guest and are untrusted: every length is checked
 //! against the bytes that remain before anything is allocated for it, every `bool`, tag and
@@ -12,8 +13,12 @@
 //! against the same WIT; they are still checked against the plan's type, so a value of
 //! another shape is refused rather than encoded wrongly.
 
-use lrpc_presentation::plan::{discriminant_size, flags_size};
-use lrpc_presentation::{DefKind, InterfacePlan, Prim, Ty};
+use lrpc_presentation::layout::{
+    CaseOut, Cases, Decode, Encode, Fault, FieldsOut, FlagsOut, Layout, ListOut, Reader, Scalar,
+    Seq, Writer, flag_set,
+};
+use lrpc_presentation::{InterfacePlan, Prim, Ty};
+use std::borrow::Cow;
 use wasmtime::StoreContext;
 use wasmtime::component::{Val, WasmList};
 
@@ -34,9 +39,15 @@ pub enum CodecError {
     TooLarge,
 }
 
-/// Most elements a list of elements without bytes (empty tuples or records) may have: such
-/// a list's length is not bounded by the bytes that carry it.
-const MAX_EMPTY_ELEMENTS: usize = 1 << 16;
+impl From<Fault> for CodecError {
+    fn from(f: Fault) -> CodecError {
+        match f {
+            Fault::Short | Fault::Count(_) => CodecError::Short,
+            Fault::TooLarge(_) => CodecError::TooLarge,
+            f => CodecError::Malformed(f.reason()),
+        }
+    }
+}
 
 /// Encodes `vals` (one per type of `tys`, in order) onto `out`, as the plan lays them out.
 pub fn encode(
@@ -48,20 +59,21 @@ pub fn encode(
     if tys.len() != vals.len() {
         return Err(CodecError::Malformed("wrong number of values"));
     }
+    let mut w = Writer::new(Layout::new(plan), out);
     for (t, v) in tys.iter().zip(vals) {
-        put(plan, t, v, out)?;
+        w.write(t, &mut Put(v))?;
     }
     Ok(())
 }
 
 /// Decodes values of types `tys` from all of `bytes`.
 pub fn decode(plan: &InterfacePlan, tys: &[&Ty], bytes: &[u8]) -> Result<Vec<Val>, CodecError> {
-    let mut src = Src { bytes, at: 0 };
+    let mut r = Reader::new(Layout::new(plan), bytes);
     let mut vals = Vec::with_capacity(tys.len());
     for t in tys {
-        vals.push(get(plan, t, &mut src)?);
+        vals.push(r.read(t, &mut Get)?);
     }
-    match bytes.len() - src.at {
+    match r.remaining() {
         0 => Ok(vals),
         n => Err(CodecError::Trailing(n)),
     }
@@ -75,277 +87,226 @@ pub fn decode_prefix(
     tys: &[&Ty],
     bytes: &[u8],
 ) -> Result<Vec<Val>, CodecError> {
-    let mut src = Src { bytes, at: 0 };
-    tys.iter().map(|t| get(plan, t, &mut src)).collect()
+    let mut r = Reader::new(Layout::new(plan), bytes);
+    tys.iter().map(|t| r.read(t, &mut Get)).collect()
 }
 
-fn def(plan: &InterfacePlan, i: usize) -> Result<&DefKind, CodecError> {
-    plan.defs
-        .get(i)
-        .map(|d| &d.kind)
-        .ok_or(CodecError::Malformed("the plan has no such type"))
+fn wrong() -> CodecError {
+    CodecError::Malformed("a value of another type")
 }
 
-fn len32(n: usize) -> Result<[u8; 4], CodecError> {
-    u32::try_from(n)
-        .map(u32::to_le_bytes)
-        .map_err(|_| CodecError::TooLarge)
-}
+/// The source of a value's encoding: a component value, checked against the type.
+struct Put<'v>(&'v Val);
 
-fn put_disc(out: &mut Vec<u8>, d: usize, cases: usize) {
-    match discriminant_size(cases) {
-        1 => out.push(d as u8),
-        2 => out.extend_from_slice(&(d as u16).to_le_bytes()),
-        _ => out.extend_from_slice(&(d as u32).to_le_bytes()),
-    }
-}
+impl<'t> Encode<'t> for Put<'_> {
+    type Error = CodecError;
 
-fn put(plan: &InterfacePlan, ty: &Ty, v: &Val, out: &mut Vec<u8>) -> Result<(), CodecError> {
-    let wrong = || CodecError::Malformed("a value of another type");
-    match (ty, v) {
-        (Ty::Prim(p), v) => match (p, v) {
-            (Prim::Bool, Val::Bool(b)) => out.push(u8::from(*b)),
-            (Prim::U8, Val::U8(x)) => out.push(*x),
-            (Prim::S8, Val::S8(x)) => out.extend_from_slice(&x.to_le_bytes()),
-            (Prim::U16, Val::U16(x)) => out.extend_from_slice(&x.to_le_bytes()),
-            (Prim::S16, Val::S16(x)) => out.extend_from_slice(&x.to_le_bytes()),
-            (Prim::U32, Val::U32(x)) => out.extend_from_slice(&x.to_le_bytes()),
-            (Prim::S32, Val::S32(x)) => out.extend_from_slice(&x.to_le_bytes()),
-            (Prim::U64, Val::U64(x)) => out.extend_from_slice(&x.to_le_bytes()),
-            (Prim::S64, Val::S64(x)) => out.extend_from_slice(&x.to_le_bytes()),
-            (Prim::F32, Val::Float32(x)) => out.extend_from_slice(&x.to_le_bytes()),
-            (Prim::F64, Val::Float64(x)) => out.extend_from_slice(&x.to_le_bytes()),
-            (Prim::Char, Val::Char(c)) => out.extend_from_slice(&u32::from(*c).to_le_bytes()),
+    fn scalar(&mut self, p: Prim) -> Result<Scalar, CodecError> {
+        Ok(match (p, self.0) {
+            (Prim::Bool, Val::Bool(b)) => Scalar::Bool(*b),
+            (Prim::U8, Val::U8(x)) => Scalar::U8(*x),
+            (Prim::S8, Val::S8(x)) => Scalar::S8(*x),
+            (Prim::U16, Val::U16(x)) => Scalar::U16(*x),
+            (Prim::S16, Val::S16(x)) => Scalar::S16(*x),
+            (Prim::U32, Val::U32(x)) => Scalar::U32(*x),
+            (Prim::S32, Val::S32(x)) => Scalar::S32(*x),
+            (Prim::U64, Val::U64(x)) => Scalar::U64(*x),
+            (Prim::S64, Val::S64(x)) => Scalar::S64(*x),
+            (Prim::F32, Val::Float32(x)) => Scalar::F32(*x),
+            (Prim::F64, Val::Float64(x)) => Scalar::F64(*x),
+            (Prim::Char, Val::Char(c)) => Scalar::Char(*c),
             _ => return Err(wrong()),
-        },
-        (Ty::String, Val::String(s)) => {
-            out.extend_from_slice(&len32(s.len())?);
-            out.extend_from_slice(s.as_bytes());
+        })
+    }
+
+    fn string(&mut self) -> Result<Cow<'_, str>, CodecError> {
+        match self.0 {
+            Val::String(s) => Ok(Cow::Borrowed(s)),
+            _ => Err(wrong()),
         }
-        (Ty::List(t), Val::List(items)) => {
-            out.extend_from_slice(&len32(items.len())?);
-            if **t == Ty::Prim(Prim::U8) {
-                out.reserve(items.len());
-                for x in items {
+    }
+
+    fn list(&mut self, items: &mut ListOut<'_, '_, 't>) -> Result<(), CodecError> {
+        let Val::List(xs) = self.0 else {
+            return Err(wrong());
+        };
+        if *items.element() == Ty::Prim(Prim::U8) {
+            // Bytes go out a chunk at a time: one writer call per byte would cost more than
+            // the copy.
+            let mut chunk = [0u8; 512];
+            for part in xs.chunks(chunk.len()) {
+                for (c, x) in chunk.iter_mut().zip(part) {
                     match x {
-                        Val::U8(b) => out.push(*b),
+                        Val::U8(b) => *c = *b,
                         _ => return Err(wrong()),
                     }
                 }
-            } else {
-                for x in items {
-                    put(plan, t, x, out)?;
-                }
+                items.bytes(&chunk[..part.len()])?;
+            }
+        } else {
+            for x in xs {
+                items.item(&mut Put(x))?;
             }
         }
-        (Ty::Tuple(ts), Val::Tuple(xs)) if ts.len() == xs.len() => {
-            for (t, x) in ts.iter().zip(xs) {
-                put(plan, t, x, out)?;
-            }
+        Ok(())
+    }
+
+    fn tuple(&mut self, out: &mut FieldsOut<'_, '_, 't>) -> Result<(), CodecError> {
+        let Val::Tuple(xs) = self.0 else {
+            return Err(wrong());
+        };
+        for (k, x) in xs.iter().enumerate() {
+            out.field(k, &mut Put(x))?;
         }
-        (Ty::Option(t), Val::Option(x)) => match x {
-            None => out.push(0),
-            Some(x) => {
-                out.push(1);
-                put(plan, t, x, out)?;
-            }
-        },
-        (Ty::Result(ok, err), Val::Result(r)) => {
-            let (tag, t, x) = match r {
-                Ok(x) => (0, ok, x),
-                Err(x) => (1, err, x),
-            };
-            out.push(tag);
-            match (t, x) {
-                (Some(t), Some(x)) => put(plan, t, x, out)?,
-                (None, None) => {}
-                _ => return Err(wrong()),
-            }
+        Ok(())
+    }
+
+    fn record(
+        &mut self,
+        fields: &'t [(String, Ty)],
+        out: &mut FieldsOut<'_, '_, 't>,
+    ) -> Result<(), CodecError> {
+        let Val::Record(xs) = self.0 else {
+            return Err(wrong());
+        };
+        if xs.len() != fields.len() {
+            return Err(wrong());
         }
-        (Ty::Named(i), v) => match (def(plan, *i)?, v) {
-            (DefKind::Record(fields), Val::Record(xs)) if fields.len() == xs.len() => {
-                for ((name, t), (n, x)) in fields.iter().zip(xs) {
-                    if name != n {
-                        return Err(CodecError::Malformed("a record field of another name"));
-                    }
-                    put(plan, t, x, out)?;
-                }
+        for (k, ((name, _), (n, x))) in fields.iter().zip(xs).enumerate() {
+            if name != n {
+                return Err(CodecError::Malformed("a record field of another name"));
             }
-            (DefKind::Enum(cases), Val::Enum(c)) => {
-                let d = cases.iter().position(|x| x == c).ok_or_else(wrong)?;
-                put_disc(out, d, cases.len());
-            }
-            (DefKind::Variant(cases), Val::Variant(c, x)) => {
-                let d = cases.iter().position(|(n, _)| n == c).ok_or_else(wrong)?;
-                put_disc(out, d, cases.len());
-                match (&cases[d].1, x) {
-                    (Some(t), Some(x)) => put(plan, t, x, out)?,
-                    (None, None) => {}
-                    _ => return Err(wrong()),
-                }
-            }
-            (DefKind::Flags(names), Val::Flags(set)) => {
-                let at = out.len();
-                out.resize(at + flags_size(names.len()), 0);
-                for f in set {
-                    let i = names.iter().position(|n| n == f).ok_or_else(wrong)?;
-                    out[at + i / 8] |= 1 << (i % 8);
-                }
+            out.field(k, &mut Put(x))?;
+        }
+        Ok(())
+    }
+
+    fn case(&mut self, out: &mut CaseOut<'_, '_, 't>) -> Result<(), CodecError> {
+        let cases = out.cases();
+        let (k, x) = match (cases, self.0) {
+            (Cases::Option(_), Val::Option(x)) => (usize::from(x.is_some()), x.as_deref()),
+            (Cases::Result(..), Val::Result(Ok(x))) => (0, x.as_deref()),
+            (Cases::Result(..), Val::Result(Err(x))) => (1, x.as_deref()),
+            (Cases::Enum(_), Val::Enum(c)) => (cases.find(c).ok_or_else(wrong)?, None),
+            (Cases::Variant(_), Val::Variant(c, x)) => {
+                (cases.find(c).ok_or_else(wrong)?, x.as_deref())
             }
             _ => return Err(wrong()),
-        },
-        _ => return Err(wrong()),
-    }
-    Ok(())
-}
-
-struct Src<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Src<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], CodecError> {
-        let end = self.at.checked_add(n).ok_or(CodecError::Short)?;
-        let s = self.bytes.get(self.at..end).ok_or(CodecError::Short)?;
-        self.at = end;
-        Ok(s)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], CodecError> {
-        let mut a = [0; N];
-        a.copy_from_slice(self.take(N)?);
-        Ok(a)
-    }
-
-    fn byte(&mut self) -> Result<u8, CodecError> {
-        Ok(self.take(1)?[0])
-    }
-
-    fn u32(&mut self) -> Result<u32, CodecError> {
-        Ok(u32::from_le_bytes(self.array()?))
-    }
-
-    /// A length-prefixed count of elements of at least `min` bytes each, checked against the
-    /// bytes that remain.
-    fn count(&mut self, min: usize) -> Result<usize, CodecError> {
-        let n = self.u32()? as usize;
-        let left = self.bytes.len() - self.at;
-        let fits = match min {
-            0 => n <= MAX_EMPTY_ELEMENTS,
-            m => n <= left / m,
         };
-        if fits { Ok(n) } else { Err(CodecError::Short) }
-    }
-
-    fn disc(&mut self, cases: usize) -> Result<usize, CodecError> {
-        let d = match discriminant_size(cases) {
-            1 => u32::from(self.byte()?),
-            2 => u32::from(u16::from_le_bytes(self.array()?)),
-            _ => self.u32()?,
-        } as usize;
-        if d < cases {
-            Ok(d)
-        } else {
-            Err(CodecError::Malformed("discriminant out of range"))
+        match (out.case(k)?, x) {
+            (Some(_), Some(x)) => out.payload(&mut Put(x)),
+            (None, None) => Ok(()),
+            _ => Err(wrong()),
         }
     }
-}
 
-fn tag(src: &mut Src<'_>, what: &'static str) -> Result<bool, CodecError> {
-    match src.byte()? {
-        0 => Ok(false),
-        1 => Ok(true),
-        _ => Err(CodecError::Malformed(what)),
+    fn flags(&mut self, out: &mut FlagsOut<'_>) -> Result<(), CodecError> {
+        let Val::Flags(set) = self.0 else {
+            return Err(wrong());
+        };
+        for f in set {
+            let k = out.names().iter().position(|n| n == f).ok_or_else(wrong)?;
+            out.set(k)?;
+        }
+        Ok(())
     }
 }
 
-fn boxed(plan: &InterfacePlan, t: &Ty, src: &mut Src<'_>) -> Result<Box<Val>, CodecError> {
-    get(plan, t, src).map(Box::new)
+/// A visitor making component values of what it reads.
+struct Get;
+
+impl Get {
+    fn boxed<'t, 'b>(
+        &mut self,
+        payload: &mut Seq<'_, 't, 'b>,
+    ) -> Result<Option<Box<Val>>, CodecError> {
+        Ok(payload.next(self).transpose()?.map(Box::new))
+    }
 }
 
-fn get(plan: &InterfacePlan, ty: &Ty, src: &mut Src<'_>) -> Result<Val, CodecError> {
-    Ok(match ty {
-        Ty::Prim(p) => match p {
-            Prim::Bool => Val::Bool(tag(src, "bool not 0 or 1")?),
-            Prim::U8 => Val::U8(src.byte()?),
-            Prim::S8 => Val::S8(i8::from_le_bytes(src.array()?)),
-            Prim::U16 => Val::U16(u16::from_le_bytes(src.array()?)),
-            Prim::S16 => Val::S16(i16::from_le_bytes(src.array()?)),
-            Prim::U32 => Val::U32(src.u32()?),
-            Prim::S32 => Val::S32(i32::from_le_bytes(src.array()?)),
-            Prim::U64 => Val::U64(u64::from_le_bytes(src.array()?)),
-            Prim::S64 => Val::S64(i64::from_le_bytes(src.array()?)),
-            Prim::F32 => Val::Float32(f32::from_le_bytes(src.array()?)),
-            Prim::F64 => Val::Float64(f64::from_le_bytes(src.array()?)),
-            Prim::Char => Val::Char(
-                char::from_u32(src.u32()?)
-                    .ok_or(CodecError::Malformed("char not a Unicode scalar value"))?,
-            ),
-        },
-        Ty::String => {
-            let n = src.count(1)?;
-            let s = std::str::from_utf8(src.take(n)?)
-                .map_err(|_| CodecError::Malformed("string: bad UTF-8"))?;
-            Val::String(s.to_string())
+impl<'t, 'b> Decode<'t, 'b> for Get {
+    type Out = Val;
+    type Error = CodecError;
+
+    fn scalar(&mut self, v: Scalar) -> Result<Val, CodecError> {
+        Ok(match v {
+            Scalar::Bool(b) => Val::Bool(b),
+            Scalar::U8(x) => Val::U8(x),
+            Scalar::S8(x) => Val::S8(x),
+            Scalar::U16(x) => Val::U16(x),
+            Scalar::S16(x) => Val::S16(x),
+            Scalar::U32(x) => Val::U32(x),
+            Scalar::S32(x) => Val::S32(x),
+            Scalar::U64(x) => Val::U64(x),
+            Scalar::S64(x) => Val::S64(x),
+            Scalar::F32(x) => Val::Float32(x),
+            Scalar::F64(x) => Val::Float64(x),
+            Scalar::Char(c) => Val::Char(c),
+        })
+    }
+
+    fn string(&mut self, s: &'b str) -> Result<Val, CodecError> {
+        Ok(Val::String(s.to_string()))
+    }
+
+    fn bytes(&mut self, b: &'b [u8]) -> Result<Val, CodecError> {
+        Ok(Val::List(b.iter().map(|&b| Val::U8(b)).collect()))
+    }
+
+    fn list(&mut self, items: &mut Seq<'_, 't, 'b>) -> Result<Val, CodecError> {
+        let mut xs = Vec::with_capacity(items.len());
+        while let Some(x) = items.next(self) {
+            xs.push(x?);
         }
-        Ty::List(t) => {
-            let n = src.count(plan.min_size(t))?;
-            if **t == Ty::Prim(Prim::U8) {
-                Val::List(src.take(n)?.iter().map(|&b| Val::U8(b)).collect())
-            } else {
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(get(plan, t, src)?);
-                }
-                Val::List(items)
+        Ok(Val::List(xs))
+    }
+
+    fn tuple(&mut self, items: &mut Seq<'_, 't, 'b>) -> Result<Val, CodecError> {
+        let mut xs = Vec::with_capacity(items.len());
+        while let Some(x) = items.next(self) {
+            xs.push(x?);
+        }
+        Ok(Val::Tuple(xs))
+    }
+
+    fn record(
+        &mut self,
+        fields: &'t [(String, Ty)],
+        values: &mut Seq<'_, 't, 'b>,
+    ) -> Result<Val, CodecError> {
+        let mut xs = Vec::with_capacity(fields.len());
+        for (name, _) in fields {
+            if let Some(x) = values.next(self) {
+                xs.push((name.clone(), x?));
             }
         }
-        Ty::Tuple(ts) => Val::Tuple(
-            ts.iter()
-                .map(|t| get(plan, t, src))
-                .collect::<Result<_, _>>()?,
-        ),
-        Ty::Option(t) => Val::Option(match tag(src, "option tag not 0 or 1")? {
-            false => None,
-            true => Some(boxed(plan, t, src)?),
-        }),
-        Ty::Result(ok, err) => {
-            let is_err = tag(src, "result tag not 0 or 1")?;
-            let t = if is_err { err } else { ok };
-            let x = t.as_ref().map(|t| boxed(plan, t, src)).transpose()?;
-            Val::Result(if is_err { Err(x) } else { Ok(x) })
-        }
-        Ty::Named(i) => match def(plan, *i)? {
-            DefKind::Record(fields) => Val::Record(
-                fields
-                    .iter()
-                    .map(|(n, t)| Ok((n.clone(), get(plan, t, src)?)))
-                    .collect::<Result<_, CodecError>>()?,
-            ),
-            DefKind::Enum(cases) => Val::Enum(cases[src.disc(cases.len())?].clone()),
-            DefKind::Variant(cases) => {
-                let (name, t) = &cases[src.disc(cases.len())?];
-                let x = t.as_ref().map(|t| boxed(plan, t, src)).transpose()?;
-                Val::Variant(name.clone(), x)
-            }
-            DefKind::Flags(names) => {
-                let bytes = src.take(flags_size(names.len()))?;
-                let mut set = Vec::new();
-                for (i, b) in bytes.iter().enumerate() {
-                    for bit in 0..8 {
-                        if b & (1 << bit) != 0 {
-                            let name = names
-                                .get(i * 8 + bit)
-                                .ok_or(CodecError::Malformed("unknown flag bits"))?;
-                            set.push(name.clone());
-                        }
-                    }
-                }
-                Val::Flags(set)
-            }
-        },
-    })
+        Ok(Val::Record(xs))
+    }
+
+    fn case(
+        &mut self,
+        cases: Cases<'t>,
+        k: usize,
+        payload: &mut Seq<'_, 't, 'b>,
+    ) -> Result<Val, CodecError> {
+        Ok(match cases {
+            Cases::Option(_) => Val::Option(self.boxed(payload)?),
+            Cases::Result(..) if k == 0 => Val::Result(Ok(self.boxed(payload)?)),
+            Cases::Result(..) => Val::Result(Err(self.boxed(payload)?)),
+            Cases::Enum(_) => Val::Enum(cases.name(k).to_string()),
+            Cases::Variant(_) => Val::Variant(cases.name(k).to_string(), self.boxed(payload)?),
+        })
+    }
+
+    fn flags(&mut self, names: &'t [String], bits: &'b [u8]) -> Result<Val, CodecError> {
+        let set = names
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| flag_set(bits, *k))
+            .map(|(_, n)| n.clone())
+            .collect();
+        Ok(Val::Flags(set))
+    }
 }
 
 /// A value the typed paths carry (`u32`, `u64`, `string`, `list<u8>`), encoded and decoded

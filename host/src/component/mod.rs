@@ -100,6 +100,7 @@ pub fn is_component(wasm: &[u8]) -> bool {
 
 /// The limits of one component domain. `None`: no limit beyond the kernel's.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ComponentLimits {
     /// Bytes of each linear memory; growing past it fails (the guest's allocator sees an
     /// out-of-memory and, for Rust guests, traps: the call fails, the host does not).
@@ -115,8 +116,17 @@ pub struct ComponentLimits {
     pub deadline: Option<Duration>,
 }
 
+setters!(ComponentLimits {
+    with_memory => memory: Option<usize>,
+    with_fuel => fuel: Option<u64>,
+    with_instances => instances: Option<usize>,
+    with_tables => tables: Option<usize>,
+    with_deadline => deadline: Option<Duration>,
+});
+
 /// Options of a new component domain.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ComponentOptions {
     /// The WASI capabilities the domain is granted (none by default).
     pub wasi: WasiGrants,
@@ -131,6 +141,13 @@ pub struct ComponentOptions {
     /// a trap in it kills this domain too.
     pub trust_fully: Vec<String>,
 }
+
+setters!(ComponentOptions {
+    with_wasi => wasi: WasiGrants,
+    with_limits => limits: ComponentLimits,
+    with_bind => bind: Vec<(String, String)>,
+    with_trust_fully => trust_fully: Vec<String>,
+});
 
 /// A call a component domain made through one of its imports that failed in the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -653,13 +670,33 @@ impl ComponentDomain {
     }
 }
 
-/// A domain of either kind, as [`Kernel::load`] creates it from a binary.
+/// A domain of either kind, as [`Kernel::load`] creates it from a binary and as the
+/// kernel's methods for both kinds ([`Kernel::export`], [`Kernel::terminate`]) take it
+/// (from a `&Domain` or a `&ComponentDomain`).
 #[derive(Debug, Clone)]
 pub enum AnyDomain {
     /// A core module speaking the kernel's ABI.
     Core(crate::Domain),
     /// A component.
     Component(ComponentDomain),
+}
+
+impl From<&crate::Domain> for AnyDomain {
+    fn from(d: &crate::Domain) -> AnyDomain {
+        AnyDomain::Core(d.clone())
+    }
+}
+
+impl From<&ComponentDomain> for AnyDomain {
+    fn from(d: &ComponentDomain) -> AnyDomain {
+        AnyDomain::Component(d.clone())
+    }
+}
+
+impl From<&AnyDomain> for AnyDomain {
+    fn from(d: &AnyDomain) -> AnyDomain {
+        d.clone()
+    }
 }
 
 impl Kernel {
@@ -773,16 +810,11 @@ impl Kernel {
         Ok(ComponentDomain { shared })
     }
 
-    /// Exports `interface` from a component domain under the interface's own name.
-    pub fn export_component(&self, server: &ComponentDomain, interface: &str) -> Result<(), Error> {
-        self.export_component_as(server, interface, interface)
-    }
-
-    /// Exports `interface` from a component domain under `name`. Every function of the
-    /// interface's WIT (known to the kernel: its embedded WIT and [`Kernel::add_wit_dir`])
-    /// must be exported with the WIT's type, and nothing else; a mismatch is refused with
-    /// [`Error::ComponentMismatch`].
-    pub fn export_component_as(
+    /// Exports `interface` from a component domain under `name` (see [`Kernel::export_as`]).
+    /// Every function of the interface's WIT (known to the kernel: its embedded WIT and
+    /// [`Kernel::add_wit_dir`]) must be exported with the WIT's type, and nothing else; a
+    /// mismatch is refused with [`Error::ComponentMismatch`].
+    pub(crate) fn export_component_as(
         &self,
         server: &ComponentDomain,
         interface: &str,
@@ -875,8 +907,8 @@ impl Kernel {
 
     /// Terminates a component domain for good: withdraws its exports, revokes the bindings
     /// of its imports and those of its clients, interrupts code running in it at the next
-    /// tick and drops its instance.
-    pub fn terminate_component(&self, domain: &ComponentDomain) {
+    /// tick and drops its instance (see [`Kernel::terminate`]).
+    pub(crate) fn terminate_component(&self, domain: &ComponentDomain) {
         let shared = &domain.shared;
         shared.terminated.store(true, Ordering::Release);
         let names = std::mem::take(&mut *lock(&shared.exports));

@@ -12,6 +12,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
 /// A host directory made visible to a component domain.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Preopen {
     /// The directory on the host.
     pub host: PathBuf,
@@ -21,8 +22,20 @@ pub struct Preopen {
     pub writable: bool,
 }
 
+impl Preopen {
+    /// The host directory `host`, seen by the guest at `guest`, read-only unless `writable`.
+    pub fn new(host: impl Into<PathBuf>, guest: impl Into<String>, writable: bool) -> Preopen {
+        Preopen {
+            host: host.into(),
+            guest: guest.into(),
+            writable,
+        }
+    }
+}
+
 /// Where a component domain's standard output or error goes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Stdio {
     /// Dropped (the default).
     #[default]
@@ -36,6 +49,7 @@ pub enum Stdio {
 
 /// The WASI capabilities a component domain is granted.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct WasiGrants {
     /// Directories, read-only or read-write.
     pub preopens: Vec<Preopen>,
@@ -51,6 +65,15 @@ pub struct WasiGrants {
     /// network at all. Name lookup is never granted.
     pub network: Vec<SocketAddr>,
 }
+
+setters!(WasiGrants {
+    with_preopens => preopens: Vec<Preopen>,
+    with_env => env: Vec<(String, String)>,
+    with_args => args: Vec<String>,
+    with_stdout => stdout: Stdio,
+    with_stderr => stderr: Stdio,
+    with_network => network: Vec<SocketAddr>,
+});
 
 /// Captured output of one stream, shared between the domain's Store and the embedder.
 #[derive(Clone, Default)]

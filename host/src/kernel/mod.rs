@@ -4,6 +4,7 @@
 
 mod domain;
 
+use crate::component::AnyDomain;
 use crate::error::{Error, Quota, boxed};
 use crate::mailbox::Mailbox;
 use crate::quota::{Account, Quotas};
@@ -28,6 +29,7 @@ pub const EMBEDDED_WIT: &[(&str, &str)] = &[
 
 /// Options for a new domain.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DomainOptions {
     /// Number of replicas (instances). Use more than one only for servers that keep no
     /// state between calls: each replica has its own memory.
@@ -38,6 +40,12 @@ pub struct DomainOptions {
     /// The domain's quotas; `None`: the kernel's ([`KernelConfig::quotas`]).
     pub quotas: Option<Quotas>,
 }
+
+setters!(DomainOptions {
+    with_replicas => replicas: usize,
+    with_presentations => presentations: Vec<SidePresentation>,
+    with_quotas => quotas: Option<Quotas>,
+});
 
 impl Default for DomainOptions {
     fn default() -> Self {
@@ -194,19 +202,38 @@ impl Kernel {
         })
     }
 
-    /// Exports `interface` from `server` under the interface's own name.
-    pub fn export(&self, server: &Domain, interface: &str) -> Result<(), Error> {
+    /// Exports `interface` from `server` (a core or a component domain) under the
+    /// interface's own name.
+    pub fn export(&self, server: impl Into<AnyDomain>, interface: &str) -> Result<(), Error> {
         self.export_as(server, interface, interface, ExportOptions::default())
     }
 
-    /// Exports `interface` from `server` under `name` with `options`.
+    /// Exports `interface` from `server` under `name` with `options`. A component domain's
+    /// calls run under its own limits ([`ComponentOptions`](crate::component::ComponentOptions)),
+    /// so its exports take only the default options.
     pub fn export_as(
         &self,
-        server: &Domain,
+        server: impl Into<AnyDomain>,
         interface: &str,
         name: &str,
         options: ExportOptions,
     ) -> Result<(), Error> {
+        let server = match server.into() {
+            AnyDomain::Core(d) => d,
+            AnyDomain::Component(c) => {
+                let defaults = options.serving == Serving::Migrate
+                    && options.deadline.is_none()
+                    && options.presentation.is_none();
+                if !defaults {
+                    return Err(Error::Presentation(format!(
+                        "`{}` is a component domain: its exports take no export options",
+                        c.name()
+                    )));
+                }
+                return self.export_component_as(&c, interface, name);
+            }
+        };
+        let server = &server;
         if server.is_terminated() {
             return Err(Error::Terminated(server.name().to_string()));
         }
@@ -279,10 +306,13 @@ impl Kernel {
         self.presentation(&path.display().to_string(), &text)
     }
 
-    /// Terminates a domain: revokes every binding it holds as client or server, withdraws
-    /// its exports, fails its calls in flight.
-    pub fn terminate(&self, domain: &Domain) {
-        crate::terminate::terminate_shared(&self.inner, &domain.shared);
+    /// Terminates a domain of either kind: revokes every binding it holds as client or
+    /// server, withdraws its exports, fails its calls in flight.
+    pub fn terminate(&self, domain: impl Into<AnyDomain>) {
+        match domain.into() {
+            AnyDomain::Core(d) => crate::terminate::terminate_shared(&self.inner, &d.shared),
+            AnyDomain::Component(c) => self.terminate_component(&c),
+        }
     }
 
     /// Exports `interface` under `name` on behalf of a server elsewhere: calls made on

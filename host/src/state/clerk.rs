@@ -54,6 +54,7 @@ impl EntryArgs {
 
 /// How a server domain runs the calls made to it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Serving {
     /// LRPC: the calling thread migrates into the server (the default).
     #[default]
@@ -65,6 +66,7 @@ pub enum Serving {
 
 /// Options of one export.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ExportOptions {
     /// How the server runs calls.
     pub serving: Serving,
@@ -75,6 +77,12 @@ pub struct ExportOptions {
     /// default presentation.
     pub presentation: Option<SidePresentation>,
 }
+
+setters!(ExportOptions {
+    with_serving => serving: Serving,
+    with_deadline => deadline: Option<Duration>,
+    with_presentation => presentation: Option<SidePresentation>,
+});
 
 /// One exported interface: the procedure descriptor list and the entries per replica.
 pub(crate) struct ExportEntry {

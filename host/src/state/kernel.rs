@@ -18,6 +18,7 @@ use wasmtime::{Engine, Linker, Module};
 
 /// Kernel settings.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct KernelConfig {
     /// Default deadline of a call into a domain (per export overridable).
     pub deadline: Duration,
@@ -40,6 +41,13 @@ impl Default for KernelConfig {
         }
     }
 }
+
+setters!(KernelConfig {
+    with_deadline => deadline: Duration,
+    with_tick => tick: Duration,
+    with_max_oob => max_oob: usize,
+    with_quotas => quotas: Quotas,
+});
 
 /// The kernel's state, shared by its handles, its domains (weakly) and the kernel imports.
 pub(crate) struct KernelInner {

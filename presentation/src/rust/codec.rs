@@ -1,14 +1,16 @@
 //! The wire code of every WIT type, one place per type: [`Codec`] holds everything the stubs
 //! need to carry a value of one type — its Rust types, how to encode it, measure it, decode it
-//! and step over it — and [`Gen::codec`] writes all of it in one arm per type. Adding a type
-//! is adding an arm there (and one in [`Gen::def_codec`] for a named kind).
+//! and step over it — and [`Gen::node_codec`] writes all of it in one arm per node of the
+//! layout ([`crate::layout::Node`]; named types are written once, as functions
+//! [`Gen::def_codec`] gives the bodies of). Adding a type is adding a node there.
 //!
 //! Generated code uses writer `__w`, reader `__r` (`Reader`), and returns `DecodeError` from
 //! decoding; the layout is the one the plan's module docs describe.
 
 use super::Gen;
 use super::names::{camel, def_fn};
-use crate::plan::{DefKind, Prim, Ty, discriminant_size, flags_size};
+use crate::layout::{Cases, Layout, Node};
+use crate::plan::{Prim, Ty, flags_size};
 
 /// The code the stubs need for values of one type.
 #[derive(Debug, Clone)]
@@ -190,13 +192,51 @@ pub(crate) fn tuple_of(parts: &[String]) -> String {
 }
 
 impl Gen<'_> {
+    /// The layout node of `t`: the plan defines every type it names.
+    fn node<'t>(&'t self, t: &'t Ty) -> Node<'t> {
+        Layout::new(self.plan)
+            .node(t)
+            .expect("the plan defines the types it names")
+    }
+
     /// The code of type `t` for the value `e` (an expression of type `&T`).
     pub(crate) fn codec(&self, t: &Ty, e: &str) -> Codec {
         let mut c = match t {
-            Ty::Prim(p) => {
-                let (w, cast) = prim_writer(*p);
+            Ty::Named(i) => {
+                let d = self.def(*i);
+                let f = def_fn(&d.name);
+                let ty = self.def_type(*i);
+                let by_ref = matches!(
+                    self.node(t),
+                    Node::Record(_) | Node::Cases(Cases::Variant(_))
+                );
+                let lend = if self.lends(t) { "lend" } else { "dec" };
                 Codec {
-                    ty: prim_rust(*p).into(),
+                    param: by_ref.then(|| format!("&{ty}")),
+                    ty,
+                    enc: format!("__enc_{f}(__w, {e});"),
+                    size: format!("__size_{f}({e})"),
+                    dec: format!("__dec_{f}(__r)?"),
+                    lend: format!("__{lend}_{f}(__r)?"),
+                    view: None,
+                    skip: format!("__skip_{f}(__r)?;"),
+                }
+            }
+            _ => self.node_codec(self.node(t), e, ""),
+        };
+        self.fixed_size(t, &mut c);
+        c
+    }
+
+    /// The code of layout node `n` for the value `e`; `name` is the Rust type of a record,
+    /// enum, variant or flags node (whose decoding expressions are bare values, but for
+    /// flags a `Result`).
+    fn node_codec(&self, n: Node<'_>, e: &str, name: &str) -> Codec {
+        match n {
+            Node::Prim(p) => {
+                let (w, cast) = prim_writer(p);
+                Codec {
+                    ty: prim_rust(p).into(),
                     param: None,
                     enc: format!("__w.{w}(*{e}{cast});"),
                     size: p.size().to_string(),
@@ -206,29 +246,11 @@ impl Gen<'_> {
                     skip: format!("__r.take({})?;", p.size()),
                 }
             }
-            Ty::String => {
-                let view = View {
-                    ty: "&str",
-                    dec: "__r.str()?",
-                };
-                if self.borrowed {
-                    cow_bytes(e, "str", "str", view)
-                } else {
-                    bytes(e, "String", "str", view)
-                }
+            Node::String => self.bytes(e, ["str", "String"], "str", "&str", "__r.str()?"),
+            Node::List(Ty::Prim(Prim::U8)) => {
+                self.bytes(e, ["[u8]", "Vec<u8>"], "list_u8", "&[u8]", "__r.list_u8()?")
             }
-            Ty::List(el) if **el == Ty::Prim(Prim::U8) => {
-                let view = View {
-                    ty: "&[u8]",
-                    dec: "__r.list_u8()?",
-                };
-                if self.borrowed {
-                    cow_bytes(e, "[u8]", "list_u8", view)
-                } else {
-                    bytes(e, "Vec<u8>", "list_u8", view)
-                }
-            }
-            Ty::List(el) => {
+            Node::List(el) => {
                 let x = self.codec(el, "__x");
                 let min = self.plan.min_size(el);
                 let size = match self.plan.bound(el) {
@@ -252,7 +274,7 @@ impl Gen<'_> {
                     ),
                 }
             }
-            Ty::Tuple(ts) => {
+            Node::Tuple(ts) => {
                 let xs: Vec<Codec> = ts
                     .iter()
                     .enumerate()
@@ -272,59 +294,95 @@ impl Gen<'_> {
                     skip: each(&xs, |x| &x.skip).join(" "),
                 }
             }
-            Ty::Option(t) => {
-                let cases = [
-                    Case::named("None".into(), None),
-                    Case::named("Some".into(), Some(self.codec(t, "__x"))),
-                ];
-                tagged(format!("Option<{}>", cases[1].ty()), e, &cases)
-            }
-            Ty::Result(ok, err) => {
-                let side = |t: &Option<Box<Ty>>| t.as_ref().map(|t| self.codec(t, "__x"));
-                let cases = [Case::result("Ok", side(ok)), Case::result("Err", side(err))];
-                let ty = format!("Result<{}, {}>", cases[0].ty(), cases[1].ty());
-                tagged(ty, e, &cases)
-            }
-            Ty::Named(i) => {
-                let d = self.def(*i);
-                let f = def_fn(&d.name);
-                let ty = self.def_type(*i);
-                let by_ref = matches!(d.kind, DefKind::Record(_) | DefKind::Variant(_));
-                let lend = if self.lends(t) { "lend" } else { "dec" };
+            Node::Record(fs) => {
+                let names: Vec<String> = fs.iter().map(|(f, _)| super::names::snake(f)).collect();
+                let xs: Vec<Codec> = fs
+                    .iter()
+                    .zip(&names)
+                    .map(|((_, t), f)| self.codec(t, &format!("(&{e}.{f})")))
+                    .collect();
+                let fields = |dec: fn(&Codec) -> &String| -> String {
+                    names
+                        .iter()
+                        .zip(each(&xs, dec))
+                        .map(|(f, dec)| format!("{f}: {dec}, "))
+                        .collect()
+                };
                 Codec {
-                    param: by_ref.then(|| format!("&{ty}")),
-                    ty,
-                    enc: format!("__enc_{f}(__w, {e});"),
-                    size: format!("__size_{f}({e})"),
-                    dec: format!("__dec_{f}(__r)?"),
-                    lend: format!("__{lend}_{f}(__r)?"),
+                    ty: name.into(),
+                    param: None,
+                    enc: each(&xs, |x| &x.enc).join(" "),
+                    size: [vec!["0".into()], each(&xs, |x| &x.size)]
+                        .concat()
+                        .join(" + "),
+                    dec: format!("{name} {{ {}}}", fields(|x| &x.dec)),
+                    lend: format!("{name} {{ {}}}", fields(|x| &x.lend)),
                     view: None,
-                    skip: format!("__skip_{f}(__r)?;"),
+                    skip: each(&xs, |x| &x.skip).join(" "),
                 }
             }
-        };
-        self.fixed_size(t, &mut c);
-        c
+            Node::Cases(cases) => {
+                let case = |k: usize| {
+                    let payload = cases.payload(k).map(|t| self.codec(t, "__x"));
+                    match cases {
+                        Cases::Option(_) => Case::named(["None", "Some"][k].into(), payload),
+                        Cases::Result(..) => Case::result(["Ok", "Err"][k], payload),
+                        Cases::Enum(_) | Cases::Variant(_) => {
+                            Case::named(format!("{name}::{}", camel(cases.name(k))), payload)
+                        }
+                    }
+                };
+                let cs: Vec<Case> = (0..cases.count()).map(case).collect();
+                let ty = match cases {
+                    Cases::Option(_) => format!("Option<{}>", cs[1].ty()),
+                    Cases::Result(..) => format!("Result<{}, {}>", cs[0].ty(), cs[1].ty()),
+                    Cases::Enum(_) | Cases::Variant(_) => name.into(),
+                };
+                tagged(ty, e, cases.tag_size(), &cs)
+            }
+            Node::Flags(fs) => {
+                let (repr, size) = flags_repr(fs.len());
+                let (enc, bits) = if repr == "u128" {
+                    (
+                        format!("__w.bytes(&{e}.bits.to_le_bytes()[..{size}]);"),
+                        format!(
+                            "{{ let mut __b = [0u8; 16]; __b[..{size}].copy_from_slice(__r.take({size})?); u128::from_le_bytes(__b) }}"
+                        ),
+                    )
+                } else {
+                    (format!("__w.{repr}({e}.bits);"), format!("__r.{repr}()?"))
+                };
+                Codec {
+                    ty: name.into(),
+                    param: None,
+                    enc,
+                    size: size.to_string(),
+                    // Unknown bits are refused.
+                    dec: format!("{name}::from_bits({bits}).ok_or(DecodeError)"),
+                    lend: format!("{name}::from_bits({bits}).ok_or(DecodeError)"),
+                    view: None,
+                    skip: format!("__r.take({size})?;"),
+                }
+            }
+        }
     }
 
-    /// The code of an enum or variant `name` for the value `__v`, from its cases (a name and
-    /// an optional payload), as [`Gen::def_codec`] gives it.
-    fn tagged_def<'t>(
+    /// The code of a byte sequence whose Rust types are `[unsized, owned]`, written with
+    /// writer method `write` and viewed as `view` (decoded by `dec`): a `Cow` under borrowed
+    /// types.
+    fn bytes(
         &self,
-        name: &str,
-        cases: impl Iterator<Item = (&'t String, Option<&'t Ty>)>,
+        e: &str,
+        [unsized_ty, owned]: [&str; 2],
+        write: &str,
+        view: &'static str,
+        dec: &'static str,
     ) -> Codec {
-        let cases: Vec<Case> = cases
-            .map(|(c, t)| {
-                let payload = t.map(|t| self.codec(t, "__x"));
-                Case::named(format!("{name}::{}", camel(c)), payload)
-            })
-            .collect();
-        let c = tagged(name.into(), "__v", &cases);
-        Codec {
-            dec: format!("Ok({})", c.dec),
-            lend: format!("Ok({})", c.lend),
-            ..c
+        let view = View { ty: view, dec };
+        if self.borrowed {
+            cow_bytes(e, unsized_ty, write, view)
+        } else {
+            bytes(e, owned, write, view)
         }
     }
 
@@ -341,73 +399,22 @@ impl Gen<'_> {
     /// `__enc_`, `__size_`, `__dec_` (an expression of type `Result<Name, DecodeError>`)
     /// and `__skip_` functions.
     pub(crate) fn def_codec(&self, i: usize) -> Codec {
-        let d = self.def(i);
-        let name = camel(&d.name);
-        let mut c = match &d.kind {
-            DefKind::Record(fs) => {
-                let names: Vec<String> = fs.iter().map(|(f, _)| super::names::snake(f)).collect();
-                let xs: Vec<Codec> = fs
-                    .iter()
-                    .zip(&names)
-                    .map(|((_, t), f)| self.codec(t, &format!("(&__v.{f})")))
-                    .collect();
-                let fields = |dec: fn(&Codec) -> &String| -> String {
-                    names
-                        .iter()
-                        .zip(each(&xs, dec))
-                        .map(|(f, dec)| format!("{f}: {dec}, "))
-                        .collect()
-                };
-                Codec {
-                    ty: name.clone(),
-                    param: None,
-                    enc: each(&xs, |x| &x.enc).join(" "),
-                    size: [vec!["0".into()], each(&xs, |x| &x.size)]
-                        .concat()
-                        .join(" + "),
-                    dec: format!("Ok({name} {{ {}}})", fields(|x| &x.dec)),
-                    lend: format!("Ok({name} {{ {}}})", fields(|x| &x.lend)),
-                    view: None,
-                    skip: each(&xs, |x| &x.skip).join(" "),
-                }
-            }
-            DefKind::Enum(cs) => self.tagged_def(&name, cs.iter().map(|c| (c, None))),
-            DefKind::Variant(cs) => self.tagged_def(&name, cs.iter().map(|(c, t)| (c, t.as_ref()))),
-            DefKind::Flags(fs) => {
-                let (repr, size) = flags_repr(fs.len());
-                let (enc, bits) = if repr == "u128" {
-                    (
-                        format!("__w.bytes(&__v.bits.to_le_bytes()[..{size}]);"),
-                        format!(
-                            "{{ let mut __b = [0u8; 16]; __b[..{size}].copy_from_slice(__r.take({size})?); u128::from_le_bytes(__b) }}"
-                        ),
-                    )
-                } else {
-                    (format!("__w.{repr}(__v.bits);"), format!("__r.{repr}()?"))
-                };
-                Codec {
-                    ty: name.clone(),
-                    param: None,
-                    enc,
-                    size: size.to_string(),
-                    // Unknown bits are refused.
-                    dec: format!("{name}::from_bits({bits}).ok_or(DecodeError)"),
-                    lend: format!("{name}::from_bits({bits}).ok_or(DecodeError)"),
-                    view: None,
-                    skip: format!("__r.take({size})?;"),
-                }
-            }
-        };
-        self.fixed_size(&Ty::Named(i), &mut c);
+        let t = Ty::Named(i);
+        let node = self.node(&t);
+        let mut c = self.node_codec(node, "__v", &camel(&self.def(i).name));
+        if !matches!(node, Node::Flags(_)) {
+            c.dec = format!("Ok({})", c.dec);
+            c.lend = format!("Ok({})", c.lend);
+        }
+        self.fixed_size(&t, &mut c);
         c
     }
 }
 
-/// The code of a tagged type: a discriminant (as wide as the case count needs) then the
-/// case's payload. A discriminant out of range is refused.
-fn tagged(ty: String, e: &str, cases: &[Case]) -> Codec {
-    let n = cases.len();
-    let width = 8 * discriminant_size(n);
+/// The code of a tagged type: a discriminant of `tag_size` bytes then the case's payload. A
+/// discriminant out of range is refused.
+fn tagged(ty: String, e: &str, tag_size: usize, cases: &[Case]) -> Codec {
+    let width = 8 * tag_size;
     let (mut enc, mut size, mut dec, mut lend, mut skip) = (
         String::new(),
         String::new(),

@@ -6,8 +6,8 @@
 )]
 
 use anyhow::Result;
-use lrpc::{DomainOptions, Kernel};
 use lrpc_artifacts as artifacts;
+use lrpc_kernel::{DomainOptions, Kernel};
 use lrpc_remote::{Endpoint, LocalPool, RemoteBinding, RemoteOptions};
 use std::process::Child;
 use std::sync::Arc;
@@ -69,10 +69,7 @@ pub fn local() -> Result<(Kernel, Arc<LocalPool>)> {
     let bench = kernel.domain_with(
         "bench-server",
         artifacts::BENCH_SERVER,
-        DomainOptions {
-            replicas: 2,
-            ..Default::default()
-        },
+        DomainOptions::default().with_replicas(2),
     )?;
     kernel.export(&bench, BENCH)?;
     let kv = kernel.domain("kv-server", artifacts::KV_SERVER)?;
