@@ -44,6 +44,13 @@ pub fn set_wait_hook(hook: Option<WaitHook>) -> Option<WaitHook> {
     WAIT_HOOK.with(|h| std::mem::replace(&mut *h.borrow_mut(), hook))
 }
 
+/// Tells this thread's wait hook that the thread is about to wait for something else than a
+/// `Store` (an embedder's own wait, such as for a domain it restarts), as the kernel does
+/// before it waits for a `Store`.
+pub fn about_to_wait() {
+    on_wait();
+}
+
 /// Runs this thread's wait hook, if it has one: the thread is about to wait for a `Store`.
 pub(crate) fn on_wait() {
     WAIT_HOOK.with(|h| {

@@ -1127,3 +1127,60 @@ fn component_kv_server_keeps_its_entries_in_a_granted_directory() {
     assert_eq!(entry(call1(&volatile, KV, "get", &[s("x")])), None);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A binary is compiled once per kernel: creating, restarting and creating again from the
+/// same bytes reuses the code. With a cache folder, the code also lands on disk for the next
+/// process.
+#[test]
+fn the_same_bytes_are_compiled_once() {
+    let dir = std::env::temp_dir().join(format!("lrpc-code-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let k =
+        Kernel::with_config(lrpc_kernel::KernelConfig::default().with_cache_dir(Some(dir.clone())))
+            .expect("kernel");
+    let before = k.compilations();
+    let a = k
+        .component("a", COMP_PROBE, ComponentOptions::default())
+        .expect("a");
+    assert_eq!(k.compilations(), before + 1);
+    k.restart_component(&a).expect("restart");
+    let b = k
+        .component("b", COMP_PROBE, ComponentOptions::default())
+        .expect("b");
+    let core = |name: &str| k.domain(name, lrpc_artifacts::KV_SERVER).expect("core");
+    let (c1, c2) = (core("c1"), core("c2"));
+    assert_eq!(
+        k.compilations(),
+        before + 2,
+        "one component and one module compiled"
+    );
+    drop((a, b, c1, c2));
+    let written = || {
+        walk(&dir)
+            .iter()
+            .any(|f| f.metadata().is_ok_and(|m| m.len() > 0))
+    };
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    while !written() && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(written(), "compiled code in {}", dir.display());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}

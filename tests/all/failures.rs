@@ -22,6 +22,8 @@ fn a_trapping_server_fails_the_call_and_the_client_continues() {
     assert_eq!(s, Status::ServerTrapped as i32);
     assert!(server.is_terminated(), "a trapped server is terminated");
     assert!(!client.is_terminated(), "its client is not");
+    // Its memory went back to the system at once, though the handle still names it.
+    assert_eq!(server.memory_size().unwrap(), 0);
     // Later calls fail fast with a clear status; the client keeps running its own code.
     let r: i64 = client.call("echo", (1,)).unwrap();
     assert_eq!(r, neg(Status::ServerTerminated));
@@ -155,6 +157,8 @@ fn terminating_a_server_during_a_call_fails_the_call() {
     let s: i32 = client.call("spin", ()).unwrap();
     killer.join().unwrap();
     assert_eq!(s, Status::ServerTerminated as i32);
+    // Terminated while it ran: its memory went back once the interrupted call returned.
+    assert_eq!(server.memory_size().unwrap(), 0);
     assert!(
         start.elapsed() < Duration::from_secs(30),
         "stopped long before the deadline"

@@ -1,6 +1,7 @@
 //! An `lrpc:http/plugin` that misbehaves on request: `/trap` traps, `/spin` loops forever,
-//! `/busy/<ms>` works for about that many milliseconds before answering; any other path is
-//! answered with `faulty ok <path>`.
+//! `/busy/<ms>` works for about that many milliseconds before answering, `/fill/<mib>` fills
+//! that many MiB of fresh memory (at most 1024) and then traps; any other path is answered
+//! with `faulty ok <path>`.
 
 include!(concat!(env!("OUT_DIR"), "/stubs.rs"));
 
@@ -31,6 +32,18 @@ impl plugin::Server for Faulty {
             let flag = 0u8;
             // SAFETY: a volatile read of a local; it keeps the loop from being optimized away.
             while unsafe { core::ptr::read_volatile(&flag) } == 0 {}
+        }
+        if let Some(mib) = path
+            .rsplit_once("/fill/")
+            .and_then(|(_, n)| n.parse::<usize>().ok())
+        {
+            // Every page written, so that the host really holds it, then kept until the trap.
+            let mut held: Vec<Vec<u8>> = Vec::new();
+            for _ in 0..mib.min(1024) {
+                held.push(vec![0xa5; 1 << 20]);
+            }
+            core::hint::black_box(&held);
+            trap();
         }
         if let Some(ms) = path
             .rsplit_once("/busy/")

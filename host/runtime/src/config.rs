@@ -150,6 +150,8 @@ struct RawKernel {
     deadline: Option<Spanned<String>>,
     #[serde(default)]
     wit: Vec<Spanned<String>>,
+    #[serde(rename = "cache-dir")]
+    cache_dir: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -469,6 +471,8 @@ pub struct Config {
     pub deadline: Option<Duration>,
     /// Folders of WIT packages the kernel loads beside its embedded WIT (`[kernel] wit`).
     pub wit: Vec<PathBuf>,
+    /// Where compiled code is kept across process starts (`[kernel] cache-dir`).
+    pub cache_dir: Option<PathBuf>,
     /// Domains, by name.
     pub domains: BTreeMap<String, DomainSpec>,
     /// `domain.export` that `lrpc run` calls.
@@ -665,6 +669,7 @@ impl Config {
             }
             wit.push(dir);
         }
+        let cache_dir = raw.kernel.cache_dir.as_ref().map(|d| cx.path(d));
         let mut domains = BTreeMap::new();
         for (name, d) in &raw.domains {
             domains.insert(name.clone(), domain(&cx, name, d)?);
@@ -720,6 +725,71 @@ impl Config {
                     ));
                 }
             }
+        }
+        // A component's imports are bound when it is created, so its servers must exist by
+        // then: components can not bind in a cycle (core domains bind at run time, and may).
+        let component = |n: &str| domains.get(n).is_some_and(|d| d.component.is_some());
+        let servers = |n: &str| -> Vec<&str> {
+            raw.domains.get(n).map_or_else(Vec::new, |d| {
+                d.get_ref()
+                    .binds
+                    .iter()
+                    .map(|b| b.get_ref().server.get_ref().as_str())
+                    .filter(|s| component(s))
+                    .collect()
+            })
+        };
+        for (name, d) in &raw.domains {
+            if !component(name) {
+                continue;
+            }
+            // Whether `name` reaches itself along binds to components: a search that visits
+            // each domain once, remembering where it came from to name the cycle.
+            let mut came_from: BTreeMap<&str, &str> = BTreeMap::new();
+            let mut todo = vec![name.as_str()];
+            let mut closing = None;
+            while let Some(at) = todo.pop() {
+                for s in servers(at) {
+                    if s == name {
+                        closing = Some(at);
+                        break;
+                    }
+                    if !came_from.contains_key(s) {
+                        came_from.insert(s, at);
+                        todo.push(s);
+                    }
+                }
+                if closing.is_some() {
+                    break;
+                }
+            }
+            let Some(last) = closing else { continue };
+            // The domains between `name` and `last`, walked back from `last`.
+            let mut between = Vec::new();
+            let mut at = last;
+            while at != name {
+                between.push(at);
+                at = came_from.get(at).copied().unwrap_or(name);
+            }
+            between.reverse();
+            let mut cycle = vec![name.as_str()];
+            cycle.extend(between);
+            cycle.push(name.as_str());
+            let first = cycle[1];
+            let bind = d
+                .get_ref()
+                .binds
+                .iter()
+                .find(|b| b.get_ref().server.get_ref() == first)
+                .map_or(d.span().start, |b| b.span().start);
+            return Err(cx.err_at(
+                bind,
+                format!(
+                    "components bind in a cycle ({}): each is bound when it is created, so none \
+                     could be first",
+                    cycle.join(" -> ")
+                ),
+            ));
         }
         let mut names: BTreeMap<&str, &str> = BTreeMap::new();
         for (dn, d) in &domains {
@@ -871,6 +941,7 @@ impl Config {
             file: path.to_path_buf(),
             deadline,
             wit,
+            cache_dir,
             domains,
             entry,
             listen,
@@ -1645,6 +1716,28 @@ mod tests {
                  { interface = \"wasi:http/incoming-handler\" }, { interface = \"x:y/z\" }]\n")
             .starts_with("app.toml:3: a `wasi:http/incoming-handler` component exports only")
         );
+    }
+
+    #[test]
+    fn components_can_not_bind_in_a_cycle() {
+        let two = "[domains.a]\nguest = \"comp-probe\"\n\
+                   exports = [{ interface = \"lrpc:kv/store\" }]\n\
+                   binds = [{ interface = \"lrpc:bench/bench\", server = \"b\" }]\n\
+                   [domains.b]\nguest = \"comp-probe\"\n\
+                   exports = [{ interface = \"lrpc:bench/bench\" }]\n\
+                   binds = [{ interface = \"lrpc:kv/store\", server = \"a\" }]\n";
+        assert_eq!(
+            err(two),
+            "app.toml:4: components bind in a cycle (a -> b -> a): each is bound when it is \
+             created, so none could be first"
+        );
+        let one = "[domains.a]\nguest = \"comp-probe\"\n\
+                   exports = [{ interface = \"lrpc:kv/store\" }]\n\
+                   binds = [{ interface = \"lrpc:kv/store\", server = \"a\" }]\n";
+        assert!(err(one).starts_with("app.toml:4: components bind in a cycle (a -> a)"));
+        // Core domains bind at run time, and may call each other back.
+        let core = two.replace("comp-probe", "kv-server");
+        Config::parse(Path::new("app.toml"), &core).expect("core domains may bind both ways");
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub struct Deployment {
 impl Deployment {
     /// Creates the kernel and every domain of `config`, exports what each exports.
     pub fn start(config: Config) -> Result<Deployment, DeployError> {
-        let mut kc = KernelConfig::default();
+        let mut kc = KernelConfig::default().with_cache_dir(config.cache_dir.clone());
         if let Some(d) = config.deadline {
             kc.deadline = d;
         }
@@ -380,10 +380,6 @@ fn export_options(kernel: &Kernel, e: &Export) -> Result<ExportOptions, DeployEr
         .map(|p| kernel.load_presentation(p))
         .transpose()
         .map_err(kerr(format!("exporting `{}`", e.name)))?;
-    #[allow(
-        clippy::needless_update,
-        reason = "ExportOptions may grow fields that keep their defaults here"
-    )]
     Ok(ExportOptions::default()
         .with_serving(match e.serving {
             ServingMode::Migrate => Serving::Migrate,
@@ -485,6 +481,20 @@ impl Plugin {
     /// Whether a restart is scheduled or under way.
     pub fn restarting(&self) -> bool {
         self.supervision.pending()
+    }
+
+    /// Waits, at most until `until`, for a generation after `dead` while a restart is
+    /// pending; whether one came.
+    pub fn wait_past(&self, dead: u64, until: std::time::Instant) -> bool {
+        self.supervision.wait_past(dead, until)
+    }
+
+    /// The deadline of one call into the plugin.
+    pub fn deadline(&self) -> std::time::Duration {
+        self.spec
+            .plugin()
+            .and_then(|e| e.deadline)
+            .unwrap_or(self.kernel.config().deadline)
     }
 
     /// The number of the generation requests should use now (what [`Plugin::current`] gives,

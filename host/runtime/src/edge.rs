@@ -827,10 +827,12 @@ async fn handle(State(edge): State<Edge>, req: Request) -> Response {
         Ok(b) => b,
         Err(answer) => return answer,
     };
+    // Header values as UTF-8 text (a plugin's header is a WIT string): values with bytes
+    // past ASCII pass when they are UTF-8; others are dropped.
     let headers: Vec<(&str, &str)> = parts
         .headers
         .iter()
-        .filter_map(|(n, v)| Some((n.as_str(), v.to_str().ok()?)))
+        .filter_map(|(n, v)| Some((n.as_str(), std::str::from_utf8(v.as_bytes()).ok()?)))
         .collect();
     let a = match route {
         Some(route) => {
@@ -869,6 +871,7 @@ async fn metrics(State(edge): State<Edge>) -> Response {
         for (n, h) in &dep.handlers {
             dep.metrics.memory(n, h.memory());
         }
+        dep.metrics.compilations(dep.kernel.compilations());
         dep.metrics.encode()
     })
     .await
@@ -1210,17 +1213,58 @@ struct Worker<'a> {
     seat: &'a mut Seat,
 }
 
+/// Why a seat is not ready for a request: the answer to give, or a plugin to wait for.
+enum Stop {
+    Answer(Answer),
+    Restarting(Restarting),
+}
+
+/// A plugin of the chain was terminated before it ran the request (by another request's
+/// fault, a reload, or the kernel): generation `generation` of the plugin in `slot`.
+struct Restarting {
+    slot: usize,
+    generation: u64,
+}
+
 impl Worker<'_> {
     fn serve(&mut self, request: &[u8]) -> Answer {
         if self.rt.plugins.is_empty() {
             // A `wasi:http` handler alone.
             return self.handle(request, "the client");
         }
-        if let Err(a) = self.ready() {
-            return a;
+        // A plugin that was terminated under the request is waited for, once, as long as
+        // one call into it may take: the request then goes through the chain again on the
+        // fresh instance (the plugins before it run again; the terminated one never ran).
+        let mut waited = false;
+        loop {
+            let r = match self.serve_chain(request) {
+                Ok(answer) => return answer,
+                Err(r) => r,
+            };
+            let plugin = &self.rt.plugins[r.slot];
+            if !waited {
+                waited = true;
+                let until = Instant::now() + plugin.deadline();
+                lrpc_kernel::pace::about_to_wait();
+                if plugin.wait_past(r.generation, until) {
+                    continue;
+                }
+            }
+            self.dep.metrics.failure(&plugin.name, "terminated");
+            return Answer::text(503, format!("plugin {} is restarting\n", plugin.name));
+        }
+    }
+
+    /// Runs the request through the chain once: the answer, or the plugin that was
+    /// terminated before it could run it.
+    fn serve_chain(&mut self, request: &[u8]) -> Result<Answer, Restarting> {
+        match self.ready() {
+            Ok(()) => {}
+            Err(Stop::Answer(a)) => return Ok(a),
+            Err(Stop::Restarting(r)) => return Err(r),
         }
         let Some(driver) = &self.seat.driver else {
-            return Answer::text(500, "no driver\n".into());
+            return Ok(Answer::text(500, "no driver\n".into()));
         };
         let end = {
             let _s = tracing::debug_span!("chain", plugins = self.rt.plugins.len()).entered();
@@ -1239,7 +1283,7 @@ impl Worker<'_> {
         for c in self.rt.calls.iter().take(reached) {
             c.inc();
         }
-        match end {
+        Ok(match end {
             Ok(ChainEnd::Responded { slot, response }) => decode_response(&response)
                 .unwrap_or_else(|| {
                     let name = self.plugin_name(slot);
@@ -1259,13 +1303,19 @@ impl Worker<'_> {
                 let restarting = status.is_call_failed()
                     && bound.is_some_and(|b| b.core().is_none())
                     && self.rt.plugins.get(slot).is_some_and(|p| p.restarting());
+                // Terminated before it ran this request (by another request's fault, a
+                // reload, or the kernel): the caller waits for the fresh instance.
+                if restarting || matches!(status, Status::ServerTerminated | Status::StaleBinding) {
+                    tracing::debug!(plugin = name, %status, "plugin terminated under a request");
+                    let taken = self.seat.bound.get_mut(slot).and_then(Option::take);
+                    let plugin = &self.rt.plugins[slot];
+                    let generation = taken.map_or_else(|| plugin.generation(), |i| i.generation);
+                    plugin.died(generation);
+                    return Err(Restarting { slot, generation });
+                }
                 let (code, kind, what) = match status {
-                    _ if restarting => (503, "terminated", "is restarting"),
                     Status::ServerTrapped => (502, "trap", "trapped"),
                     Status::DeadlineExceeded => (504, "deadline", "ran past its deadline"),
-                    Status::ServerTerminated | Status::StaleBinding => {
-                        (503, "terminated", "is restarting")
-                    }
                     Status::BadReply => (502, "malformed", "answered with a malformed action"),
                     _ => (502, "other", "failed"),
                 };
@@ -1294,12 +1344,12 @@ impl Worker<'_> {
                 self.drop_driver();
                 Answer::text(500, "the edge driver failed\n".into())
             }
-        }
+        })
     }
 
     /// The seat's driver started and bound to the current generation of each plugin of
-    /// the chain (the answer to give instead when that fails).
-    fn ready(&mut self) -> Result<(), Answer> {
+    /// the chain (the answer to give instead when that fails, or the plugin to wait for).
+    fn ready(&mut self) -> Result<(), Stop> {
         let r = self.set_up();
         if let Some(began) = self.seat.setup_began.take() {
             self.seat.setup += began.elapsed();
@@ -1309,23 +1359,23 @@ impl Worker<'_> {
 
     /// [`Worker::ready`]'s work; notes in `setup_began` when it began starting a driver or
     /// binding a plugin (the clock is read only then).
-    fn set_up(&mut self) -> Result<(), Answer> {
+    fn set_up(&mut self) -> Result<(), Stop> {
         if self.seat.driver.is_none() {
             self.seat.setup_began.get_or_insert_with(Instant::now);
             match Driver::new(&self.dep.kernel, &self.seat.name) {
                 Ok(d) => self.seat.driver = Some(d),
                 Err(e) => {
                     tracing::error!("starting a driver: {e}");
-                    return Err(Answer::text(
+                    return Err(Stop::Answer(Answer::text(
                         500,
                         "the edge driver could not start\n".into(),
-                    ));
+                    )));
                 }
             }
             self.seat.bound.iter_mut().for_each(|b| *b = None);
         }
         let Some(driver) = &self.seat.driver else {
-            return Err(Answer::text(500, "no driver\n".into()));
+            return Err(Stop::Answer(Answer::text(500, "no driver\n".into())));
         };
         // The interface's plan (its fingerprint and procedures), made only when a plugin
         // needs binding: planning an interface costs more than a whole chain of calls.
@@ -1349,24 +1399,27 @@ impl Worker<'_> {
                 Some(p) => *p,
                 None => match self.dep.kernel.interface(PLUGIN_INTERFACE) {
                     Ok(p) => *plan.insert((p.fingerprint, p.procs.len())),
-                    Err(e) => return Err(Answer::text(500, format!("{e}\n"))),
+                    Err(e) => return Err(Stop::Answer(Answer::text(500, format!("{e}\n")))),
                 },
             };
             match driver.bind(slot, &cur.export, fingerprint, procs) {
                 Ok(()) => self.seat.bound[slot] = Some(cur),
                 Err(BindError::Status(s)) => {
-                    tracing::warn!(plugin = plugin.name, "binding failed: {s}");
+                    tracing::debug!(plugin = plugin.name, "binding failed: {s}");
                     self.seat.bound[slot] = None;
                     plugin.died(cur.generation);
-                    return Err(Answer::text(
-                        503,
-                        format!("plugin {} is restarting\n", plugin.name),
-                    ));
+                    return Err(Stop::Restarting(Restarting {
+                        slot,
+                        generation: cur.generation,
+                    }));
                 }
                 Err(BindError::Driver(e)) => {
                     tracing::error!("the driver failed: {e}");
                     self.drop_driver();
-                    return Err(Answer::text(500, "the edge driver failed\n".into()));
+                    return Err(Stop::Answer(Answer::text(
+                        500,
+                        "the edge driver failed\n".into(),
+                    )));
                 }
             }
         }

@@ -5,7 +5,7 @@
 use crate::config::Source;
 use crate::metrics::Metrics;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// Why a deployment could not start or change. The message says everything once: the
@@ -126,6 +126,9 @@ pub(crate) struct Supervision {
     pub(crate) swap: Mutex<()>,
     /// Where reloads, restarts and the domain's failures are counted.
     pub(crate) metrics: Arc<Metrics>,
+    /// Notified when a generation is made or a restart gives up (see
+    /// [`wait_past`](Self::wait_past)); its lock guards nothing else.
+    moved: (Mutex<()>, Condvar),
 }
 
 impl Supervision {
@@ -137,7 +140,34 @@ impl Supervision {
             streak: Mutex::new((0, Instant::now())),
             swap: Mutex::new(()),
             metrics,
+            moved: (Mutex::new(()), Condvar::new()),
         }
+    }
+
+    /// Waits, at most until `until`, for a generation after `dead` while a restart is
+    /// pending; whether one came. A request that found its plugin terminated waits here for
+    /// the fresh instance instead of failing.
+    pub(crate) fn wait_past(&self, dead: u64, until: Instant) -> bool {
+        let (m, cv) = &self.moved;
+        let mut g = lock(m);
+        loop {
+            if self.generation() > dead {
+                return true;
+            }
+            let now = Instant::now();
+            if !self.pending() || now >= until {
+                return false;
+            }
+            g = cv
+                .wait_timeout(g, until - now)
+                .map_or_else(|e| e.into_inner().0, |(g, _)| g);
+        }
+    }
+
+    /// Wakes the requests waiting in [`wait_past`](Self::wait_past).
+    fn notify_moved(&self) {
+        let _g = lock(&self.moved.0);
+        self.moved.1.notify_all();
     }
 
     /// The generation running now.
@@ -151,6 +181,7 @@ impl Supervision {
         let generation = self.generation() + 1;
         make(generation)?;
         self.generation.store(generation, Ordering::Release);
+        self.notify_moved();
         Ok(generation)
     }
 
@@ -194,6 +225,8 @@ fn restart<D: Supervised>(d: &D, dead: u64, wait: Duration) {
     };
     lock(&r.streak).1 = Instant::now();
     r.restarting.store(false, Ordering::Release);
+    // A restart that failed leaves the waiting requests nothing to wait for.
+    r.notify_moved();
     match result {
         Ok(()) => {
             r.metrics.restart(d.name());

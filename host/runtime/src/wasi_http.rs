@@ -31,7 +31,7 @@ use http_body_util::{BodyExt as _, Full, Limited};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::component::{Linker, ResourceTable};
 use wasmtime::{Engine, Store, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::runtime::AbortOnDropJoinHandle;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -135,6 +135,8 @@ pub struct HttpHandler {
     pub name: String,
     source: Source,
     engine: Engine,
+    /// The kernel, whose compiled code a restart or reload of the same bytes reuses.
+    kernel: lrpc_kernel::Kernel,
     grants: lrpc_kernel::component::WasiGrants,
     memory: Option<usize>,
     deadline: Duration,
@@ -161,7 +163,7 @@ impl Supervised for HttpHandler {
     }
     fn replace(&self, generation: u64) -> Result<(), DeployError> {
         let wasm = read(&self.source)?;
-        let pre = prepare(&self.engine, &wasm)
+        let pre = prepare(&self.kernel, &wasm)
             .map_err(|e| DeployError::Unknown(format!("wasi:http handler `{}`: {e}", self.name)))?;
         *lock(&self.current) = Arc::new(Generation { pre, generation });
         Ok(())
@@ -183,12 +185,13 @@ impl HttpHandler {
         let c = spec.component.clone().unwrap_or_default();
         let engine = kernel.engine().clone();
         let wasm = read(&spec.source)?;
-        let pre = prepare(&engine, &wasm)
+        let pre = prepare(kernel, &wasm)
             .map_err(|e| DeployError::Unknown(format!("wasi:http handler `{}`: {e}", spec.name)))?;
         Ok(Arc::new(HttpHandler {
             name: spec.name.clone(),
             source: spec.source.clone(),
             engine,
+            kernel: kernel.clone(),
             grants: c.wasi,
             memory: c.limits.memory,
             deadline: c.limits.deadline.unwrap_or(kernel.config().deadline),
@@ -361,7 +364,9 @@ impl HttpHandler {
                 fail(504, "deadline", "ran past its deadline")
             } else {
                 tracing::warn!(plugin = self.name, "trapped: {e:#}");
-                fail(502, "trap", "trapped")
+                // 500, as `wasmtime serve` answers a handler's trap (a plugin's trap in a
+                // chain is 502: the plugin is a gateway to what comes after it).
+                fail(500, "trap", "trapped")
             };
         }
         let sent = lock(&sent).take();
@@ -383,7 +388,8 @@ impl HttpHandler {
                             .headers
                             .iter()
                             .filter_map(|(n, v)| {
-                                Some((n.as_str().to_string(), v.to_str().ok()?.to_string()))
+                                let v = std::str::from_utf8(v.as_bytes()).ok()?;
+                                Some((n.as_str().to_string(), v.to_string()))
                             })
                             .collect(),
                         body: body.to_vec(),
@@ -404,12 +410,16 @@ impl HttpHandler {
     }
 }
 
-/// Compiles `wasm` and links it against WASI and `wasi:http`.
-fn prepare(engine: &Engine, wasm: &[u8]) -> Result<ProxyPre<HttpState>, String> {
+/// Compiles `wasm` (or takes the kernel's code compiled from the same bytes before) and
+/// links it against WASI and `wasi:http`.
+fn prepare(kernel: &lrpc_kernel::Kernel, wasm: &[u8]) -> Result<ProxyPre<HttpState>, String> {
     if !lrpc_kernel::component::is_component(wasm) {
         return Err("not a component".into());
     }
-    let component = Component::new(engine, wasm).map_err(|e| format!("{e:#}"))?;
+    let component = kernel
+        .compile_component(wasm)
+        .map_err(|e| format!("{e:#}"))?;
+    let engine = kernel.engine();
     let mut linker: Linker<HttpState> = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| format!("{e:#}"))?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)

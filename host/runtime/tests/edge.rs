@@ -234,19 +234,31 @@ fn a_wasi_http_component_ends_a_chain() {
         "hello anonymous at POST /big\n".len() + big.len()
     );
     assert!(r.body.ends_with(&big));
-    // A trap answers 502 naming it, a deadline 504; it comes back fresh after each.
-    fails_and_is_restarted(&s, "/direct", "hello", ("/api/v1/ok", &[ALICE]));
+    // A header value past ASCII reaches the handler when it is UTF-8.
+    let r = s.get("/direct/x", &[("x-user", "zoë")]);
+    assert_eq!(r.text(), "hello zoë at GET /x\n");
+    // A trap answers 500 naming it (as `wasmtime serve` answers a handler's trap), a
+    // deadline 504; it comes back fresh after each.
+    fails_and_is_restarted(&s, ("/direct", 500), "hello", ("/api/v1/ok", &[ALICE]));
     assert!(s.metric("lrpc_plugin_calls_total{domain=\"hello\"}") >= 6.0);
 }
 
 /// `domain`, behind `route` (whose `/trap` and `/spin` make it trap and run past its
-/// deadline, and whose `/ok` answers), answers 502 and 504 naming itself and is restarted
+/// deadline, and whose `/ok` answers), answers `trap_code` (502 for a plugin, 500 for a
+/// `wasi:http` handler) and 504 naming itself and is restarted
 /// fresh after each (`again` succeeds once it is back after the deadline); `/metrics` counts
-/// both failures and both restarts.
-fn fails_and_is_restarted(s: &Server, route: &str, domain: &str, again: (&str, &[(&str, &str)])) {
+/// both failures and both restarts, and that nothing was compiled again.
+fn fails_and_is_restarted(
+    s: &Server,
+    (route, trap_code): (&str, u16),
+    domain: &str,
+    again: (&str, &[(&str, &str)]),
+) {
+    let compiled = s.metric("lrpc_compilations");
+    assert!(compiled >= 1.0);
     let r = s.get(&format!("{route}/trap"), &[]);
     let trapped = format!("plugin {domain} trapped\n");
-    assert_eq!((r.status, r.text().as_str()), (502, trapped.as_str()));
+    assert_eq!((r.status, r.text().as_str()), (trap_code, trapped.as_str()));
     assert!(eventually(
         || s.get(&format!("{route}/ok"), &[]).status == 200
     ));
@@ -261,6 +273,8 @@ fn fails_and_is_restarted(s: &Server, route: &str, domain: &str, again: (&str, &
     }
     let restarts = format!("lrpc_domain_restarts_total{{domain=\"{domain}\"}}");
     assert!(metric_value(&m, &restarts) >= 2.0, "{restarts}");
+    // The fresh instances came from the code compiled at start: nothing was compiled again.
+    assert_eq!(metric_value(&m, "lrpc_compilations"), compiled);
 }
 
 /// A chain mixes plugins of both kinds: a component domain serving `lrpc:http/plugin`
@@ -298,7 +312,7 @@ fn a_chain_mixes_core_and_component_plugins() {
     let r = s.get("/stamp/ok", &[]);
     assert_eq!(r.text(), "hello anonymous at GET /stamped/ok\n");
     // Failures: 502 and 504 naming it, then a fresh instance.
-    fails_and_is_restarted(&s, "/stamp", "stamp", ("/mixed/x", &[ALICE]));
+    fails_and_is_restarted(&s, ("/stamp", 502), "stamp", ("/mixed/x", &[ALICE]));
 }
 
 /// A `wasi:http` handler from a file is reloaded when the file is replaced and through the
@@ -432,6 +446,101 @@ fn hot_reload_under_concurrent_requests_drops_none() {
     );
     assert!(done.load(Ordering::Relaxed) > 0);
     assert!(s.metric("lrpc_domain_reloads_total{domain=\"handler\"}") >= 3.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn requests_wait_for_a_shared_plugin_s_restart_instead_of_failing() {
+    // Two routes share one plugin. A request on one route crashes it; the requests that
+    // reach the other route meanwhile find their bindings revoked. They wait for the fresh
+    // instance (50 ms of backoff here, within their 2 s deadline) rather than answer 503.
+    let dir = scratch("wait-restart");
+    let config = write_config(
+        &dir,
+        "[domains.faulty]\nguest = \"http-faulty\"\n\
+         exports = [{ interface = \"lrpc:http/plugin\", deadline = \"2s\" }]\n\
+         [[routes]]\nprefix = \"/crash\"\nchain = [\"faulty\"]\n\
+         [[routes]]\nprefix = \"/other\"\nchain = [\"faulty\"]\n",
+    );
+    let s = Server::start(&config);
+    let addr = s.addr.clone();
+    // Seats on the other route, bound to the first generation.
+    let burst = |n: usize| -> Vec<u16> {
+        let threads: Vec<_> = (0..n)
+            .map(|_| {
+                let addr = addr.clone();
+                std::thread::spawn(move || request(&addr, "GET", "/other/ok", &[], b"").status)
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().expect("a request"))
+            .collect()
+    };
+    assert!(burst(8).iter().all(|&c| c == 200));
+    for round in 0..3 {
+        let r = s.get("/crash/trap", &[]);
+        assert_eq!(r.status, 502, "{}", r.text());
+        let codes = burst(8);
+        assert!(
+            codes.iter().all(|&c| c == 200),
+            "round {round}: the other route answered {codes:?} while the plugin restarted"
+        );
+    }
+    assert!(s.metric("lrpc_domain_restarts_total{domain=\"faulty\"}") >= 3.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Resident memory of process `pid`, in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS");
+    kb * 1024
+}
+
+#[test]
+fn a_crashed_plugin_gives_its_memory_back() {
+    // A plugin with no memory limit fills 256 MiB and traps, four times. Each time the
+    // kernel terminates it and a fresh generation takes over; the dead one's memory must go
+    // back to the system, not stay with the handles that still name the old domain.
+    let dir = scratch("crash-memory");
+    let config = write_config(
+        &dir,
+        "[domains.faulty]\nguest = \"http-faulty\"\n\
+         exports = [{ interface = \"lrpc:http/plugin\", deadline = \"10s\" }]\n\
+         [[routes]]\nprefix = \"/faulty\"\nchain = [\"faulty\"]\n",
+    );
+    let s = Server::start(&config);
+    // Several seats bound to the first generation: each keeps its binding, and so a handle
+    // to that domain, until its next request.
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let addr = s.addr.clone();
+            std::thread::spawn(move || request(&addr, "GET", "/faulty/ok", &[], b"").status)
+        })
+        .collect();
+    for t in threads {
+        assert_eq!(t.join().expect("a request"), 200);
+    }
+    let before = rss(s.child.id());
+    for _ in 0..4 {
+        let r = s.get("/faulty/fill/256", &[]);
+        assert_eq!(r.status, 502, "{}", r.text());
+        assert!(eventually(|| s.get("/faulty/ok", &[]).status == 200));
+    }
+    let after = rss(s.child.id());
+    assert!(
+        after < before + (64 << 20),
+        "RSS grew from {} MiB to {} MiB over four crashes of a 256 MiB plugin",
+        before >> 20,
+        after >> 20
+    );
+    // The gauge says what the live generation holds, not the dead ones.
+    assert!(s.metric("lrpc_domain_memory_bytes{domain=\"faulty\"}") < (64 << 20) as f64);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -1100,9 +1209,10 @@ fn sigterm_does_not_wait_for_stalled_connections() {
 }
 
 /// HTTP/2 with prior knowledge is served on the same port: the server answers the
-/// connection preface with its SETTINGS frame instead of resetting the connection.
+/// connection preface with its SETTINGS frame instead of resetting the connection. An h2c
+/// upgrade is declined cleanly.
 #[test]
-fn http2_with_prior_knowledge_is_served() {
+fn http2_with_prior_knowledge_is_served_and_h2c_upgrade_declined() {
     let dir = scratch("h2");
     let config = hello_with(&dir, "");
     let s = Server::start(&config);
@@ -1115,6 +1225,20 @@ fn http2_with_prior_knowledge_is_served() {
     let mut head = [0u8; 9];
     c.read_exact(&mut head).expect("a frame back");
     assert_eq!(head[3], 4, "the first frame is SETTINGS: {head:?}");
+    // An HTTP/1.1 request asking to upgrade to h2c is answered in HTTP/1.1 (the upgrade is
+    // declined, as a server may), not reset or left hanging.
+    let r = request(
+        &s.addr,
+        "GET",
+        "/hello/x",
+        &[
+            ("connection", "Upgrade, HTTP2-Settings"),
+            ("upgrade", "h2c"),
+            ("http2-settings", "AAMAAABkAAQAoAAAAAIAAAAA"),
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
     let _ = std::fs::remove_dir_all(&dir);
 }
 

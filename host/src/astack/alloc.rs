@@ -16,6 +16,9 @@ pub(crate) struct WindowAlloc {
     free: Vec<(usize, usize)>,
     /// End of the highest host-grown range; the memory is at least this large.
     high: usize,
+    /// Every range the host grew for windows, in order, neighbours merged (windows and
+    /// free window space both lie inside them; the rest of the memory is the guest's).
+    grown: Vec<(usize, usize)>,
 }
 
 impl WindowAlloc {
@@ -49,7 +52,29 @@ impl WindowAlloc {
             self.free.push((off + len, grown - len));
         }
         self.high = self.high.max(off + grown);
+        match self.grown.last_mut() {
+            Some((o, l)) if *o + *l == off => *l += grown,
+            _ => self.grown.push((off, grown)),
+        }
         Ok(off)
+    }
+
+    /// The parts of `[0, size)` the host did not grow for windows: the guest's own memory,
+    /// as page-aligned `(offset, len)` ranges in order.
+    pub(crate) fn guest_ranges(&self, size: usize) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        for &(o, l) in &self.grown {
+            let o = o.min(size);
+            if o > at {
+                out.push((at, o - at));
+            }
+            at = at.max(o.saturating_add(l).min(size));
+        }
+        if size > at {
+            out.push((at, size - at));
+        }
+        out
     }
 
     /// Returns a window range to the free list (its pages must already be unmapped).
@@ -79,6 +104,36 @@ pub(crate) fn grown_offset(old_pages: u64) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_guest_ranges_are_what_the_host_did_not_grow() {
+        let mut w = WindowAlloc::default();
+        let mut size = 2 * WASM_PAGE;
+        let mut grow = |pages: usize| -> Result<usize, ()> {
+            let off = size;
+            size += pages * WASM_PAGE;
+            Ok(off)
+        };
+        w.take(PAGE, &mut grow).unwrap();
+        w.take(WASM_PAGE, &mut grow).unwrap();
+        // The guest grows its memory by one page; the host grows again after it.
+        let mut size2 = 5 * WASM_PAGE;
+        w.take(2 * WASM_PAGE, |pages| -> Result<usize, ()> {
+            let off = size2;
+            size2 += pages * WASM_PAGE;
+            Ok(off)
+        })
+        .unwrap();
+        assert_eq!(
+            w.guest_ranges(size2 + WASM_PAGE),
+            vec![
+                (0, 2 * WASM_PAGE),
+                (4 * WASM_PAGE, WASM_PAGE),
+                (7 * WASM_PAGE, WASM_PAGE)
+            ]
+        );
+        assert_eq!(w.guest_ranges(WASM_PAGE), vec![(0, WASM_PAGE)]);
+    }
 
     /// A memory of `size` bytes that grows by whole wasm pages.
     fn grower(size: &mut usize) -> impl FnMut(usize) -> Result<usize, ()> + '_ {

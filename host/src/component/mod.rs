@@ -765,13 +765,11 @@ impl Kernel {
                     .map_err(|r| unbound(format!("composing with its server: {r}")))?,
             );
         }
-        let component =
-            Component::new(&engine, composed.as_deref().unwrap_or(wasm)).map_err(|e| {
-                Error::Compile {
-                    domain: name.to_string(),
-                    source: boxed(e),
-                }
-            })?;
+        let component = inner.compile_component(
+            name,
+            composed.as_deref().unwrap_or(wasm),
+            options.limits.fuel.is_some(),
+        )?;
         let mut export_funcs = Vec::new();
         for (iface, item) in component.component_type().exports(&engine) {
             if let ComponentItem::ComponentInstance(i) = item.ty {

@@ -17,7 +17,7 @@ use lrpc_presentation::{InterfacePlan, Side, SidePresentation, Wit, plan::Presen
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
-use wasmtime::{Config, Engine, Linker, Module};
+use wasmtime::{Config, Engine, Linker};
 
 /// The WIT packages the kernel knows without being told: the project's `wit/` directory.
 pub const EMBEDDED_WIT: &[(&str, &str)] = &[
@@ -69,6 +69,7 @@ impl Kernel {
         c.epoch_interruption(true)
             .memory_reservation(1 << 32)
             .memory_may_move(false);
+        crate::state::kernel::disk_cache(&mut c, config.cache_dir.as_deref())?;
         // Names for JIT code in profiles: `/tmp/perf-PID.map` (read by `perf`, and usable to
         // name callgrind's anonymous code addresses; see `benches/examples/callpath.rs`).
         if std::env::var_os("LRPC_PERFMAP").is_some() {
@@ -116,17 +117,18 @@ impl Kernel {
         self.inner.clerk.names()
     }
 
-    fn module(&self, name: &str, wasm: &[u8]) -> Result<Module, Error> {
-        let key = lrpc_abi::fnv1a64(wasm) ^ (wasm.len() as u64).rotate_left(32);
-        if let Some(m) = lock(&self.inner.modules).get(&key) {
-            return Ok(m.clone());
-        }
-        let m = Module::new(&self.inner.engine, wasm).map_err(|e| Error::Compile {
-            domain: name.to_string(),
-            source: boxed(e),
-        })?;
-        lock(&self.inner.modules).insert(key, m.clone());
-        Ok(m)
+    /// Compilations this kernel has made. A domain created, restarted or reloaded from bytes
+    /// it compiled before compiles nothing (the last 64 binaries are kept in memory; with
+    /// [`KernelConfig::cache_dir`], on disk too).
+    pub fn compilations(&self) -> u64 {
+        lock(&self.inner.code).compiled
+    }
+
+    /// `wasm` compiled as a component on the kernel's engine, from memory when the same bytes
+    /// were compiled before (for an embedder that instantiates components itself, as the
+    /// edge server's `wasi:http` handlers do).
+    pub fn compile_component(&self, wasm: &[u8]) -> Result<wasmtime::component::Component, Error> {
+        self.inner.compile_component("component", wasm, false)
     }
 
     /// Creates a domain with one replica from a core wasm module (binary or text).
@@ -159,7 +161,7 @@ impl Kernel {
                     .into(),
             });
         }
-        let module = self.module(name, wasm)?;
+        let module = self.inner.compile_module(name, wasm)?;
         let id = self.inner.reserve_id()?;
         if let Some(p) = options
             .presentations

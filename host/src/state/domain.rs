@@ -122,6 +122,9 @@ pub(crate) struct Replica {
     pub windows: ReplicaWindows,
     /// Threads waiting for `store` (shared with the store's `DomainData`).
     waiting: Arc<AtomicU32>,
+    /// Set once the replica's memory went back to the system after its domain was
+    /// terminated ([`DomainShared::release_memory`]).
+    released: AtomicBool,
 }
 
 /// A domain: its replicas and shared state.
@@ -130,6 +133,21 @@ pub(crate) struct DomainShared {
     pub replicas: Box<[Replica]>,
     /// The compiled module (direct-linked clients instantiate their own copy of it).
     pub module: Module,
+}
+
+impl DomainShared {
+    /// Gives a terminated domain's memory back to the system: zero pages over the whole
+    /// linear memory of each replica that no code runs in now, as revocation does for a
+    /// window. A replica still running is left to the next call of this, which the thread
+    /// that ran it makes when the interrupted code returns (`terminate_shared`). The
+    /// domain's Stores and records stay as long as handles hold them, but no longer its
+    /// memory: a crashed plugin's RSS goes at once, not when its last binding is dropped.
+    pub(crate) fn release_memory(&self) {
+        debug_assert!(self.core.terminated.load(Ordering::Acquire));
+        for r in self.replicas.iter() {
+            r.release_memory();
+        }
+    }
 }
 
 impl Drop for DomainShared {
@@ -149,6 +167,40 @@ impl Drop for DomainShared {
 }
 
 impl Replica {
+    /// See [`DomainShared::release_memory`].
+    fn release_memory(&self) {
+        if self.released.load(Ordering::Acquire) {
+            return;
+        }
+        // Only while no code runs in the replica: the store lock is what a running call
+        // holds.
+        let Some(store) = self.store.try_lock() else {
+            return;
+        };
+        let size = self.memory.data_size(&*store);
+        // The guest's own pages only: windows stay as they are (a channel's replies that
+        // its client has yet to collect live there), and go when their owners give them
+        // back. They are pages of memory files, not the guest's heap.
+        let guest = self.guest_ranges(size);
+        let range = self.range(size);
+        for (off, len) in guest {
+            if let Err(e) = range.unmap(off, len) {
+                tracing::error!(
+                    domain = self.key.domain,
+                    replica = self.key.replica,
+                    "giving a terminated replica's memory back failed: {e}"
+                );
+                return;
+            }
+        }
+        self.released.store(true, Ordering::Release);
+    }
+
+    /// Whether the replica's memory went back to the system.
+    pub(crate) fn is_released(&self) -> bool {
+        self.released.load(Ordering::Acquire)
+    }
+
     /// Locks the replica's store, waiting for at most `wait` (counted as a waiter meanwhile:
     /// see `DomainData::waiting`).
     #[inline]
@@ -256,6 +308,7 @@ pub(crate) fn instantiate(
         base,
         windows: ReplicaWindows::new(has_deferred),
         waiting,
+        released: AtomicBool::new(false),
     })
 }
 
@@ -458,7 +511,12 @@ impl Domain {
     }
 }
 
+/// The size of `r`'s memory: 0 once it went back to the system (its domain was
+/// terminated).
 fn lock_or_reenter_size(r: &Replica, wait: Duration) -> Option<usize> {
+    if r.is_released() {
+        return Some(0);
+    }
     r.with_store(wait, |ctx| r.memory.data_size(&ctx)).ok()
 }
 

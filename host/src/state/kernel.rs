@@ -10,7 +10,6 @@ use crate::ext::Extensions;
 use crate::quota::{Account, Quotas};
 use crate::sync::lock;
 use lrpc_presentation::{InterfacePlan, Wit, plan::Presentation};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
@@ -29,6 +28,10 @@ pub struct KernelConfig {
     /// The quotas of every domain that does not set its own
     /// ([`DomainOptions::quotas`]).
     pub quotas: Quotas,
+    /// A folder where compiled code is kept across process starts (wasmtime's cache, keyed
+    /// by the code's content and the engine's settings); `None`: compiled code is kept in
+    /// memory only, for the process's life.
+    pub cache_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for KernelConfig {
@@ -38,6 +41,7 @@ impl Default for KernelConfig {
             tick: Duration::from_millis(1),
             max_oob: 64 << 20,
             quotas: Quotas::default(),
+            cache_dir: None,
         }
     }
 }
@@ -47,7 +51,72 @@ setters!(KernelConfig {
     with_tick => tick: Duration,
     with_max_oob => max_oob: usize,
     with_quotas => quotas: Quotas,
+    with_cache_dir => cache_dir: Option<std::path::PathBuf>,
 });
+
+/// Most compiled modules and components kept in memory; the oldest goes first past it.
+const CODE_KEPT: usize = 64;
+
+/// Which code an entry of the [`CodeCache`] is: a kind, an engine and a content hash.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(crate) struct CodeKey {
+    /// The engine: 0 the kernel's, 1 the fuel-metering one.
+    pub engine: u8,
+    /// A component (else a core module).
+    pub component: bool,
+    /// SHA-256 of the binary.
+    pub digest: [u8; 32],
+}
+
+impl CodeKey {
+    /// The key of `wasm` compiled as a component or a module on engine `engine`.
+    pub(crate) fn of(wasm: &[u8], component: bool, engine: u8) -> CodeKey {
+        use sha2::Digest;
+        CodeKey {
+            engine,
+            component,
+            digest: sha2::Sha256::digest(wasm).into(),
+        }
+    }
+}
+
+/// Compiled code by content, at most [`CODE_KEPT`] entries, and how many compilations the
+/// kernel made.
+#[derive(Default)]
+pub(crate) struct CodeCache {
+    entries: Vec<(CodeKey, Code)>,
+    /// Compilations made (a cache hit makes none).
+    pub compiled: u64,
+}
+
+/// Compiled code of either kind.
+#[derive(Clone)]
+pub(crate) enum Code {
+    Module(Module),
+    Component(wasmtime::component::Component),
+}
+
+impl CodeCache {
+    /// The code kept under `key`.
+    pub(crate) fn get(&self, key: &CodeKey) -> Option<Code> {
+        self.entries
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, c)| c.clone())
+    }
+
+    /// Keeps `code` under `key`, dropping the oldest entry past [`CODE_KEPT`].
+    pub(crate) fn insert(&mut self, key: CodeKey, code: Code) {
+        self.compiled += 1;
+        if self.entries.iter().any(|(k, _)| *k == key) {
+            return;
+        }
+        if self.entries.len() >= CODE_KEPT {
+            self.entries.remove(0);
+        }
+        self.entries.push((key, code));
+    }
+}
 
 /// The kernel's state, shared by its handles, its domains (weakly) and the kernel imports.
 pub(crate) struct KernelInner {
@@ -64,7 +133,8 @@ pub(crate) struct KernelInner {
     pub features: Mutex<Extensions>,
     pub wit: RwLock<Vec<Wit>>,
     domains: Mutex<DomainTable>,
-    pub modules: Mutex<HashMap<u64, Module>>,
+    /// Compiled code by content: a restart or reload of the same bytes compiles nothing.
+    pub code: Mutex<CodeCache>,
     /// Advances the engines' epochs and counts `ticks`.
     pub ticker: crate::tick::Ticker,
 }
@@ -121,7 +191,7 @@ impl KernelInner {
             features: Mutex::new(Extensions::default()),
             wit: RwLock::new(vec![wit]),
             domains: Mutex::new(DomainTable::default()),
-            modules: Mutex::new(HashMap::new()),
+            code: Mutex::new(CodeCache::default()),
             ticker,
         }
     }
@@ -132,12 +202,53 @@ impl KernelInner {
             .get_or_init(|| {
                 let mut c = wasmtime::Config::new();
                 c.epoch_interruption(true).consume_fuel(true);
+                disk_cache(&mut c, self.config.cache_dir.as_deref()).map_err(|e| e.to_string())?;
                 let engine = Engine::new(&c).map_err(|e| format!("{e:#}"))?;
                 self.ticker.add(engine.clone());
                 Ok(engine)
             })
             .as_ref()
             .map_err(|e| Error::Engine(e.clone().into()))
+    }
+
+    /// `wasm` compiled as a core module on the kernel's engine, from memory when the same
+    /// bytes were compiled before.
+    pub(crate) fn compile_module(&self, name: &str, wasm: &[u8]) -> Result<Module, Error> {
+        let key = CodeKey::of(wasm, false, 0);
+        if let Some(Code::Module(m)) = lock(&self.code).get(&key) {
+            return Ok(m);
+        }
+        let m = Module::new(&self.engine, wasm).map_err(|e| Error::Compile {
+            domain: name.to_string(),
+            source: boxed(e),
+        })?;
+        lock(&self.code).insert(key, Code::Module(m.clone()));
+        Ok(m)
+    }
+
+    /// `wasm` compiled as a component on `engine` (the kernel's, or the fuel-metering one
+    /// when `fuel`), from memory when the same bytes were compiled before.
+    pub(crate) fn compile_component(
+        &self,
+        name: &str,
+        wasm: &[u8],
+        fuel: bool,
+    ) -> Result<wasmtime::component::Component, Error> {
+        let engine = if fuel {
+            self.fuel_engine()?
+        } else {
+            &self.engine
+        };
+        let key = CodeKey::of(wasm, true, u8::from(fuel));
+        if let Some(Code::Component(c)) = lock(&self.code).get(&key) {
+            return Ok(c);
+        }
+        let c = wasmtime::component::Component::new(engine, wasm).map_err(|e| Error::Compile {
+            domain: name.to_string(),
+            source: boxed(e),
+        })?;
+        lock(&self.code).insert(key, Code::Component(c.clone()));
+        Ok(c)
     }
 
     /// Gives a reserved id back (its domain was not created).
@@ -261,4 +372,21 @@ impl KernelInner {
 #[derive(Clone)]
 pub struct Kernel {
     pub(crate) inner: Arc<KernelInner>,
+}
+
+/// Turns on wasmtime's cache of compiled code in `dir` for an engine's config `c` (nothing
+/// when `dir` is `None`).
+pub(crate) fn disk_cache(
+    c: &mut wasmtime::Config,
+    dir: Option<&std::path::Path>,
+) -> Result<(), Error> {
+    let Some(dir) = dir else {
+        return Ok(());
+    };
+    let dir = std::path::absolute(dir).map_err(|e| Error::Engine(Box::new(e)))?;
+    let mut cc = wasmtime::CacheConfig::new();
+    cc.with_directory(dir);
+    let cache = wasmtime::Cache::new(cc).map_err(|e| Error::Engine(boxed(e)))?;
+    c.cache(Some(cache));
+    Ok(())
 }

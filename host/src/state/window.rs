@@ -118,6 +118,12 @@ impl Replica {
         }
     }
 
+    /// The parts of the first `size` bytes of this replica's memory that hold no window
+    /// space: the guest's own pages.
+    pub(crate) fn guest_ranges(&self, size: usize) -> Vec<(usize, usize)> {
+        lock(&self.windows.alloc).guest_ranges(size)
+    }
+
     /// The memory range covering every window of this replica.
     pub(crate) fn window_range(&self) -> MemoryRange {
         self.range(lock(&self.windows.alloc).high())

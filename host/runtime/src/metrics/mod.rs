@@ -47,6 +47,7 @@ pub struct Metrics {
     restarts: Family<DomainLabel, Counter>,
     reloads: Family<DomainLabel, Counter>,
     memory: Family<DomainLabel, Gauge>,
+    compilations: Gauge,
 }
 
 impl Default for Metrics {
@@ -102,6 +103,12 @@ impl Default for Metrics {
             "domain_memory_bytes",
             "Linear memory of each domain (a core domain's first replica; every memory of a component's instance; a wasi:http handler's instances)",
         );
+        let compilations = Gauge::default();
+        registry.register(
+            "compilations",
+            "Modules and components the kernel compiled (a restart or reload of the same bytes compiles nothing)",
+            compilations.clone(),
+        );
         Metrics {
             registry: Mutex::new(registry),
             requests,
@@ -114,6 +121,7 @@ impl Default for Metrics {
             restarts,
             reloads,
             memory,
+            compilations,
         }
     }
 }
@@ -230,6 +238,11 @@ impl Metrics {
         self.memory
             .get_or_create(&domain(name))
             .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    /// The kernel has compiled `n` modules and components.
+    pub fn compilations(&self, n: u64) {
+        self.compilations.set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     /// Everything, in the Prometheus text format.
