@@ -118,8 +118,9 @@ impl Kernel {
     }
 
     /// Compilations this kernel has made. A domain created, restarted or reloaded from bytes
-    /// it compiled before compiles nothing (the last 64 binaries are kept in memory; with
-    /// [`KernelConfig::cache_dir`], on disk too).
+    /// it compiled before compiles nothing: the code of the 16 binaries used most recently
+    /// (at most 256 MiB of it) outlives their domains in memory, and with
+    /// [`KernelConfig::cache_dir`] all of it is kept on disk too.
     pub fn compilations(&self) -> u64 {
         lock(&self.inner.code).compiled
     }

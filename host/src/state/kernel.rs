@@ -54,8 +54,11 @@ setters!(KernelConfig {
     with_cache_dir => cache_dir: Option<std::path::PathBuf>,
 });
 
-/// Most compiled modules and components kept in memory; the oldest goes first past it.
-const CODE_KEPT: usize = 64;
+/// Most compiled modules and components kept in memory, and most bytes of compiled code
+/// they may hold together; past either, the least recently used goes first. What a live
+/// domain uses stays in memory anyway: the cache only decides what outlives its domains.
+const CODE_KEPT: usize = 16;
+const CODE_BYTES_KEPT: usize = 256 << 20;
 
 /// Which code an entry of the [`CodeCache`] is: a kind, an engine and a content hash.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -80,13 +83,24 @@ impl CodeKey {
     }
 }
 
-/// Compiled code by content, at most [`CODE_KEPT`] entries, and how many compilations the
-/// kernel made.
+/// Compiled code by content, least recently used first, within [`CODE_KEPT`] entries and
+/// [`CODE_BYTES_KEPT`] bytes, and how many compilations the kernel made.
 #[derive(Default)]
 pub(crate) struct CodeCache {
     entries: Vec<(CodeKey, Code)>,
     /// Compilations made (a cache hit makes none).
     pub compiled: u64,
+}
+
+impl Code {
+    /// Bytes of compiled code.
+    fn size(&self) -> usize {
+        let r = match self {
+            Code::Module(m) => m.image_range(),
+            Code::Component(c) => c.image_range(),
+        };
+        (r.end as usize).saturating_sub(r.start as usize)
+    }
 }
 
 /// Compiled code of either kind.
@@ -97,24 +111,28 @@ pub(crate) enum Code {
 }
 
 impl CodeCache {
-    /// The code kept under `key`.
-    pub(crate) fn get(&self, key: &CodeKey) -> Option<Code> {
-        self.entries
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, c)| c.clone())
+    /// The code kept under `key` (now the most recently used).
+    pub(crate) fn get(&mut self, key: &CodeKey) -> Option<Code> {
+        let i = self.entries.iter().position(|(k, _)| k == key)?;
+        let e = self.entries.remove(i);
+        let code = e.1.clone();
+        self.entries.push(e);
+        Some(code)
     }
 
-    /// Keeps `code` under `key`, dropping the oldest entry past [`CODE_KEPT`].
+    /// Keeps `code` under `key`, dropping the least recently used entries past the bounds.
     pub(crate) fn insert(&mut self, key: CodeKey, code: Code) {
         self.compiled += 1;
         if self.entries.iter().any(|(k, _)| *k == key) {
             return;
         }
-        if self.entries.len() >= CODE_KEPT {
-            self.entries.remove(0);
-        }
         self.entries.push((key, code));
+        let mut bytes: usize = self.entries.iter().map(|(_, c)| c.size()).sum();
+        while self.entries.len() > 1 && (self.entries.len() > CODE_KEPT || bytes > CODE_BYTES_KEPT)
+        {
+            let (_, gone) = self.entries.remove(0);
+            bytes -= gone.size();
+        }
     }
 }
 
@@ -389,4 +407,37 @@ pub(crate) fn disk_cache(
     let cache = wasmtime::Cache::new(cc).map_err(|e| Error::Engine(boxed(e)))?;
     c.cache(Some(cache));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_code_cache_keeps_the_recently_used_within_its_bounds() {
+        let engine = Engine::default();
+        let module = |i: usize| {
+            let wat = format!("(module (func (export \"f{i}\")))");
+            (
+                CodeKey::of(wat.as_bytes(), false, 0),
+                Code::Module(Module::new(&engine, &wat).expect("compile")),
+            )
+        };
+        let mut cache = CodeCache::default();
+        let (first, code) = module(0);
+        cache.insert(first, code);
+        for i in 1..40 {
+            // The first entry is used between insertions: it stays.
+            assert!(cache.get(&first).is_some(), "entry 0 kept at {i}");
+            let (k, c) = module(i);
+            cache.insert(k, c);
+        }
+        assert_eq!(cache.entries.len(), CODE_KEPT);
+        assert_eq!(cache.compiled, 40);
+        assert!(
+            cache.get(&module(1).0).is_none(),
+            "an old, unused entry went"
+        );
+        assert!(cache.get(&module(39).0).is_some());
+    }
 }
