@@ -120,6 +120,9 @@ pub enum Error {
     /// A presentation does not fit where it was given.
     #[error("presentation: {0}")]
     Presentation(String),
+    /// Options that a domain of this kind does not take.
+    #[error("{0}")]
+    Options(String),
     /// A presentation file could not be read.
     #[error("presentation file {path}")]
     PresentationFile {

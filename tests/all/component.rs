@@ -1184,3 +1184,24 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// `export_as` takes a domain of either kind; a component's export takes no export options
+/// (its calls run under its own limits), and says so.
+#[test]
+fn a_component_export_refuses_core_export_options() {
+    let k = kernel();
+    let p = k
+        .component("p", COMP_PROBE, ComponentOptions::default())
+        .expect("probe");
+    let options =
+        lrpc_kernel::ExportOptions::default().with_serving(lrpc_kernel::Serving::OwnThread);
+    match k.export_as(&p, PROBE, "probe-threaded", options) {
+        Err(Error::Options(m)) => assert!(m.contains("component domain"), "{m}"),
+        other => panic!("unexpected {other:?}"),
+    }
+    k.export_as(&p, PROBE, "probe", lrpc_kernel::ExportOptions::default())
+        .expect("the defaults");
+    assert!(k.exported().contains(&"probe".to_string()));
+    k.terminate(&p);
+    assert!(!k.exported().contains(&"probe".to_string()));
+}

@@ -228,7 +228,7 @@ impl Kernel {
                     && options.deadline.is_none()
                     && options.presentation.is_none();
                 if !defaults {
-                    return Err(Error::Presentation(format!(
+                    return Err(Error::Options(format!(
                         "`{}` is a component domain: its exports take no export options",
                         c.name()
                     )));
