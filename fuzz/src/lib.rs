@@ -12,12 +12,25 @@
 //!   decoded by a generated server stub and echoed back, compared with the value wasmtime's
 //!   canonical ABI carries for the same WIT type;
 //! * [`ops`]: sequences of kernel operations from several client domains and threads,
-//!   checked against a model of which calls must succeed.
+//!   checked against a model of which calls must succeed;
+//! * [`remote`]: what arrives from the network at `lrpc-remote`: wire values of the
+//!   project's procedures (both translations, read off a stream in pieces) and the session
+//!   framing of requests and replies;
+//! * [`edge`]: the edge server's encoding of an HTTP request for a plugin, and its decoders
+//!   of what plugins pass back, against the plan of `lrpc:http/plugin`;
+//! * [`config`]: the deployment config parser on arbitrary text.
+//!
+//! [`alloc`] counts allocations, for the targets that check memory stays in proportion to
+//! their input.
 #![warn(missing_docs)]
 
+pub mod alloc;
+pub mod config;
+pub mod edge;
 pub mod entry;
 pub mod ops;
 pub mod presentation;
+pub mod remote;
 pub mod roundtrip;
 pub mod wit;
 

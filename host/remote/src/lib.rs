@@ -58,8 +58,12 @@ pub mod nats;
 pub mod node;
 mod pool;
 mod server;
-mod session;
-mod values;
+// Public only for the fuzz targets (`fuzz/`): the session framing and the reading of values
+// off a stream take bytes from the network.
+#[doc(hidden)]
+pub mod session;
+#[doc(hidden)]
+pub mod values;
 pub mod wire;
 
 pub use client::{RemoteBinding, RemoteOptions, encode_args};

@@ -40,7 +40,7 @@ pub(crate) const RETURNED: u8 = 0x00;
 /// A reply's first byte: the call failed.
 pub(crate) const FAILED: u8 = 0x01;
 /// Longest instance or function name accepted in a request.
-pub(crate) const MAX_NAME: usize = 1024;
+pub const MAX_NAME: usize = 1024;
 
 /// How long one side of a session keeps its thread awake for the other's next message, when
 /// the last one came that fast (see [`spin_until_readable`]).
@@ -232,14 +232,14 @@ fn invalid(what: &'static str) -> io::Error {
 /// An unsigned LEB128 number of at most 32 bits, taken a byte at a time (the same decoder
 /// for the client's async reads and the server's blocking ones).
 #[derive(Default)]
-pub(crate) struct Leb {
+pub struct Leb {
     v: u32,
     i: u32,
 }
 
 impl Leb {
     /// Takes the next byte; the number once it is complete.
-    pub(crate) fn push(&mut self, b: u8) -> io::Result<Option<u32>> {
+    pub fn push(&mut self, b: u8) -> io::Result<Option<u32>> {
         let bits = u32::from(b & 0x7f);
         if self.i == 4 && bits > 0x0f {
             return Err(invalid("LEB128 number out of range"));
@@ -257,7 +257,7 @@ impl Leb {
 }
 
 /// Reads an unsigned LEB128 number of at most 32 bits.
-pub(crate) async fn read_leb_u32(r: &mut (impl AsyncRead + Unpin)) -> io::Result<u32> {
+pub async fn read_leb_u32(r: &mut (impl AsyncRead + Unpin)) -> io::Result<u32> {
     let mut leb = Leb::default();
     loop {
         if let Some(v) = leb.push(r.read_u8().await?)? {
@@ -267,7 +267,7 @@ pub(crate) async fn read_leb_u32(r: &mut (impl AsyncRead + Unpin)) -> io::Result
 }
 
 /// [`read_leb_u32`] from a blocking reader.
-pub(crate) fn read_leb_u32_blocking(r: &mut impl Read) -> io::Result<u32> {
+pub fn read_leb_u32_blocking(r: &mut impl Read) -> io::Result<u32> {
     let mut leb = Leb::default();
     loop {
         if let Some(v) = leb.push(read_u8(r)?)? {
@@ -284,7 +284,7 @@ pub(crate) fn read_u8(r: &mut impl Read) -> io::Result<u8> {
 }
 
 /// Reads a LEB128 length that must not exceed `limit`.
-pub(crate) fn read_len(r: &mut impl Read, limit: usize) -> io::Result<usize> {
+pub fn read_len(r: &mut impl Read, limit: usize) -> io::Result<usize> {
     let n =
         usize::try_from(read_leb_u32_blocking(r)?).map_err(|_| invalid("length out of range"))?;
     if n > limit {
@@ -295,7 +295,7 @@ pub(crate) fn read_len(r: &mut impl Read, limit: usize) -> io::Result<usize> {
 
 /// Reads exactly `n` bytes (the caller has bounded `n`) into `buf`, replacing its contents.
 /// The buffer grows with the bytes that arrive, not with the length announced.
-pub(crate) async fn read_exact_into(
+pub async fn read_exact_into(
     r: &mut (impl AsyncRead + Unpin),
     buf: &mut Vec<u8>,
     n: usize,
@@ -306,11 +306,7 @@ pub(crate) async fn read_exact_into(
 }
 
 /// [`read_exact_into`] from a blocking reader.
-pub(crate) fn read_exact_into_blocking(
-    r: &mut impl Read,
-    buf: &mut Vec<u8>,
-    n: usize,
-) -> io::Result<()> {
+pub fn read_exact_into_blocking(r: &mut impl Read, buf: &mut Vec<u8>, n: usize) -> io::Result<()> {
     buf.clear();
     let got = r.take(n as u64).read_to_end(buf)?;
     check_len(got, n)
@@ -324,11 +320,7 @@ fn check_len(got: usize, n: usize) -> io::Result<()> {
 }
 
 /// Reads a name (LEB128 length at most [`MAX_NAME`], UTF-8) into `into`.
-pub(crate) fn read_name(
-    r: &mut impl Read,
-    scratch: &mut Vec<u8>,
-    into: &mut String,
-) -> io::Result<()> {
+pub fn read_name(r: &mut impl Read, scratch: &mut Vec<u8>, into: &mut String) -> io::Result<()> {
     let n = read_len(r, MAX_NAME)?;
     read_exact_into_blocking(r, scratch, n)?;
     into.clear();
@@ -337,7 +329,7 @@ pub(crate) fn read_name(
 }
 
 /// Appends a name: LEB128 length, bytes.
-pub(crate) fn put_name(buf: &mut Vec<u8>, name: &str) -> io::Result<()> {
+pub fn put_name(buf: &mut Vec<u8>, name: &str) -> io::Result<()> {
     let n = u32::try_from(name.len()).map_err(|_| invalid("name too long"))?;
     crate::wire::put_uleb(buf, u64::from(n));
     buf.extend_from_slice(name.as_bytes());

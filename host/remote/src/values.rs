@@ -10,7 +10,7 @@ use lrpc_presentation::Ty;
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 
 /// The types of `proc`'s parameters.
-pub(crate) fn param_types(plan: &InterfacePlan, proc: usize) -> Result<Vec<&Ty>, RemoteError> {
+pub fn param_types(plan: &InterfacePlan, proc: usize) -> Result<Vec<&Ty>, RemoteError> {
     let p = plan
         .procs
         .get(proc)
@@ -19,7 +19,7 @@ pub(crate) fn param_types(plan: &InterfacePlan, proc: usize) -> Result<Vec<&Ty>,
 }
 
 /// The types of `proc`'s results.
-pub(crate) fn result_types(plan: &InterfacePlan, proc: usize) -> Result<Vec<&Ty>, RemoteError> {
+pub fn result_types(plan: &InterfacePlan, proc: usize) -> Result<Vec<&Ty>, RemoteError> {
     let p = plan
         .procs
         .get(proc)
@@ -29,7 +29,7 @@ pub(crate) fn result_types(plan: &InterfacePlan, proc: usize) -> Result<Vec<&Ty>
 
 /// Reads values of types `tys` from `incoming` until they are complete; A-stack encoded.
 /// The outer error is the stream's, the inner one the values'.
-pub(crate) async fn read_values<R: AsyncRead + Unpin>(
+pub async fn read_values<R: AsyncRead + Unpin>(
     plan: &InterfacePlan,
     tys: &[&Ty],
     incoming: &mut R,
