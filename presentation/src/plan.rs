@@ -22,7 +22,6 @@
 //! name, a parameter, a field, a case or a type changes it, and aliases do not.
 
 use crate::Error;
-use crate::layout::{Layout, Node};
 use lrpc_abi::{DEFAULT_ASTACK_COUNT, DEFAULT_VARIABLE_ASTACK_SIZE, MIN_ASTACK_SIZE};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -257,97 +256,6 @@ pub struct InterfacePlan {
     pub defs: Vec<Def>,
     /// Procedures, numbered in declaration order.
     pub procs: Vec<ProcPlan>,
-}
-
-/// What the stubs and the kernel need to know of a type's encoding, found in one walk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Facts {
-    /// Largest encoded size, `None` when unbounded.
-    bound: Option<usize>,
-    /// Smallest encoded size.
-    min: usize,
-    /// Whether a `string` appears anywhere in it.
-    has_string: bool,
-}
-
-impl Facts {
-    /// A type that always encodes to `size` bytes.
-    fn fixed(size: usize) -> Facts {
-        Facts {
-            bound: Some(size),
-            min: size,
-            has_string: false,
-        }
-    }
-
-    /// Fields one after another (a tuple, a record).
-    fn seq(fields: impl Iterator<Item = Facts>) -> Facts {
-        fields.fold(Facts::fixed(0), |a, f| Facts {
-            bound: a.bound.zip(f.bound).map(|(a, b)| a + b),
-            min: a.min + f.min,
-            has_string: a.has_string || f.has_string,
-        })
-    }
-
-    /// A discriminant of `tag` bytes then one case's payload (an option, a result, an enum, a
-    /// variant); `None` for a case without payload.
-    fn tagged(tag: usize, cases: impl Iterator<Item = Option<Facts>>) -> Facts {
-        cases.fold(Facts::fixed(tag), |a, c| {
-            let c = c.unwrap_or(Facts::fixed(0));
-            Facts {
-                bound: a.bound.zip(c.bound).map(|(a, b)| a.max(tag + b)),
-                min: tag,
-                has_string: a.has_string || c.has_string,
-            }
-        })
-    }
-}
-
-impl InterfacePlan {
-    /// The encoding facts of `ty`, from its layout's nodes (see [`crate::layout`]).
-    fn facts(&self, ty: &Ty) -> Facts {
-        let Ok(node) = Layout::new(self).node(ty) else {
-            // A type the plan does not define: nothing is known of it (it decodes to no
-            // value at all).
-            return Facts::fixed(0);
-        };
-        match node {
-            Node::Prim(p) => Facts::fixed(p.size()),
-            // A length, then the bytes or elements.
-            Node::String => Facts {
-                bound: None,
-                min: 4,
-                has_string: true,
-            },
-            Node::List(e) => Facts {
-                bound: None,
-                min: 4,
-                has_string: self.facts(e).has_string,
-            },
-            Node::Tuple(ts) => Facts::seq(ts.iter().map(|t| self.facts(t))),
-            Node::Record(fs) => Facts::seq(fs.iter().map(|(_, t)| self.facts(t))),
-            Node::Cases(c) => Facts::tagged(
-                c.tag_size(),
-                (0..c.count()).map(|k| c.payload(k).map(|t| self.facts(t))),
-            ),
-            Node::Flags(fs) => Facts::fixed(flags_size(fs.len())),
-        }
-    }
-
-    /// Largest encoded size of `ty`, or `None` when unbounded.
-    pub fn bound(&self, ty: &Ty) -> Option<usize> {
-        self.facts(ty).bound
-    }
-
-    /// Smallest encoded size of `ty` (used to refuse impossible list lengths).
-    pub fn min_size(&self, ty: &Ty) -> usize {
-        self.facts(ty).min
-    }
-
-    /// Whether a `string` appears anywhere in `ty`.
-    pub fn has_string(&self, ty: &Ty) -> bool {
-        self.facts(ty).has_string
-    }
 }
 
 /// Bytes of a discriminant for `cases` cases.
