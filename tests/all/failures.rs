@@ -249,3 +249,46 @@ fn a_server_terminated_just_after_answering_never_hands_the_client_zeros_as_succ
         });
     }
 }
+
+/// A module whose start function loops fails to instantiate at its start deadline, not at
+/// the kernel's (10 s by default); the margin is wide for a loaded machine.
+#[test]
+fn a_start_function_that_loops_fails_at_the_start_deadline() {
+    let k = Kernel::new().unwrap();
+    // Text: the kernel's engine reads the text format too.
+    let wasm = br#"(module (memory (export "memory") 1)
+        (func $start (loop br 0)) (start $start))"#;
+    let began = Instant::now();
+    let options =
+        lrpc_kernel::DomainOptions::default().with_start_deadline(Some(Duration::from_millis(100)));
+    let err = k.domain_with("loops", wasm, options).unwrap_err();
+    assert!(matches!(err, Error::Instantiate { .. }), "{err}");
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        began.elapsed()
+    );
+}
+
+/// A server whose initial memory fills its memory quota could never be bound: its export is
+/// refused with the sizes named, instead of every binding failing later.
+#[test]
+fn an_export_with_no_room_for_astacks_is_refused() {
+    let k = Kernel::new().unwrap();
+    let wasm = br#"(module (memory (export "memory") 16)
+        (func $e (param i32 i32 i32 i32 i32) (result i32) i32.const 0)
+        (export "lrpc-entry:lrpc:test/faulty#echo" (func $e))
+        (export "lrpc-entry:lrpc:test/faulty#crash" (func $e))
+        (export "lrpc-entry:lrpc:test/faulty#spin" (func $e))
+        (export "lrpc-entry:lrpc:test/faulty#busy" (func $e)))"#;
+    let quotas = lrpc_kernel::Quotas::default().with_memory(16 * 65536);
+    let options = lrpc_kernel::DomainOptions::default().with_quotas(Some(quotas));
+    let d = k.domain_with("full", wasm, options).unwrap();
+    let err = k.export(&d, "lrpc:test/faulty").unwrap_err();
+    assert!(err.to_string().contains("leaves no room"), "{err}");
+    // With room for them, the same module exports.
+    let quotas = lrpc_kernel::Quotas::default().with_memory(32 * 65536);
+    let options = lrpc_kernel::DomainOptions::default().with_quotas(Some(quotas));
+    let d = k.domain_with("roomy", wasm, options).unwrap();
+    k.export(&d, "lrpc:test/faulty").unwrap();
+}

@@ -95,7 +95,8 @@ impl Deployment {
             let options = DomainOptions::default()
                 .with_replicas(spec.replicas)
                 .with_presentations(presentations)
-                .with_quotas(spec.quotas);
+                .with_quotas(spec.quotas)
+                .with_start_deadline(start_deadline(spec));
             let d = kernel
                 .domain_with(&spec.name, &wasm, options)
                 .map_err(kerr(format!("domain `{}`", spec.name)))
@@ -373,6 +374,15 @@ fn call_component(
 
 pub use lrpc_driver::CallFailure;
 
+/// How long a core domain's start function may run: as long as its longest export's
+/// deadline, or the kernel's deadline when no export sets one. A start function that loops
+/// then fails start-up, a restart or a reload as quickly as a call would.
+fn start_deadline(spec: &DomainSpec) -> Option<std::time::Duration> {
+    let deadlines: Option<Vec<std::time::Duration>> =
+        spec.exports.iter().map(|e| e.deadline).collect();
+    deadlines?.into_iter().max()
+}
+
 fn export_options(kernel: &Kernel, e: &Export) -> Result<ExportOptions, DeployError> {
     let presentation = e
         .presentation
@@ -575,16 +585,17 @@ fn instantiate(
             kernel: kernel.clone(),
         });
     }
+    let opts = export_options(kernel, export)?;
     let domain = kernel
         .domain_with(
             &format!("{}@{generation}", spec.name),
             wasm,
             DomainOptions::default()
                 .with_replicas(spec.replicas)
-                .with_quotas(spec.quotas),
+                .with_quotas(spec.quotas)
+                .with_start_deadline(start_deadline(spec)),
         )
         .map_err(kerr(format!("plugin `{}`", spec.name)))?;
-    let opts = export_options(kernel, export)?;
     if let Err(e) = kernel.export_as(&domain, PLUGIN_INTERFACE, &name, opts) {
         kernel.terminate(&domain);
         return Err(kerr(format!("plugin `{}`", spec.name))(e));

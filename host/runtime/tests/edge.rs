@@ -817,8 +817,31 @@ fn config_mistakes_name_file_and_line() {
 fn start_up_errors_name_file_and_line_once() {
     let dir = scratch("startup");
     std::fs::write(dir.join("garbage.wasm"), b"not a module").expect("write");
+    let entry = "(func (export \"lrpc-entry:lrpc:http/plugin#handle\") \
+                 (param i32 i32 i32 i32 i32) (result i32) i32.const 0)";
+    // 4 GiB of initial memory: no room is left for the A-stacks of a binding.
+    let big = format!("(module (memory (export \"memory\") 65536) {entry})");
+    std::fs::write(dir.join("big.wat"), big).expect("write");
+    let looping = format!(
+        "(module (memory (export \"memory\") 17) (func $s (loop br 0)) (start $s) {entry})"
+    );
+    std::fs::write(dir.join("loop.wat"), looping).expect("write");
     let config = dir.join("app.toml");
     let cases = [
+        (
+            "[domains.p]\nwasm = \"big.wat\"\n\
+             exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+             [[routes]]\nprefix = \"/\"\nchain = [\"p\"]\n",
+            1,
+            "leaves no room",
+        ),
+        (
+            "[domains.p]\nwasm = \"loop.wat\"\n\
+             exports = [{ interface = \"lrpc:http/plugin\", deadline = \"100ms\" }]\n\
+             [[routes]]\nprefix = \"/\"\nchain = [\"p\"]\n",
+            1,
+            "past its deadline",
+        ),
         (
             "[domains.p]\nwasm = \"garbage.wasm\"\n\
              exports = [{ interface = \"lrpc:http/plugin\" }]\n\

@@ -39,12 +39,16 @@ pub struct DomainOptions {
     pub presentations: Vec<SidePresentation>,
     /// The domain's quotas; `None`: the kernel's ([`KernelConfig::quotas`]).
     pub quotas: Option<Quotas>,
+    /// How long instantiating a replica, the module's start function included, may run;
+    /// `None`: the kernel's deadline ([`KernelConfig::deadline`]).
+    pub start_deadline: Option<std::time::Duration>,
 }
 
 setters!(DomainOptions {
     with_replicas => replicas: usize,
     with_presentations => presentations: Vec<SidePresentation>,
     with_quotas => quotas: Option<Quotas>,
+    with_start_deadline => start_deadline: Option<std::time::Duration>,
 });
 
 impl Default for DomainOptions {
@@ -53,6 +57,7 @@ impl Default for DomainOptions {
             replicas: 1,
             presentations: Vec::new(),
             quotas: None,
+            start_deadline: None,
         }
     }
 }
@@ -185,7 +190,8 @@ impl Kernel {
         });
         let mut replicas = Vec::with_capacity(options.replicas);
         for i in 0..options.replicas {
-            match records::instantiate(&self.inner, &core, &module, i as u16) {
+            let start = options.start_deadline.unwrap_or(self.inner.config.deadline);
+            match records::instantiate(&self.inner, &core, &module, i as u16, start) {
                 Ok(r) => replicas.push(r),
                 Err(e) => {
                     self.inner.free_id(id);
@@ -270,6 +276,29 @@ impl Kernel {
         }
         let plan = self.inner.plan_with(interface, &overrides)?;
         let entries = entries_of(&server.shared, &plan)?;
+        // Every binding maps its A-stacks into the server's memory. A server whose initial
+        // memory leaves no room for one under its memory quota could never be bound:
+        // refuse the export rather than fail each binding later.
+        let sizes: Vec<(u32, u32)> = plan
+            .procs
+            .iter()
+            .map(|p| (p.astack_size, p.astack_count))
+            .collect();
+        let astacks = crate::astack::extent::layout(&sizes).map_or(u64::MAX, |(_, t)| t as u64);
+        let size = server.memory_size()? as u64;
+        if let Err(Error::QuotaExceeded { quota, limit, .. }) = server
+            .shared
+            .core
+            .account
+            .check(Quota::Memory, size.saturating_add(astacks))
+        {
+            return Err(Error::Options(format!(
+                "domain `{}` can not export `{name}`: its initial memory ({size} bytes) leaves \
+                 no room for a binding's A-stacks ({astacks} bytes) under its {quota} quota \
+                 ({limit} bytes)",
+                server.name()
+            )));
+        }
         let detour: Option<Box<dyn Detour>> = match options.serving {
             Serving::Migrate => None,
             Serving::OwnThread => Some(Box::new(

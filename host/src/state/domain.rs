@@ -244,12 +244,13 @@ impl Replica {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Busy;
 
-/// Creates one replica of a domain.
+/// Creates one replica of a domain; its start function runs under the deadline `start`.
 pub(crate) fn instantiate(
     kernel: &Arc<KernelInner>,
     core: &Arc<DomainCore>,
     module: &Module,
     replica: u16,
+    start: std::time::Duration,
 ) -> Result<Replica, Error> {
     let data = DomainData {
         core: core.clone(),
@@ -259,7 +260,7 @@ pub(crate) fn instantiate(
         retired: Vec::new(),
         features: Extensions::default(),
         default_deadline_ticks: kernel.ticks_for(kernel.config.deadline),
-        deadline_tick: kernel.deadline_tick(kernel.config.deadline),
+        deadline_tick: kernel.deadline_tick(start),
         ticks: kernel.ticks.clone(),
         limits: store_limits(&core.account.limits),
         memory_export: module.get_export_index("memory"),
