@@ -304,6 +304,26 @@ fn a_chain_mixes_core_and_component_plugins() {
         r.body.len(),
         "hello alice at POST /stamped/echo\n".len() + body.len()
     );
+    // 1 MiB crosses the component as one copy each way (the typed path), well inside its
+    // 200 ms deadline even in a debug build.
+    let body = vec![b'y'; 1 << 20];
+    let began = std::time::Instant::now();
+    let r = request(
+        &s.addr,
+        "POST",
+        "/mixed/echo",
+        &[ALICE, ("x-upper", "1")],
+        &body,
+    );
+    eprintln!(
+        "1 MiB through auth → stamp → rewrite → greet: {:?}",
+        began.elapsed()
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let head = "hello alice at POST /stamped/echo\n";
+    assert_eq!(&r.body[..head.len()], head.as_bytes());
+    assert!(r.body[head.len()..].iter().all(|b| *b == b'Y'));
+    assert_eq!(r.body.len(), head.len() + body.len());
     // The component answers itself; auth, in front of it, still does too.
     let r = s.get("/mixed/deny", &[ALICE]);
     assert_eq!((r.status, r.text().as_str()), (403, "stamp: denied\n"));

@@ -421,6 +421,8 @@ pub(crate) trait FlatParams: Sized {
 pub(crate) trait FlatList: Sized {
     /// Decodes from `src`; with `exact`, every byte must be used.
     fn get(src: &[u8], exact: bool) -> Option<Self>;
+    /// Appends the encoding of every value.
+    fn put_all(&self, out: &mut Vec<u8>);
 }
 
 /// The last value: its length prefix into `head` and its data apart, or all of it into
@@ -453,6 +455,7 @@ impl FlatList for () {
     fn get(src: &[u8], exact: bool) -> Option<()> {
         (!exact || src.is_empty()).then_some(())
     }
+    fn put_all(&self, _: &mut Vec<u8>) {}
 }
 
 impl<A: FlatIn> FlatParams for (A,) {
@@ -469,6 +472,9 @@ impl<A: Flat> FlatList for (A,) {
     fn get(mut src: &[u8], exact: bool) -> Option<(A,)> {
         let a = A::get(&mut src)?;
         (!exact || src.is_empty()).then_some((a,))
+    }
+    fn put_all(&self, out: &mut Vec<u8>) {
+        self.0.put(out);
     }
 }
 
@@ -488,6 +494,10 @@ impl<A: Flat, B: Flat> FlatList for (A, B) {
         let a = A::get(&mut src)?;
         let b = B::get(&mut src)?;
         (!exact || src.is_empty()).then_some((a, b))
+    }
+    fn put_all(&self, out: &mut Vec<u8>) {
+        self.0.put(out);
+        self.1.put(out);
     }
 }
 

@@ -49,6 +49,8 @@ use wasmtime::{AsContextMut, StoreContext, StoreContextMut};
 pub(crate) struct Target {
     server: Arc<Shared>,
     funcs: Box<[usize]>,
+    /// Per procedure, its signature when the typed path carries it (`super::typed`).
+    typed: Box<[Option<super::typed::Signature>]>,
 }
 
 impl Target {
@@ -64,6 +66,38 @@ impl Target {
             reason: format!("no procedure {proc}"),
         })?;
         self.server.run(idx, params, results)
+    }
+
+    /// Serves procedure `pp` (number `proc` of `plan`) on the A-stack encoded `request`,
+    /// appending the encoded result to `reply`: with static types when the signature allows
+    /// (`super::typed`), else through dynamically typed values.
+    pub(crate) fn serve(
+        &self,
+        proc: usize,
+        plan: &InterfacePlan,
+        pp: &ProcPlan,
+        request: &[u8],
+        reply: &mut Vec<u8>,
+    ) -> Result<(), Status> {
+        if let (Some(&idx), Some(Some(sig))) = (self.funcs.get(proc), self.typed.get(proc))
+            && super::typed::serve_flat(&self.server, idx, sig, request, !pp.bounded, reply)?
+        {
+            return Ok(());
+        }
+        let params: Vec<&Ty> = pp.params.iter().map(|(_, t)| t).collect();
+        let decoded = if pp.bounded {
+            codec::decode_prefix(plan, &params, request)
+        } else {
+            codec::decode(plan, &params, request)
+        };
+        let args = decoded.map_err(|_| Status::ServerRejected)?;
+        let mut results = vec![Val::Bool(false); usize::from(pp.result.is_some())];
+        self.run(proc, &args, &mut results)
+            .map_err(|e| e.status())?;
+        if let Some(t) = &pp.result {
+            codec::encode(plan, &[t], &results, reply).map_err(|_| Status::ServerRejected)?;
+        }
+        Ok(())
     }
 }
 
@@ -96,6 +130,11 @@ pub(super) fn face(
                 })
         })
         .collect::<Result<Box<[usize]>, Error>>()?;
+    let typed = plan
+        .procs
+        .iter()
+        .map(|p| super::typed::plan_signature(&plan, p))
+        .collect();
     let domain = kernel.face(&shared.name)?;
     lock(&shared.faces).push(domain.clone());
     Ok(Some(Arc::new(ExportEntry {
@@ -108,6 +147,7 @@ pub(super) fn face(
         detour: Some(Box::new(Target {
             server: shared.clone(),
             funcs,
+            typed,
         })),
     })))
 }

@@ -70,6 +70,7 @@ mod fuse;
 mod handles;
 mod limits;
 pub(crate) mod mixed;
+mod shapes;
 mod typecheck;
 mod typed;
 mod wasi;

@@ -11,6 +11,10 @@
 //! it from there straight into the server's A-stack or `in` segment; between two components
 //! the parameter is lifted into the host and lowered into the server.
 //!
+//! The other way, a core client's call of a component server ([`serve_flat`]) decodes the
+//! A-stack straight into those Rust values and encodes the result from them; it also carries
+//! `lrpc:http/plugin`'s `handle` with the record shapes of `super::shapes`.
+//!
 //! The binding's checks, the server's deadline and fuel, and the failure answers are the same
 //! on both paths: a failed call answers the result type's zero value (0, an empty string or
 //! list), as the general path does for those types, and is recorded as a failure.
@@ -18,6 +22,7 @@
 use super::codec::{FlatList, FlatParams};
 use super::{ComponentData, ImportBinding, record_failure};
 use lrpc_abi::Status;
+use lrpc_presentation::{InterfacePlan, Prim, ProcPlan, Ty};
 use std::sync::Arc;
 use wasmtime::component::types::{ComponentFunc, Type};
 use wasmtime::component::{ComponentNamedList, Lift, LinkerInstance, Lower, WasmList};
@@ -25,7 +30,7 @@ use wasmtime::{AsContext as _, StoreContext};
 
 /// A value type the typed path carries.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Kind {
+pub(super) enum Kind {
     U32,
     U64,
     Str,
@@ -156,6 +161,84 @@ fn signature(ty: &ComponentFunc) -> Option<(Vec<Kind>, Option<Kind>)> {
     let results: Option<Vec<Kind>> = ty.results().map(|t| kind(&t)).collect();
     let (params, results) = (params?, results?);
     (results.len() <= 1).then(|| (params, results.first().copied()))
+}
+
+/// A procedure's signature, when the typed path carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Signature {
+    /// At most two parameters and a result among the kinds above.
+    Kinds {
+        params: Vec<Kind>,
+        result: Option<Kind>,
+    },
+    /// `lrpc:http/plugin`'s `handle`, carried with the shapes of `super::shapes`.
+    HttpHandle,
+}
+
+/// The [`Signature`] of procedure `p` of `plan`.
+pub(super) fn plan_signature(plan: &InterfacePlan, p: &ProcPlan) -> Option<Signature> {
+    fn kind(t: &Ty) -> Option<Kind> {
+        match t {
+            Ty::Prim(Prim::U32) => Some(Kind::U32),
+            Ty::Prim(Prim::U64) => Some(Kind::U64),
+            Ty::String => Some(Kind::Str),
+            Ty::List(e) if **e == Ty::Prim(Prim::U8) => Some(Kind::Bytes),
+            _ => None,
+        }
+    }
+    // The kernel's own WIT defines the interface, so its types are the shapes'.
+    if plan.name == super::shapes::HTTP_PLUGIN && p.name == "handle" {
+        return Some(Signature::HttpHandle);
+    }
+    let params: Vec<Kind> = p
+        .params
+        .iter()
+        .map(|(_, t)| kind(t))
+        .collect::<Option<_>>()?;
+    let result = match &p.result {
+        None => None,
+        Some(t) => Some(kind(t)?),
+    };
+    (params.len() <= 2).then_some(Signature::Kinds { params, result })
+}
+
+/// Serves one call of a core client on the component `server`'s function `idx` with static
+/// types: the parameters are decoded off the A-stack `request` (with `exact`, it must hold
+/// nothing else) straight into the values the canonical ABI lowers, and the result is
+/// appended to `reply` in the A-stack layout. A byte list crosses as a copy each way, not as
+/// a dynamic value per byte. `Ok(false)`: the signature is not one this path carries.
+pub(super) fn serve_flat(
+    server: &super::Shared,
+    idx: usize,
+    sig: &Signature,
+    request: &[u8],
+    exact: bool,
+    reply: &mut Vec<u8>,
+) -> Result<bool, Status> {
+    fn serve<P: Args, R: Args>(
+        server: &super::Shared,
+        idx: usize,
+        request: &[u8],
+        exact: bool,
+        reply: &mut Vec<u8>,
+    ) -> Result<(), Status> {
+        let params = P::get(request, exact).ok_or(Status::ServerRejected)?;
+        let results: R = server.run_typed(idx, params).map_err(|e| e.status())?;
+        results.put_all(reply);
+        Ok(())
+    }
+    match sig {
+        Signature::Kinds { params, result } => {
+            with_signature!(params, *result, Vec<u8>, P, R => {
+                serve::<P, R>(server, idx, request, exact, reply)?
+            });
+        }
+        Signature::HttpHandle => {
+            use super::shapes::{Action, Head};
+            serve::<(Head, Vec<u8>), (Action,)>(server, idx, request, exact, reply)?;
+        }
+    }
+    Ok(true)
 }
 
 /// An imported function to link: the linker instance it goes in, its name and its type.

@@ -9,7 +9,6 @@
 
 use super::memory;
 use super::oob::{Side, segment_slow};
-use crate::component::codec;
 use crate::component::mixed::Target;
 use crate::state::binding::Binding;
 use crate::state::clerk::{Detour, DetourCall};
@@ -19,7 +18,6 @@ use crate::transport::{RemoteDetour, RemoteTarget};
 use lrpc_abi::{Status, header};
 use lrpc_presentation::ProcPlan;
 use wasmtime::Caller;
-use wasmtime::component::Val;
 
 /// Where the call's A-stack is: client address, capacity, procedure, index among the
 /// procedure's A-stacks.
@@ -64,29 +62,14 @@ pub(super) fn to_component(
         Ok(r) => r,
         Err(s) => return s,
     };
-    let params: Vec<&_> = pp.params.iter().map(|(_, t)| t).collect();
-    let decoded = if pp.bounded {
-        codec::decode_prefix(plan, &params, &request)
-    } else {
-        codec::decode(plan, &params, &request)
-    };
-    let Ok(args) = decoded else {
-        return Status::ServerRejected;
-    };
-    let mut results = vec![Val::Bool(false); usize::from(pp.result.is_some())];
+    let mut reply = Vec::new();
     // On the thread's linkage stack like any call, so that the component may call back into
     // this client (A→B→A re-enters it).
     let ran = linkage::with_record(caller, a.record(client_key, binding), || {
-        target.run(a.proc as usize, &args, &mut results)
+        target.serve(a.proc as usize, plan, pp, &request, &mut reply)
     });
-    if let Err(e) = ran {
-        return e.status();
-    }
-    let mut reply = Vec::new();
-    if let Some(t) = &pp.result
-        && codec::encode(plan, &[t], &results, &mut reply).is_err()
-    {
-        return Status::ServerRejected;
+    if let Err(s) = ran {
+        return s;
     }
     write_result(caller, b, pp, a, &reply)
 }

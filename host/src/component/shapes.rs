@@ -1,0 +1,281 @@
+//! Rust shapes of the records and variants of `lrpc:http/plugin`, for the typed path
+//! (`typed`): a core client's call of a component plugin's `handle` crosses with its head's
+//! strings and its body as copies, not as one dynamic value per byte. Each shape lifts and
+//! lowers with the canonical ABI (derived) and reads and writes the A-stack layout (`Flat`).
+//!
+//! The layout is the one `lrpc_presentation::layout` walks: scalars little endian, a string
+//! or list as a `u32` length then its bytes or elements, fields in order, a variant as a
+//! one-byte tag then the case's payload. Bytes read are untrusted: a count is not believed
+//! before the bytes that remain could hold its elements.
+
+use super::codec::Flat;
+use wasmtime::component::{ComponentType, Lift, Lower};
+
+/// The interface whose `handle` the shapes carry.
+pub(super) const HTTP_PLUGIN: &str = "lrpc:http/plugin";
+
+/// `header`.
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq)]
+#[component(record)]
+pub(super) struct Header {
+    name: String,
+    value: String,
+}
+
+/// `head`.
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq)]
+#[component(record)]
+pub(super) struct Head {
+    method: String,
+    path: String,
+    headers: Vec<Header>,
+}
+
+/// `response`.
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq)]
+#[component(record)]
+pub(super) struct Response {
+    status: u16,
+    headers: Vec<Header>,
+    body: Vec<u8>,
+}
+
+/// `action`.
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq)]
+#[component(variant)]
+pub(super) enum Action {
+    #[component(name = "continue")]
+    Continue(Head),
+    #[component(name = "rewrite")]
+    Rewrite((Head, Vec<u8>)),
+    #[component(name = "respond")]
+    Respond(Response),
+}
+
+impl Flat for u16 {
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn get(src: &mut &[u8]) -> Option<u16> {
+        let (b, rest) = src.split_first_chunk::<2>()?;
+        *src = rest;
+        Some(u16::from_le_bytes(*b))
+    }
+}
+
+impl Flat for Header {
+    fn put(&self, out: &mut Vec<u8>) {
+        self.name.put(out);
+        self.value.put(out);
+    }
+    fn get(src: &mut &[u8]) -> Option<Header> {
+        Some(Header {
+            name: String::get(src)?,
+            value: String::get(src)?,
+        })
+    }
+}
+
+/// The fewest bytes a header takes: two lengths.
+const HEADER_MIN: usize = 8;
+
+impl Flat for Vec<Header> {
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.len() as u32).to_le_bytes());
+        for h in self {
+            h.put(out);
+        }
+    }
+    fn get(src: &mut &[u8]) -> Option<Vec<Header>> {
+        let n = u32::get(src)? as usize;
+        if n > src.len() / HEADER_MIN {
+            return None;
+        }
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            v.push(Header::get(src)?);
+        }
+        Some(v)
+    }
+}
+
+impl Flat for Head {
+    fn put(&self, out: &mut Vec<u8>) {
+        self.method.put(out);
+        self.path.put(out);
+        self.headers.put(out);
+    }
+    fn get(src: &mut &[u8]) -> Option<Head> {
+        Some(Head {
+            method: String::get(src)?,
+            path: String::get(src)?,
+            headers: Vec::<Header>::get(src)?,
+        })
+    }
+}
+
+impl Flat for Response {
+    fn put(&self, out: &mut Vec<u8>) {
+        self.status.put(out);
+        self.headers.put(out);
+        self.body.put(out);
+    }
+    fn get(src: &mut &[u8]) -> Option<Response> {
+        Some(Response {
+            status: u16::get(src)?,
+            headers: Vec::<Header>::get(src)?,
+            body: Vec::<u8>::get(src)?,
+        })
+    }
+}
+
+impl Flat for Action {
+    fn put(&self, out: &mut Vec<u8>) {
+        match self {
+            Action::Continue(h) => {
+                out.push(0);
+                h.put(out);
+            }
+            Action::Rewrite((h, body)) => {
+                out.push(1);
+                h.put(out);
+                body.put(out);
+            }
+            Action::Respond(r) => {
+                out.push(2);
+                r.put(out);
+            }
+        }
+    }
+    fn get(src: &mut &[u8]) -> Option<Action> {
+        let (&tag, rest) = src.split_first()?;
+        *src = rest;
+        Some(match tag {
+            0 => Action::Continue(Head::get(src)?),
+            1 => Action::Rewrite((Head::get(src)?, Vec::<u8>::get(src)?)),
+            2 => Action::Respond(Response::get(src)?),
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::codec::FlatList as _;
+    use super::*;
+    use wasmtime::component::Val;
+
+    fn plan() -> lrpc_presentation::InterfacePlan {
+        let wit = lrpc_presentation::Wit::load_sources(&[(
+            "http.wit",
+            include_str!("../../../wit/http.wit"),
+        )])
+        .unwrap();
+        wit.interface(HTTP_PLUGIN).unwrap()
+    }
+
+    fn s(v: &str) -> Val {
+        Val::String(v.into())
+    }
+
+    fn head_val() -> Val {
+        let header =
+            |n: &str, v: &str| Val::Record(vec![("name".into(), s(n)), ("value".into(), s(v))]);
+        Val::Record(vec![
+            ("method".into(), s("POST")),
+            ("path".into(), s("/a/b?c")),
+            (
+                "headers".into(),
+                Val::List(vec![header("host", "x"), header("zoë", "ü")]),
+            ),
+        ])
+    }
+
+    fn head() -> Head {
+        let header = |n: &str, v: &str| Header {
+            name: n.into(),
+            value: v.into(),
+        };
+        Head {
+            method: "POST".into(),
+            path: "/a/b?c".into(),
+            headers: vec![header("host", "x"), header("zoë", "ü")],
+        }
+    }
+
+    fn bytes(b: &[u8]) -> Val {
+        Val::List(b.iter().map(|b| Val::U8(*b)).collect())
+    }
+
+    /// The shapes read and write exactly what the dynamic codec does, for the parameters
+    /// and each case of the result.
+    #[test]
+    fn the_shapes_agree_with_the_codec() {
+        let plan = plan();
+        let p = plan.procs.iter().find(|p| p.name == "handle").unwrap();
+        let tys: Vec<&_> = p.params.iter().map(|(_, t)| t).collect();
+        let mut want = Vec::new();
+        super::super::codec::encode(&plan, &tys, &[head_val(), bytes(b"body")], &mut want).unwrap();
+        let mut got = Vec::new();
+        (head(), b"body".to_vec()).put_all(&mut got);
+        assert_eq!(got, want);
+        let back = <(Head, Vec<u8>) as super::super::codec::FlatList>::get(&want, true).unwrap();
+        assert_eq!(back, (head(), b"body".to_vec()));
+
+        let response = Val::Record(vec![
+            ("status".into(), Val::U16(503)),
+            ("headers".into(), Val::List(vec![])),
+            ("body".into(), bytes(&[0, 255])),
+        ]);
+        let cases = [
+            (
+                Val::Variant("continue".into(), Some(Box::new(head_val()))),
+                Action::Continue(head()),
+            ),
+            (
+                Val::Variant(
+                    "rewrite".into(),
+                    Some(Box::new(Val::Tuple(vec![head_val(), bytes(b"new")]))),
+                ),
+                Action::Rewrite((head(), b"new".to_vec())),
+            ),
+            (
+                Val::Variant("respond".into(), Some(Box::new(response))),
+                Action::Respond(Response {
+                    status: 503,
+                    headers: vec![],
+                    body: vec![0, 255],
+                }),
+            ),
+        ];
+        let ty = p.result.as_ref().unwrap();
+        for (val, action) in cases {
+            let mut want = Vec::new();
+            super::super::codec::encode(&plan, &[ty], &[val], &mut want).unwrap();
+            let mut got = Vec::new();
+            action.put(&mut got);
+            assert_eq!(got, want, "{action:?}");
+            assert_eq!(Action::get(&mut &want[..]), Some(action));
+        }
+    }
+
+    /// Truncated or lying bytes are refused, never a panic or a large allocation.
+    #[test]
+    fn malformed_bytes_are_refused() {
+        let mut b = Vec::new();
+        (head(), b"body".to_vec()).put_all(&mut b);
+        for n in 0..b.len() {
+            assert!(
+                <(Head, Vec<u8>) as super::super::codec::FlatList>::get(&b[..n], true).is_none()
+            );
+        }
+        // A header count of 2^32 - 1 with 8 bytes left.
+        let mut lie = Vec::new();
+        "GET".to_string().put(&mut lie);
+        "/".to_string().put(&mut lie);
+        lie.extend_from_slice(&u32::MAX.to_le_bytes());
+        lie.extend_from_slice(&[0; 8]);
+        assert!(Head::get(&mut &lie[..]).is_none());
+        assert!(Action::get(&mut &[3u8][..]).is_none());
+    }
+}
