@@ -27,10 +27,15 @@ impl Ticker {
         let thread = std::thread::Builder::new()
             .name("lrpc-epoch".into())
             .spawn(move || {
+                let began = std::time::Instant::now();
+                let nanos = tick.as_nanos().max(1);
                 while !s.load(Ordering::Relaxed) {
                     std::thread::sleep(tick);
-                    // The count first: a deadline callback that an epoch wakes reads it.
-                    t.fetch_add(1, Ordering::Relaxed);
+                    // The count first: a deadline callback that an epoch wakes reads it. It
+                    // follows the clock, not the wake-ups: sleeps that overshoot on a loaded
+                    // machine would otherwise stretch every deadline (50 ms ran 57-68 ms).
+                    let now = u64::try_from(began.elapsed().as_nanos() / nanos).unwrap_or(u64::MAX);
+                    t.fetch_max(now, Ordering::Relaxed);
                     for engine in lock(&e).iter() {
                         engine.increment_epoch();
                     }
