@@ -38,6 +38,8 @@ const COMPONENT_GUESTS: &[&str] = &[
     "comp-relay",
     "comp-bench-server",
     "http-wasi-hello",
+    "http-wasi-once",
+    "http-wasi-proxy",
     "comp-http-stamp",
 ];
 

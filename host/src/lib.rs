@@ -93,7 +93,7 @@ pub use lrpc_abi::Status;
 pub use quota::Quotas;
 pub use state::clerk::{ExportOptions, Serving};
 pub use state::domain::Domain;
-pub use state::kernel::{Kernel, KernelConfig};
+pub use state::kernel::{InstancePool, Kernel, KernelConfig};
 
 /// Domains: calling their exports, their bindings, what they hold.
 pub mod domain {

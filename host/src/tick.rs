@@ -1,6 +1,7 @@
 //! The epoch ticker, below the concept modules: one thread per kernel advances the epoch of
-//! every engine the kernel runs guest code on (its own, and the fuel-metering engine of
-//! components once a domain asks for fuel) and counts the ticks deadlines are measured in.
+//! every engine the kernel runs guest code on (its own, the fuel-metering engine of
+//! components once a domain asks for fuel, and the pooled engine once an embedder uses it)
+//! and counts the ticks deadlines are measured in.
 
 use crate::sync::lock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -143,6 +143,18 @@ guest!(
     "http_wasi_hello.wasm"
 );
 guest!(
+    /// A `wasi:http` handler that serves one request per instance and traps on a second, as
+    /// components written for `wasmtime serve` may; `/count` answers the instance's count.
+    HTTP_WASI_ONCE,
+    "http_wasi_once.wasm"
+);
+guest!(
+    /// A `wasi:http/incoming-handler` component that forwards each request to the URL in its
+    /// `x-target` header with `wasi:http/outgoing-handler`: the edge's outgoing HTTP tests.
+    HTTP_WASI_PROXY,
+    "http_wasi_proxy.wasm"
+);
+guest!(
     /// `lrpc:http/plugin` as a component: stamps the request's path and headers, answers 403
     /// under `/deny`; `/trap` and `/spin` fail.
     COMP_HTTP_STAMP,
@@ -173,6 +185,8 @@ pub const BY_NAME: &[(&str, &[u8])] = &[
     ("comp-relay", COMP_RELAY),
     ("comp-bench-server", COMP_BENCH_SERVER),
     ("http-wasi-hello", HTTP_WASI_HELLO),
+    ("http-wasi-once", HTTP_WASI_ONCE),
+    ("http-wasi-proxy", HTTP_WASI_PROXY),
     ("comp-http-stamp", COMP_HTTP_STAMP),
 ];
 

@@ -4,7 +4,9 @@
 # request (a calibration: what that much processor time costs here), the same answer from a thread off
 # the reactor (the hop a route served by its worker pool makes, alone), one plugin, a
 # three-plugin chain and `wasmtime serve` running the same hello handler as a wasi:http component (it instantiates
-# the component per request; our domains live across requests), in three interleaved rounds
+# the component per request; our domains live across requests); the wasi:http hello handler
+# under lrpc serve, fresh per request and reused, against `wasmtime serve -O pooling-allocator`
+# fresh and reused (the peer at its best); all in three interleaved rounds
 # (ratios are medians of the rounds' ratios); then the chain alone and while a slow route
 # (long guest computations) is loaded beside it (three rounds of each, alternating; the
 # loaded ratio compares their medians); and the two plugin routes in process, without HTTP,
@@ -18,6 +20,8 @@ cd "$(dirname "$0")/../../.."
 secs=${1:-5}
 addr=127.0.0.1:18181
 wt_addr=127.0.0.1:18182
+wt_pool_addr=127.0.0.1:18183
+wt_reuse_addr=127.0.0.1:18184
 wasmtime_version=48.0.8
 
 if ! command -v wrk >/dev/null; then
@@ -32,12 +36,20 @@ cargo build --release -q --locked --manifest-path guests/Cargo.toml --target was
 target/release/examples/embed host/runtime/bench/edge.toml "$addr" >/dev/null 2>&1 &
 server=$!
 # -Scli: the Rust standard library for wasip2 imports wasi:cli (environment, exit) as well.
-wasmtime serve -Scli --addr "$wt_addr" target/guests/wasm32-wasip2/release/http_wasi_hello.wasm \
-    >/dev/null 2>&1 &
+hello_wasm=target/guests/wasm32-wasip2/release/http_wasi_hello.wasm
+wasmtime serve -Scli --addr "$wt_addr" "$hello_wasm" >/dev/null 2>&1 &
 wt=$!
-trap 'kill -TERM $server $wt 2>/dev/null || true; wait $server $wt 2>/dev/null || true' EXIT
+# The peer at its best: the pooling allocator, with a fresh instance per request (its default
+# for a p2 handler) and with instances reused.
+wasmtime serve -Scli -O pooling-allocator --addr "$wt_pool_addr" "$hello_wasm" >/dev/null 2>&1 &
+wt_pool=$!
+wasmtime serve -Scli -O pooling-allocator --max-instance-reuse-count 100000 \
+    --addr "$wt_reuse_addr" "$hello_wasm" >/dev/null 2>&1 &
+wt_reuse=$!
+trap 'kill -TERM $server $wt $wt_pool $wt_reuse 2>/dev/null || true; wait $server $wt $wt_pool $wt_reuse 2>/dev/null || true' EXIT
 for _ in $(seq 1 200); do
-    curl -sf "http://$addr/native/up" >/dev/null 2>&1 && curl -sf "http://$wt_addr/up" >/dev/null 2>&1 && break
+    curl -sf "http://$addr/native/up" >/dev/null 2>&1 && curl -sf "http://$wt_addr/up" >/dev/null 2>&1 &&
+        curl -sf "http://$wt_pool_addr/up" >/dev/null 2>&1 && curl -sf "http://$wt_reuse_addr/up" >/dev/null 2>&1 && break
     sleep 0.1
 done
 
@@ -68,9 +80,14 @@ div() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
 # thread off the reactor, as a route served by its worker pool answers: the hop alone.
 # `spin1us` is the native handler busy for 1 µs per request: what a microsecond of
 # processor time per request costs here, where wrk shares the processors with the server.
-cases=(native spin1us hop one chain wt)
-declare -A path=([native]=/native/x [spin1us]=/spin/1000/x [hop]=/hop/x [one]=/one/x [chain]=/chain/v1/x [wt]=/x)
-declare -A host=([native]=$addr [spin1us]=$addr [hop]=$addr [one]=$addr [chain]=$addr [wt]=$wt_addr)
+# `wfresh` and `wreuse` are the wasi:http hello handler under lrpc serve (a fresh instance per
+# request, and instances reused); `wtpool` and `wtreuse` the same under wasmtime serve with
+# its pooling allocator.
+cases=(native spin1us hop one chain wt wfresh wtpool wreuse wtreuse)
+declare -A path=([native]=/native/x [spin1us]=/spin/1000/x [hop]=/hop/x [one]=/one/x [chain]=/chain/v1/x [wt]=/x
+    [wfresh]=/wasi-fresh/x [wtpool]=/x [wreuse]=/wasi-reuse/x [wtreuse]=/x)
+declare -A host=([native]=$addr [spin1us]=$addr [hop]=$addr [one]=$addr [chain]=$addr [wt]=$wt_addr
+    [wfresh]=$addr [wtpool]=$wt_pool_addr [wreuse]=$addr [wtreuse]=$wt_reuse_addr)
 declare -A rps p50 p99
 for _ in 1 2 3; do
     for c in "${cases[@]}"; do
@@ -115,6 +132,10 @@ hop_over_native=$(median $(ratios hop native rps))
 spin1us_over_native=$(median $(ratios spin1us native rps))
 # shellcheck disable=SC2046
 chain_p50_over_one=$(median $(ratios chain one p50))
+# shellcheck disable=SC2046
+wasi_fresh_over_pool=$(median $(ratios wfresh wtpool rps))
+# shellcheck disable=SC2046
+wasi_reuse_over_reuse=$(median $(ratios wreuse wtreuse rps))
 
 # The fast route's tail alone and with the slow route loaded beside it, alternating.
 alone_p99s=()
@@ -179,6 +200,10 @@ cat > bench-results/edge.json <<JSON
   "chain3_slow_beside": {"rps": $loaded_rps, "p50_us": $loaded_p50, "p99_us": $loaded_p99},
   "chain3_p99_us_rounds": {"alone": [$(join "${alone_p99s[@]}")], "slow_beside": [$(join "${loaded_p99s[@]}")]},
   "wasmtime_serve": $(summary wt),
+  "wasi_fresh": $(summary wfresh),
+  "wasmtime_serve_pooling": $(summary wtpool),
+  "wasi_reuse": $(summary wreuse),
+  "wasmtime_serve_pooling_reuse": $(summary wtreuse),
   "in_process_ns": {"chain1": $one_in_process, "chain3": $chain_in_process},
   "on_reactor_after_plain_cases": $(routes_json lrpc_http_route_on_reactor),
   "reactor_handoffs_after_plain_cases": $(routes_json lrpc_http_reactor_handoffs_total),
@@ -187,6 +212,8 @@ cat > bench-results/edge.json <<JSON
   "edge_hop_over_native_rps": $hop_over_native,
   "edge_native_1us_over_native_rps": $spin1us_over_native,
   "edge_chain3_p50_over_chain1_p50": $chain_p50_over_one,
+  "edge_wasi_fresh_over_wasmtime_pooling_rps": $wasi_fresh_over_pool,
+  "edge_wasi_reuse_over_wasmtime_reuse_rps": $wasi_reuse_over_reuse,
   "edge_fast_p99_loaded_over_alone": $(div "$loaded_p99" "$alone_p99")
 }
 JSON

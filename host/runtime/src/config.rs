@@ -44,7 +44,8 @@
 //! wasm = "handler.wasm"           # a wasi:http/proxy component, served with wasmtime-wasi-http
 //! exports = [{ interface = "wasi:http/incoming-handler" }]
 //! [domains.handler.limits]
-//! deadline = "200ms"              # memory and deadline; WASI from [domains.handler.wasi]
+//! deadline = "200ms"              # memory, deadline and reuse (requests per instance, 1 by
+//!                                 # default); WASI from [domains.handler.wasi]
 //!
 //! [[routes]]
 //! prefix = "/api"
@@ -82,6 +83,9 @@ pub const MAX_CHAIN: usize = 16;
 
 /// The most worker threads of all routes together.
 pub const MAX_WORKERS: usize = 1024;
+
+/// The most requests one instance of a `wasi:http` handler may serve (`reuse`).
+pub const MAX_REUSE: usize = 1_000_000;
 
 /// The most characters of a config error's reason: values echoed in it are cut short.
 const MAX_REASON: usize = 240;
@@ -183,6 +187,8 @@ struct RawWasi {
     stderr: Option<Spanned<String>>,
     #[serde(default)]
     network: Vec<Spanned<String>>,
+    #[serde(default)]
+    http: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -222,6 +228,7 @@ struct RawLimits {
     astack_bytes: Option<Spanned<toml::Value>>,
     oob_bytes: Option<Spanned<toml::Value>>,
     mappings: Option<Spanned<i64>>,
+    reuse: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -261,6 +268,7 @@ struct RawRoute {
     max_body: Option<Spanned<i64>>,
     #[serde(rename = "max-in-flight")]
     max_in_flight: Option<Spanned<i64>>,
+    reuse: Option<Spanned<i64>>,
 }
 
 /// Where a domain's module comes from.
@@ -352,6 +360,111 @@ pub struct ComponentSpec {
     pub limits: lrpc_kernel::component::ComponentLimits,
     /// `trust_fully`: imports whose servers are composed into the domain.
     pub trust_fully: Vec<String>,
+    /// `[domains.<name>.limits] reuse`: how many requests one instance of a `wasi:http`
+    /// handler serves; `None`: one (a fresh instance per request).
+    pub reuse: Option<usize>,
+    /// `[domains.<name>.wasi] http`: the origins a `wasi:http` handler may send requests to.
+    pub http: Vec<HttpOrigin>,
+}
+
+/// An origin a `wasi:http` handler may send requests to: a scheme, a host and a port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpOrigin {
+    /// `https` (else `http`).
+    pub https: bool,
+    /// The host in lower case; an IPv6 address keeps its brackets.
+    pub host: String,
+    /// The port: the one written, else 80 for `http` and 443 for `https`.
+    pub port: u16,
+}
+
+impl HttpOrigin {
+    /// Parses `scheme://host[:port]` (a trailing `/` is allowed); the reason when `s` is not
+    /// one.
+    pub fn parse(s: &str) -> Result<HttpOrigin, String> {
+        let Some((scheme, rest)) = s.split_once("://") else {
+            return Err(format!(
+                "`{s}`: an origin like `https://api.example.com` expected (scheme, host, port)"
+            ));
+        };
+        let https = match scheme.to_ascii_lowercase().as_str() {
+            "http" => false,
+            "https" => true,
+            other => {
+                return Err(format!(
+                    "`{s}`: scheme `{other}`: `http` or `https` expected"
+                ));
+            }
+        };
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        if rest.contains('*') {
+            return Err(format!(
+                "`{s}`: wildcards are not supported; list each origin"
+            ));
+        }
+        if let Some(at) = rest.find(['/', '?', '#']) {
+            return Err(format!(
+                "`{s}`: an origin has no path or query: drop `{}`",
+                &rest[at..]
+            ));
+        }
+        if rest.contains('@') {
+            return Err(format!("`{s}`: an origin has no user name"));
+        }
+        let authority: axum::http::uri::Authority = rest
+            .parse()
+            .ok()
+            .filter(|a: &axum::http::uri::Authority| !a.host().is_empty() && !rest.ends_with(':'))
+            .ok_or_else(|| format!("`{s}`: `{rest}` is not a host with an optional port"))?;
+        let port = match port_of(&authority, https) {
+            Some(0) => return Err(format!("`{s}`: port 0 is not a port")),
+            Some(p) => p,
+            None => return Err(format!("`{s}`: `{rest}` has a port past 65535")),
+        };
+        Ok(HttpOrigin {
+            https,
+            host: authority.host().to_ascii_lowercase(),
+            port,
+        })
+    }
+
+    /// Whether a request to `uri` goes to this origin: the same scheme and port, and the same
+    /// host ignoring case. A URI with a user name matches no origin.
+    pub fn matches(&self, uri: &axum::http::Uri) -> bool {
+        let https = match uri.scheme_str() {
+            Some(s) if s.eq_ignore_ascii_case("https") => true,
+            Some(s) if s.eq_ignore_ascii_case("http") => false,
+            _ => return false,
+        };
+        let Some(a) = uri.authority() else {
+            return false;
+        };
+        let Some(port) = port_of(a, https) else {
+            return false;
+        };
+        !a.as_str().contains('@')
+            && https == self.https
+            && port == self.port
+            && a.host().eq_ignore_ascii_case(&self.host)
+    }
+}
+
+/// The port `a` names (80 or 443 when none); `None` when it is not a 16-bit number.
+fn port_of(a: &axum::http::uri::Authority, https: bool) -> Option<u16> {
+    // `Authority::port` is `None` for a port past 65535, so read the text after the host.
+    let after = a.as_str().rsplit('@').next().unwrap_or_default();
+    match after.get(a.host().len()..).unwrap_or_default() {
+        "" if https => Some(443),
+        "" => Some(80),
+        port => port.strip_prefix(':')?.parse().ok(),
+    }
+}
+
+impl std::fmt::Display for HttpOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.https { "https" } else { "http" };
+        write!(f, "{scheme}://{}:{}", self.host, self.port)
+    }
 }
 
 impl DomainSpec {
@@ -395,6 +508,9 @@ pub struct Route {
     /// Requests of the route served at once; more are answered 503 at once, so that one
     /// route's load can not hold the plugins it shares with others.
     pub max_in_flight: usize,
+    /// Requests one instance of the route's `wasi:http` handler serves on this route; `None`:
+    /// the handler's own `reuse`.
+    pub reuse: Option<usize>,
     /// Line in the file.
     pub line: usize,
 }
@@ -928,12 +1044,32 @@ impl Config {
                 Some(m) => cx.count(m, "max-in-flight", 65_536)?,
                 None => 1024,
             };
+            let reuse = match &rr.reuse {
+                Some(n)
+                    if chain
+                        .last()
+                        .and_then(|h| domains.get(h))
+                        .is_some_and(DomainSpec::http_handler) =>
+                {
+                    Some(cx.count(n, "reuse", MAX_REUSE as i64)?)
+                }
+                Some(n) => {
+                    return Err(cx.err(
+                        n,
+                        format!(
+                            "`reuse` is for routes that end in a `{HANDLER_INTERFACE}` component"
+                        ),
+                    ));
+                }
+                None => None,
+            };
             routes.push(Route {
                 prefix: rr.prefix.get_ref().clone(),
                 chain,
                 workers,
                 max_body: route_body,
                 max_in_flight,
+                reuse,
                 line: cx.line(r.span().start),
             });
         }
@@ -1163,6 +1299,12 @@ fn domain(cx: &Ctx<'_>, name: &str, d: &Spanned<RawDomain>) -> Result<DomainSpec
     let mut quotas = None;
     if let Some(l) = &r.limits {
         let l = l.get_ref();
+        if let Some(n) = &l.reuse {
+            return Err(cx.err(
+                n,
+                format!("`reuse` is for `{HANDLER_INTERFACE}` components"),
+            ));
+        }
         let mut q = lrpc_kernel::Quotas::default();
         let mut any = false;
         if let Some(m) = &l.memory {
@@ -1319,6 +1461,18 @@ fn component_domain(
     if let Some(h) = handler {
         handler_checks(cx, r, h)?;
     }
+    if let Some(n) = r.limits.as_ref().and_then(|l| l.get_ref().reuse.as_ref()) {
+        if handler.is_none() {
+            return Err(cx.err(
+                n,
+                format!("`reuse` is for `{HANDLER_INTERFACE}` components"),
+            ));
+        }
+        spec.reuse = Some(cx.count(n, "reuse", MAX_REUSE as i64)?);
+    }
+    if let Some(w) = &r.wasi {
+        spec.http = http_origins(cx, w.get_ref(), handler.is_some())?;
+    }
     let mut exports = Vec::new();
     for e in &r.exports {
         let er = e.get_ref();
@@ -1425,6 +1579,23 @@ fn handler_checks(cx: &Ctx<'_>, r: &RawDomain, h: &Spanned<RawExport>) -> Result
         ));
     }
     Ok(())
+}
+
+/// `[domains.<name>.wasi] http`: origins, allowed only for a `wasi:http` handler (the only
+/// kind of domain with `wasi:http/outgoing-handler`).
+fn http_origins(cx: &Ctx<'_>, w: &RawWasi, handler: bool) -> Result<Vec<HttpOrigin>, ConfigError> {
+    if let Some(first) = w.http.first()
+        && !handler
+    {
+        return Err(cx.err(
+            first,
+            format!("`http` grants outgoing HTTP to `{HANDLER_INTERFACE}` components only"),
+        ));
+    }
+    w.http
+        .iter()
+        .map(|o| HttpOrigin::parse(o.get_ref()).map_err(|e| cx.err(o, e)))
+        .collect()
 }
 
 fn wasi_grants(
@@ -1716,6 +1887,174 @@ mod tests {
                  { interface = \"wasi:http/incoming-handler\" }, { interface = \"x:y/z\" }]\n")
             .starts_with("app.toml:3: a `wasi:http/incoming-handler` component exports only")
         );
+    }
+
+    #[test]
+    fn reuse_is_a_bounded_limit_of_wasi_http_handlers_only() {
+        let handler = "[domains.h]\nguest = \"http-wasi-hello\"\n\
+                       exports = [{ interface = \"wasi:http/incoming-handler\" }]\n\
+                       [domains.h.limits]\n";
+        let reuse = |text: &str| {
+            Config::parse(Path::new("app.toml"), text)
+                .map(|c| c.domains["h"].component.as_ref().and_then(|s| s.reuse))
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(reuse(handler), Ok(None));
+        assert_eq!(reuse(&format!("{handler}reuse = 5\n")), Ok(Some(5)));
+        assert_eq!(
+            reuse(&format!("{handler}reuse = 1000000\n")),
+            Ok(Some(1_000_000))
+        );
+        for bad in ["0", "-1", "1000001"] {
+            assert_eq!(
+                reuse(&format!("{handler}reuse = {bad}\n")),
+                Err(format!(
+                    "app.toml:5: reuse must be between 1 and 1000000, not {bad}"
+                ))
+            );
+        }
+        // A route may set its own; only one that ends in a handler.
+        let route = |chain: &str, reuse: &str| {
+            format!("[[routes]]\nprefix = \"/\"\nchain = [{chain}]\nreuse = {reuse}\n")
+        };
+        let c = Config::parse(
+            Path::new("app.toml"),
+            &format!("{handler}{}", route("\"h\"", "7")),
+        )
+        .expect("valid");
+        assert_eq!(c.routes[0].reuse, Some(7));
+        assert_eq!(
+            err(&format!("{handler}{}", route("\"h\"", "0"))),
+            "app.toml:8: reuse must be between 1 and 1000000, not 0"
+        );
+        assert_eq!(
+            err(&format!(
+                "[domains.p]\nguest = \"http-hello\"\n\
+                 exports = [{{ interface = \"lrpc:http/plugin\" }}]\n{}",
+                route("\"p\"", "2")
+            )),
+            "app.toml:7: `reuse` is for routes that end in a `wasi:http/incoming-handler` \
+             component"
+        );
+        // Only a wasi:http handler has instances to reuse.
+        let only = "`reuse` is for `wasi:http/incoming-handler` components";
+        assert_eq!(
+            err("[domains.h]\nguest = \"http-hello\"\n[domains.h.limits]\nreuse = 2\n"),
+            format!("app.toml:4: {only}")
+        );
+        assert_eq!(
+            err("[domains.h]\nguest = \"comp-http-stamp\"\n\
+                 exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+                 [domains.h.limits]\nreuse = 2\n"),
+            format!("app.toml:5: {only}")
+        );
+    }
+
+    #[test]
+    fn a_wasi_http_handler_is_granted_outgoing_http_by_origin() {
+        let handler = "[domains.h]\nguest = \"http-wasi-hello\"\n\
+                       exports = [{ interface = \"wasi:http/incoming-handler\" }]\n\
+                       [domains.h.wasi]\n";
+        let origins = |list: &str| -> Result<Vec<String>, String> {
+            Config::parse(
+                Path::new("app.toml"),
+                &format!("{handler}http = [{list}]\n"),
+            )
+            .map(|c| {
+                let spec = c.domains["h"].component.clone().expect("a component");
+                spec.http.iter().map(ToString::to_string).collect()
+            })
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(origins(""), Ok(vec![]));
+        assert_eq!(
+            origins(
+                "\"https://API.Example.com\", \"http://127.0.0.1:8081/\", \"HTTP://[::1]\", \
+                 \"https://x.example:8443\""
+            ),
+            Ok(vec![
+                "https://api.example.com:443".to_string(),
+                "http://127.0.0.1:8081".to_string(),
+                "http://[::1]:80".to_string(),
+                "https://x.example:8443".to_string(),
+            ])
+        );
+        for (bad, reason) in [
+            (
+                "api.example.com",
+                "an origin like `https://api.example.com` expected (scheme, host, port)",
+            ),
+            (
+                "ftp://files.example",
+                "scheme `ftp`: `http` or `https` expected",
+            ),
+            (
+                "https://api.example.com/v1",
+                "an origin has no path or query: drop `/v1`",
+            ),
+            (
+                "https://api.example.com?x=1",
+                "an origin has no path or query: drop `?x=1`",
+            ),
+            (
+                "https://*.example.com",
+                "wildcards are not supported; list each origin",
+            ),
+            ("https://user@api.example.com", "an origin has no user name"),
+            (
+                "http://127.0.0.1:99999",
+                "`127.0.0.1:99999` has a port past 65535",
+            ),
+            (
+                "http://127.0.0.1:",
+                "`127.0.0.1:` is not a host with an optional port",
+            ),
+            ("http://", "`` is not a host with an optional port"),
+            ("http://h:0", "port 0 is not a port"),
+        ] {
+            assert_eq!(
+                origins(&format!("\"http://ok\", \"{bad}\"")),
+                Err(format!("app.toml:5: `{bad}`: {reason}")),
+                "{bad}"
+            );
+        }
+        assert!(
+            err(&format!("{handler}http = \"https://a.example\"\n")).starts_with("app.toml:5:")
+        );
+        // Only a wasi:http handler sends HTTP requests.
+        assert_eq!(
+            err("[domains.a]\nguest = \"comp-probe\"\n\
+                 [domains.a.wasi]\nhttp = [\"https://a.example\"]\n"),
+            "app.toml:4: `http` grants outgoing HTTP to `wasi:http/incoming-handler` components only"
+        );
+        assert!(
+            err("[domains.a]\nguest = \"kv-server\"\n[domains.a.wasi]\nhttp = []\n")
+                .starts_with("app.toml:3:")
+        );
+    }
+
+    #[test]
+    fn origins_match_scheme_host_and_port() {
+        let o = HttpOrigin::parse("http://Backend.example:8081").expect("an origin");
+        let uri = |u: &str| u.parse::<axum::http::Uri>().expect("a URI");
+        assert!(o.matches(&uri("http://backend.example:8081/x?y")));
+        assert!(o.matches(&uri("http://BACKEND.EXAMPLE:8081")));
+        for other in [
+            "https://backend.example:8081/",
+            "http://backend.example/",
+            "http://backend.example:8082/",
+            "http://backend.example:73617/",
+            "http://backend.example.:8081/",
+            "http://other.example:8081/",
+            "http://user@backend.example:8081/",
+            "/relative",
+        ] {
+            assert!(!o.matches(&uri(other)), "{other}");
+        }
+        let tls = HttpOrigin::parse("https://api.example.com").expect("an origin");
+        assert!(tls.matches(&uri("https://api.example.com/")));
+        assert!(tls.matches(&uri("https://api.example.com:443/")));
+        assert!(!tls.matches(&uri("http://api.example.com:443/")));
     }
 
     #[test]

@@ -37,7 +37,9 @@ pub struct Deployment {
 impl Deployment {
     /// Creates the kernel and every domain of `config`, exports what each exports.
     pub fn start(config: Config) -> Result<Deployment, DeployError> {
-        let mut kc = KernelConfig::default().with_cache_dir(config.cache_dir.clone());
+        let mut kc = KernelConfig::default()
+            .with_cache_dir(config.cache_dir.clone())
+            .with_pool(crate::wasi_http::pool(&config));
         if let Some(d) = config.deadline {
             kc.deadline = d;
         }

@@ -59,7 +59,7 @@ use crate::driver::{BindError, ChainEnd, Driver};
 use crate::http::{Answer, Incoming};
 use crate::metrics::RouteMeters;
 use crate::supervise::lock;
-use crate::wasi_http::{HandlerInstance, HttpHandler};
+use crate::wasi_http::{HandlerSlot, HttpHandler};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
@@ -968,6 +968,7 @@ fn worker(
         let answer = job.span.in_scope(|| seat.serve(dep, rt, &job.request));
         let counted = seat.route_time(began.elapsed());
         let _ = job.reply.send(answer);
+        seat.handler.tidy();
         if demoted {
             continue;
         }
@@ -1137,7 +1138,7 @@ struct Seat {
     name: String,
     driver: Option<Driver>,
     bound: Vec<Option<Arc<PluginInstance>>>,
-    handler: Option<HandlerInstance>,
+    handler: HandlerSlot,
     /// Time the last request spent on the seat's own setup (a driver started, plugins bound
     /// after a restart or reload), which is not the route's.
     setup: Duration,
@@ -1161,7 +1162,7 @@ impl Seat {
             name,
             driver: None,
             bound: vec![None; rt.plugins.len()],
-            handler: None,
+            handler: HandlerSlot::new(rt.route.reuse),
             setup: Duration::ZERO,
             trapped: false,
             setup_began: None,
@@ -1172,7 +1173,7 @@ impl Seat {
     /// longer than the route's requests do).
     fn cold(&self, rt: &RouteRt) -> bool {
         (self.driver.is_none() && !rt.plugins.is_empty())
-            || (self.handler.is_none() && rt.handler.is_some())
+            || (self.handler.cold() && rt.handler.is_some())
     }
 
     /// Starts the driver and binds it to the route's plugins, ahead of any request; whether

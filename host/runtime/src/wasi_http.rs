@@ -4,10 +4,20 @@
 //! **Where it runs.** The component is a domain of the deployment, but not one of the
 //! kernel's component domains: its imports are `wasi:http` and WASI, which the edge provides
 //! (the kernel has no HTTP), so it gets a Store of its own with exactly the WASI its
-//! `[domains.X.wasi]` table grants, its memory limit, and its deadline. It runs on the
-//! kernel's engine, whose epoch ticker enforces the deadline. Each worker thread of a route
-//! keeps one instance across requests (as replicas of a plugin do), so nothing is
-//! instantiated per request; outgoing HTTP requests are refused.
+//! `[domains.X.wasi]` table grants, its memory limit, and its deadline.
+//!
+//! **An instance per request.** Components written for `wasmtime serve` or Spin expect a
+//! fresh instance for each request, so each request gets one by default; `reuse = N` lets
+//! one instance serve up to N requests in turn. Handlers run on the kernel's pooled engine
+//! (`Kernel::pooled_engine`): instances come from a pool reserved at start, and memories
+//! from copy-on-write images, so instantiating costs tens of microseconds. The kernel's
+//! epoch ticker ticks that engine too, which enforces the deadline. An instance that failed
+//! in any way is never used again.
+//!
+//! **Outgoing HTTP.** A handler may send requests only to the origins its `[domains.X.wasi]
+//! http` list grants; others fail with `HttpRequestDenied`. Allowed ones go out through
+//! wasmtime-wasi-http's default sender (HTTPS with the webpki roots), and none outlives the
+//! deadline of the request the handler is serving.
 //!
 //! **A request.** After the plugins of the chain have passed the request on, the worker
 //! hands it, as they left it, to the handler: an `incoming-request` whose authority is the
@@ -16,14 +26,16 @@
 //! larger than the stream's buffer does not stall the guest). The answer goes back to the
 //! client the way a plugin's answer does.
 //!
-//! **Failure.** A trap answers 502, a call past the deadline 504 (also when the body is
+//! **Failure.** A trap answers 500, a call past the deadline 504 (also when the body is
 //! not finished by then), both naming the domain; the instance is dropped (its Store is
 //! poisoned), and the domain is restarted fresh with backoff as a plugin is: until then,
-//! requests are answered 503. A guest that answers nothing, or an `error-code`, answers 502.
+//! requests are answered 503. A guest that answers nothing, or an `error-code`, answers 502,
+//! and its instance is dropped (the domain is not restarted); so is one whose response body
+//! failed.
 
-use crate::config::{DomainSpec, Source};
+use crate::config::{DomainSpec, HttpOrigin, Source};
 use crate::http::{Answer, Incoming};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, OutgoingMeters};
 use crate::supervise::{DeployError, Supervised, Supervision, died, lock, read};
 use axum::body::Bytes;
 use axum::http::{HeaderName, HeaderValue, Method, Request, Uri};
@@ -38,14 +50,17 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
 use wasmtime_wasi_http::p2::bindings::sync::{Proxy, ProxyPre};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
-use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
+use wasmtime_wasi_http::{
+    Error as HttpError, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks,
+    WasiHttpView,
+};
 
 /// The data of a handler's Store.
 pub struct HttpState {
     wasi: WasiCtx,
     http: WasiHttpCtx,
     table: ResourceTable,
-    hooks: Refuse,
+    hooks: Outgoing,
     limits: lrpc_kernel::component::MeteredLimits,
     /// When the running call must stop.
     deadline: Option<Instant>,
@@ -62,6 +77,8 @@ impl WasiView for HttpState {
 
 impl WasiHttpView for HttpState {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
+        // An outgoing request made through this view ends by the running call's deadline.
+        self.hooks.deadline = self.deadline;
         WasiHttpCtxView {
             ctx: &mut self.http,
             table: &mut self.table,
@@ -70,25 +87,121 @@ impl WasiHttpView for HttpState {
     }
 }
 
-/// `wasi:http` hooks that refuse every outgoing request: a handler reaches only what its
-/// WASI grants give it.
-struct Refuse;
+/// `wasi:http` hooks that send a handler's outgoing requests to the origins it is granted,
+/// within the deadline of the call that makes them, and deny the rest.
+struct Outgoing {
+    origins: Arc<[HttpOrigin]>,
+    meters: OutgoingMeters,
+    /// The running call's deadline, copied from [`HttpState`] by its view.
+    deadline: Option<Instant>,
+}
 
-impl WasiHttpHooks for Refuse {
+/// What a sent request's response resolves to (the response, and the connection's driver).
+type SendResult = wasmtime_wasi_http::Result<(
+    axum::http::Response<WasiBody>,
+    Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+)>;
+
+impl WasiHttpHooks for Outgoing {
     fn send_request(
         &mut self,
-        _request: axum::http::Request<wasmtime_wasi_http::WasiBody>,
-        _options: Option<wasmtime_wasi_http::RequestOptions>,
-        _fut: Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
-    ) -> Box<
-        dyn Future<
-                Output = wasmtime_wasi_http::Result<(
-                    axum::http::Response<wasmtime_wasi_http::WasiBody>,
-                    Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
-                )>,
-            > + Send,
-    > {
-        Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) })
+        request: axum::http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+    ) -> Box<dyn Future<Output = SendResult> + Send> {
+        if !self.origins.iter().any(|o| o.matches(request.uri())) {
+            self.meters.denied.inc();
+            tracing::debug!(uri = %request.uri(), "outgoing request denied");
+            return Box::new(async { Err(HttpError::HttpRequestDenied) });
+        }
+        let meters = self.meters.clone();
+        let deadline = self.deadline;
+        Box::new(async move {
+            let deadline = deadline.map(tokio::time::Instant::from_std);
+            let options = within(options, deadline);
+            let send = wasmtime_wasi_http::default_send_request(request, Some(options));
+            // Each timeout is at most the time left; together they could add up past it.
+            let sent = match deadline {
+                Some(d) => tokio::time::timeout_at(d, send)
+                    .await
+                    .unwrap_or(Err(HttpError::HttpResponseTimeout)),
+                None => send.await,
+            };
+            let (response, io) = match sent {
+                Ok(s) => s,
+                Err(e) => {
+                    meters.failed.inc();
+                    return Err(e);
+                }
+            };
+            meters.sent.inc();
+            let response = response.map(|b| {
+                DeadlineBody {
+                    inner: b.boxed_unsync(),
+                    deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d))),
+                }
+                .boxed_unsync()
+            });
+            // The connection is closed at the deadline too (its body fails then).
+            let io = async move {
+                match deadline {
+                    Some(d) => tokio::time::timeout_at(d, io).await.unwrap_or(Ok(())),
+                    None => io.await,
+                }
+            };
+            Ok((response, Box::new(io) as Box<dyn Future<Output = _> + Send>))
+        })
+    }
+}
+
+/// `options` with each timeout at most the time left until `deadline`.
+fn within(
+    options: Option<RequestOptions>,
+    deadline: Option<tokio::time::Instant>,
+) -> RequestOptions {
+    let mut o = options.unwrap_or_default();
+    if let Some(d) = deadline {
+        let left = d.saturating_duration_since(tokio::time::Instant::now());
+        for t in [
+            &mut o.connect_timeout,
+            &mut o.first_byte_timeout,
+            &mut o.between_bytes_timeout,
+        ] {
+            *t = Some(t.map_or(left, |t| t.min(left)));
+        }
+    }
+    o
+}
+
+/// A response body that fails with `HttpResponseTimeout` once its deadline has passed.
+struct DeadlineBody {
+    inner: WasiBody,
+    deadline: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl http_body::Body for DeadlineBody {
+    type Data = Bytes;
+    type Error = HttpError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, HttpError>>> {
+        // A finished sleep stays ready: every poll past the deadline fails.
+        if let Some(d) = self.deadline.as_mut()
+            && d.as_mut().poll(cx).is_ready()
+        {
+            return std::task::Poll::Ready(Some(Err(HttpError::HttpResponseTimeout)));
+        }
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -112,10 +225,92 @@ pub struct Generation {
 }
 
 /// A worker's instance of a handler.
-pub struct HandlerInstance {
+struct HandlerInstance {
     generation: u64,
     store: Store<HttpState>,
     proxy: Proxy,
+    /// Requests it has served.
+    served: usize,
+}
+
+/// What a worker thread keeps of a handler between requests: the instance it may use again
+/// (with `reuse` above 1), and the memory of its instance, or of the last one it ran.
+#[derive(Default)]
+pub struct HandlerSlot {
+    instance: Option<HandlerInstance>,
+    /// An instance that served its last request, until [`HandlerSlot::tidy`] drops it.
+    spent: Option<HandlerInstance>,
+    /// Bytes of linear memory, counted by the instance's Store's limiter.
+    bytes: Option<Arc<std::sync::atomic::AtomicUsize>>,
+    /// The route's `reuse`, over the handler's.
+    reuse: Option<usize>,
+}
+
+impl HandlerSlot {
+    /// The slot of a worker of a route whose `reuse` is `reuse` (`None`: the handler's).
+    pub fn new(reuse: Option<usize>) -> HandlerSlot {
+        HandlerSlot {
+            reuse,
+            ..HandlerSlot::default()
+        }
+    }
+
+    /// Whether the worker has not run the handler yet (its first request pays for warming
+    /// the pool's memory slot).
+    pub fn cold(&self) -> bool {
+        self.bytes.is_none()
+    }
+
+    /// Drops the instance that served its last request. Called once the answer has gone, so
+    /// that giving its memory back to the pool is not part of the request's time.
+    pub fn tidy(&mut self) {
+        self.spent = None;
+    }
+}
+
+/// The most bytes a linear memory of a handler takes when its `memory` limit is not set.
+pub const HANDLER_MEMORY: usize = 128 << 20;
+
+/// Instances in the handler pool beyond one per worker thread of the routes that end in a
+/// handler (each thread holds at most one instance at a time).
+const POOL_MARGIN: u32 = 2;
+
+/// A handler's memory limit: its `memory`, else [`HANDLER_MEMORY`].
+fn memory_limit(spec: &DomainSpec) -> usize {
+    spec.component
+        .as_ref()
+        .and_then(|c| c.limits.memory)
+        .unwrap_or(HANDLER_MEMORY)
+}
+
+/// The kernel's instance pool for the `wasi:http` handlers of `config`: an instance per
+/// worker of a route ending in one, and memories as large as the largest handler's limit.
+pub fn pool(config: &crate::config::Config) -> lrpc_kernel::InstancePool {
+    let workers: usize = config
+        .routes
+        .iter()
+        .filter(|r| {
+            r.chain
+                .last()
+                .and_then(|h| config.domains.get(h))
+                .is_some_and(DomainSpec::http_handler)
+        })
+        .map(|r| r.workers)
+        .sum();
+    let memory = config
+        .domains
+        .values()
+        .filter(|d| d.http_handler())
+        .map(memory_limit)
+        .max()
+        .unwrap_or(HANDLER_MEMORY);
+    lrpc_kernel::InstancePool::default()
+        .with_instances(
+            u32::try_from(workers)
+                .unwrap_or(u32::MAX)
+                .saturating_add(POOL_MARGIN),
+        )
+        .with_memory(memory)
 }
 
 /// What the guest passed to `response-outparam.set`.
@@ -140,6 +335,8 @@ pub struct HttpHandler {
     grants: lrpc_kernel::component::WasiGrants,
     memory: Option<usize>,
     deadline: Duration,
+    /// Requests one instance serves (`reuse`; 1: a fresh instance per request).
+    reuse: usize,
     max_body: usize,
     output: lrpc_kernel::component::CapturedOutput,
     current: Mutex<Arc<Generation>>,
@@ -148,8 +345,12 @@ pub struct HttpHandler {
     supervision: Supervision,
     /// The handler's call counter (looked up once).
     calls: crate::metrics::sharded::Counter,
-    /// The linear memory of each worker's instance, counted by its Store's limiter; an
-    /// instance's count goes when its Store does.
+    /// The origins its outgoing requests may go to (`[domains.X.wasi] http`).
+    origins: Arc<[HttpOrigin]>,
+    /// Its outgoing request counters (looked up once).
+    outgoing: OutgoingMeters,
+    /// The linear memory of each worker's instance (or last instance), counted by its
+    /// Store's limiter; a worker's count goes when its slot does.
     memories: Mutex<Vec<std::sync::Weak<std::sync::atomic::AtomicUsize>>>,
 }
 
@@ -183,23 +384,33 @@ impl HttpHandler {
         metrics: Arc<Metrics>,
     ) -> Result<Arc<HttpHandler>, DeployError> {
         let c = spec.component.clone().unwrap_or_default();
-        let engine = kernel.engine().clone();
+        let unknown =
+            |e: String| DeployError::Unknown(format!("wasi:http handler `{}`: {e}", spec.name));
+        let engine = kernel
+            .pooled_engine()
+            .map_err(|error| DeployError::Kernel {
+                what: format!("wasi:http handler `{}`", spec.name),
+                error,
+            })?
+            .clone();
         let wasm = read(&spec.source)?;
-        let pre = prepare(kernel, &wasm)
-            .map_err(|e| DeployError::Unknown(format!("wasi:http handler `{}`: {e}", spec.name)))?;
+        let pre = prepare(kernel, &wasm).map_err(unknown)?;
         Ok(Arc::new(HttpHandler {
             name: spec.name.clone(),
             source: spec.source.clone(),
             engine,
             kernel: kernel.clone(),
             grants: c.wasi,
-            memory: c.limits.memory,
+            memory: Some(memory_limit(spec)),
             deadline: c.limits.deadline.unwrap_or(kernel.config().deadline),
+            reuse: c.reuse.unwrap_or(1).max(1),
             max_body,
             output: lrpc_kernel::component::CapturedOutput::default(),
             current: Mutex::new(Arc::new(Generation { pre, generation: 1 })),
             down: AtomicBool::new(false),
             calls: metrics.call_counter(&spec.name),
+            origins: c.http.into(),
+            outgoing: metrics.outgoing(&spec.name),
             supervision: Supervision::new(metrics),
             memories: Mutex::default(),
         }))
@@ -238,26 +449,41 @@ impl HttpHandler {
         died(self, generation);
     }
 
-    /// A fresh instance of the current generation, in a fresh Store.
-    fn instantiate(&self, generation: &Generation) -> Result<HandlerInstance, String> {
+    /// A fresh instance of the current generation, in a fresh Store, whose memory is counted
+    /// in `slot`'s bytes.
+    fn instantiate(
+        &self,
+        generation: &Generation,
+        slot: &mut HandlerSlot,
+    ) -> Result<HandlerInstance, String> {
         let wasi = self.grants.context(&self.output)?;
         let mut limits = StoreLimitsBuilder::new();
         if let Some(m) = self.memory {
             limits = limits.memory_size(m);
         }
-        let bytes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        {
-            let mut m = lock(&self.memories);
-            m.retain(|w| w.strong_count() > 0);
-            m.push(Arc::downgrade(&bytes));
-        }
+        let bytes = slot
+            .bytes
+            .get_or_insert_with(|| {
+                let bytes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+                let mut m = lock(&self.memories);
+                m.retain(|w| w.strong_count() > 0);
+                m.push(Arc::downgrade(&bytes));
+                bytes
+            })
+            .clone();
+        // The last instance's Store is gone: the count starts afresh.
+        bytes.store(0, Ordering::Relaxed);
         let mut store = Store::new(
             &self.engine,
             HttpState {
                 wasi,
                 http: WasiHttpCtx::new(),
                 table: ResourceTable::new(),
-                hooks: Refuse,
+                hooks: Outgoing {
+                    origins: self.origins.clone(),
+                    meters: self.outgoing.clone(),
+                    deadline: None,
+                },
                 limits: lrpc_kernel::component::MeteredLimits::new(limits.build(), bytes),
                 deadline: Some(Instant::now() + self.deadline),
             },
@@ -277,11 +503,12 @@ impl HttpHandler {
             generation: generation.generation,
             store,
             proxy,
+            served: 0,
         })
     }
 
-    /// Bytes of linear memory held by the handler's instances (one per route worker that has
-    /// served it).
+    /// Bytes of linear memory of the handler's instances: per route worker that has served
+    /// it, its instance's, or its last instance's.
     pub fn memory(&self) -> usize {
         lock(&self.memories)
             .iter()
@@ -290,9 +517,25 @@ impl HttpHandler {
             .sum()
     }
 
-    /// Serves one request on the worker's instance (`slot`, made or replaced as needed);
-    /// counts the call and its failures.
-    pub fn serve(self: &Arc<Self>, slot: &mut Option<HandlerInstance>, req: Incoming) -> Answer {
+    /// Serves one request on the worker's instance in `slot` (a fresh one unless the last
+    /// may be used again); counts the call and its failures.
+    /// A used-up instance waits in the slot for [`HandlerSlot::tidy`].
+    pub fn serve(self: &Arc<Self>, slot: &mut HandlerSlot, req: Incoming) -> Answer {
+        slot.tidy();
+        let answer = self.serve_on(slot, req);
+        // Used up, or failed (then already gone): the next request gets a fresh instance.
+        if slot
+            .instance
+            .as_ref()
+            .is_some_and(|i| i.served >= slot.reuse.unwrap_or(self.reuse))
+        {
+            slot.spent = slot.instance.take();
+        }
+        answer
+    }
+
+    /// [`HttpHandler::serve`]'s work; drops the instance if it failed.
+    fn serve_on(self: &Arc<Self>, slot: &mut HandlerSlot, req: Incoming) -> Answer {
         self.calls.inc();
         let fail = |code: u16, kind: &str, what: &str| {
             self.supervision.metrics.failure(&self.name, kind);
@@ -305,12 +548,13 @@ impl HttpHandler {
             return fail(503, "terminated", "is restarting");
         }
         if slot
+            .instance
             .as_ref()
             .is_none_or(|i| i.generation != current.generation)
         {
-            *slot = None;
-            match self.instantiate(&current) {
-                Ok(i) => *slot = Some(i),
+            slot.instance = None;
+            match self.instantiate(&current, slot) {
+                Ok(i) => slot.instance = Some(i),
                 Err(e) => {
                     tracing::warn!(plugin = self.name, "instantiating failed: {e}");
                     self.died(current.generation);
@@ -318,7 +562,7 @@ impl HttpHandler {
                 }
             }
         }
-        let Some(inst) = slot.as_mut() else {
+        let Some(inst) = slot.instance.as_mut() else {
             return fail(503, "terminated", "is restarting");
         };
         let request = match hyper_request(req) {
@@ -355,10 +599,11 @@ impl HttpHandler {
                 .wasi_http_incoming_handler()
                 .call_handle(&mut inst.store, request, out);
         inst.store.data_mut().deadline = None;
+        inst.served += 1;
         let generation = inst.generation;
         if let Err(e) = called {
             // The Store is poisoned: the instance goes, the domain is restarted.
-            *slot = None;
+            slot.instance = None;
             self.died(generation);
             return if e.downcast_ref::<PastDeadline>().is_some() {
                 fail(504, "deadline", "ran past its deadline")
@@ -370,6 +615,10 @@ impl HttpHandler {
             };
         }
         let sent = lock(&sent).take();
+        if !matches!(sent, Some(Sent::Response(..))) {
+            // A guest that did not answer may be in any state: it is not used again.
+            slot.instance = None;
+        }
         match sent {
             None => fail(502, "malformed", "answered nothing"),
             Some(Sent::Error(code)) => {
@@ -396,11 +645,12 @@ impl HttpHandler {
                     },
                     Ok(Err(e)) => {
                         tracing::warn!(plugin = self.name, "its response body failed: {e}");
+                        slot.instance = None;
                         fail(502, "malformed", "answered with a malformed response")
                     }
                     Err(_) => {
                         // The guest holds on to an unfinished body: start afresh.
-                        *slot = None;
+                        slot.instance = None;
                         self.died(generation);
                         fail(504, "deadline", "ran past its deadline")
                     }
@@ -417,10 +667,9 @@ fn prepare(kernel: &lrpc_kernel::Kernel, wasm: &[u8]) -> Result<ProxyPre<HttpSta
         return Err("not a component".into());
     }
     let component = kernel
-        .compile_component(wasm)
+        .compile_pooled_component(wasm)
         .map_err(|e| format!("{e:#}"))?;
-    let engine = kernel.engine();
-    let mut linker: Linker<HttpState> = Linker::new(engine);
+    let mut linker: Linker<HttpState> = Linker::new(component.engine());
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| format!("{e:#}"))?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)
         .map_err(|e| format!("{e:#}"))?;

@@ -343,7 +343,7 @@ impl Shared {
                     t
                 }
             };
-            Ok(typed.call(&mut live.store, params))
+            Ok(call(typed, &mut live.store))
         })
     }
 
@@ -769,7 +769,11 @@ impl Kernel {
         let component = inner.compile_component(
             name,
             composed.as_deref().unwrap_or(wasm),
-            options.limits.fuel.is_some(),
+            if options.limits.fuel.is_some() {
+                crate::state::kernel::EngineKind::Fuel
+            } else {
+                crate::state::kernel::EngineKind::Kernel
+            },
         )?;
         let mut export_funcs = Vec::new();
         for (iface, item) in component.component_type().exports(&engine) {

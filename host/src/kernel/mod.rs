@@ -10,7 +10,7 @@ use crate::mailbox::Mailbox;
 use crate::quota::{Account, Quotas};
 use crate::state::clerk::{Detour, EntryFunc, ExportEntry, ExportOptions, Serving};
 use crate::state::domain::{self as records, Domain, DomainCore, DomainShared, SETUP_WAIT};
-use crate::state::kernel::{Kernel, KernelConfig, KernelInner};
+use crate::state::kernel::{EngineKind, Kernel, KernelConfig, KernelInner};
 use crate::sync::lock;
 use crate::transport::{RemoteDetour, RemoteTarget};
 use lrpc_presentation::{InterfacePlan, Side, SidePresentation, Wit, plan::Presentation};
@@ -122,10 +122,10 @@ impl Kernel {
         self.inner.clerk.names()
     }
 
-    /// Compilations this kernel has made. A domain created, restarted or reloaded from bytes
-    /// it compiled before compiles nothing: the code of the 16 binaries used most recently
-    /// (at most 256 MiB of it) outlives their domains in memory, and with
-    /// [`KernelConfig::cache_dir`] all of it is kept on disk too.
+    /// Compilations this kernel has made, for any of its engines. A domain created, restarted
+    /// or reloaded from bytes it compiled before compiles nothing: the code of the 16
+    /// binaries used most recently (at most 256 MiB of it) outlives their domains in memory,
+    /// and with [`KernelConfig::cache_dir`] all of it is kept on disk too.
     pub fn compilations(&self) -> u64 {
         lock(&self.inner.code).compiled
     }
@@ -134,7 +134,28 @@ impl Kernel {
     /// were compiled before (for an embedder that instantiates components itself, as the
     /// edge server's `wasi:http` handlers do).
     pub fn compile_component(&self, wasm: &[u8]) -> Result<wasmtime::component::Component, Error> {
-        self.inner.compile_component("component", wasm, false)
+        self.inner
+            .compile_component("component", wasm, EngineKind::Kernel)
+    }
+
+    /// The pooled engine, for components an embedder instantiates afresh for each piece of
+    /// work (the edge server's `wasi:http` handlers, one instance per request): wasmtime's
+    /// pooling instance allocator with copy-on-write memory images, sized by
+    /// [`KernelConfig::pool`], its epochs ticked with the kernel's. Made on first use; an
+    /// error if the pool's address space can not be reserved.
+    pub fn pooled_engine(&self) -> Result<&Engine, Error> {
+        self.inner.pooled_engine()
+    }
+
+    /// `wasm` compiled as a component on the [pooled engine](Kernel::pooled_engine), from
+    /// memory when the same bytes were compiled for it before. Counted in
+    /// [`Kernel::compilations`].
+    pub fn compile_pooled_component(
+        &self,
+        wasm: &[u8],
+    ) -> Result<wasmtime::component::Component, Error> {
+        self.inner
+            .compile_component("component", wasm, EngineKind::Pooled)
     }
 
     /// Creates a domain with one replica from a core wasm module (binary or text).

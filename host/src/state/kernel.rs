@@ -32,6 +32,8 @@ pub struct KernelConfig {
     /// by the code's content and the engine's settings); `None`: compiled code is kept in
     /// memory only, for the process's life.
     pub cache_dir: Option<std::path::PathBuf>,
+    /// The instance pool of the pooled engine ([`Kernel::pooled_engine`]).
+    pub pool: InstancePool,
 }
 
 impl Default for KernelConfig {
@@ -42,6 +44,7 @@ impl Default for KernelConfig {
             max_oob: 64 << 20,
             quotas: Quotas::default(),
             cache_dir: None,
+            pool: InstancePool::default(),
         }
     }
 }
@@ -52,7 +55,55 @@ setters!(KernelConfig {
     with_max_oob => max_oob: usize,
     with_quotas => quotas: Quotas,
     with_cache_dir => cache_dir: Option<std::path::PathBuf>,
+    with_pool => pool: InstancePool,
 });
+
+/// How many component instances the pooled engine ([`Kernel::pooled_engine`]) holds at once,
+/// and how large each linear memory may grow. The pool reserves its address space up front:
+/// a memory slot is 4 GiB of it plus a guard, but only pages in use take memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InstancePool {
+    /// Component instances alive at once.
+    pub instances: u32,
+    /// Bytes one linear memory may grow to; at most 4 GiB.
+    pub memory: usize,
+}
+
+impl Default for InstancePool {
+    fn default() -> Self {
+        InstancePool {
+            instances: 16,
+            memory: 128 << 20,
+        }
+    }
+}
+
+setters!(InstancePool {
+    with_instances => instances: u32,
+    with_memory => memory: usize,
+});
+
+/// Core instances, memories and tables the pool keeps per component instance: a component
+/// made by `wit-component` has a few core instances (the program, the WASI adapter, shims),
+/// usually one memory and two tables. Core instances and tables cost little address space.
+const POOL_CORE_INSTANCES: u32 = 16;
+const POOL_MEMORIES: u32 = 2;
+const POOL_TABLES: u32 = 8;
+
+/// The largest linear memory of the pooled engine: a 32-bit memory's whole range.
+const POOL_MAX_MEMORY: usize = 4 << 30;
+
+/// The engines the kernel compiles for; each keeps its own compiled code.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(crate) enum EngineKind {
+    /// The kernel's own, which domains run on.
+    Kernel,
+    /// The fuel-metering one of components with a fuel limit.
+    Fuel,
+    /// The pooled one of components the embedder instantiates per request.
+    Pooled,
+}
 
 /// Most compiled modules and components kept in memory, and most bytes of compiled code
 /// they may hold together; past either, the least recently used goes first. What a live
@@ -63,8 +114,8 @@ const CODE_BYTES_KEPT: usize = 256 << 20;
 /// Which code an entry of the [`CodeCache`] is: a kind, an engine and a content hash.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub(crate) struct CodeKey {
-    /// The engine: 0 the kernel's, 1 the fuel-metering one.
-    pub engine: u8,
+    /// The engine the code was compiled for.
+    pub engine: EngineKind,
     /// A component (else a core module).
     pub component: bool,
     /// SHA-256 of the binary.
@@ -73,7 +124,7 @@ pub(crate) struct CodeKey {
 
 impl CodeKey {
     /// The key of `wasm` compiled as a component or a module on engine `engine`.
-    pub(crate) fn of(wasm: &[u8], component: bool, engine: u8) -> CodeKey {
+    pub(crate) fn of(wasm: &[u8], component: bool, engine: EngineKind) -> CodeKey {
         use sha2::Digest;
         CodeKey {
             engine,
@@ -146,6 +197,9 @@ pub(crate) struct KernelInner {
     /// The fuel-metering engine of component domains with a fuel limit, made on first use
     /// (ticked by `ticker` too).
     fueled: OnceLock<Result<Engine, String>>,
+    /// The pooled engine ([`KernelInner::pooled_engine`]), made on first use (ticked by
+    /// `ticker` too).
+    pooled: OnceLock<Result<Engine, String>>,
     /// The tables features keep for the whole kernel (the channel processors' registry),
     /// each the feature's own type.
     pub features: Mutex<Extensions>,
@@ -206,6 +260,7 @@ impl KernelInner {
             ticks: ticker.ticks(),
             clerk: Clerk::default(),
             fueled: OnceLock::new(),
+            pooled: OnceLock::new(),
             features: Mutex::new(Extensions::default()),
             wit: RwLock::new(vec![wit]),
             domains: Mutex::new(DomainTable::default()),
@@ -229,10 +284,45 @@ impl KernelInner {
             .map_err(|e| Error::Engine(e.clone().into()))
     }
 
+    /// The engine of components the embedder instantiates afresh for each piece of work (the
+    /// edge server's `wasi:http` handlers): the pooling instance allocator with
+    /// copy-on-write memory images, sized by [`KernelConfig::pool`], and epoch interruption.
+    /// Made, and added to the ticker, on first use. A separate engine: the kernel's maps
+    /// A-stack windows into host-made memories, which a pool can not hold.
+    pub(crate) fn pooled_engine(&self) -> Result<&Engine, Error> {
+        self.pooled
+            .get_or_init(|| {
+                let pool = self.config.pool;
+                let instances = pool.instances.max(1);
+                let mut p = wasmtime::PoolingAllocationConfig::new();
+                p.total_component_instances(instances)
+                    .total_core_instances(instances.saturating_mul(POOL_CORE_INSTANCES))
+                    .total_memories(instances.saturating_mul(POOL_MEMORIES))
+                    .total_tables(instances.saturating_mul(POOL_TABLES))
+                    .max_memory_size(pool.memory.clamp(1, POOL_MAX_MEMORY));
+                let mut c = wasmtime::Config::new();
+                c.epoch_interruption(true)
+                    .memory_init_cow(true)
+                    .allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(p));
+                disk_cache(&mut c, self.config.cache_dir.as_deref()).map_err(|e| e.to_string())?;
+                let engine = Engine::new(&c).map_err(|e| {
+                    format!(
+                        "reserving the address space of a pool of {instances} instances, \
+                         with memories of up to {} MiB (see `ulimit -v`): {e:#}",
+                        pool.memory.clamp(1, POOL_MAX_MEMORY) >> 20
+                    )
+                })?;
+                self.ticker.add(engine.clone());
+                Ok(engine)
+            })
+            .as_ref()
+            .map_err(|e| Error::Engine(e.clone().into()))
+    }
+
     /// `wasm` compiled as a core module on the kernel's engine, from memory when the same
     /// bytes were compiled before.
     pub(crate) fn compile_module(&self, name: &str, wasm: &[u8]) -> Result<Module, Error> {
-        let key = CodeKey::of(wasm, false, 0);
+        let key = CodeKey::of(wasm, false, EngineKind::Kernel);
         if let Some(Code::Module(m)) = lock(&self.code).get(&key) {
             return Ok(m);
         }
@@ -244,20 +334,20 @@ impl KernelInner {
         Ok(m)
     }
 
-    /// `wasm` compiled as a component on `engine` (the kernel's, or the fuel-metering one
-    /// when `fuel`), from memory when the same bytes were compiled before.
+    /// `wasm` compiled as a component on engine `kind`, from memory when the same bytes were
+    /// compiled for it before (code compiled for one engine never runs on another).
     pub(crate) fn compile_component(
         &self,
         name: &str,
         wasm: &[u8],
-        fuel: bool,
+        kind: EngineKind,
     ) -> Result<wasmtime::component::Component, Error> {
-        let engine = if fuel {
-            self.fuel_engine()?
-        } else {
-            &self.engine
+        let engine = match kind {
+            EngineKind::Kernel => &self.engine,
+            EngineKind::Fuel => self.fuel_engine()?,
+            EngineKind::Pooled => self.pooled_engine()?,
         };
-        let key = CodeKey::of(wasm, true, u8::from(fuel));
+        let key = CodeKey::of(wasm, true, kind);
         if let Some(Code::Component(c)) = lock(&self.code).get(&key) {
             return Ok(c);
         }
@@ -413,13 +503,52 @@ pub(crate) fn disk_cache(
 mod tests {
     use super::*;
 
+    /// A component that loops forever in its export `spin`.
+    const SPIN: &[u8] = b"(component
+        (core module $m (func (export \"spin\") (loop $l (br $l))))
+        (core instance $i (instantiate $m))
+        (func (export \"spin\") (canon lift (core func $i \"spin\"))))";
+
+    #[test]
+    fn the_pooled_engine_keeps_its_own_code_and_its_epochs_are_ticked() {
+        let pool = InstancePool::default()
+            .with_instances(2)
+            .with_memory(1 << 20);
+        let kernel =
+            Kernel::with_config(KernelConfig::default().with_pool(pool)).expect("a kernel");
+        let own = kernel.compile_component(SPIN).expect("compiled");
+        let pooled = kernel.compile_pooled_component(SPIN).expect("compiled");
+        // The same bytes, compiled once for each engine, and then taken from the cache.
+        assert_eq!(kernel.compilations(), 2);
+        let engine = kernel.pooled_engine().expect("the pooled engine");
+        assert!(Engine::same(pooled.engine(), engine));
+        assert!(Engine::same(own.engine(), kernel.engine()));
+        assert!(!Engine::same(own.engine(), engine));
+        let again = kernel.compile_pooled_component(SPIN).expect("cached");
+        assert!(Engine::same(again.engine(), engine));
+        assert_eq!(kernel.compilations(), 2);
+        // The kernel's ticker advances the pooled engine's epoch: a spinning call stops.
+        let mut store = wasmtime::Store::new(engine, ());
+        store.set_epoch_deadline(20);
+        let linker = wasmtime::component::Linker::new(engine);
+        let instance = linker.instantiate(&mut store, &pooled).expect("instance");
+        let spin = instance
+            .get_typed_func::<(), ()>(&mut store, "spin")
+            .expect("spin");
+        let e = spin.call(&mut store, ()).expect_err("stopped");
+        assert_eq!(
+            e.downcast_ref::<wasmtime::Trap>(),
+            Some(&wasmtime::Trap::Interrupt)
+        );
+    }
+
     #[test]
     fn the_code_cache_keeps_the_recently_used_within_its_bounds() {
         let engine = Engine::default();
         let module = |i: usize| {
             let wat = format!("(module (func (export \"f{i}\")))");
             (
-                CodeKey::of(wat.as_bytes(), false, 0),
+                CodeKey::of(wat.as_bytes(), false, EngineKind::Kernel),
                 Code::Module(Module::new(&engine, &wat).expect("compile")),
             )
         };

@@ -29,6 +29,12 @@ struct DomainLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutgoingResult {
+    domain: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Failure {
     domain: String,
     kind: String,
@@ -47,6 +53,7 @@ pub struct Metrics {
     restarts: Family<DomainLabel, Counter>,
     reloads: Family<DomainLabel, Counter>,
     memory: Family<DomainLabel, Gauge>,
+    outgoing: Family<OutgoingResult, Counter>,
     compilations: Gauge,
 }
 
@@ -103,6 +110,11 @@ impl Default for Metrics {
             "domain_memory_bytes",
             "Linear memory of each domain (a core domain's first replica; every memory of a component's instance; a wasi:http handler's instances)",
         );
+        let outgoing = family(
+            &mut registry,
+            "http_outgoing",
+            "Outgoing HTTP requests of each wasi:http handler, by result (sent, denied, failed)",
+        );
         let compilations = Gauge::default();
         registry.register(
             "compilations",
@@ -121,6 +133,7 @@ impl Default for Metrics {
             restarts,
             reloads,
             memory,
+            outgoing,
             compilations,
         }
     }
@@ -140,6 +153,17 @@ fn domain(d: &str) -> DomainLabel {
     DomainLabel {
         domain: d.to_string(),
     }
+}
+
+/// A `wasi:http` handler's outgoing request counters, looked up once.
+#[derive(Clone, Debug)]
+pub struct OutgoingMeters {
+    /// Requests sent that got a response.
+    pub sent: Counter,
+    /// Requests to an origin the handler is not granted.
+    pub denied: Counter,
+    /// Requests sent that got no response (refused, timed out, …).
+    pub failed: Counter,
 }
 
 /// One route's metrics, looked up once when the route starts: what every request on it
@@ -238,6 +262,21 @@ impl Metrics {
         self.memory
             .get_or_create(&domain(name))
             .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    /// The outgoing request counters of `wasi:http` handler `name`.
+    pub fn outgoing(&self, name: &str) -> OutgoingMeters {
+        let counter = |result: &str| {
+            self.outgoing.get_or_create_owned(&OutgoingResult {
+                domain: name.to_string(),
+                result: result.to_string(),
+            })
+        };
+        OutgoingMeters {
+            sent: counter("sent"),
+            denied: counter("denied"),
+            failed: counter("failed"),
+        }
     }
 
     /// The kernel has compiled `n` modules and components.
