@@ -1,5 +1,6 @@
 //! Flick's figures on this kernel: Fig. 10 (`in` buffers of 1 KiB and 64 KiB under every
-//! trashable × preserved combination: copy-always is neither, borrow the other three),
+//! trashable × preserved combination, plus a server asking for a `stable` copy: by default
+//! the call lends the buffer, since the server can not reach its client),
 //! Fig. 11 (a 1 KiB `out` buffer: who allocates it) and Fig. 12 (the null call over the
 //! 3 × 3 trust matrix).
 
@@ -16,13 +17,11 @@ fn client_text(trust: &str, trashable: bool) -> String {
     lrpc_benches::presentation_text("client", trust, extra)
 }
 
-fn server_text(trust: &str, preserved: bool) -> String {
-    let extra = if preserved {
-        "[function.big-in]\nin.data = \"preserved\"\n"
-    } else {
-        ""
-    };
-    lrpc_benches::presentation_text("server", trust, extra)
+fn server_text(trust: &str, mode: Option<&str>) -> String {
+    let extra = mode.map_or(String::new(), |m| {
+        format!("[function.big-in]\nin.data = \"{m}\"\n")
+    });
+    lrpc_benches::presentation_text("server", trust, &extra)
 }
 
 fn guest_loop(f: impl Fn(i32) -> i64, iters: u64) -> Duration {
@@ -42,21 +41,29 @@ fn fig10(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(2));
     for size in [1024usize, 65536] {
         g.throughput(Throughput::Bytes(size as u64));
-        for (trashable, preserved) in [(false, false), (true, false), (false, true), (true, true)] {
+        let cells = [
+            (false, None),
+            (false, Some("stable")),
+            (true, None),
+            (false, Some("preserved")),
+            (true, Some("preserved")),
+        ];
+        for (trashable, mode) in cells {
             let (_kernel, client) = lrpc_benches::pair(
                 lrpc_artifacts::BENCH_CLIENT,
                 lrpc_artifacts::BENCH_SERVER,
                 Some(client_text("leaky", trashable)),
-                Some(server_text("leaky", preserved)),
+                Some(server_text("leaky", mode)),
                 Serving::Migrate,
             );
             let f = client.func::<(i32, i32), i64>("big_in").unwrap();
             assert_eq!(f.call((size as i32, 1)).unwrap() >> 8, size as i64);
-            let name = match (trashable, preserved) {
-                (false, false) => "copy (neither)",
-                (true, false) => "borrow (trashable)",
-                (false, true) => "borrow (preserved)",
-                (true, true) => "borrow (both)",
+            let name = match (trashable, mode) {
+                (false, None) => "lent (default)",
+                (_, Some("stable")) => "copy (stable)",
+                (true, None) => "borrow (trashable)",
+                (false, _) => "borrow (preserved)",
+                (true, _) => "borrow (both)",
             };
             g.bench_with_input(BenchmarkId::new(name, size), &size, |b, &s| {
                 b.iter_custom(|iters| guest_loop(|n| f.call((s as i32, n)).unwrap(), iters))
@@ -77,7 +84,7 @@ fn fig12(c: &mut Criterion) {
                 lrpc_artifacts::BENCH_CLIENT,
                 lrpc_artifacts::BENCH_SERVER,
                 Some(client_text(ct, false)),
-                Some(server_text(st, false)),
+                Some(server_text(st, None)),
                 Serving::Migrate,
             );
             let f = client.func::<(i32,), i32>("null").unwrap();

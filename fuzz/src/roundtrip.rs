@@ -10,7 +10,7 @@
 //!    records what it got and returns it, the client stub decodes the reply. The host hands
 //!    the value in and reads both results back as *tapes* (a plain serialization of the
 //!    record, written here and in the guest independently of the stubs' encoding). The
-//!    client domain is one of three: default presentation (copies, residue cleared), `leaky`,
+//!    client domain is one of three: default presentation, `leaky` (alike on pairwise A-stacks),
 //!    and `leaky+unprotected` (the direct-linked path).
 //! 2. **component model**: as a `wasmtime::component::Val` through a component whose export
 //!    `echo: func(e: everything) -> everything` is lifted from a core function returning its

@@ -213,6 +213,7 @@ fn run(server: &DomainShared, entries: &[EntryFunc], req: &Request) -> Reply {
         binding: Pinned::new(&req.binding),
         proc: req.proc as u32,
         astack: req.index,
+        lent: false,
     };
     let r = linkage::with_served(call, || entry.call(&mut *store, args));
     store.data_mut().deadline_tick = 0;

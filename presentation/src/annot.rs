@@ -9,7 +9,7 @@
 //! types = "borrowed"              # strings and byte lists in the interface's types are `Cow`s
 //!
 //! [function.big-in]
-//! in.data = "preserved"           # server: preserved; client: trashable
+//! in.data = "preserved"           # server: preserved or stable; client: trashable
 //! astack-count = 8                # server only: the procedure descriptor list (LRPC 5.2)
 //! astack-size = 4096
 //! special = ["data"]              # marshaled by the programmer's own routine
@@ -39,12 +39,14 @@ pub enum Side {
 /// How far a side trusts its peer (Flick 4.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Deserialize)]
 pub enum Trust {
-    /// No trust: data the peer could still change is copied before it is validated, and
-    /// A-stack residue is cleared after each call so the peer can not read it later.
+    /// No trust: data the peer could still change is copied before it is validated. On
+    /// pairwise A-stacks it behaves as `leaky`: what a call leaves there only the pair's
+    /// server can see, and it saw it during the call.
     #[default]
     #[serde(rename = "none")]
     None,
-    /// Confidentiality is not needed: residue is left on the A-stacks.
+    /// Confidentiality toward the peer is not needed (no different from `none` on pairwise
+    /// A-stacks; kept for presentations that say so).
     #[serde(rename = "leaky")]
     Leaky,
     /// Full trust: the peer may also corrupt this side (a client allows the direct-linked
@@ -61,6 +63,10 @@ pub enum InMode {
     Trashable,
     /// Server side: the server promises not to modify this argument (it may read in place).
     Preserved,
+    /// Server side: the server always reads this argument from a private copy no one else
+    /// can change, even when the call could lend it in place (it checks the bytes, then
+    /// reads them again).
+    Stable,
 }
 
 /// An annotation of the result's buffer.
@@ -229,6 +235,9 @@ impl SidePresentation {
                     (Side::Client, InMode::Preserved) => Some(
                         "`preserved` is the server's promise: a client presentation can not make it",
                     ),
+                    (Side::Client, InMode::Stable) => Some(
+                        "`stable` is the server's request: a client presentation can not make it",
+                    ),
                     (Side::Server, InMode::Trashable) => Some(
                         "`trashable` is the client's permission: a server presentation can not give it",
                     ),
@@ -341,6 +350,10 @@ fn is_buffer(t: &Ty) -> bool {
     }
 }
 
+fn is_byte_list(t: &Ty) -> bool {
+    matches!(t, Ty::List(e) if **e == Ty::Prim(Prim::U8))
+}
+
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
 }
@@ -357,9 +370,14 @@ pub enum Transport {
 /// The decisions for one procedure of a binding.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcCombination {
-    /// Per `in` parameter: may the server read it in place (borrow) instead of copying it?
-    /// True when the client said `trashable` or the server said `preserved`.
+    /// Per `in` parameter: may the server read it in place (borrow) on every call, instead
+    /// of copying it? True when the client said `trashable` or the server said `preserved`,
+    /// and the server did not ask for `stable`.
     pub borrow: Vec<bool>,
+    /// Per `in` parameter: may the server read it in place when the call lends its
+    /// arguments (the client can not run until the call returns)? True for what `borrow`
+    /// allows and for byte lists the server did not ask to keep `stable`.
+    pub lend: Vec<bool>,
     /// The result buffer: what each side asked for.
     pub out: (Option<OutMode>, Option<OutMode>),
     /// Whether the result is copied between two buffers both sides insist on (Flick Fig. 11).
@@ -369,12 +387,22 @@ pub struct ProcCombination {
 impl ProcCombination {
     /// The borrow decisions as the bit mask the kernel passes to the server's entry stub.
     pub fn borrow_mask(&self) -> u32 {
-        self.borrow
-            .iter()
-            .take(32)
-            .enumerate()
-            .fold(0, |m, (i, &b)| if b { m | 1 << i } else { m })
+        mask(&self.borrow)
     }
+
+    /// The lend decisions as that bit mask, for calls that lend their arguments.
+    pub fn lend_mask(&self) -> u32 {
+        mask(&self.lend)
+    }
+}
+
+/// Bit `k` set for each `k < 32` whose flag is true.
+fn mask(flags: &[bool]) -> u32 {
+    flags
+        .iter()
+        .take(32)
+        .enumerate()
+        .fold(0, |m, (i, &b)| if b { m | 1 << i } else { m })
 }
 
 /// A binding's combination signature (Flick 4.5).
@@ -386,9 +414,6 @@ pub struct Combination {
     pub client_trust: Trust,
     /// The server's trust toward the client.
     pub server_trust: Trust,
-    /// Clear the A-stack after each call (the client does not trust the server with
-    /// leftovers of its arguments).
-    pub clear_residue: bool,
     /// The transport the trust settings permit.
     pub transport: Transport,
 }
@@ -421,10 +446,23 @@ pub fn combine(
         .map(|(i, proc)| {
             let c = client.function(i);
             let s = server.function(i);
-            let borrow = (0..proc.params.len())
+            let stable = |k: usize| s.ins.get(&k) == Some(&InMode::Stable);
+            let borrow: Vec<bool> = (0..proc.params.len())
                 .map(|k| {
-                    c.ins.get(&k) == Some(&InMode::Trashable)
-                        || s.ins.get(&k) == Some(&InMode::Preserved)
+                    !stable(k)
+                        && (c.ins.get(&k) == Some(&InMode::Trashable)
+                            || s.ins.get(&k) == Some(&InMode::Preserved))
+                })
+                .collect();
+            // Byte lists are not validated before use (their length is read once), so a call
+            // the client can not disturb lends them; strings, the rest and what the server
+            // decodes with its own routine (`special`) are copied.
+            let lend = proc
+                .params
+                .iter()
+                .enumerate()
+                .map(|(k, (_, t))| {
+                    borrow[k] || (is_byte_list(t) && !stable(k) && !s.special.contains(&k))
                 })
                 .collect();
             // The server insists on its own buffer when it allocates the result itself; the
@@ -437,6 +475,7 @@ pub fn combine(
             );
             ProcCombination {
                 borrow,
+                lend,
                 out: (c.out, s.out),
                 out_copy: proc.result.is_some() && client_insists && server_insists,
             }
@@ -446,7 +485,6 @@ pub fn combine(
         procs,
         client_trust: client.trust,
         server_trust: server.trust,
-        clear_residue: client.trust == Trust::None,
         transport: if client.trust == Trust::LeakyUnprotected {
             Transport::Direct
         } else {

@@ -54,9 +54,9 @@ pub fn generate_rust(plan: &InterfacePlan) -> String {
 ///   what it borrowed. A client passes such types by reference and receives its results
 ///   owned (`'static`).
 ///
-/// `in` annotations (`trashable`, `preserved`) do not change the API — a server always
-/// receives byte-list parameters as `&[u8]` — they decide at bind time whether that slice is
-/// the A-stack (or the request segment) itself or a private copy. A request that also holds
+/// `in` annotations (`trashable`, `preserved`, `stable`) do not change the API — a server
+/// always receives byte-list parameters as `&[u8]` — they decide, with whether the call lends
+/// its arguments, whether that slice is the A-stack (or the request segment) or a private copy. A request that also holds
 /// strings has the rest copied into private memory around the borrowed byte lists.
 pub fn generate_rust_with(
     plan: &InterfacePlan,

@@ -143,8 +143,60 @@ fn copies_happen_only_when_neither_side_allows_a_borrow() {
             assert_eq!(c.procs[2].borrow, [t || p], "trashable {t}, preserved {p}");
             assert_eq!(c.procs[2].borrow_mask(), u32::from(t || p));
             assert_eq!(c.procs[3].borrow, [false], "other functions are unaffected");
+            // A call that lends its arguments lends byte lists whatever the sides said.
+            assert_eq!(c.procs[2].lend, [true]);
+            assert_eq!(c.procs[3].lend_mask(), 1);
+            assert_eq!(
+                (c.procs[0].lend_mask(), c.procs[1].lend.clone()),
+                (0, vec![false, false])
+            );
         }
     }
+    // `stable` keeps a private copy always: not lent, and not borrowed even if the client
+    // allows it.
+    let stable = side("server", "stable", true);
+    for t in [false, true] {
+        let c = combine(&plan, &client(t), &stable).unwrap();
+        assert_eq!((c.procs[2].borrow_mask(), c.procs[2].lend_mask()), (0, 0));
+        assert_eq!(c.procs[3].lend, [true], "other functions are unaffected");
+    }
+    let (l, r) = refused(
+        "interface = \"lrpc:bench/bench\"\nside = \"client\"\n[function.big-in]\nin.data = \"stable\"\n",
+    );
+    assert_eq!(l, 4);
+    assert!(r.contains("server's request"), "{r}");
+}
+
+#[test]
+fn only_byte_lists_are_lent_never_strings_or_what_the_server_decodes_itself() {
+    let w = wit();
+    let http = w.interface("lrpc:http/plugin").unwrap();
+    let default = |side: &str| {
+        parse(&format!(
+            "interface = \"lrpc:http/plugin\"\nside = \"{side}\"\n"
+        ))
+        .unwrap()
+    };
+    let c = combine(&http, &default("client"), &default("server")).unwrap();
+    let handle = &c.procs[0];
+    assert_eq!(handle.borrow, [false, false]);
+    assert_eq!(
+        handle.lend,
+        [false, true],
+        "the head (strings) is copied, the body lent"
+    );
+    let bench = w.interface("lrpc:bench/bench").unwrap();
+    let special = parse(
+        "interface = \"lrpc:bench/bench\"\nside = \"server\"\n[function.big-in]\nspecial = [\"data\"]\n",
+    )
+    .unwrap();
+    let client = parse("interface = \"lrpc:bench/bench\"\nside = \"client\"\n").unwrap();
+    let c = combine(&bench, &client, &special).unwrap();
+    assert_eq!(
+        c.procs[2].lend,
+        [false],
+        "the server's own routine gets a copy"
+    );
 }
 
 #[test]
@@ -174,7 +226,7 @@ fn the_result_is_copied_only_when_both_sides_insist_on_their_own_buffer() {
 }
 
 #[test]
-fn trust_decides_residue_clearing_and_transport() {
+fn trust_decides_only_the_transport() {
     let w = wit();
     let plan = w.interface("lrpc:bench/bench").unwrap();
     let side = |side: &str, trust: &str| {
@@ -187,7 +239,13 @@ fn trust_decides_residue_clearing_and_transport() {
     for ct in levels {
         for st in levels {
             let c = combine(&plan, &side("client", ct), &side("server", st)).unwrap();
-            assert_eq!(c.clear_residue, ct == "none", "{ct}/{st}");
+            // Trust changes no copy: `none` and `leaky` combine alike on pairwise A-stacks.
+            assert_eq!(
+                c.procs,
+                combine(&plan, &side("client", "leaky"), &side("server", st))
+                    .unwrap()
+                    .procs
+            );
             let direct = ct == "leaky+unprotected";
             assert_eq!(c.transport == Transport::Direct, direct, "{ct}/{st}");
         }

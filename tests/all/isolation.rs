@@ -220,3 +220,97 @@ fn every_kernel_import_survives_arbitrary_arguments() {
         0
     );
 }
+
+/// Whether `d`'s memory (replica 0) holds a run of 64 bytes equal to `byte`.
+fn holds_run(d: &lrpc_kernel::Domain, byte: u8) -> bool {
+    let mem = d.read_memory(0, d.memory_size().unwrap()).unwrap();
+    let mut run = 0;
+    mem.iter().any(|&b| {
+        run = if b == byte { run + 1 } else { 0 };
+        run >= 64
+    })
+}
+
+/// Calls leave their arguments on the pair's A-stack (nothing clears it), so what keeps them
+/// from other pairs is the placement: a fresh memory file per binding, mapped into that pair
+/// only, and zero pages mapped over it when it is revoked.
+#[test]
+fn no_byte_of_one_pair_reaches_another_pair_s_server_after_unbind_revocation_and_rebind() {
+    const BENCH: &str = "lrpc:bench/bench";
+    let _guard = crate::shared();
+    let kernel = lrpc_kernel::Kernel::new().unwrap();
+    let bench = |name: &str, export: &str| {
+        let s = kernel.domain(name, lrpc_artifacts::BENCH_SERVER).unwrap();
+        kernel
+            .export_as(&s, BENCH, export, Default::default())
+            .unwrap();
+        s
+    };
+    // Pair one: a bench client and server under the interface's name.
+    let s1 = bench("server one", BENCH);
+    let a = kernel
+        .domain("client one", lrpc_artifacts::BENCH_CLIENT)
+        .unwrap();
+    assert_eq!(a.call::<(), i32>("bind", ()).unwrap(), 0);
+    // Pair two: another bench server under "two", bound by a raw client.
+    let s2 = bench("server two", "two");
+    let b = kernel
+        .domain("client two", lrpc_artifacts::HOSTILE)
+        .unwrap();
+    let fp = kernel.interface(BENCH).unwrap().fingerprint as i64;
+    let scratch: i32 = b.call("scratch", ()).unwrap();
+    b.write_memory(scratch as usize, b"two").unwrap();
+    let bind_two = || {
+        let s: i32 = b
+            .call("bind_any", (scratch, 3, fp, scratch + 256, 2048))
+            .unwrap();
+        assert_eq!(s, 0);
+        let info = b.client_bindings()[0].clone();
+        let at = info.windows[0].0 as i32;
+        assert_eq!(
+            b.call::<(i64, i32, i32), i32>("call_raw", (info.handle as i64, 0, at))
+                .unwrap(),
+            0
+        );
+        info.handle as i64
+    };
+    let mut two = bind_two();
+    let others_hold = |byte: u8| [&s2, &b].iter().any(|d| holds_run(d, byte));
+
+    // Pair one's call lends its bytes to s1 and leaves them on the A-stack.
+    assert_eq!(a.call::<(i32, i32), i32>("fill", (1000, 0xab)).unwrap(), 0);
+    let (_, s_offs, len) = a.client_bindings()[0].windows[0].clone();
+    let window = s1.read_memory(s_offs[0], len).unwrap();
+    assert!(window.windows(64).any(|w| w.iter().all(|&x| x == 0xab)));
+    assert!(!others_hold(0xab), "after the call");
+
+    // Unbind: zero pages over the window in both memories; pair two binds afresh.
+    assert_eq!(a.call::<(), i32>("unbind", ()).unwrap(), 0);
+    assert!(
+        s1.read_memory(s_offs[0], len)
+            .unwrap()
+            .iter()
+            .all(|&x| x == 0)
+    );
+    assert_eq!(b.call::<(i64,), i32>("unbind_raw", (two,)).unwrap(), 0);
+    two = bind_two();
+    assert!(!others_hold(0xab), "after unbind and re-bind");
+
+    // Re-bind pair one and leave other bytes; then revoke it by terminating its server.
+    assert_eq!(a.call::<(), i32>("bind", ()).unwrap(), 0);
+    assert_eq!(a.call::<(i32, i32), i32>("fill", (1000, 0xcd)).unwrap(), 0);
+    kernel.terminate(&s1);
+    assert_eq!(b.call::<(i64,), i32>("unbind_raw", (two,)).unwrap(), 0);
+    bind_two();
+    assert!(!others_hold(0xab) && !others_hold(0xcd), "after revocation");
+
+    // A new server under pair one's old name: a new pair with the same client, on a fresh
+    // segment. Neither its server nor pair two sees anything of the old pair.
+    let s3 = bench("server three", BENCH);
+    assert_eq!(a.call::<(), i32>("bind", ()).unwrap(), 0);
+    assert_eq!(a.call::<(i32,), i32>("null", (1,)).unwrap(), 0);
+    for byte in [0xab, 0xcd] {
+        assert!(!holds_run(&s3, byte), "the new pair's server, {byte:#x}");
+        assert!(!others_hold(byte), "pair two, {byte:#x}");
+    }
+}

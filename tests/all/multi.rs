@@ -320,3 +320,41 @@ fn a_hostile_guest_s_multirpc_arguments_are_refused_one_by_one() {
     let ok: i32 = h.call("call_raw", (handle, 0, a0)).unwrap();
     assert_eq!(ok, Status::Ok as i32);
 }
+
+/// A MultiRPC member on a server with one replica is called on the client's thread with an
+/// ordinary call's semantics: it lends its byte list. Members run on helper threads (a
+/// server with replicas) while the client's thread handles replies: they copy.
+#[test]
+fn multirpc_members_on_helpers_copy_their_byte_lists_and_the_others_lend() {
+    let _g = crate::shared();
+    const LEN: i32 = 2000;
+    let kernel = Kernel::new().unwrap();
+    let here = kernel
+        .domain("server here", artifacts::BENCH_SERVER)
+        .unwrap();
+    kernel
+        .export_as(&here, BENCH, "here", Default::default())
+        .unwrap();
+    let helped = crate::replicated(&kernel, "server helped", artifacts::BENCH_SERVER, 2);
+    kernel
+        .export_as(&helped, BENCH, "helped", Default::default())
+        .unwrap();
+    let client = kernel
+        .domain("bench-client", artifacts::BENCH_CLIENT)
+        .unwrap();
+    assert_eq!(bind(&client, "here", 3), 3);
+    assert_eq!(bind(&client, "helped", 3), 6);
+    let copies = |d: &Domain| -> i64 { d.call("lrpc_in_copies", ()).unwrap() };
+    let (here0, helped0) = (copies(&here), copies(&helped));
+    // Which replica of `helped` a helper takes is up to the threads; the replica this
+    // thread reads copies within a few rounds.
+    let mut rounds = 0;
+    while copies(&helped) == helped0 && rounds < 50 {
+        let right: i64 = client.call("multi_big_in", (LEN, 10_000)).unwrap();
+        assert_eq!(right, 6, "every member saw every byte");
+        rounds += 1;
+    }
+    assert!(copies(&helped) > helped0, "members on helpers copy");
+    assert!(copies(&helped) - helped0 <= 3 * rounds);
+    assert_eq!(copies(&here) - here0, 0, "members called here lend");
+}

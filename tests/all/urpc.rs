@@ -844,3 +844,34 @@ fn every_channel_import_survives_arbitrary_arguments() {
         "the hostile channels are gone"
     );
 }
+
+/// A channel call's client runs on while the server reads the request: the server copies
+/// its byte lists, where the same calls made synchronously lend them.
+#[test]
+fn channel_calls_copy_their_byte_lists_where_synchronous_calls_lend_them() {
+    let _guard = crate::shared();
+    let (_kernel, server, _cpus, client) = bench_async(1);
+    let copies = || -> i64 { server.call("lrpc_in_copies", ()).unwrap() };
+    const ROUNDS: i64 = 10;
+    let before = copies();
+    // Each round: null (no arguments), add (fixed size: copied), big-in and big-in-out.
+    let r: i64 = client
+        .call("async_rounds", (1, ROUNDS as i32, 600, 0))
+        .unwrap();
+    assert!(r >= 0, "async_rounds: {r}");
+    assert_eq!(
+        copies() - before,
+        3 * ROUNDS,
+        "add, big-in and big-in-out copied"
+    );
+    let before = copies();
+    let r: i64 = client.call("big_in", (600, ROUNDS as i32)).unwrap();
+    assert_eq!(r >> 8, 600);
+    assert_eq!(
+        client
+            .call::<(i32, i32), i32>("big_in_out", (600, ROUNDS as i32))
+            .unwrap(),
+        0
+    );
+    assert_eq!(copies() - before, 0, "synchronous calls lend");
+}

@@ -389,6 +389,25 @@ pub extern "C" fn multi_add(a: i32, b: i32, stop_after: i32, timeout_ms: i32) ->
     }
 }
 
+/// One MultiRPC of `big-in` with `len` pattern bytes to every member: the number of replies
+/// that saw `len` bytes, or `-(status)` when the MultiRPC could not be made.
+#[unsafe(no_mangle)]
+pub extern "C" fn multi_big_in(len: i32, timeout_ms: i32) -> i64 {
+    let data = pattern(len.max(0) as usize);
+    let mut right = 0;
+    let r = MEMBERS.with(|m| {
+        let m = m.borrow();
+        let members: Vec<&bench::Client> = m.iter().collect();
+        bench::Client::multi_big_in(&members, &data, timeout_ms.max(0) as u32, |_, r| {
+            if r.is_ok_and(|v| v >> 8 == data.len() as u32) {
+                right += 1;
+            }
+            core::ops::ControlFlow::Continue(())
+        })
+    });
+    r.map_or_else(neg, |_| right)
+}
+
 /// Event `k` of the last MultiRPC: the member's index (bits 32–62) and its result (bits
 /// 0–31), or the member's index and its error's status code with bit 31 set; -1 if none.
 #[unsafe(no_mangle)]

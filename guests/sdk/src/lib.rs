@@ -114,6 +114,9 @@ call_errors! {
     NoProcessors,
     /// A value read from a channel was out of range: the channel was refused.
     ChannelRefused,
+    /// The call would re-enter a domain whose arguments a call on this thread lends in
+    /// place (a binding made during that call closed a cycle back to it).
+    ReentryWhileLent,
 }
 
 impl CallError {
@@ -196,9 +199,6 @@ pub(crate) struct Direct {
 pub struct Binding {
     handle: u64,
     procs: Box<[ProcStacks]>,
-    /// Clear A-stacks after each call (the binding's combination says the client does not
-    /// trust the server with residue).
-    clear_residue: bool,
 }
 
 impl Binding {
@@ -218,7 +218,6 @@ impl Binding {
         let header = desc::Header::decode(&desc).unwrap_or_default();
         let handle = header.handle;
         let n = header.nprocs as usize;
-        let clear_residue = header.flags & desc::FLAG_CLEAR_RESIDUE != 0;
         let direct = header.flags & desc::FLAG_DIRECT != 0;
         if n != nprocs {
             // The kernel's interface has another shape than this stub's: give the binding
@@ -246,11 +245,7 @@ impl Binding {
                 }
             })
             .collect();
-        Ok(Binding {
-            handle,
-            procs,
-            clear_residue,
-        })
+        Ok(Binding { handle, procs })
     }
 
     /// The Binding Object's handle.
@@ -370,12 +365,6 @@ pub extern "C" fn lrpc_in_copied_bytes() -> i64 {
 #[unsafe(no_mangle)]
 pub extern "C" fn lrpc_out_copies() -> i64 {
     rt::counts().out_copies as i64
-}
-
-/// A-stacks this domain's stubs cleared of residue.
-#[unsafe(no_mangle)]
-pub extern "C" fn lrpc_clears() -> i64 {
-    rt::counts().clears as i64
 }
 
 #[cfg(test)]

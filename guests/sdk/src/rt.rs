@@ -410,8 +410,8 @@ thread_local! {
     static COUNTS: core::cell::Cell<Counts> = const { core::cell::Cell::new(Counts::ZERO) };
 }
 
-/// How often this domain's stubs copied argument and result data, and cleared A-stacks
-/// (LRPC Table III's copy operations, counted where they happen).
+/// How often this domain's stubs copied argument and result data (LRPC Table III's copy
+/// operations, counted where they happen).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
     /// `in` data copied: arguments onto the A-stack (client), A-stack into private memory
@@ -421,8 +421,6 @@ pub struct Counts {
     /// `out` data copied: results onto the A-stack (server), A-stack into the caller's
     /// memory (client).
     pub out_copies: u64,
-    /// A-stacks cleared of residue after a call.
-    pub clears: u64,
     /// Bytes of `in` data those copies moved (client: the encoded arguments; server: what it
     /// copied into private memory, which is only the rest of the request when it borrows a
     /// byte-list parameter beside strings).
@@ -434,7 +432,6 @@ impl Counts {
         in_bytes: 0,
         in_copies: 0,
         out_copies: 0,
-        clears: 0,
     };
 }
 
@@ -845,19 +842,15 @@ fn invoke_with<R>(
         size,
         out_bound,
     };
-    let mut used = Used::default();
-    let r = invoke_on(site, form, &mut used, enc, out);
-    give_back(site, &used);
+    let r = invoke_on(site, form, enc, out);
+    give_back(site);
     r
 }
 
-/// Gives a call's A-stack back to its binding, cleared first of what the call left there
-/// when the binding clears residue (trust `none`).
+/// Gives a call's A-stack back to its binding. What the call left there stays: only this
+/// pair's server can see it, and it saw it during the call.
 #[inline]
-fn give_back(site: Site<'_>, used: &Used) {
-    if site.b.clear_residue {
-        clear(site.astack as usize, used);
-    }
+fn give_back(site: Site<'_>) {
     site.b.put(site.proc, site.astack);
 }
 
@@ -879,72 +872,30 @@ struct Form {
     out_bound: usize,
 }
 
-/// What one call wrote or received in shared memory, so that exactly that can be cleared.
-#[derive(Default)]
-struct Used {
-    /// Bytes of the A-stack used, from its start.
-    astack: usize,
-    /// The `in` segment's address and the bytes used in it.
-    oob_in: Option<(usize, usize)>,
-    /// The `out` segment's address and the bytes used in it.
-    oob_out: Option<(usize, usize)>,
-}
-
-/// Zeroes what a call left on the A-stack and its out-of-band segments, so the server can not
-/// read this client's arguments (or its results) after the call (trust `none`).
-#[inline]
-fn clear(astack: usize, used: &Used) {
-    zero(astack, used.astack);
-    if let Some((at, len)) = used.oob_in {
-        zero(at, len);
-    }
-    if let Some((at, len)) = used.oob_out {
-        zero(at, len);
-    }
-    count(|c| c.clears += 1);
-}
-
-/// Zeroes `len` bytes at `at`, a range of an A-stack or segment a call used.
-#[inline]
-fn zero(at: usize, len: usize) {
-    // SAFETY: each range lies in the A-stack or a segment the kernel mapped for it, within
-    // the capacity the call checked when it used it.
-    unsafe { zero_bytes(at as *mut u8, len) };
-}
-
 #[inline]
 fn invoke_on<R>(
     site: Site<'_>,
     form: Form,
-    used: &mut Used,
     enc: impl FnOnce(&mut Writer),
     out: impl TakeOut<R>,
 ) -> Result<R, CallError> {
-    let inline = put_args(site, form, used, enc)?;
+    let inline = put_args(site, form, enc)?;
     check(dispatch(site.b, site.proc, site.astack, site.cap, inline))?;
-    take_results(site, form, used, out)
+    take_results(site, form, out)
 }
 
 /// The first half of a call: encodes the arguments (`size` bytes, by `enc`) onto the A-stack
 /// (at its base for a procedure of bounded size, else after the header), or into the `in`
-/// segment when they do not fit, and records what was used; whether they are all on the
-/// A-stack.
+/// segment when they do not fit; whether they are all on the A-stack.
 #[inline]
-fn put_args(
-    site: Site<'_>,
-    form: Form,
-    used: &mut Used,
-    enc: impl FnOnce(&mut Writer),
-) -> Result<bool, CallError> {
+fn put_args(site: Site<'_>, form: Form, enc: impl FnOnce(&mut Writer)) -> Result<bool, CallError> {
     let (b, proc, astack, cap) = (site.b, site.proc, site.astack, site.cap);
-    let (bounded, size, out_bound) = (form.bounded, form.size, form.out_bound);
+    let (bounded, size) = (form.bounded, form.size);
     let base = astack as usize;
     if bounded {
         // SAFETY: the kernel gave this domain the A-stack `[base, base + cap)`.
         let mut w = unsafe { Writer::new(base as *mut u8, cap) };
         enc(&mut w);
-        // What may hold residue afterwards: the arguments written and the results' bound.
-        used.astack = w.len().max(out_bound).min(cap);
         if !w.fits() {
             return Err(CallError::ResourceExhausted);
         }
@@ -961,10 +912,8 @@ fn put_args(
         (base + header::LEN, inline_cap, 0)
     } else {
         let (p, c) = oob(b, proc, astack, lrpc_abi::OOB_IN, size)?;
-        used.oob_in = Some((p, size.min(c)));
         (p, c, header::OOB)
     };
-    used.astack = header::LEN + if flags == 0 { size } else { 0 };
     // SAFETY: `[dst, dst + room)` is the A-stack's payload area or the out-of-band segment
     // the kernel just mapped for it, both memory of this domain.
     let mut w = unsafe { Writer::new(dst as *mut u8, room) };
@@ -983,12 +932,7 @@ fn put_args(
 /// The second half of a call that returned: takes the results out of the A-stack (a
 /// procedure of bounded size: only the result's bound) or the reply segment, by `out`.
 #[inline]
-fn take_results<R>(
-    site: Site<'_>,
-    form: Form,
-    used: &mut Used,
-    out: impl TakeOut<R>,
-) -> Result<R, CallError> {
+fn take_results<R>(site: Site<'_>, form: Form, out: impl TakeOut<R>) -> Result<R, CallError> {
     let (b, proc, astack, cap) = (site.b, site.proc, site.astack, site.cap);
     let (bounded, out_bound) = (form.bounded, form.out_bound);
     let bad_reply = |_| CallError::BadReply;
@@ -1013,13 +957,7 @@ fn take_results<R>(
         (base + header::LEN, inline_cap)
     };
     if len > limit {
-        used.astack = cap;
         return Err(CallError::BadReply);
-    }
-    if rflags & header::OOB != 0 {
-        used.oob_out = Some((src, len));
-    } else {
-        used.astack = used.astack.max(header::LEN + len);
     }
     // SAFETY: `[src, src + len)` lies inside the A-stack or the reply segment (checked
     // against its capacity just above).
@@ -1040,7 +978,6 @@ pub struct MultiOutcome {
 /// One member's A-stack in a MultiRPC.
 struct Leg<'a> {
     site: Site<'a>,
-    used: Used,
 }
 
 /// MultiRPC (Satyanarayanan and Siegel): procedure `proc` on every binding of `members` at
@@ -1079,7 +1016,6 @@ pub fn multi_invoke<R>(
                     astack,
                     cap: cap as usize,
                 },
-                used: Used::default(),
             })),
             Err(e) => {
                 legs.push(None);
@@ -1103,8 +1039,8 @@ pub fn multi_invoke<R>(
         &dec,
         &mut handler,
     );
-    for Leg { site, used } in legs.into_iter().flatten() {
-        give_back(site, &used);
+    for Leg { site } in legs.into_iter().flatten() {
+        give_back(site);
     }
     r.map(|()| outcome)
 }
@@ -1141,7 +1077,7 @@ fn multi_on<R>(
     let mut sent = Vec::new();
     for (i, leg) in legs.iter_mut().enumerate() {
         let Some(l) = leg else { continue };
-        match put_args(l.site, form, &mut l.used, |w| w.bytes(&encoded)) {
+        match put_args(l.site, form, |w| w.bytes(&encoded)) {
             Ok(_) => {
                 let m = Member {
                     handle: l.site.b.handle,
@@ -1201,7 +1137,7 @@ fn multi_on<R>(
             break Err(CallError::BadReply);
         };
         let r = match next.status {
-            0 => take_results(l.site, form, &mut l.used, Decode(dec)),
+            0 => take_results(l.site, form, Decode(dec)),
             s => Err(CallError::from_code(s as i32)),
         };
         if report(i, r, outcome) {
@@ -1321,7 +1257,8 @@ pub struct Entry {
     pub oob: i32,
     /// Its capacity.
     pub oob_cap: i32,
-    /// The binding's borrow mask for this procedure.
+    /// Which `in` parameters this call lets the server read in place: the binding's borrow
+    /// mask, or its lend mask when the client can not run until the call returns.
     pub borrow: i32,
 }
 
@@ -1434,9 +1371,9 @@ pub fn serve(
             Err(DecodeError)
         } else if in_place {
             // SAFETY: inside the A-stack or the request segment, checked just above. The
-            // view may change under the handler (the peer allowed it: `trashable`, or the
-            // server promised to only read it: `preserved`); lengths were read once above,
-            // so the view's bounds can not change.
+            // bytes stay put unless the peer allowed a change (`trashable`), the server
+            // promised to only read them (`preserved`) or the embedder writes the window
+            // (`Domain::write_window`); lengths were read once, so the view's bounds hold.
             let view = unsafe { core::slice::from_raw_parts(src as *const u8, len) };
             handler(&mut Reader::new(view), &mut reply)
         } else if lent != 0 && len > SMALL {

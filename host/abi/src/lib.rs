@@ -221,7 +221,7 @@ pub const ENTRY_REJECTED: i32 = 1;
 /// ```text
 /// 0   u64 handle
 /// 8   u32 number of procedures
-/// 12  u32 flags (FLAG_CLEAR_RESIDUE, FLAG_DIRECT)
+/// 12  u32 flags (FLAG_DIRECT; bit 0 is unused)
 /// 16  extent[nprocs]: for procedure i, its first extent of A-stacks
 ///     direct[nprocs]: with FLAG_DIRECT, for procedure i: u32 function-table index of the
 ///     server's entry in this domain, u32 server address of the first extent's first
@@ -234,9 +234,6 @@ pub mod desc {
     pub const FLAG_DIRECT: u32 = 2;
     /// Bytes of one direct record.
     pub const DIRECT_LEN: usize = 16;
-    /// Binding flag: the client clears its A-stack (and out-of-band segments) after every
-    /// call, because it does not trust the server with what is left there.
-    pub const FLAG_CLEAR_RESIDUE: u32 = 1;
     /// Bytes before the first extent.
     pub const HEADER_LEN: usize = 16;
     /// Bytes of one extent record: `u32 base` (client address of the first A-stack),
@@ -631,6 +628,9 @@ statuses! {
     /// A value read from a channel was out of range (a ring index, a slot, a sequence
     /// number): the channel was refused and every call on it fails.
     ChannelRefused = 26,
+    /// The call would re-enter a domain whose arguments a call on this thread lends to a
+    /// server in place (a binding made during that call closed a cycle back to it).
+    ReentryWhileLent = 27,
 }
 
 impl Status {
@@ -688,6 +688,9 @@ impl Status {
             Status::NoProcessors => "the server has no processors for asynchronous bindings",
             Status::ChannelRefused => {
                 "the channel was refused: a value read from it was out of range"
+            }
+            Status::ReentryWhileLent => {
+                "refused: the call would re-enter a client whose arguments are lent to a server"
             }
         }
     }

@@ -340,6 +340,10 @@ impl CoreBinding {
                 return self.run_in(plan, i, proc, args, store.as_context_mut());
             }
         }
+        if crate::state::linkage::lending(server.replicas[start].key) {
+            // Suspended on this thread in a call that lends its arguments in place.
+            return Err(Status::ReentryWhileLent);
+        }
         server.replicas[start]
             .with_store(self.export.deadline, |ctx| {
                 self.run_in(plan, start, proc, args, ctx)

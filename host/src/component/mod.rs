@@ -329,6 +329,24 @@ impl Shared {
         P: wasmtime::component::ComponentNamedList + wasmtime::component::Lower + 'static,
         R: wasmtime::component::ComponentNamedList + wasmtime::component::Lift + 'static,
     {
+        self.run_typed_by::<P, R, R>(idx, |f, store| f.call(store, params))
+    }
+
+    /// Runs `call` with function `idx` typed as taking `P` and returning `R` (checked once,
+    /// then kept). `P` may hold `'static` borrows: a typed function is covariant in its
+    /// parameters, so `call` may pass borrows that live shorter.
+    fn run_typed_by<P, R, T>(
+        &self,
+        idx: usize,
+        call: impl FnOnce(
+            wasmtime::component::TypedFunc<P, R>,
+            &mut Store<ComponentData>,
+        ) -> wasmtime::Result<T>,
+    ) -> Result<T, Error>
+    where
+        P: wasmtime::component::ComponentNamedList + wasmtime::component::Lower + 'static,
+        R: wasmtime::component::ComponentNamedList + wasmtime::component::Lift + 'static,
+    {
         type Typed<P, R> = wasmtime::component::TypedFunc<P, R>;
         self.enter(idx, |live, func| {
             let slot = &mut live.typed[idx];

@@ -19,13 +19,13 @@
 //! on both paths: a failed call answers the result type's zero value (0, an empty string or
 //! list), as the general path does for those types, and is recorded as a failure.
 
-use super::codec::{FlatList, FlatParams};
+use super::codec::{Flat as _, FlatList, FlatParams};
 use super::{ComponentData, ImportBinding, record_failure};
 use lrpc_abi::Status;
 use lrpc_presentation::{InterfacePlan, Prim, ProcPlan, Ty};
 use std::sync::Arc;
 use wasmtime::component::types::{ComponentFunc, Type};
-use wasmtime::component::{ComponentNamedList, Lift, LinkerInstance, Lower, WasmList};
+use wasmtime::component::{ComponentNamedList, Lift, LinkerInstance, Lower, TypedFunc, WasmList};
 use wasmtime::{AsContext as _, StoreContext};
 
 /// A value type the typed path carries.
@@ -228,6 +228,19 @@ pub(super) fn serve_flat(
         Ok(())
     }
     match sig {
+        // One byte list: lowered from where it lies in `request`, not from a copy of it.
+        Signature::Kinds { params, result } if params[..] == [Kind::Bytes] => {
+            let bytes = last_bytes(request, exact).ok_or(Status::ServerRejected)?;
+            with_result!(*result, R => {
+                server
+                    .run_typed_by::<(&'static [u8],), R, R>(idx, |f, store| {
+                        let f: TypedFunc<(&[u8],), R> = f;
+                        f.call(store, (bytes,))
+                    })
+                    .map_err(|e| e.status())?
+                    .put_all(reply)
+            });
+        }
         Signature::Kinds { params, result } => {
             with_signature!(params, *result, Vec<u8>, P, R => {
                 serve::<P, R>(server, idx, request, exact, reply)?
@@ -235,10 +248,27 @@ pub(super) fn serve_flat(
         }
         Signature::HttpHandle => {
             use super::shapes::{Action, Head};
-            serve::<(Head, Vec<u8>), (Action,)>(server, idx, request, exact, reply)?;
+            let mut src = request;
+            let head = Head::get(&mut src).ok_or(Status::ServerRejected)?;
+            let body = last_bytes(src, exact).ok_or(Status::ServerRejected)?;
+            let (action,) = server
+                .run_typed_by::<(Head, &'static [u8]), (Action,), _>(idx, |f, store| {
+                    let f: TypedFunc<(Head, &[u8]), (Action,)> = f;
+                    f.call(store, (head, body))
+                })
+                .map_err(|e| e.status())?;
+            action.put(reply);
         }
     }
     Ok(true)
+}
+
+/// The byte list at the front of `src` (a `u32` length, then the bytes), borrowed; with
+/// `exact`, nothing may follow it.
+fn last_bytes(src: &[u8], exact: bool) -> Option<&[u8]> {
+    let (len, rest) = src.split_first_chunk::<4>()?;
+    let bytes = rest.get(..u32::from_le_bytes(*len) as usize)?;
+    (!exact || bytes.len() == rest.len()).then_some(bytes)
 }
 
 /// An imported function to link: the linker instance it goes in, its name and its type.

@@ -119,11 +119,7 @@ fn bind_inner(caller: &mut Caller<'_, DomainData>, named: Named, out: Place) -> 
     // isolated path.
     let direct = combination.transport == lrpc_presentation::Transport::Direct
         && !export.detour.as_ref().is_some_and(|d| d.translates());
-    let mut flags = if combination.clear_residue {
-        desc::FLAG_CLEAR_RESIDUE
-    } else {
-        0
-    };
+    let mut flags = 0;
     // A free slot and the next generation for it.
     let (slot, generation) = slot::vacancy(&data.bindings);
     let slot16 = u16::try_from(slot).map_err(|_| Status::ResourceExhausted)?;
@@ -230,6 +226,8 @@ fn bind_inner(caller: &mut Caller<'_, DomainData>, named: Named, out: Place) -> 
         book.client.push(binding.clone());
         book.handles.insert(raw);
     }
+    // After the push: a reachability answer computed from the old graph is stale now.
+    crate::state::binding::graph_changed();
     lock(&export.server.core.book)
         .server
         .push(Arc::downgrade(&binding));

@@ -36,9 +36,11 @@ struct Prepared {
     size: u32,
     /// The entry's arguments in replica 0.
     first: EntryArgs,
+    /// The call lends arguments in place (see `Binding::entry_mask`).
+    lent: bool,
 }
 
-#[inline]
+#[inline(always)]
 fn prepare(data: &DomainData, raw: u64, proc: i32, astack: i32) -> Result<Prepared, Status> {
     let cb = live_binding(data, raw)?;
     let (e, local) = astack::astack(&cb.procs, proc, astack)?;
@@ -46,6 +48,7 @@ fn prepare(data: &DomainData, raw: u64, proc: i32, astack: i32) -> Result<Prepar
     if busy.replace(true) {
         return Err(Status::AStackBusy);
     }
+    let (mask, lent) = cb.binding.entry_mask(proc as u32);
     Ok(Prepared {
         binding: Pinned::new(&cb.binding),
         busy: BusyFlag::new(busy),
@@ -53,11 +56,13 @@ fn prepare(data: &DomainData, raw: u64, proc: i32, astack: i32) -> Result<Prepar
         local,
         index: e.first + local,
         size: e.size,
-        first: args_in(e, local, 0, borrow_mask(&cb.binding, proc as u32)),
+        first: args_in(e, local, 0, mask),
+        lent,
     })
 }
 
-/// The procedure's borrow mask on binding `b` (which `in` arguments the server reads in place).
+/// The procedure's borrow mask on binding `b`: which `in` arguments the server reads in place
+/// on a call that does not lend (the client may run meanwhile, see `Binding::entry_mask`).
 #[inline]
 pub(super) fn borrow_mask(b: &Binding, proc: u32) -> i32 {
     b.borrow.get(proc as usize).copied().unwrap_or(0)
@@ -337,12 +342,8 @@ impl RunArgs<'_> {
     fn other_replica_args(&self, data: &DomainData, r: usize) -> Result<EntryArgs, Status> {
         let cb = live_binding(data, self.raw)?;
         let (e, _) = astack::astack(&cb.procs, self.proc as i32, self.p.client_astack as i32)?;
-        Ok(args_in(
-            e,
-            self.p.local,
-            r,
-            borrow_mask(&cb.binding, self.proc),
-        ))
+        // The same mask as in replica 0: the call lends or not wherever it runs.
+        Ok(args_in(e, self.p.local, r, self.p.first.borrow))
     }
 
     /// Runs the call in replica `i` (whose key is `key`), whose store this thread has
@@ -374,6 +375,7 @@ impl RunArgs<'_> {
             binding: self.p.binding,
             proc: self.proc,
             astack: self.p.index,
+            lent: self.p.lent,
         };
         linkage::with_record(caller, call, f)
     }
@@ -408,6 +410,11 @@ impl RunArgs<'_> {
         }
         let reentered = (0..n).find_map(|i| {
             let key = server.replicas[i].key;
+            if linkage::lending(key) {
+                // Suspended on this thread in a call that lends its arguments: running its
+                // code now could change them under that call's server.
+                return Some(Err(Status::ReentryWhileLent));
+            }
             let args = self.entry_args(caller.data(), i);
             self.recorded(caller, key, || {
                 linkage::reenter(key, |srv| {
@@ -561,6 +568,7 @@ impl Detached {
             binding: Pinned::new(&self.binding),
             proc: self.proc,
             astack: self.index,
+            lent: false,
         };
         let outcome = linkage::with_served(call, || {
             enter(b, key, i, args, self.deadline_tick, store.as_context_mut())

@@ -41,6 +41,8 @@ impl AStack {
             binding,
             proc: self.proc,
             astack: self.index,
+            // The kernel translates the request before the server runs: nothing is lent.
+            lent: false,
         }
     }
 }
@@ -115,9 +117,10 @@ pub(super) fn read_request(
 ) -> Result<Vec<u8>, Status> {
     let mem = memory(caller).ok_or(Status::BadPointer)?;
     let (base, cap) = (a.at as usize, a.cap as usize);
+    // Copied once, without zeroing a buffer first.
     let read = |caller: &Caller<'_, DomainData>, at: usize, len: usize| {
-        let mut buf = vec![0; len];
-        mem.read(caller, at, &mut buf).ok().map(|()| buf)
+        let end = at.checked_add(len)?;
+        mem.data(caller).get(at..end).map(<[u8]>::to_vec)
     };
     let request = if pp.bounded {
         read(caller, base, pp.in_bound.unwrap_or(0).min(cap))

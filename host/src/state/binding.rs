@@ -21,7 +21,7 @@ use crate::error::Error;
 use crate::quota::{Account, Charge};
 use crate::sync::lock;
 use lrpc_presentation::Combination;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -30,6 +30,15 @@ pub(crate) const LIVE: u8 = 0;
 const UNBOUND: u8 = 1;
 const SERVER_TERMINATED: u8 = 2;
 const CLIENT_TERMINATED: u8 = 3;
+
+/// The binding graph's generation, bumped by every bind and revocation (in any kernel of the
+/// process: a bump elsewhere only costs a recomputation). Starts at 1.
+static GRAPH: AtomicU64 = AtomicU64::new(1);
+
+/// Marks the binding graph changed: cached reachability answers are stale.
+pub(crate) fn graph_changed() {
+    GRAPH.fetch_add(1, Ordering::AcqRel);
+}
 
 /// Why a binding is revoked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +75,12 @@ pub(crate) struct Binding {
     pub combination: Combination,
     /// Per procedure, the borrow mask passed to the server's entry.
     pub borrow: Box<[i32]>,
+    /// Per procedure, the mask passed instead when the call lends its arguments (see
+    /// [`Binding::lends`]).
+    pub lend: Box<[i32]>,
+    /// Whether the server can reach the client through bindings, as [`GRAPH`] generation
+    /// `reach >> 1` found it (bit 0: it can). Generation 0 is never current.
+    reach: AtomicU64,
     pub export: Arc<ExportEntry>,
     pub server: Arc<DomainShared>,
     pub client: Weak<DomainShared>,
@@ -123,10 +138,17 @@ impl Binding {
             .iter()
             .map(|p| p.borrow_mask() as i32)
             .collect();
+        let lend = combination
+            .procs
+            .iter()
+            .map(|p| p.lend_mask() as i32)
+            .collect();
         Binding {
             handle,
             combination,
             borrow,
+            lend,
+            reach: AtomicU64::new(0),
             server: export.server.clone(),
             export,
             client: Arc::downgrade(client),
@@ -167,6 +189,71 @@ impl Binding {
     pub(crate) fn while_live<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
         let _m = lock(&self.mappings);
         self.is_live().then(f)
+    }
+
+    /// The mask for the server's entry on a call of `proc` by a client that can not run until
+    /// it returns, and whether it lends more than the presentations allow on every call.
+    /// A synchronous call lends when the server can not reach the client through bindings:
+    /// then the client runs again only after the call (a re-entry through a binding made
+    /// meanwhile is refused, see `linkage::lending`).
+    #[inline]
+    pub(crate) fn entry_mask(&self, proc: u32) -> (i32, bool) {
+        let i = proc as usize;
+        let (Some(&borrow), Some(&lend)) = (self.borrow.get(i), self.lend.get(i)) else {
+            return (0, false);
+        };
+        if lend != borrow && self.lends() {
+            (lend, true)
+        } else {
+            (borrow, false)
+        }
+    }
+
+    /// Whether the server can not reach the client through bindings, from the answer cached
+    /// for the current binding graph (recomputed once after each bind or revocation).
+    #[inline]
+    pub(crate) fn lends(&self) -> bool {
+        let g = GRAPH.load(Ordering::Acquire);
+        let r = self.reach.load(Ordering::Relaxed);
+        if r >> 1 == g {
+            return r & 1 == 0;
+        }
+        self.lends_now(g)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lends_now(&self, g: u64) -> bool {
+        let reaches = self.server_reaches_client();
+        self.reach
+            .store(g << 1 | u64::from(reaches), Ordering::Relaxed);
+        !reaches
+    }
+
+    /// Walks the binding graph from the server: does a chain of live bindings lead back to
+    /// the client domain? A component or remote server counts as reaching it (the kernel
+    /// does not follow its bindings).
+    fn server_reaches_client(&self) -> bool {
+        let target = self.client_key.domain;
+        let mut seen = vec![self.server.core.id];
+        let mut todo = vec![self.server.clone()];
+        while let Some(d) = todo.pop() {
+            let out: Vec<Arc<Binding>> = lock(&d.core.book).client.clone();
+            for b in out.iter().filter(|b| b.is_live()) {
+                if b.export.detour.as_ref().is_some_and(|x| x.translates()) {
+                    return true;
+                }
+                let next = b.server.core.id;
+                if next == target {
+                    return true;
+                }
+                if !seen.contains(&next) {
+                    seen.push(next);
+                    todo.push(b.server.clone());
+                }
+            }
+        }
+        false
     }
 
     pub(crate) fn is_live(&self) -> bool {
@@ -214,6 +301,7 @@ impl Binding {
         {
             return;
         }
+        graph_changed();
         let client = self.client.upgrade();
         let client_ref: Option<&DomainShared> = client.as_deref().or(dropping);
         self.unmap_all(client_ref);

@@ -436,6 +436,10 @@ impl Domain {
     /// waiting for the domain's lock: the window pages stay mapped while the domain runs, so
     /// this is how a test plays a hostile peer rewriting shared memory mid-call. Refused
     /// unless `[offset, offset + bytes.len())` lies inside a live window of this domain.
+    ///
+    /// Trusted: it breaks a lent view. A call whose client can not run lends its byte lists
+    /// to the server in place, and a write here changes them under the server (which reads
+    /// each length once, so it stays in bounds).
     pub fn write_window(&self, offset: usize, bytes: &[u8]) -> Result<(), Error> {
         let end = offset.checked_add(bytes.len()).ok_or(Error::OutOfBounds {
             offset,

@@ -50,6 +50,9 @@ pub(crate) struct Call {
     pub proc: u32,
     /// Index of the A-stack within the procedure (across extents).
     pub astack: u32,
+    /// The server reads some of the caller's arguments in place because the caller can not
+    /// run until the call returns (see `Binding::entry_mask`).
+    pub lent: bool,
 }
 
 /// One in-flight call. Records live on the native stack of the `lrpc.call` frame that made
@@ -157,6 +160,12 @@ pub(crate) fn reenter<R>(
     // wasmtime's own host-function re-entry suspends it.
     let caller = unsafe { &mut *ptr.cast::<Caller<'_, DomainData>>() };
     Some(f(caller))
+}
+
+/// Whether a call on this thread lends `key`'s arguments in place and has not returned: then
+/// running `key`'s code (re-entering it) is refused with `Status::ReentryWhileLent`.
+pub(crate) fn lending(key: ReplicaKey) -> bool {
+    find(|r| (r.call.caller == key && r.call.lent).then_some(())).is_some()
 }
 
 /// The call currently being served on this thread (the topmost record), if any. The pinned
