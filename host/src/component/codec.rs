@@ -501,6 +501,20 @@ impl<A: Flat, B: Flat> FlatList for (A, B) {
     }
 }
 
+impl<A: Flat, B: Flat, C: Flat> FlatList for (A, B, C) {
+    fn get(mut src: &[u8], exact: bool) -> Option<(A, B, C)> {
+        let a = A::get(&mut src)?;
+        let b = B::get(&mut src)?;
+        let c = C::get(&mut src)?;
+        (!exact || src.is_empty()).then_some((a, b, c))
+    }
+    fn put_all(&self, out: &mut Vec<u8>) {
+        self.0.put(out);
+        self.1.put(out);
+        self.2.put(out);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

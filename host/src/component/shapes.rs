@@ -159,6 +159,267 @@ impl Flat for Action {
     }
 }
 
+/// The interface whose every function the `kv` shapes carry.
+pub(super) const KV_STORE: &str = "lrpc:kv/store";
+
+/// `lrpc:kv/store`'s shapes.
+pub(super) mod kv {
+    use super::super::codec::Flat;
+    use wasmtime::component::{ComponentType, Lift, Lower};
+
+    /// `kind`.
+    #[derive(ComponentType, Lift, Lower, Clone, Copy, Debug, PartialEq, Eq)]
+    #[component(enum)]
+    #[repr(u8)]
+    pub(in crate::component) enum Kind {
+        #[component(name = "text")]
+        Text,
+        #[component(name = "binary")]
+        Binary,
+    }
+
+    // `access`.
+    wasmtime::component::flags! {
+        Access {
+            #[component(name = "read")]
+            const READ;
+            #[component(name = "write")]
+            const WRITE;
+            #[component(name = "scan")]
+            const SCAN;
+        }
+    }
+
+    /// `entry`.
+    #[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq)]
+    #[component(record)]
+    pub(in crate::component) struct Entry {
+        key: String,
+        value: Vec<u8>,
+        kind: Kind,
+        version: u64,
+    }
+
+    /// `error`.
+    #[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq)]
+    #[component(variant)]
+    pub(in crate::component) enum Error {
+        #[component(name = "not-found")]
+        NotFound(String),
+        #[component(name = "too-large")]
+        TooLarge(u32),
+        #[component(name = "invalid-key")]
+        InvalidKey,
+        #[component(name = "denied")]
+        Denied(Access),
+    }
+
+    /// Takes one byte off the front of `src`.
+    fn byte(src: &mut &[u8]) -> Option<u8> {
+        let (&b, rest) = src.split_first()?;
+        *src = rest;
+        Some(b)
+    }
+
+    impl Flat for Kind {
+        fn put(&self, out: &mut Vec<u8>) {
+            out.push(*self as u8);
+        }
+        fn get(src: &mut &[u8]) -> Option<Kind> {
+            match byte(src)? {
+                0 => Some(Kind::Text),
+                1 => Some(Kind::Binary),
+                _ => None,
+            }
+        }
+    }
+
+    impl Flat for Access {
+        fn put(&self, out: &mut Vec<u8>) {
+            let bit = |f: Access, b: u8| if self.contains(f) { b } else { 0 };
+            out.push(bit(Access::READ, 1) | bit(Access::WRITE, 2) | bit(Access::SCAN, 4));
+        }
+        fn get(src: &mut &[u8]) -> Option<Access> {
+            let b = byte(src)?;
+            if b & !0b111 != 0 {
+                return None;
+            }
+            let mut a = Access::default();
+            for (bit, f) in [(1, Access::READ), (2, Access::WRITE), (4, Access::SCAN)] {
+                if b & bit != 0 {
+                    a |= f;
+                }
+            }
+            Some(a)
+        }
+    }
+
+    impl Flat for Entry {
+        fn put(&self, out: &mut Vec<u8>) {
+            self.key.put(out);
+            self.value.put(out);
+            self.kind.put(out);
+            self.version.put(out);
+        }
+        fn get(src: &mut &[u8]) -> Option<Entry> {
+            Some(Entry {
+                key: String::get(src)?,
+                value: Vec::<u8>::get(src)?,
+                kind: Kind::get(src)?,
+                version: u64::get(src)?,
+            })
+        }
+    }
+
+    impl Flat for Error {
+        fn put(&self, out: &mut Vec<u8>) {
+            match self {
+                Error::NotFound(k) => {
+                    out.push(0);
+                    k.put(out);
+                }
+                Error::TooLarge(n) => {
+                    out.push(1);
+                    n.put(out);
+                }
+                Error::InvalidKey => out.push(2),
+                Error::Denied(a) => {
+                    out.push(3);
+                    a.put(out);
+                }
+            }
+        }
+        fn get(src: &mut &[u8]) -> Option<Error> {
+            Some(match byte(src)? {
+                0 => Error::NotFound(String::get(src)?),
+                1 => Error::TooLarge(u32::get(src)?),
+                2 => Error::InvalidKey,
+                3 => Error::Denied(Access::get(src)?),
+                _ => return None,
+            })
+        }
+    }
+
+    impl<T: Flat> Flat for Result<T, Error> {
+        fn put(&self, out: &mut Vec<u8>) {
+            match self {
+                Ok(v) => {
+                    out.push(0);
+                    v.put(out);
+                }
+                Err(e) => {
+                    out.push(1);
+                    e.put(out);
+                }
+            }
+        }
+        fn get(src: &mut &[u8]) -> Option<Self> {
+            match byte(src)? {
+                0 => T::get(src).map(Ok),
+                1 => Error::get(src).map(Err),
+                _ => None,
+            }
+        }
+    }
+
+    impl Flat for Option<String> {
+        fn put(&self, out: &mut Vec<u8>) {
+            match self {
+                None => out.push(0),
+                Some(s) => {
+                    out.push(1);
+                    s.put(out);
+                }
+            }
+        }
+        fn get(src: &mut &[u8]) -> Option<Self> {
+            match byte(src)? {
+                0 => Some(None),
+                1 => String::get(src).map(Some),
+                _ => None,
+            }
+        }
+    }
+
+    impl Flat for Vec<String> {
+        fn put(&self, out: &mut Vec<u8>) {
+            out.extend_from_slice(&(self.len() as u32).to_le_bytes());
+            for s in self {
+                s.put(out);
+            }
+        }
+        fn get(src: &mut &[u8]) -> Option<Self> {
+            let n = u32::get(src)? as usize;
+            // Each string takes at least its length.
+            if n > src.len() / 4 {
+                return None;
+            }
+            (0..n).map(|_| String::get(src)).collect()
+        }
+    }
+
+    impl Flat for bool {
+        fn put(&self, out: &mut Vec<u8>) {
+            out.push(u8::from(*self));
+        }
+        fn get(src: &mut &[u8]) -> Option<bool> {
+            match byte(src)? {
+                0 => Some(false),
+                1 => Some(true),
+                _ => None,
+            }
+        }
+    }
+
+    impl Flat for char {
+        fn put(&self, out: &mut Vec<u8>) {
+            u32::from(*self).put(out);
+        }
+        fn get(src: &mut &[u8]) -> Option<char> {
+            char::from_u32(u32::get(src)?)
+        }
+    }
+
+    impl Flat for i64 {
+        fn put(&self, out: &mut Vec<u8>) {
+            out.extend_from_slice(&self.to_le_bytes());
+        }
+        fn get(src: &mut &[u8]) -> Option<i64> {
+            u64::get(src).map(|v| v as i64)
+        }
+    }
+
+    impl Flat for f64 {
+        fn put(&self, out: &mut Vec<u8>) {
+            out.extend_from_slice(&self.to_bits().to_le_bytes());
+        }
+        fn get(src: &mut &[u8]) -> Option<f64> {
+            u64::get(src).map(f64::from_bits)
+        }
+    }
+
+    impl Flat for (u32, u64) {
+        fn put(&self, out: &mut Vec<u8>) {
+            self.0.put(out);
+            self.1.put(out);
+        }
+        fn get(src: &mut &[u8]) -> Option<Self> {
+            Some((u32::get(src)?, u64::get(src)?))
+        }
+    }
+
+    impl Flat for (char, i64, f64) {
+        fn put(&self, out: &mut Vec<u8>) {
+            self.0.put(out);
+            self.1.put(out);
+            self.2.put(out);
+        }
+        fn get(src: &mut &[u8]) -> Option<Self> {
+            Some((char::get(src)?, i64::get(src)?, f64::get(src)?))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::codec::FlatList as _;

@@ -173,6 +173,20 @@ pub(super) enum Signature {
     },
     /// `lrpc:http/plugin`'s `handle`, carried with the shapes of `super::shapes`.
     HttpHandle,
+    /// A function of `lrpc:kv/store`, carried with the shapes of `super::shapes::kv`.
+    Kv(KvFn),
+}
+
+/// The functions of `lrpc:kv/store`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum KvFn {
+    Put,
+    Get,
+    Delete,
+    Keys,
+    Stats,
+    Rights,
+    Measure,
 }
 
 /// The [`Signature`] of procedure `p` of `plan`.
@@ -189,6 +203,19 @@ pub(super) fn plan_signature(plan: &InterfacePlan, p: &ProcPlan) -> Option<Signa
     // The kernel's own WIT defines the interface, so its types are the shapes'.
     if plan.name == super::shapes::HTTP_PLUGIN && p.name == "handle" {
         return Some(Signature::HttpHandle);
+    }
+    if plan.name == super::shapes::KV_STORE {
+        let f = match p.name.as_str() {
+            "put" => KvFn::Put,
+            "get" => KvFn::Get,
+            "delete" => KvFn::Delete,
+            "keys" => KvFn::Keys,
+            "stats" => KvFn::Stats,
+            "rights" => KvFn::Rights,
+            "measure" => KvFn::Measure,
+            _ => return None,
+        };
+        return Some(Signature::Kv(f));
     }
     let params: Vec<Kind> = p
         .params
@@ -215,13 +242,17 @@ pub(super) fn serve_flat(
     exact: bool,
     reply: &mut Vec<u8>,
 ) -> Result<bool, Status> {
-    fn serve<P: Args, R: Args>(
+    fn serve<P, R>(
         server: &super::Shared,
         idx: usize,
         request: &[u8],
         exact: bool,
         reply: &mut Vec<u8>,
-    ) -> Result<(), Status> {
+    ) -> Result<(), Status>
+    where
+        P: ComponentNamedList + Lower + FlatList + 'static,
+        R: ComponentNamedList + Lift + FlatList + 'static,
+    {
         let params = P::get(request, exact).ok_or(Status::ServerRejected)?;
         let results: R = server.run_typed(idx, params).map_err(|e| e.status())?;
         results.put_all(reply);
@@ -258,6 +289,23 @@ pub(super) fn serve_flat(
                 })
                 .map_err(|e| e.status())?;
             action.put(reply);
+        }
+        Signature::Kv(f) => {
+            use super::shapes::kv::{Access, Entry, Error, Kind};
+            let (s, i, e, r) = (server, idx, exact, reply);
+            match f {
+                KvFn::Put => {
+                    serve::<(String, Vec<u8>, Kind), (Result<u64, Error>,)>(s, i, request, e, r)
+                }
+                KvFn::Get => serve::<(String,), (Result<Entry, Error>,)>(s, i, request, e, r),
+                KvFn::Delete => serve::<(String,), (bool,)>(s, i, request, e, r),
+                KvFn::Keys => serve::<(Option<String>,), (Vec<String>,)>(s, i, request, e, r),
+                KvFn::Stats => serve::<(), ((u32, u64),)>(s, i, request, e, r),
+                KvFn::Rights => serve::<(), (Access,)>(s, i, request, e, r),
+                KvFn::Measure => {
+                    serve::<(char, i64, f64), ((char, i64, f64),)>(s, i, request, e, r)
+                }
+            }?;
         }
     }
     Ok(true)
