@@ -40,6 +40,7 @@ const COMPONENT_GUESTS: &[&str] = &[
     "http-wasi-hello",
     "http-wasi-once",
     "http-wasi-proxy",
+    "http-wasi-stream",
     "comp-http-stamp",
 ];
 

@@ -155,6 +155,13 @@ guest!(
     "http_wasi_proxy.wasm"
 );
 guest!(
+    /// A `wasi:http/incoming-handler` component that streams bodies both ways (`/echo`,
+    /// `/gen/<MiB>`), answers without reading (`/ignore`), and leaves its body unfinished
+    /// (`/hang`, `/leave`): the edge's streaming tests.
+    HTTP_WASI_STREAM,
+    "http_wasi_stream.wasm"
+);
+guest!(
     /// `lrpc:http/plugin` as a component: stamps the request's path and headers, answers 403
     /// under `/deny`; `/trap` and `/spin` fail.
     COMP_HTTP_STAMP,
@@ -187,6 +194,7 @@ pub const BY_NAME: &[(&str, &[u8])] = &[
     ("http-wasi-hello", HTTP_WASI_HELLO),
     ("http-wasi-once", HTTP_WASI_ONCE),
     ("http-wasi-proxy", HTTP_WASI_PROXY),
+    ("http-wasi-stream", HTTP_WASI_STREAM),
     ("comp-http-stamp", COMP_HTTP_STAMP),
 ];
 

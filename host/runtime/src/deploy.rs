@@ -64,13 +64,8 @@ impl Deployment {
         };
         for spec in config.domains.values() {
             if spec.http_handler() {
-                let h = crate::wasi_http::HttpHandler::start(
-                    &kernel,
-                    spec,
-                    config.max_body,
-                    metrics.clone(),
-                )
-                .map_err(at(spec))?;
+                let h = crate::wasi_http::HttpHandler::start(&kernel, spec, metrics.clone())
+                    .map_err(at(spec))?;
                 handlers.insert(spec.name.clone(), h);
                 continue;
             }

@@ -56,10 +56,10 @@
 use crate::config::{PLUGIN_INTERFACE, Route};
 use crate::deploy::{Deployment, Plugin, PluginInstance};
 use crate::driver::{BindError, ChainEnd, Driver};
-use crate::http::{Answer, Incoming};
+use crate::http::{Answer, Incoming, Reply};
 use crate::metrics::RouteMeters;
 use crate::supervise::lock;
-use crate::wasi_http::{HandlerSlot, HttpHandler};
+use crate::wasi_http::{HandlerSlot, HttpHandler, RequestBody};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
@@ -76,7 +76,9 @@ use tokio::sync::oneshot;
 
 struct Job {
     request: Vec<u8>,
-    reply: oneshot::Sender<Answer>,
+    reply: oneshot::Sender<Reply>,
+    /// The request body, when it streams to a handler (then `request` has none).
+    body: Option<RequestBody>,
     span: tracing::Span,
 }
 
@@ -406,7 +408,10 @@ impl Edge {
         headers: &[(String, String)],
         body: &[u8],
     ) -> Answer {
-        self.dispatch_with(method, path, headers, body).await
+        let max = self
+            .route_for(path)
+            .map_or(self.inner.deployment.config.max_body, |r| r.route.max_body);
+        whole(self.dispatch_with(method, path, headers, body).await, max).await
     }
 
     /// [`Edge::dispatch`] with header lines of any string type (the server passes the ones
@@ -417,10 +422,13 @@ impl Edge {
         path: &str,
         headers: &[(N, V)],
         body: &[u8],
-    ) -> Answer {
+    ) -> Reply {
         match self.route_for(path) {
-            Some(route) => self.dispatch_on(route, method, path, headers, body).await,
-            None => no_route(path),
+            Some(route) => {
+                self.dispatch_on(route, method, path, headers, body, None)
+                    .await
+            }
+            None => no_route(path).into(),
         }
     }
 
@@ -440,7 +448,8 @@ impl Edge {
         path: &str,
         headers: &[(N, V)],
         body: &[u8],
-    ) -> Answer {
+        stream: Option<RequestBody>,
+    ) -> Reply {
         let start = Instant::now();
         let inner = strip(&route.route.prefix, path);
         let request = encode_request_with(method, &inner, headers, body);
@@ -458,26 +467,29 @@ impl Edge {
                 span.in_scope(|| self.serve_on_reactor(route, &request, start))
         {
             route.meters.answered(metrics, answer.status, took);
-            return answer;
+            return answer.into();
         }
         let (tx, rx) = oneshot::channel();
         let sent = lock(&route.queue).as_ref().map(|q| {
             q.send(Job {
                 request,
                 reply: tx,
+                body: stream,
                 span,
             })
+            .is_ok()
         });
-        let answer = match sent {
-            Some(Ok(())) => rx
+        let reply = match sent {
+            Some(true) => rx
                 .await
-                .unwrap_or_else(|_| Answer::text(500, "the worker went away\n".into())),
-            _ => Answer::text(503, "shutting down\n".into()),
+                .unwrap_or_else(|_| Answer::text(500, "the worker went away\n".into()).into()),
+            _ => Answer::text(503, "shutting down\n".into()).into(),
         };
+        // A streamed reply counts when its head is out.
         route
             .meters
-            .answered(metrics, answer.status, start.elapsed());
-        answer
+            .answered(metrics, reply.status(), start.elapsed());
+        reply
     }
 }
 
@@ -551,7 +563,8 @@ impl Edge {
         start: Instant,
     ) -> (Answer, Duration, Option<Duration>, bool) {
         let dep = &self.inner.deployment;
-        let (answer, handed) = hand_off_if_long(start, || seat.serve(dep, route, request));
+        let (answer, handed) =
+            hand_off_if_long(start, || seat.serve(dep, route, request, None, None).0);
         if handed {
             route.meters.handed_off();
         }
@@ -768,11 +781,15 @@ fn strip<'a>(prefix: &str, path: &'a str) -> std::borrow::Cow<'a, str> {
     }
 }
 
+/// The answer to a request body over the route's cap.
+fn too_large() -> Response {
+    (StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n").into_response()
+}
+
 /// Reads a request body of at most `max` bytes, each piece arriving within `idle` of the
 /// one before; the answer to give instead when it can not.
 async fn read_body(body: Body, max: usize, idle: Duration) -> Result<Vec<u8>, Response> {
     use http_body_util::BodyExt as _;
-    let too_large = || (StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n").into_response();
     let mut body = body;
     let hint = axum::body::HttpBody::size_hint(&body);
     if hint.lower() > max as u64 {
@@ -823,9 +840,20 @@ async fn handle(State(edge): State<Edge>, req: Request) -> Response {
         None => None,
     };
     let max_body = route.map_or(config.max_body, |r| r.route.max_body);
-    let body = match read_body(body, max_body, config.connections.body_timeout).await {
-        Ok(b) => b,
-        Err(answer) => return answer,
+    let idle = config.connections.body_timeout;
+    // A handler with no plugins before it reads the body as it arrives; plugins take it
+    // whole.
+    let (body, stream) = match route {
+        Some(r) if r.plugins.is_empty() && r.handler.is_some() => {
+            if axum::body::HttpBody::size_hint(&body).lower() > max_body as u64 {
+                return too_large();
+            }
+            (Vec::new(), Some(RequestBody::new(body, max_body, idle)))
+        }
+        _ => match read_body(body, max_body, idle).await {
+            Ok(b) => (b, None),
+            Err(answer) => return answer,
+        },
     };
     // Header values as UTF-8 text (a plugin's header is a WIT string): values with bytes
     // past ASCII pass when they are UTF-8; others are dropped.
@@ -834,21 +862,80 @@ async fn handle(State(edge): State<Edge>, req: Request) -> Response {
         .iter()
         .filter_map(|(n, v)| Some((n.as_str(), std::str::from_utf8(v.as_bytes()).ok()?)))
         .collect();
-    let a = match route {
+    let reply = match route {
         Some(route) => {
-            edge.dispatch_on(route, parts.method.as_str(), path, &headers, &body)
+            edge.dispatch_on(route, parts.method.as_str(), path, &headers, &body, stream)
                 .await
         }
-        None => no_route(path),
+        None => no_route(path).into(),
     };
-    let mut resp = Response::new(Body::from(a.body));
-    *resp.status_mut() = StatusCode::from_u16(a.status).unwrap_or(StatusCode::BAD_GATEWAY);
-    for (n, v) in a.headers {
-        if let (Ok(n), Ok(v)) = (HeaderName::try_from(n), HeaderValue::try_from(v)) {
-            resp.headers_mut().append(n, v);
+    response(reply, parts.method == axum::http::Method::HEAD)
+}
+
+/// The response that carries `reply`. To a `HEAD` request (RFC 9110) it has no body: the
+/// headers the handler set pass, and no length is made up from a body that is not sent.
+fn response(reply: Reply, head: bool) -> Response {
+    let mut resp = match reply {
+        Reply::Streamed(r) => r,
+        Reply::Whole(a) => {
+            let mut resp = Response::new(Body::from(a.body));
+            *resp.status_mut() = StatusCode::from_u16(a.status).unwrap_or(StatusCode::BAD_GATEWAY);
+            for (n, v) in a.headers {
+                if let (Ok(n), Ok(v)) = (HeaderName::try_from(n), HeaderValue::try_from(v)) {
+                    resp.headers_mut().append(n, v);
+                }
+            }
+            resp
         }
+    };
+    if head {
+        let body = std::mem::replace(resp.body_mut(), Body::new(Headless));
+        // A handler writes its body as for `GET`: it is read and dropped, so that its writes
+        // do not fail (a streamed body ends by the handler's deadline).
+        tokio::spawn(async move {
+            use http_body_util::BodyExt as _;
+            let mut body = body;
+            while let Some(Ok(_)) = body.frame().await {}
+        });
     }
     resp
+}
+
+/// The body of a response to `HEAD`: none, and of no stated length.
+struct Headless;
+
+impl axum::body::HttpBody for Headless {
+    type Data = axum::body::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::task::Poll::Ready(None)
+    }
+}
+
+/// `reply` as a whole answer: a streamed body is collected, up to `max` bytes.
+async fn whole(reply: Reply, max: usize) -> Answer {
+    use http_body_util::BodyExt as _;
+    let r = match reply {
+        Reply::Whole(a) => return a,
+        Reply::Streamed(r) => r,
+    };
+    let (parts, body) = r.into_parts();
+    match http_body_util::Limited::new(body, max).collect().await {
+        Ok(b) => Answer {
+            status: parts.status.as_u16(),
+            headers: parts
+                .headers
+                .iter()
+                .filter_map(|(n, v)| Some((n.to_string(), v.to_str().ok()?.to_string())))
+                .collect(),
+            body: b.to_bytes().to_vec(),
+        },
+        Err(e) => Answer::text(502, format!("the handler's response body failed: {e}\n")),
+    }
 }
 
 async fn metrics(State(edge): State<Edge>) -> Response {
@@ -965,9 +1052,14 @@ fn worker(
         // A request that starts this worker's driver pays for it: it is not measured.
         let measured = !seat.cold(rt);
         let began = Instant::now();
-        let answer = job.span.in_scope(|| seat.serve(dep, rt, &job.request));
+        let (answer, unsent) = job
+            .span
+            .in_scope(|| seat.serve(dep, rt, &job.request, Some(job.reply), job.body));
         let counted = seat.route_time(began.elapsed());
-        let _ = job.reply.send(answer);
+        // Unless a handler's streamed head went out already.
+        if let Some(tx) = unsent {
+            let _ = tx.send(answer.into());
+        }
         seat.handler.tidy();
         if demoted {
             continue;
@@ -1183,6 +1275,8 @@ impl Seat {
             dep,
             rt,
             seat: self,
+            reply: None,
+            body: None,
         };
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.ready().is_ok()))
             .unwrap_or(false)
@@ -1190,20 +1284,30 @@ impl Seat {
     }
 
     /// Serves one request; a panic below (a kernel bug) costs this request and the driver,
-    /// not the thread.
-    fn serve(&mut self, dep: &Deployment, rt: &RouteRt, request: &[u8]) -> Answer {
+    /// not the thread. A `wasi:http` handler sends its streamed head through `reply`; the
+    /// answer, and `reply` unless it was used.
+    fn serve(
+        &mut self,
+        dep: &Deployment,
+        rt: &RouteRt,
+        request: &[u8],
+        reply: Option<oneshot::Sender<Reply>>,
+        body: Option<RequestBody>,
+    ) -> (Answer, Option<oneshot::Sender<Reply>>) {
         let mut w = Worker {
             dep,
             rt,
             seat: self,
+            reply,
+            body,
         };
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.serve(request))).unwrap_or_else(
-            |_| {
+        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.serve(request)))
+            .unwrap_or_else(|_| {
                 tracing::error!("a request panicked; the driver is replaced");
                 w.drop_driver();
                 Answer::text(500, "internal error\n".into())
-            },
-        )
+            });
+        (answer, w.reply)
     }
 }
 
@@ -1212,6 +1316,10 @@ struct Worker<'a> {
     dep: &'a Deployment,
     rt: &'a RouteRt,
     seat: &'a mut Seat,
+    /// Where a `wasi:http` handler sends its head as soon as it sets it.
+    reply: Option<oneshot::Sender<Reply>>,
+    /// The request body, when it streams to the handler.
+    body: Option<RequestBody>,
 }
 
 /// Why a seat is not ready for a request: the answer to give, or a plugin to wait for.
@@ -1434,7 +1542,7 @@ impl Worker<'_> {
             return Answer::text(502, "no plugin of the chain answered\n".into());
         };
         match decode_request(request) {
-            Some(r) => h.serve(&mut self.seat.handler, r),
+            Some(r) => h.serve(&mut self.seat.handler, r, self.body.take(), &mut self.reply),
             None => Answer::text(502, format!("{from} passed on a malformed request\n")),
         }
     }

@@ -34,3 +34,28 @@ impl Answer {
         }
     }
 }
+
+/// What a route sends back: a whole answer (a plugin's, or an error), or the head a
+/// `wasi:http` handler set, with a body that streams while the handler writes it.
+pub enum Reply {
+    /// A whole answer.
+    Whole(Answer),
+    /// A response whose body is still being written.
+    Streamed(axum::http::Response<axum::body::Body>),
+}
+
+impl Reply {
+    /// The status code.
+    pub fn status(&self) -> u16 {
+        match self {
+            Reply::Whole(a) => a.status,
+            Reply::Streamed(r) => r.status().as_u16(),
+        }
+    }
+}
+
+impl From<Answer> for Reply {
+    fn from(a: Answer) -> Reply {
+        Reply::Whole(a)
+    }
+}

@@ -21,35 +21,39 @@
 //!
 //! **A request.** After the plugins of the chain have passed the request on, the worker
 //! hands it, as they left it, to the handler: an `incoming-request` whose authority is the
-//! request's `host` header, and a `response-outparam`. When the guest sets the response, its
-//! body is collected on the WASI runtime's threads while the guest writes it (so a body
-//! larger than the stream's buffer does not stall the guest). The answer goes back to the
-//! client the way a plugin's answer does.
+//! request's `host` header, and a `response-outparam`. With no plugins in front, the body
+//! is not collected: it streams from the client as the guest reads it ([`RequestBody`],
+//! capped at the route's `max-body`).
 //!
-//! **Failure.** A trap answers 500, a call past the deadline 504 (also when the body is
-//! not finished by then), both naming the domain; the instance is dropped (its Store is
-//! poisoned), and the domain is restarted fresh with backoff as a plugin is: until then,
-//! requests are answered 503. A guest that answers nothing, or an `error-code`, answers 502,
-//! and its instance is dropped (the domain is not restarted); so is one whose response body
-//! failed.
+//! **The response.** When the guest sets the response, its head goes to the client at once
+//! over the worker's reply channel, and its body streams behind it ([`StreamedBody`])
+//! through wasmtime-wasi-http's bounded channel, so a slow client slows the guest's writes.
+//!
+//! **Failure.** A trap answers 500, a call past the deadline 504, both naming the domain;
+//! the instance is dropped (its Store is poisoned), and the domain is restarted fresh with
+//! backoff as a plugin is: until then, requests are answered 503. When the head went out
+//! already, the body ends badly instead (the client's connection is aborted), as it does at
+//! the deadline and when the guest returns with the body unfinished. A guest that answers
+//! nothing, or an `error-code`, answers 502, and its instance is dropped (the domain is not
+//! restarted).
 
 use crate::config::{DomainSpec, HttpOrigin, Source};
-use crate::http::{Answer, Incoming};
+use crate::http::{Answer, Incoming, Reply};
 use crate::metrics::{Metrics, OutgoingMeters};
 use crate::supervise::{DeployError, Supervised, Supervision, died, lock, read};
 use axum::body::Bytes;
 use axum::http::{HeaderName, HeaderValue, Method, Request, Uri};
-use http_body_util::{BodyExt as _, Full, Limited};
+use http_body_util::{BodyExt as _, Full};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
 use wasmtime::component::{Linker, ResourceTable};
 use wasmtime::{Engine, Store, StoreLimitsBuilder, UpdateDeadline};
-use wasmtime_wasi::runtime::AbortOnDropJoinHandle;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
 use wasmtime_wasi_http::p2::bindings::sync::{Proxy, ProxyPre};
-use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
+use wasmtime_wasi_http::p2::body::{HostOutgoingBody, HyperOutgoingBody};
 use wasmtime_wasi_http::{
     Error as HttpError, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks,
     WasiHttpView,
@@ -313,17 +317,6 @@ pub fn pool(config: &crate::config::Config) -> lrpc_kernel::InstancePool {
         .with_memory(memory)
 }
 
-/// What the guest passed to `response-outparam.set`.
-enum Sent {
-    /// A response; its body is being collected.
-    Response(
-        axum::http::response::Parts,
-        AbortOnDropJoinHandle<Result<Bytes, String>>,
-    ),
-    /// An error code instead of a response.
-    Error(ErrorCode),
-}
-
 /// A `wasi:http/incoming-handler` domain under supervision.
 pub struct HttpHandler {
     /// The domain's name.
@@ -337,7 +330,6 @@ pub struct HttpHandler {
     deadline: Duration,
     /// Requests one instance serves (`reuse`; 1: a fresh instance per request).
     reuse: usize,
-    max_body: usize,
     output: lrpc_kernel::component::CapturedOutput,
     current: Mutex<Arc<Generation>>,
     /// The current generation died and no fresh one has replaced it yet.
@@ -376,11 +368,10 @@ impl Supervised for HttpHandler {
 
 impl HttpHandler {
     /// Compiles and links the handler `spec` (a component domain exporting
-    /// `wasi:http/incoming-handler`); responses are limited to `max_body` bytes.
+    /// `wasi:http/incoming-handler`).
     pub fn start(
         kernel: &lrpc_kernel::Kernel,
         spec: &DomainSpec,
-        max_body: usize,
         metrics: Arc<Metrics>,
     ) -> Result<Arc<HttpHandler>, DeployError> {
         let c = spec.component.clone().unwrap_or_default();
@@ -404,7 +395,6 @@ impl HttpHandler {
             memory: Some(memory_limit(spec)),
             deadline: c.limits.deadline.unwrap_or(kernel.config().deadline),
             reuse: c.reuse.unwrap_or(1).max(1),
-            max_body,
             output: lrpc_kernel::component::CapturedOutput::default(),
             current: Mutex::new(Arc::new(Generation { pre, generation: 1 })),
             down: AtomicBool::new(false),
@@ -518,11 +508,19 @@ impl HttpHandler {
     }
 
     /// Serves one request on the worker's instance in `slot` (a fresh one unless the last
-    /// may be used again); counts the call and its failures.
+    /// may be used again); counts the call and its failures. When the guest sets its
+    /// response, the head goes out at once through `reply` (taken), and its body streams
+    /// while the guest writes it; otherwise the answer to send is returned.
     /// A used-up instance waits in the slot for [`HandlerSlot::tidy`].
-    pub fn serve(self: &Arc<Self>, slot: &mut HandlerSlot, req: Incoming) -> Answer {
+    pub fn serve(
+        self: &Arc<Self>,
+        slot: &mut HandlerSlot,
+        req: Incoming,
+        body: Option<RequestBody>,
+        reply: &mut Option<oneshot::Sender<Reply>>,
+    ) -> Answer {
         slot.tidy();
-        let answer = self.serve_on(slot, req);
+        let answer = self.serve_on(slot, req, body, reply);
         // Used up, or failed (then already gone): the next request gets a fresh instance.
         if slot
             .instance
@@ -535,7 +533,13 @@ impl HttpHandler {
     }
 
     /// [`HttpHandler::serve`]'s work; drops the instance if it failed.
-    fn serve_on(self: &Arc<Self>, slot: &mut HandlerSlot, req: Incoming) -> Answer {
+    fn serve_on(
+        self: &Arc<Self>,
+        slot: &mut HandlerSlot,
+        req: Incoming,
+        body: Option<RequestBody>,
+        reply: &mut Option<oneshot::Sender<Reply>>,
+    ) -> Answer {
         self.calls.inc();
         let fail = |code: u16, kind: &str, what: &str| {
             self.supervision.metrics.failure(&self.name, kind);
@@ -565,22 +569,27 @@ impl HttpHandler {
         let Some(inst) = slot.instance.as_mut() else {
             return fail(503, "terminated", "is restarting");
         };
-        let request = match hyper_request(req) {
+        let over = body.as_ref().map(|b| b.over.clone());
+        let request = match hyper_request(req, body) {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(plugin = self.name, "a request it can not take: {e}");
                 return fail(502, "malformed", "was passed a malformed request");
             }
         };
-        let sent: Arc<Mutex<Option<Sent>>> = Arc::default();
-        let max = self.max_body;
-        let sink = sent.clone();
+        let until = Instant::now() + self.deadline;
+        let outparam = Arc::new(Mutex::new(Outparam {
+            reply: reply.take(),
+            sent: None,
+            until,
+        }));
+        let sink = outparam.clone();
         let resources = {
             let mut http = inst.store.data_mut().http();
             http.new_incoming_request(Scheme::Http, request)
                 .and_then(|r| {
                     let out = http.new_response_outparam_from_callback(move |v| {
-                        *lock(&sink) = Some(collect(v, max));
+                        lock(&sink).set(v);
                     })?;
                     Ok((r, out))
                 })
@@ -588,11 +597,11 @@ impl HttpHandler {
         let (request, out) = match resources {
             Ok(r) => r,
             Err(e) => {
+                *reply = lock(&outparam).reply.take();
                 tracing::warn!(plugin = self.name, "passing the request: {e:#}");
                 return fail(502, "malformed", "was passed a malformed request");
             }
         };
-        let until = Instant::now() + self.deadline;
         inst.store.data_mut().deadline = Some(until);
         let called =
             inst.proxy
@@ -601,7 +610,28 @@ impl HttpHandler {
         inst.store.data_mut().deadline = None;
         inst.served += 1;
         let generation = inst.generation;
+        let (sent, unsent) = {
+            let mut o = lock(&outparam);
+            (o.sent.take(), o.reply.take())
+        };
+        // The reply channel, unless the head went out through it.
+        *reply = unsent;
+        // A body over the route's cap failed the guest's reads: with no head out yet, the
+        // client is told why.
+        let too_large = reply.is_some() && over.is_some_and(|o| o.load(Ordering::Acquire));
+        let fail = |code: u16, kind: &str, what: &str| {
+            if too_large {
+                self.supervision.metrics.failure(&self.name, kind);
+                Answer::text(413, "request body too large\n".into())
+            } else {
+                fail(code, kind, what)
+            }
+        };
         if let Err(e) = called {
+            // A body that streams ends badly once the Store that writes it goes.
+            if let Some(Sent::Streaming(body, _)) = &sent {
+                body.end_badly();
+            }
             // The Store is poisoned: the instance goes, the domain is restarted.
             slot.instance = None;
             self.died(generation);
@@ -614,8 +644,7 @@ impl HttpHandler {
                 fail(500, "trap", "trapped")
             };
         }
-        let sent = lock(&sent).take();
-        if !matches!(sent, Some(Sent::Response(..))) {
+        if !matches!(sent, Some(Sent::Streaming(..))) {
             // A guest that did not answer may be in any state: it is not used again.
             slot.instance = None;
         }
@@ -625,36 +654,218 @@ impl HttpHandler {
                 tracing::warn!(plugin = self.name, "answered with an error: {code:?}");
                 fail(502, "malformed", "answered with an error")
             }
-            Some(Sent::Response(parts, body)) => {
-                let left = until.saturating_duration_since(Instant::now());
-                let body = wasmtime_wasi::runtime::in_tokio(async move {
-                    tokio::time::timeout(left, body).await
-                });
-                match body {
-                    Ok(Ok(body)) => Answer {
-                        status: parts.status.as_u16(),
-                        headers: parts
-                            .headers
-                            .iter()
-                            .filter_map(|(n, v)| {
-                                let v = std::str::from_utf8(v.as_bytes()).ok()?;
-                                Some((n.as_str().to_string(), v.to_string()))
-                            })
-                            .collect(),
-                        body: body.to_vec(),
-                    },
-                    Ok(Err(e)) => {
-                        tracing::warn!(plugin = self.name, "its response body failed: {e}");
-                        slot.instance = None;
-                        fail(502, "malformed", "answered with a malformed response")
-                    }
-                    Err(_) => {
-                        // The guest holds on to an unfinished body: start afresh.
-                        slot.instance = None;
-                        self.died(generation);
-                        fail(504, "deadline", "ran past its deadline")
-                    }
+            Some(Sent::Unsendable) => fail(500, "other", "answered where no reply could go"),
+            Some(Sent::Streaming(body, status)) => {
+                // A body the guest left unfinished when it returned would look complete
+                // once its Store is gone: it ends badly instead, after what was written.
+                if slot
+                    .instance
+                    .as_mut()
+                    .is_some_and(|i| unfinished(&mut i.store))
+                {
+                    tracing::warn!(plugin = self.name, "returned with its body unfinished");
+                    body.end_badly();
+                    slot.instance = None;
+                    return fail(status, "malformed", "left its response body unfinished");
                 }
+                Answer {
+                    status,
+                    headers: Vec::new(),
+                    body: Vec::new(),
+                }
+            }
+        }
+    }
+}
+
+/// Whether the guest in `store` holds an outgoing body it has not finished.
+fn unfinished(store: &mut Store<HttpState>) -> bool {
+    store
+        .data_mut()
+        .table
+        .iter_mut()
+        .any(|e| e.is::<HostOutgoingBody>())
+}
+
+/// The `response-outparam` of a request being handled: where its head goes, and what the
+/// guest passed to `set`.
+struct Outparam {
+    reply: Option<oneshot::Sender<Reply>>,
+    sent: Option<Sent>,
+    /// The request's deadline, by which a streamed body is cut off.
+    until: Instant,
+}
+
+impl Outparam {
+    /// Takes what the guest passed to `response-outparam.set`: a response's head goes to
+    /// the client at once, its body streaming behind it.
+    fn set(&mut self, v: Result<axum::http::Response<HyperOutgoingBody>, ErrorCode>) {
+        let response = match v {
+            Ok(r) => r,
+            Err(code) => {
+                self.sent = Some(Sent::Error(code));
+                return;
+            }
+        };
+        let Some(tx) = self.reply.take() else {
+            self.sent = Some(Sent::Unsendable);
+            return;
+        };
+        let (parts, body) = response.into_parts();
+        let status = parts.status.as_u16();
+        let (body, cut) = StreamedBody::new(body, self.until);
+        let _ = tx.send(Reply::Streamed(axum::http::Response::from_parts(
+            parts,
+            axum::body::Body::new(body),
+        )));
+        self.sent = Some(Sent::Streaming(cut, status));
+    }
+}
+
+/// What the guest passed to `response-outparam.set`.
+enum Sent {
+    /// A response: its head went to the client, its body streams (cut off by the
+    /// [`BodyCut`]); the status.
+    Streaming(BodyCut, u16),
+    /// A response, with no channel to send it on (a handler runs only on route workers,
+    /// which always pass one).
+    Unsendable,
+    /// An error code instead of a response.
+    Error(ErrorCode),
+}
+
+/// A streamed response body as the client's connection and the worker share it.
+struct Shared {
+    /// The guest's body, until it ends or is cut off.
+    body: Option<HyperOutgoingBody>,
+    /// Cut off: the client gets an error (the connection is aborted).
+    cut: bool,
+    /// The body fails where it ends, after what the guest wrote.
+    bad_end: bool,
+    /// The task that last polled the body, woken when it is cut off.
+    waker: Option<std::task::Waker>,
+    /// When it is cut off if it has not ended by then.
+    until: Instant,
+    /// A task that cuts it off at `until`, started at the first poll.
+    timer: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Cuts a streamed body off: its client sees the body fail, and the guest's next write to
+/// it fails.
+#[derive(Clone)]
+struct BodyCut(Arc<Mutex<Shared>>);
+
+impl BodyCut {
+    /// Makes the body fail where it ends: the guest's Store is about to go, and with it the
+    /// guest's end of the body, which would otherwise end it as if finished.
+    fn end_badly(&self) {
+        lock(&self.0).bad_end = true;
+    }
+
+    /// Cuts the body off now (what is buffered is dropped).
+    fn cut(&self) {
+        let (body, waker) = {
+            let mut s = lock(&self.0);
+            s.cut = true;
+            (s.body.take(), s.waker.take())
+        };
+        drop(body);
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+/// A response body streaming from the guest to the client through the guest's bounded
+/// channel: a slow client slows the guest's writes. It fails when cut off (the guest
+/// failed or left it unfinished, or the deadline passed).
+struct StreamedBody(Arc<Mutex<Shared>>);
+
+impl StreamedBody {
+    fn new(body: HyperOutgoingBody, until: Instant) -> (StreamedBody, BodyCut) {
+        let shared = Arc::new(Mutex::new(Shared {
+            body: Some(body),
+            cut: false,
+            bad_end: false,
+            waker: None,
+            until,
+            timer: None,
+        }));
+        (StreamedBody(shared.clone()), BodyCut(shared))
+    }
+}
+
+impl Drop for StreamedBody {
+    fn drop(&mut self) {
+        let mut s = lock(&self.0);
+        if let Some(t) = s.timer.take() {
+            t.abort();
+        }
+        // The client went away: the guest's next write fails.
+        s.body = None;
+    }
+}
+
+/// The error a cut-off body fails with.
+#[derive(Debug)]
+struct CutOff;
+
+impl std::fmt::Display for CutOff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the handler did not finish its response body")
+    }
+}
+
+impl std::error::Error for CutOff {}
+
+impl http_body::Body for StreamedBody {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        use std::task::Poll;
+        let mut s = lock(&self.0);
+        if s.cut {
+            return Poll::Ready(Some(Err(Box::new(CutOff))));
+        }
+        if s.timer.is_none()
+            && s.body.is_some()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            // The deadline also holds when the client stops reading and nothing polls.
+            let cut = BodyCut(self.0.clone());
+            let until = tokio::time::Instant::from_std(s.until);
+            s.timer = Some(rt.spawn(async move {
+                tokio::time::sleep_until(until).await;
+                cut.cut();
+            }));
+        }
+        let Some(body) = s.body.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match std::pin::Pin::new(body).poll_frame(cx) {
+            Poll::Ready(None) => {
+                s.body = None;
+                if s.bad_end {
+                    s.cut = true;
+                    return Poll::Ready(Some(Err(Box::new(CutOff))));
+                }
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(Err(e))) => {
+                s.body = None;
+                s.cut = true;
+                Poll::Ready(Some(Err(e.to_string().into())))
+            }
+            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+            Poll::Pending => {
+                if !s.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    s.waker = Some(cx.waker().clone());
+                }
+                Poll::Pending
             }
         }
     }
@@ -681,28 +892,97 @@ fn prepare(kernel: &lrpc_kernel::Kernel, wasm: &[u8]) -> Result<ProxyPre<HttpSta
 
 const HANDLER: &str = crate::config::HANDLER_INTERFACE;
 
-/// What `response-outparam.set` received; a response's body starts being collected (at most
-/// `max` bytes) on the WASI runtime.
-fn collect(v: Result<axum::http::Response<HyperOutgoingBody>, ErrorCode>, max: usize) -> Sent {
-    match v {
-        Ok(r) => {
-            let (parts, body) = r.into_parts();
-            let task = wasmtime_wasi::runtime::spawn(async move {
-                Limited::new(body, max)
-                    .collect()
-                    .await
-                    .map(|c| c.to_bytes())
-                    .map_err(|e| e.to_string())
-            });
-            Sent::Response(parts, task)
+/// A request body streaming from the client to a handler with no plugins before it: at
+/// most `max` bytes (past that, reads fail), each piece within `idle` of the one before.
+pub struct RequestBody {
+    inner: axum::body::Body,
+    max: usize,
+    seen: usize,
+    idle: Duration,
+    sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    /// Set when the body went past `max`.
+    over: Arc<AtomicBool>,
+}
+
+impl RequestBody {
+    /// `body`, capped at `max` bytes, each piece arriving within `idle`.
+    pub fn new(body: axum::body::Body, max: usize, idle: Duration) -> RequestBody {
+        RequestBody {
+            inner: body,
+            max,
+            seen: 0,
+            idle,
+            sleep: None,
+            over: Arc::default(),
         }
-        Err(code) => Sent::Error(code),
     }
 }
 
-/// The request as the chain left it, as an HTTP request (method, path and headers checked).
+impl http_body::Body for RequestBody {
+    type Data = Bytes;
+    type Error = HttpError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, HttpError>>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        if this.over.load(Ordering::Relaxed) {
+            return Poll::Ready(Some(Err(HttpError::HttpRequestBodySize(Some(
+                this.seen as u64,
+            )))));
+        }
+        match std::pin::Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                this.sleep = None;
+                if let Some(d) = frame.data_ref() {
+                    this.seen = this.seen.saturating_add(d.len());
+                    if this.seen > this.max {
+                        this.over.store(true, Ordering::Release);
+                        return Poll::Ready(Some(Err(HttpError::HttpRequestBodySize(Some(
+                            this.seen as u64,
+                        )))));
+                    }
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            // Malformed framing, or a connection that broke.
+            Poll::Ready(Some(Err(_))) => Poll::Ready(Some(Err(HttpError::ConnectionTerminated))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => {
+                // A timer needs a runtime: a poll outside one (a read that does not wait)
+                // arms none.
+                if this.sleep.is_none() && tokio::runtime::Handle::try_current().is_ok() {
+                    this.sleep = Some(Box::pin(tokio::time::sleep(this.idle)));
+                }
+                let stalled = this
+                    .sleep
+                    .as_mut()
+                    .is_some_and(|s| s.as_mut().poll(cx).is_ready());
+                if stalled {
+                    Poll::Ready(Some(Err(HttpError::ConnectionReadTimeout)))
+                } else {
+                    Poll::Pending
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The request as the chain left it, as an HTTP request (method, path and headers checked),
+/// with `body` instead of its own when the body streams.
 fn hyper_request(
     req: Incoming,
+    body: Option<RequestBody>,
 ) -> Result<
     Request<http_body_util::combinators::UnsyncBoxBody<Bytes, wasmtime_wasi_http::Error>>,
     String,
@@ -737,8 +1017,11 @@ fn hyper_request(
         let value = HeaderValue::from_str(v).map_err(|e| format!("`{n}`: {e}"))?;
         b = b.header(name, value);
     }
-    let body = Full::new(Bytes::from(req.body))
-        .map_err(|never| match never {})
-        .boxed_unsync();
+    let body = match body {
+        Some(b) => b.boxed_unsync(),
+        None => Full::new(Bytes::from(req.body))
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    };
     b.body(body).map_err(|e| e.to_string())
 }

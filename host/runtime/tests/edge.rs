@@ -49,14 +49,38 @@ fn start_edge(config: &Path) -> lrpc_runtime::edge::Edge {
     Edge::start(std::sync::Arc::new(deployment)).expect("workers")
 }
 
+/// Tests that keep both processors busy (hundreds of MiB streamed through a debug build)
+/// take this for writing; every other server holds it for reading. So no timing test runs
+/// beside them on a 2-core machine.
+static ALONE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Runs the rest of a test alone among the servers of this file.
+fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    ALONE
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A running `lrpc serve`, killed when dropped.
 struct Server {
     child: Child,
     addr: String,
+    /// Held while the server runs, unless the test runs alone (see [`ALONE`]).
+    _beside: Option<std::sync::RwLockReadGuard<'static, ()>>,
 }
 
 impl Server {
     fn start(config: &Path) -> Server {
+        let beside = ALONE
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut s = Server::start_alone(config);
+        s._beside = Some(beside);
+        s
+    }
+
+    /// [`Server::start`] for a test that holds [`alone`].
+    fn start_alone(config: &Path) -> Server {
         let mut child = Command::new(LRPC)
             .arg("serve")
             .arg(config)
@@ -74,7 +98,11 @@ impl Server {
             .strip_prefix("listening on http://")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_string();
-        Server { child, addr }
+        Server {
+            child,
+            addr,
+            _beside: None,
+        }
     }
 
     fn get(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
@@ -831,6 +859,7 @@ fn run_the_key_value_client_against_a_remote_store() {
             .strip_prefix("listening on http://")
             .unwrap_or_else(|| panic!("unexpected first line {:?}", lines[0]))
             .to_string(),
+        _beside: None,
     };
     let endpoint = lines[1]
         .trim()
@@ -1752,5 +1781,348 @@ fn a_wasi_http_handler_s_outgoing_request_ends_by_its_deadline() {
     // The late backend's request failed; the slow one's was sent (its body timed out).
     assert_eq!(count("failed"), 1.0, "{m}");
     assert!(count("sent") >= 3.0, "{m}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `http-wasi-stream` at `/` (body cap 300 MiB) and at `/small` (1 MiB), with `deadline`:
+/// its directory and config.
+fn stream_config(tag: &str, deadline: &str) -> (PathBuf, PathBuf) {
+    let dir = scratch(tag);
+    let config = write_config(
+        &dir,
+        &format!(
+            "[domains.stream]\nguest = \"http-wasi-stream\"\n\
+             exports = [{{ interface = \"wasi:http/incoming-handler\" }}]\n\
+             [domains.stream.limits]\ndeadline = \"{deadline}\"\n\
+             [[routes]]\nprefix = \"/small\"\nchain = [\"stream\"]\nmax-body = 1048576\n\
+             [[routes]]\nprefix = \"/\"\nchain = [\"stream\"]\nmax-body = 314572800\n"
+        ),
+    );
+    (dir, config)
+}
+
+/// Byte `i` of the test pattern (the one `http-wasi-stream` generates).
+fn pattern(i: u64) -> u8 {
+    (i % 251) as u8
+}
+
+/// Sends `method path` with `len` pattern bytes of body (chunked when `chunked`), written
+/// on a thread of its own by `write`, which may pause; the reader of the reply.
+fn send_streaming(
+    addr: &str,
+    method: &str,
+    path: &str,
+    len: u64,
+    chunked: bool,
+    pause: Option<(u64, Duration)>,
+) -> (BufReader<TcpStream>, std::thread::JoinHandle<()>) {
+    let c = TcpStream::connect(addr).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(120)))
+        .expect("timeout");
+    let framing = if chunked {
+        "transfer-encoding: chunked".to_string()
+    } else {
+        format!("content-length: {len}")
+    };
+    let head =
+        format!("{method} {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n{framing}\r\n\r\n");
+    let mut w = c.try_clone().expect("clone");
+    let writer = std::thread::spawn(move || {
+        let piece: Vec<u8> = (0..64 * 1024).map(pattern).collect();
+        let _ = w.write_all(head.as_bytes());
+        let mut at = 0u64;
+        while at < len {
+            if let Some((when, d)) = pause
+                && at == when
+            {
+                std::thread::sleep(d);
+            }
+            let skip = (at % 251) as usize;
+            let n = (len - at).min((piece.len() - skip) as u64) as usize;
+            let sent = if chunked {
+                w.write_all(format!("{n:x}\r\n").as_bytes())
+                    .and_then(|()| w.write_all(&piece[skip..skip + n]))
+                    .and_then(|()| w.write_all(b"\r\n"))
+            } else {
+                w.write_all(&piece[skip..skip + n])
+            };
+            if sent.is_err() {
+                return;
+            }
+            at += n as u64;
+        }
+        if chunked {
+            let _ = w.write_all(b"0\r\n\r\n");
+        }
+    });
+    (BufReader::new(c), writer)
+}
+
+/// The status and headers of a reply.
+fn read_head(r: &mut BufReader<TcpStream>) -> (u16, Vec<(String, String)>) {
+    let mut line = String::new();
+    r.read_line(&mut line).expect("status line");
+    let status = line
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("a status line: {line:?}"));
+    let mut headers = Vec::new();
+    loop {
+        let mut l = String::new();
+        r.read_line(&mut l).expect("a header line");
+        let l = l.trim_end();
+        if l.is_empty() {
+            return (status, headers);
+        }
+        if let Some((n, v)) = l.split_once(':') {
+            headers.push((n.trim().to_ascii_lowercase(), v.trim().to_string()));
+        }
+    }
+}
+
+/// What a chunked body turned out to be.
+#[derive(Debug, Default)]
+struct Chunked {
+    /// Bytes read.
+    len: u64,
+    /// Whether they all followed the pattern.
+    pattern: bool,
+    /// Whether the last chunk came (the body ended properly).
+    ended: bool,
+}
+
+/// Reads a chunked body as it arrives, checking it against the pattern; `each` is called
+/// with the bytes read so far after every chunk.
+fn read_chunked(r: &mut BufReader<TcpStream>, mut each: impl FnMut(u64)) -> Chunked {
+    let mut out = Chunked {
+        pattern: true,
+        ..Chunked::default()
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let mut size = String::new();
+        if r.read_line(&mut size).unwrap_or(0) == 0 {
+            return out;
+        }
+        let Ok(n) = u64::from_str_radix(size.trim(), 16) else {
+            return out;
+        };
+        if n == 0 {
+            out.ended = true;
+            return out;
+        }
+        let mut left = n;
+        while left > 0 {
+            let k = left.min(buf.len() as u64) as usize;
+            if r.read_exact(&mut buf[..k]).is_err() {
+                return out;
+            }
+            for (i, b) in buf[..k].iter().enumerate() {
+                out.pattern &= *b == pattern(out.len + i as u64);
+            }
+            out.len += k as u64;
+            left -= k as u64;
+        }
+        let mut crlf = [0u8; 2];
+        if r.read_exact(&mut crlf).is_err() {
+            return out;
+        }
+        each(out.len);
+    }
+}
+
+/// A 256 MiB body streams through a handler that echoes it as it reads it: the reply has
+/// exactly the bytes sent, and the server's memory stays far below the body's size.
+#[test]
+fn a_256_mib_echo_streams_through_a_wasi_http_handler_in_bounded_memory() {
+    let _alone = alone();
+    let (dir, config) = stream_config("stream-echo", "120s");
+    let s = Server::start_alone(&config);
+    assert_eq!(
+        request(&s.addr, "POST", "/echo", &[], b"warm").text(),
+        "warm"
+    );
+    let before = rss(s.child.id());
+    let mut peak = before;
+    let len = 256u64 << 20;
+    let (mut r, writer) = send_streaming(&s.addr, "POST", "/echo", len, false, None);
+    let (status, headers) = read_head(&mut r);
+    assert_eq!(status, 200);
+    assert!(
+        headers
+            .iter()
+            .any(|(n, v)| n == "transfer-encoding" && v == "chunked"),
+        "{headers:?}"
+    );
+    let mut last = 0;
+    let body = read_chunked(&mut r, |n| {
+        if n - last >= 8 << 20 {
+            last = n;
+            peak = peak.max(rss(s.child.id()));
+        }
+    });
+    writer.join().expect("the writer");
+    eprintln!(
+        "256 MiB echo: RSS {} MiB before, peak growth {} MiB",
+        before >> 20,
+        (peak - before) >> 20
+    );
+    assert!(body.ended && body.pattern, "{body:?}");
+    assert_eq!(body.len, len);
+    assert!(
+        peak < before + (64 << 20),
+        "RSS grew by {} MiB",
+        (peak - before) >> 20
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A handler that streams 50 MiB without a length: the reply is chunked, complete, and the
+/// server's memory stays bounded.
+#[test]
+fn a_50_mib_generated_response_streams_chunked_in_bounded_memory() {
+    let _alone = alone();
+    let (dir, config) = stream_config("stream-gen", "120s");
+    let s = Server::start_alone(&config);
+    assert_eq!(s.get("/gen/0", &[]).status, 200);
+    let before = rss(s.child.id());
+    let mut peak = before;
+    let (mut r, writer) = send_streaming(&s.addr, "GET", "/gen/50", 0, false, None);
+    let (status, headers) = read_head(&mut r);
+    assert_eq!(status, 200);
+    assert!(
+        headers.iter().all(|(n, _)| n != "content-length"),
+        "{headers:?}"
+    );
+    assert!(
+        headers
+            .iter()
+            .any(|(n, v)| n == "transfer-encoding" && v == "chunked"),
+        "{headers:?}"
+    );
+    let mut last = 0;
+    let body = read_chunked(&mut r, |n| {
+        if n - last >= 4 << 20 {
+            last = n;
+            peak = peak.max(rss(s.child.id()));
+        }
+    });
+    writer.join().expect("the writer");
+    eprintln!(
+        "50 MiB streamed response: RSS {} MiB before, peak growth {} MiB",
+        before >> 20,
+        (peak - before) >> 20
+    );
+    assert!(body.ended && body.pattern, "{body:?}");
+    assert_eq!(body.len, 50 << 20);
+    assert!(
+        peak < before + (64 << 20),
+        "RSS grew by {} MiB",
+        (peak - before) >> 20
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A handler that sets its response and never finishes the body: the head comes at once,
+/// the body is cut off (no last chunk) at the deadline, and the next request gets a fresh
+/// instance. One that returns with its body unfinished is cut off at once.
+#[test]
+fn a_body_never_finished_is_cut_off_at_the_deadline() {
+    let (dir, config) = stream_config("stream-hang", "4s");
+    let s = Server::start(&config);
+    assert_eq!(s.get("/ignore", &[]).text(), "ignored\n");
+    let start = Instant::now();
+    let (mut r, writer) = send_streaming(&s.addr, "GET", "/hang", 0, false, None);
+    let (status, _) = read_head(&mut r);
+    let head = start.elapsed();
+    assert_eq!(status, 200);
+    assert!(head < Duration::from_secs(2), "the head took {head:?}");
+    let body = read_chunked(&mut r, |_| {});
+    let cut = start.elapsed();
+    writer.join().expect("the writer");
+    assert!(!body.ended, "{body:?}");
+    assert!(
+        cut >= Duration::from_millis(3500) && cut < Duration::from_secs(10),
+        "the body ended after {cut:?}"
+    );
+    // The worker sees the deadline pass too: the instance goes, the domain restarts.
+    assert!(eventually(|| s.metric("lrpc_plugin_failures_total") >= 1.0));
+    assert!(eventually(|| s.get("/ignore", &[]).status == 200));
+
+    // A handler that returns with its body unfinished is cut off at once. When the cut
+    // comes before hyper wrote the head, the connection just closes (documented).
+    let start = Instant::now();
+    let (mut r, writer) = send_streaming(&s.addr, "GET", "/leave", 0, false, None);
+    let mut line = String::new();
+    let _ = r.read_line(&mut line);
+    if !line.is_empty() {
+        assert!(line.starts_with("HTTP/1.1 200"), "{line:?}");
+        let mut l = String::new();
+        while r.read_line(&mut l).is_ok_and(|n| n > 0) && l.trim_end() != "" {
+            l.clear();
+        }
+        let body = read_chunked(&mut r, |_| {});
+        assert!(!body.ended, "{body:?}");
+    }
+    writer.join().expect("the writer");
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(s.get("/ignore", &[]).text(), "ignored\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A handler that answers without reading the body answers before the client has sent
+/// it; a body over the route's cap fails the handler's read, answered 413 when the
+/// handler answered nothing.
+#[test]
+fn a_handler_answers_without_waiting_for_the_body_and_the_cap_holds() {
+    let (dir, config) = stream_config("stream-ignore", "30s");
+    let s = Server::start(&config);
+    // The client sends 1 MiB of 10, then waits 15 s: the answer comes meanwhile.
+    let start = Instant::now();
+    let pause = Some((1 << 20, Duration::from_secs(15)));
+    let (mut r, writer) = send_streaming(&s.addr, "POST", "/ignore", 10 << 20, false, pause);
+    let (status, _) = read_head(&mut r);
+    let mut line = String::new();
+    r.read_line(&mut line).expect("a chunk size");
+    let mut text = String::new();
+    r.read_line(&mut text).expect("a chunk");
+    assert_eq!((status, text.as_str()), (200, "ignored\n"));
+    assert!(
+        start.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        start.elapsed()
+    );
+    drop(r);
+    writer.join().expect("the writer");
+
+    let (mut r, writer) = send_streaming(&s.addr, "POST", "/small/sum", 100 << 10, true, None);
+    let (status, _) = read_head(&mut r);
+    writer.join().expect("the writer");
+    assert_eq!(status, 200);
+    let (mut r, writer) = send_streaming(&s.addr, "POST", "/small/sum", 2 << 20, true, None);
+    let (status, _) = read_head(&mut r);
+    writer.join().expect("the writer");
+    assert_eq!(status, 413);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `HEAD` on a handler that writes a body: its headers, no body, and no length made up.
+#[test]
+fn head_on_a_wasi_http_handler_sends_no_body() {
+    let (dir, config) = stream_config("stream-head", "30s");
+    let s = Server::start(&config);
+    let r = request(&s.addr, "HEAD", "/gen/1", &[], b"");
+    assert_eq!(r.status, 200);
+    assert!(r.body.is_empty(), "{} bytes", r.body.len());
+    assert_eq!(r.header("content-type"), Some("application/octet-stream"));
+    assert_eq!(r.header("content-length"), None);
+    // The handler was not disturbed by the body going nowhere.
+    assert_eq!(s.get("/ignore", &[]).text(), "ignored\n");
+    assert_eq!(s.metric("lrpc_plugin_failures_total"), 0.0);
     let _ = std::fs::remove_dir_all(&dir);
 }
