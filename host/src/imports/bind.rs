@@ -211,7 +211,7 @@ fn bind_inner(caller: &mut Caller<'_, DomainData>, named: Named, out: Place) -> 
             Some(d) => desc::Direct {
                 index: d.entries[i],
                 server_base: (d.offset + off) as u32,
-                borrow: binding.borrow[i] as u32,
+                borrow: binding.masks[i].borrow as u32,
                 fast: d.fast[i],
             },
             None => desc::Direct::default(),

@@ -65,7 +65,7 @@ fn prepare(data: &DomainData, raw: u64, proc: i32, astack: i32) -> Result<Prepar
 /// on a call that does not lend (the client may run meanwhile, see `Binding::entry_mask`).
 #[inline]
 pub(super) fn borrow_mask(b: &Binding, proc: u32) -> i32 {
-    b.borrow.get(proc as usize).copied().unwrap_or(0)
+    b.masks.get(proc as usize).map_or(0, |m| m.borrow)
 }
 
 /// The entry's arguments for A-stack `local` of extent `e` in server replica `r`: A-stack

@@ -68,16 +68,24 @@ impl ClientBinding {
     }
 }
 
+/// A procedure's masks of `in` arguments the server reads in place.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Masks {
+    /// On a call that does not lend.
+    pub borrow: i32,
+    /// On a call that lends.
+    pub lend: i32,
+}
+
 /// A binding between one client replica and a server domain.
 pub(crate) struct Binding {
     pub handle: u64,
     /// The combination signature of both sides' presentations.
     pub combination: Combination,
-    /// Per procedure, the borrow mask passed to the server's entry.
-    pub borrow: Box<[i32]>,
-    /// Per procedure, the mask passed instead when the call lends its arguments (see
-    /// [`Binding::lends`]).
-    pub lend: Box<[i32]>,
+    /// Per procedure, the borrow mask passed to the server's entry, and the mask passed
+    /// instead when the call lends its arguments (see [`Binding::lends`]); side by side, so
+    /// that a call reads one slot.
+    pub masks: Box<[Masks]>,
     /// Whether the server can reach the client through bindings, as [`GRAPH`] generation
     /// `reach >> 1` found it (bit 0: it can). Generation 0 is never current.
     reach: AtomicU64,
@@ -133,21 +141,18 @@ impl Binding {
         tick: Duration,
     ) -> Binding {
         let ticks = deadline.as_nanos().div_ceil(tick.as_nanos().max(1)) + 1;
-        let borrow = combination
+        let masks = combination
             .procs
             .iter()
-            .map(|p| p.borrow_mask() as i32)
-            .collect();
-        let lend = combination
-            .procs
-            .iter()
-            .map(|p| p.lend_mask() as i32)
+            .map(|p| Masks {
+                borrow: p.borrow_mask() as i32,
+                lend: p.lend_mask() as i32,
+            })
             .collect();
         Binding {
             handle,
             combination,
-            borrow,
-            lend,
+            masks,
             reach: AtomicU64::new(0),
             server: export.server.clone(),
             export,
@@ -198,8 +203,7 @@ impl Binding {
     /// meanwhile is refused, see `linkage::lending`).
     #[inline]
     pub(crate) fn entry_mask(&self, proc: u32) -> (i32, bool) {
-        let i = proc as usize;
-        let (Some(&borrow), Some(&lend)) = (self.borrow.get(i), self.lend.get(i)) else {
+        let Some(&Masks { borrow, lend }) = self.masks.get(proc as usize) else {
             return (0, false);
         };
         if lend != borrow && self.lends() {
