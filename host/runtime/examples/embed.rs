@@ -83,6 +83,12 @@ async fn main() -> anyhow::Result<()> {
         .merge(edge.router());
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     println!("listening on http://{}", listener.local_addr()?);
+    // As `lrpc serve` does: a streamed response's head and body go out without waiting
+    // for the client's delayed acknowledgement.
+    use axum::serve::ListenerExt as _;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await?;

@@ -734,10 +734,41 @@ enum Sent {
     Error(ErrorCode),
 }
 
+/// Frames of a response body waiting between the guest and the client's connection.
+const RELAY_FRAMES: usize = 8;
+
+/// A guest's response body as a task on the WASI runtime relays it: the guest's writes
+/// complete when the relay takes them, not when the client's connection (on a busy reactor
+/// thread) gets to them. At most [`RELAY_FRAMES`] frames wait, so a slow client still slows
+/// the guest.
+struct Relay {
+    frames: tokio::sync::mpsc::Receiver<Result<http_body::Frame<Bytes>, String>>,
+    /// The task; aborting it drops the guest's body, so the guest's next write fails.
+    _task: wasmtime_wasi::runtime::AbortOnDropJoinHandle<()>,
+}
+
+impl Relay {
+    fn start(mut body: HyperOutgoingBody) -> Relay {
+        let (tx, frames) = tokio::sync::mpsc::channel(RELAY_FRAMES);
+        let task = wasmtime_wasi::runtime::spawn(async move {
+            while let Some(frame) = body.frame().await {
+                let failed = frame.is_err();
+                if tx.send(frame.map_err(|e| e.to_string())).await.is_err() || failed {
+                    break;
+                }
+            }
+        });
+        Relay {
+            frames,
+            _task: task,
+        }
+    }
+}
+
 /// A streamed response body as the client's connection and the worker share it.
 struct Shared {
-    /// The guest's body, until it ends or is cut off.
-    body: Option<HyperOutgoingBody>,
+    /// The guest's body, relayed, until it ends or is cut off.
+    body: Option<Relay>,
     /// Cut off: the client gets an error (the connection is aborted).
     cut: bool,
     /// The body fails where it ends, after what the guest wrote.
@@ -784,7 +815,7 @@ struct StreamedBody(Arc<Mutex<Shared>>);
 impl StreamedBody {
     fn new(body: HyperOutgoingBody, until: Instant) -> (StreamedBody, BodyCut) {
         let shared = Arc::new(Mutex::new(Shared {
-            body: Some(body),
+            body: Some(Relay::start(body)),
             cut: false,
             bad_end: false,
             waker: None,
@@ -846,7 +877,7 @@ impl http_body::Body for StreamedBody {
         let Some(body) = s.body.as_mut() else {
             return Poll::Ready(None);
         };
-        match std::pin::Pin::new(body).poll_frame(cx) {
+        match body.frames.poll_recv(cx) {
             Poll::Ready(None) => {
                 s.body = None;
                 if s.bad_end {
@@ -858,7 +889,7 @@ impl http_body::Body for StreamedBody {
             Poll::Ready(Some(Err(e))) => {
                 s.body = None;
                 s.cut = true;
-                Poll::Ready(Some(Err(e.to_string().into())))
+                Poll::Ready(Some(Err(e.into())))
             }
             Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
             Poll::Pending => {
