@@ -1943,39 +1943,49 @@ fn a_256_mib_echo_streams_through_a_wasi_http_handler_in_bounded_memory() {
         request(&s.addr, "POST", "/echo", &[], b"warm").text(),
         "warm"
     );
-    let before = rss(s.child.id());
-    let mut peak = before;
     let len = 256u64 << 20;
-    let (mut r, writer) = send_streaming(&s.addr, "POST", "/echo", len, false, None);
-    let (status, headers) = read_head(&mut r);
-    assert_eq!(status, 200);
+    let (body, headers, growth) = stream_measuring_rss(&s, "POST", "/echo", len, "256 MiB echo");
     assert!(
         headers
             .iter()
             .any(|(n, v)| n == "transfer-encoding" && v == "chunked"),
         "{headers:?}"
     );
+    assert!(body.ended && body.pattern, "{body:?}");
+    assert_eq!(body.len, len);
+    assert!(growth < 64 << 20, "RSS grew by {} MiB", growth >> 20);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Streams a request of `len` bytes (none for 0) to `path` and reads the chunked answer,
+/// sampling the server's RSS every 4 MiB; the body, the answer's headers and the peak RSS
+/// growth over before the request, printed under `what`.
+fn stream_measuring_rss(
+    s: &Server,
+    method: &str,
+    path: &str,
+    len: u64,
+    what: &str,
+) -> (Chunked, Vec<(String, String)>, u64) {
+    let before = rss(s.child.id());
+    let mut peak = before;
+    let (mut r, writer) = send_streaming(&s.addr, method, path, len, false, None);
+    let (status, headers) = read_head(&mut r);
+    assert_eq!(status, 200);
     let mut last = 0;
     let body = read_chunked(&mut r, |n| {
-        if n - last >= 8 << 20 {
+        if n - last >= 4 << 20 {
             last = n;
             peak = peak.max(rss(s.child.id()));
         }
     });
     writer.join().expect("the writer");
     eprintln!(
-        "256 MiB echo: RSS {} MiB before, peak growth {} MiB",
+        "{what}: RSS {} MiB before, peak growth {} MiB",
         before >> 20,
         (peak - before) >> 20
     );
-    assert!(body.ended && body.pattern, "{body:?}");
-    assert_eq!(body.len, len);
-    assert!(
-        peak < before + (64 << 20),
-        "RSS grew by {} MiB",
-        (peak - before) >> 20
-    );
-    let _ = std::fs::remove_dir_all(&dir);
+    (body, headers, peak - before)
 }
 
 /// A handler that streams 50 MiB without a length: the reply is chunked, complete, and the
@@ -1986,11 +1996,8 @@ fn a_50_mib_generated_response_streams_chunked_in_bounded_memory() {
     let (dir, config) = stream_config("stream-gen", "120s");
     let s = Server::start_alone(&config);
     assert_eq!(s.get("/gen/0", &[]).status, 200);
-    let before = rss(s.child.id());
-    let mut peak = before;
-    let (mut r, writer) = send_streaming(&s.addr, "GET", "/gen/50", 0, false, None);
-    let (status, headers) = read_head(&mut r);
-    assert_eq!(status, 200);
+    let (body, headers, growth) =
+        stream_measuring_rss(&s, "GET", "/gen/50", 0, "50 MiB streamed response");
     assert!(
         headers.iter().all(|(n, _)| n != "content-length"),
         "{headers:?}"
@@ -2001,26 +2008,9 @@ fn a_50_mib_generated_response_streams_chunked_in_bounded_memory() {
             .any(|(n, v)| n == "transfer-encoding" && v == "chunked"),
         "{headers:?}"
     );
-    let mut last = 0;
-    let body = read_chunked(&mut r, |n| {
-        if n - last >= 4 << 20 {
-            last = n;
-            peak = peak.max(rss(s.child.id()));
-        }
-    });
-    writer.join().expect("the writer");
-    eprintln!(
-        "50 MiB streamed response: RSS {} MiB before, peak growth {} MiB",
-        before >> 20,
-        (peak - before) >> 20
-    );
     assert!(body.ended && body.pattern, "{body:?}");
     assert_eq!(body.len, 50 << 20);
-    assert!(
-        peak < before + (64 << 20),
-        "RSS grew by {} MiB",
-        (peak - before) >> 20
-    );
+    assert!(growth < 64 << 20, "RSS grew by {} MiB", growth >> 20);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
