@@ -262,6 +262,21 @@ impl Drop for GrpcPeer {
     }
 }
 
+/// A mixed pair: the A-stack bench client bound to the bench server as a component domain
+/// (its calls go through the component's core face).
+pub fn astack_to_component() -> (Kernel, Domain) {
+    let kernel = Kernel::new().expect("kernel");
+    let server = kernel
+        .component("bench-server", components::SERVER, Default::default())
+        .expect("server component");
+    kernel.export(&server, "lrpc:bench/bench").expect("export");
+    let client = kernel
+        .domain("bench-client", lrpc_artifacts::BENCH_CLIENT)
+        .expect("client");
+    assert_eq!(client.call::<(), i32>("bind", ()).expect("bind"), 0);
+    (kernel, client)
+}
+
 /// A kernel with `server_wasm` exported as `lrpc:bench/bench` (server presentation text
 /// `server`, serving mode `serving`) and a bound client from `client_wasm` (client
 /// presentation text `client`). Returns the kernel and the client.
@@ -600,15 +615,7 @@ pub fn peers(grpc_exe: &std::path::Path) -> Vec<(&'static str, MakePeer, f64)> {
         (
             "astack-to-component",
             Box::new(|| {
-                let kernel = Kernel::new().expect("kernel");
-                let server = kernel
-                    .component("bench-server", components::SERVER, Default::default())
-                    .expect("server component");
-                kernel.export(&server, "lrpc:bench/bench").expect("export");
-                let client = kernel
-                    .domain("bench-client", lrpc_artifacts::BENCH_CLIENT)
-                    .expect("client");
-                assert_eq!(client.call::<(), i32>("bind", ()).expect("bind"), 0);
+                let (kernel, client) = astack_to_component();
                 Box::new(OnKernel {
                     peer: Lrpc::new(kernel.clone(), &client),
                     _kernel: kernel,

@@ -72,19 +72,7 @@ fn main() {
             .big_in(size, n)
             .min(0),
         "astack-to-component-big-in" | "astack-to-component-big-in-out" => {
-            let kernel = lrpc_kernel::Kernel::new().expect("kernel");
-            let server = kernel
-                .component(
-                    "bench-server",
-                    lrpc_benches::components::SERVER,
-                    Default::default(),
-                )
-                .expect("server component");
-            kernel.export(&server, "lrpc:bench/bench").expect("export");
-            let client = kernel
-                .domain("bench-client", lrpc_artifacts::BENCH_CLIENT)
-                .expect("client");
-            assert_eq!(client.call::<(), i32>("bind", ()).expect("bind"), 0);
+            let (kernel, client) = lrpc_benches::astack_to_component();
             let mut peer = lrpc_benches::Lrpc::new(kernel.clone(), &client);
             if case.ends_with("-out") {
                 peer.big_in_out(size, n)

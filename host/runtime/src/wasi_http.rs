@@ -210,16 +210,9 @@ impl http_body::Body for DeadlineBody {
 }
 
 /// The error a call stopped at its deadline traps with.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("the call ran past its deadline")]
 struct PastDeadline;
-
-impl std::fmt::Display for PastDeadline {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the call ran past its deadline")
-    }
-}
-
-impl std::error::Error for PastDeadline {}
 
 /// One generation of a handler: the component, pre-instantiated.
 pub struct Generation {
@@ -838,16 +831,9 @@ impl Drop for StreamedBody {
 }
 
 /// The error a cut-off body fails with.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("the handler did not finish its response body")]
 struct CutOff;
-
-impl std::fmt::Display for CutOff {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the handler did not finish its response body")
-    }
-}
-
-impl std::error::Error for CutOff {}
 
 impl http_body::Body for StreamedBody {
     type Data = Bytes;

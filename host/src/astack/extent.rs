@@ -202,6 +202,16 @@ pub(crate) fn reciprocal(size: u32) -> u64 {
     }
 }
 
+/// [`layout`] for the procedures of `plan`: each procedure's offset, and the segment's size.
+pub(crate) fn plan_layout(plan: &lrpc_presentation::InterfacePlan) -> Option<(Vec<usize>, usize)> {
+    let sizes: Vec<(u32, u32)> = plan
+        .procs
+        .iter()
+        .map(|p| (p.astack_size, p.astack_count))
+        .collect();
+    layout(&sizes)
+}
+
 /// Layout of a binding's first A-stack segment: per procedure, its offset in the segment,
 /// A-stack size and count.
 pub(crate) fn layout(sizes: &[(u32, u32)]) -> Option<(Vec<usize>, usize)> {

@@ -15,5 +15,7 @@ pub(crate) mod extent;
 pub(crate) mod map;
 
 pub(crate) use alloc::{WindowAlloc, grown_offset};
-pub(crate) use extent::{Extent, MAX_EXTENTS, Placement, ProcStacks, astack, astack_mut, layout};
+pub(crate) use extent::{
+    Extent, MAX_EXTENTS, Placement, ProcStacks, astack, astack_mut, plan_layout,
+};
 pub(crate) use map::{MemoryRange, Segment, page_round};

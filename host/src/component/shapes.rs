@@ -76,26 +76,31 @@ impl Flat for Header {
     }
 }
 
-/// The fewest bytes a header takes: two lengths.
-const HEADER_MIN: usize = 8;
+/// Appends a list: its `u32` count, then its elements.
+fn put_list<T: Flat>(v: &[T], out: &mut Vec<u8>) {
+    out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+    for e in v {
+        e.put(out);
+    }
+}
+
+/// Takes a list whose elements each take at least `min` bytes: a count the bytes that remain
+/// can not hold is refused before anything is allocated.
+fn get_list<T: Flat>(src: &mut &[u8], min: usize) -> Option<Vec<T>> {
+    let n = u32::get(src)? as usize;
+    if n > src.len() / min {
+        return None;
+    }
+    (0..n).map(|_| T::get(src)).collect()
+}
 
 impl Flat for Vec<Header> {
     fn put(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(self.len() as u32).to_le_bytes());
-        for h in self {
-            h.put(out);
-        }
+        put_list(self, out);
     }
     fn get(src: &mut &[u8]) -> Option<Vec<Header>> {
-        let n = u32::get(src)? as usize;
-        if n > src.len() / HEADER_MIN {
-            return None;
-        }
-        let mut v = Vec::with_capacity(n);
-        for _ in 0..n {
-            v.push(Header::get(src)?);
-        }
-        Some(v)
+        // Two lengths at least.
+        get_list(src, 8)
     }
 }
 
@@ -343,18 +348,11 @@ pub(super) mod kv {
 
     impl Flat for Vec<String> {
         fn put(&self, out: &mut Vec<u8>) {
-            out.extend_from_slice(&(self.len() as u32).to_le_bytes());
-            for s in self {
-                s.put(out);
-            }
+            super::put_list(self, out);
         }
         fn get(src: &mut &[u8]) -> Option<Self> {
-            let n = u32::get(src)? as usize;
             // Each string takes at least its length.
-            if n > src.len() / 4 {
-                return None;
-            }
-            (0..n).map(|_| String::get(src)).collect()
+            super::get_list(src, 4)
         }
     }
 

@@ -7,7 +7,7 @@ use super::{
     flush_own, status_of, write_guest,
 };
 use crate::astack::page_round;
-use crate::astack::{Extent, ProcStacks, layout};
+use crate::astack::{Extent, ProcStacks, plan_layout};
 use crate::quota::Charge;
 use crate::slot;
 use crate::state::binding::{Binding, ClientBinding};
@@ -125,13 +125,7 @@ fn bind_inner(caller: &mut Caller<'_, DomainData>, named: Named, out: Place) -> 
     let slot16 = u16::try_from(slot).map_err(|_| Status::ResourceExhausted)?;
     let raw = handle::pack(key.domain, slot16, generation);
 
-    let sizes: Vec<(u32, u32)> = export
-        .plan
-        .procs
-        .iter()
-        .map(|p| (p.astack_size, p.astack_count))
-        .collect();
-    let (offs, total) = layout(&sizes).ok_or(Status::ResourceExhausted)?;
+    let (offs, total) = plan_layout(&export.plan).ok_or(Status::ResourceExhausted)?;
     let binding = Arc::new(Binding::new(
         raw,
         combination,
@@ -191,7 +185,8 @@ fn bind_inner(caller: &mut Caller<'_, DomainData>, named: Named, out: Place) -> 
         }
         .encode(),
     );
-    for (i, &(size, count)) in sizes.iter().enumerate() {
+    for (i, p) in export.plan.procs.iter().enumerate() {
+        let (size, count) = (p.astack_size, p.astack_count);
         let client_base = (at.client + offs[i]) as u32;
         let server_bases: Box<[u32]> = at.server.iter().map(|s| (s + offs[i]) as u32).collect();
         procs.push(ProcStacks {

@@ -300,12 +300,7 @@ impl Kernel {
         // Every binding maps its A-stacks into the server's memory. A server whose initial
         // memory leaves no room for one under its memory quota could never be bound:
         // refuse the export rather than fail each binding later.
-        let sizes: Vec<(u32, u32)> = plan
-            .procs
-            .iter()
-            .map(|p| (p.astack_size, p.astack_count))
-            .collect();
-        let astacks = crate::astack::extent::layout(&sizes).map_or(u64::MAX, |(_, t)| t as u64);
+        let astacks = crate::astack::plan_layout(&plan).map_or(u64::MAX, |(_, t)| t as u64);
         let size = server.memory_size()? as u64;
         if let Err(Error::QuotaExceeded { quota, limit, .. }) = server
             .shared
