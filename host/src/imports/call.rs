@@ -13,7 +13,7 @@ use crate::error::{Fault, Interrupt};
 use crate::state::binding::{Binding, ClientBinding};
 use crate::state::clerk::{Detour, DetourCall, EntryArgs};
 use crate::state::domain::DomainData;
-use crate::state::linkage::{self, BusyFlag, Pinned, ReplicaKey};
+use crate::state::linkage::{self, BusyFlag, Pinned, ReplicaKey, Scoped};
 use crate::sync::lock;
 use lrpc_abi::Status;
 use lrpc_lock::Guard;
@@ -29,12 +29,9 @@ struct Prepared {
     binding: Pinned,
     busy: BusyFlag,
     client_astack: u32,
-    /// The A-stack's index within its extent.
-    local: u32,
     /// Index of the A-stack among the procedure's A-stacks (across extents).
     index: u32,
-    size: u32,
-    /// The entry's arguments in replica 0.
+    /// The entry's arguments in replica 0 (the A-stack's size is their `astack_cap`).
     first: EntryArgs,
     /// The call lends arguments in place (see `Binding::entry_mask`).
     lent: bool,
@@ -53,9 +50,7 @@ fn prepare(data: &DomainData, raw: u64, proc: i32, astack: i32) -> Result<Prepar
         binding: Pinned::new(&cb.binding),
         busy: BusyFlag::new(busy),
         client_astack: astack as u32,
-        local,
         index: e.first + local,
-        size: e.size,
         first: args_in(e, local, 0, mask),
         lent,
     })
@@ -226,11 +221,18 @@ fn transfer(
     let outcome = match replica.store.try_lock() {
         // `RunArgs::locked`, written out here so that the entry's closure has this one call
         // site and is inlined into the call path.
-        Some(mut store) => call.entry_args(caller.data(), start).and_then(|args| {
-            call.recorded(caller, replica.key, || {
-                call.entry(start, args, store.as_context_mut())
-            })
-        }),
+        Some(mut store) => match call.entry_args(caller.data(), start) {
+            Ok(args) => {
+                let entry = Entry {
+                    call,
+                    i: start,
+                    args,
+                    ctx: store.as_context_mut(),
+                };
+                call.recorded(caller, replica.key, entry)
+            }
+            Err(s) => Err(s),
+        },
         None => call.contended(caller, start),
     };
     status_of(outcome, &caller.data().kernel, server)
@@ -285,7 +287,7 @@ fn detoured(
         client_key,
         binding: p.binding,
         client_astack: p.client_astack,
-        size: p.size,
+        size: p.first.astack_cap as u32,
         index: p.index,
         proc,
         deadline,
@@ -307,6 +309,23 @@ fn server_faulted(
     }
     tracing::debug!(server = server.core.name, %fault, "server faulted during a call");
     fault.status()
+}
+
+/// The entry of a call into replica `i` through `ctx` (its store, locked by this thread), as
+/// run with the call's linkage record on the stack: always inlined into the call path.
+struct Entry<'a, 's> {
+    call: RunArgs<'a>,
+    i: usize,
+    args: EntryArgs,
+    ctx: wasmtime::StoreContextMut<'s, DomainData>,
+}
+
+impl Scoped for Entry<'_, '_> {
+    type Output = Outcome;
+    #[inline(always)]
+    fn run(self) -> Outcome {
+        self.call.entry(self.i, self.args, self.ctx)
+    }
 }
 
 /// What a call's entry into a server replica needs, whichever way the replica is reached.
@@ -341,9 +360,9 @@ impl RunArgs<'_> {
     #[inline(never)]
     fn other_replica_args(&self, data: &DomainData, r: usize) -> Result<EntryArgs, Status> {
         let cb = live_binding(data, self.raw)?;
-        let (e, _) = astack::astack(&cb.procs, self.proc as i32, self.p.client_astack as i32)?;
+        let (e, local) = astack::astack(&cb.procs, self.proc as i32, self.p.client_astack as i32)?;
         // The same mask as in replica 0: the call lends or not wherever it runs.
-        Ok(args_in(e, self.p.local, r, self.p.first.borrow))
+        Ok(args_in(e, local, r, self.p.first.borrow))
     }
 
     /// Runs the call in replica `i` (whose key is `key`), whose store this thread has
@@ -358,17 +377,23 @@ impl RunArgs<'_> {
         mut store: Guard<'_, wasmtime::Store<DomainData>>,
     ) -> Outcome {
         let args = self.entry_args(caller.data(), i)?;
-        self.recorded(caller, key, || self.entry(i, args, store.as_context_mut()))
+        let entry = Entry {
+            call: self,
+            i,
+            args,
+            ctx: store.as_context_mut(),
+        };
+        self.recorded(caller, key, entry)
     }
 
     /// Runs `f` with this call's linkage record (to `server`) on the thread's stack.
     #[inline(always)]
-    fn recorded<R>(
+    fn recorded<B: Scoped>(
         self,
         caller: &mut Caller<'_, DomainData>,
         server: ReplicaKey,
-        f: impl FnOnce() -> R,
-    ) -> R {
+        f: B,
+    ) -> B::Output {
         let call = linkage::Call {
             caller: self.client_key,
             server,
