@@ -406,7 +406,7 @@ impl FlatIn for WasmList<u8> {
     }
 }
 
-/// The parameters of a typed function: `()`, `(A,)` or `(A, B)`.
+/// The parameters of a typed function: `()`, `(A,)`, `(A, B)` or `(A, B, C)`.
 pub(crate) trait FlatParams: Sized {
     /// Encodes all but the last value's data into `head`; returns that data (see
     /// [`FlatIn::tail_in`]), to be written after `head`. `store` is the caller's.
@@ -498,6 +498,18 @@ impl<A: Flat, B: Flat> FlatList for (A, B) {
     fn put_all(&self, out: &mut Vec<u8>) {
         self.0.put(out);
         self.1.put(out);
+    }
+}
+
+impl<A: FlatIn, B: FlatIn, C: FlatIn> FlatParams for (A, B, C) {
+    fn split<'a, D: 'static>(
+        &'a self,
+        store: &'a StoreContext<'_, D>,
+        head: &mut Vec<u8>,
+    ) -> &'a [u8] {
+        self.0.put_in(store, head);
+        self.1.put_in(store, head);
+        split_last(&self.2, store, head).unwrap_or(&[])
     }
 }
 

@@ -553,6 +553,8 @@ pub(super) fn bind_core(
             proc,
             function: fname.clone(),
         };
+        let plan = &binding.export.plan;
+        let sig = super::typed::plan_signature(plan, &plan.procs[proc]);
         if let Some(ty) = inst_func(&inst_funcs, &fname)
             && super::typed::link_view(
                 super::typed::Import {
@@ -560,6 +562,7 @@ pub(super) fn bind_core(
                     name: &fname,
                     ty,
                 },
+                sig.as_ref(),
                 to,
             )
             .map_err(|e| format!("`{fname}`: {e:#}"))?

@@ -52,6 +52,18 @@ pub(super) enum Action {
     Respond(Response),
 }
 
+impl Action {
+    /// What a failed call answers, as on the general path: the first case with a zero
+    /// payload.
+    pub(super) fn zero() -> Action {
+        Action::Continue(Head {
+            method: String::new(),
+            path: String::new(),
+            headers: Vec::new(),
+        })
+    }
+}
+
 impl Flat for u16 {
     fn put(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());

@@ -12,8 +12,8 @@
 //! the parameter is lifted into the host and lowered into the server.
 //!
 //! The other way, a core client's call of a component server ([`serve_flat`]) decodes the
-//! A-stack straight into those Rust values and encodes the result from them; it also carries
-//! `lrpc:http/plugin`'s `handle` with the record shapes of `super::shapes`.
+//! A-stack straight into those Rust values and encodes the result from them. Both ways also
+//! carry `lrpc:http/plugin`'s `handle` and `lrpc:kv/store` with the shapes of `super::shapes`.
 //!
 //! The binding's checks, the server's deadline and fuel, and the failure answers are the same
 //! on both paths: a failed call answers the result type's zero value (0, an empty string or
@@ -333,20 +333,89 @@ pub(super) fn link<F: Forwarder>(at: Import<'_, '_>, f: F) -> wasmtime::Result<b
         return Ok(false);
     };
     with_signature!(params, result, Vec<u8>, P, R => {
-        wrap(at.li, at.name, f, |to: &F, _, params: P| to.call::<P, R>(params), F::names)
+        wrap(at.li, at.name, f, |to: &F, _, params: P| to.call::<P, R>(params), F::names, R::default)
     })?;
     Ok(true)
 }
 
 /// [`link`] for a forwarder that reads byte list parameters where they are, in the client's
-/// memory.
-pub(super) fn link_view<F: ViewForwarder>(at: Import<'_, '_>, f: F) -> wasmtime::Result<bool> {
-    let Some((params, result)) = signature(at.ty) else {
-        return Ok(false);
-    };
-    with_signature!(params, result, WasmList<u8>, P, R => {
-        wrap(at.li, at.name, f, F::call::<P, R>, F::names)
-    })?;
+/// memory. `sig` is the server procedure's signature (see [`plan_signature`]): with it the
+/// records and variants of `lrpc:http/plugin`'s `handle` and of `lrpc:kv/store` are carried
+/// too, a failed call answering what the general path answers (an `error` result's first
+/// case, else the zero value).
+pub(super) fn link_view<F: ViewForwarder>(
+    at: Import<'_, '_>,
+    sig: Option<&Signature>,
+    f: F,
+) -> wasmtime::Result<bool> {
+    use super::shapes::kv::{Access, Entry, Error, Kind as KvKind};
+    use super::shapes::{Action, Head};
+    type Failed<T> = Result<T, Error>;
+    fn not_found<T>() -> (Failed<T>,) {
+        (Err(Error::NotFound(String::new())),)
+    }
+    let (li, name) = (at.li, at.name);
+    match sig {
+        Some(Signature::HttpHandle) => wrap(
+            li,
+            name,
+            f,
+            F::call::<(Head, WasmList<u8>), (Action,)>,
+            F::names,
+            || (Action::zero(),),
+        )?,
+        Some(Signature::Kv(kv)) => match kv {
+            KvFn::Put => wrap(
+                li,
+                name,
+                f,
+                F::call::<(String, WasmList<u8>, KvKind), (Failed<u64>,)>,
+                F::names,
+                not_found,
+            )?,
+            KvFn::Get => wrap(
+                li,
+                name,
+                f,
+                F::call::<(String,), (Failed<Entry>,)>,
+                F::names,
+                not_found,
+            )?,
+            KvFn::Delete => wrap(li, name, f, F::call::<(String,), (bool,)>, F::names, || {
+                (false,)
+            })?,
+            KvFn::Keys => wrap(
+                li,
+                name,
+                f,
+                F::call::<(Option<String>,), (Vec<String>,)>,
+                F::names,
+                || (Vec::new(),),
+            )?,
+            KvFn::Stats => wrap(li, name, f, F::call::<(), ((u32, u64),)>, F::names, || {
+                ((0, 0),)
+            })?,
+            KvFn::Rights => wrap(li, name, f, F::call::<(), (Access,)>, F::names, || {
+                (Access::default(),)
+            })?,
+            KvFn::Measure => wrap(
+                li,
+                name,
+                f,
+                F::call::<(char, i64, f64), ((char, i64, f64),)>,
+                F::names,
+                || (('\0', 0, 0.0),),
+            )?,
+        },
+        _ => {
+            let Some((params, result)) = signature(at.ty) else {
+                return Ok(false);
+            };
+            with_signature!(params, result, WasmList<u8>, P, R => {
+                wrap(li, name, f, F::call::<P, R>, F::names, R::default)
+            })?;
+        }
+    }
     Ok(true)
 }
 
@@ -375,11 +444,12 @@ fn wrap<T, P, R>(
     to: T,
     call: impl Fn(&T, &StoreContext<'_, ComponentData>, P) -> Result<R, Status> + Send + Sync + 'static,
     names: fn(&T) -> (&str, &str),
+    failed: fn() -> R,
 ) -> wasmtime::Result<()>
 where
     T: Send + Sync + 'static,
     P: ComponentNamedList + Lift + 'static,
-    R: Args + Default,
+    R: Args,
 {
     li.func_wrap(name, move |mut ctx, params: P| {
         match call(&to, &ctx.as_context(), params) {
@@ -387,7 +457,7 @@ where
             Err(status) => {
                 let (interface, function) = names(&to);
                 record_failure(ctx.data_mut(), interface, function, status);
-                Ok(R::default())
+                Ok(failed())
             }
         }
     })
