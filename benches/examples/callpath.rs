@@ -7,7 +7,8 @@
 //!
 //! Cases: `cross-store` (the bare mechanism), `raw` (the kernel without the client stub),
 //! `isolated` (Null through the stubs), `big-in` and `big-in-out` (on the default presentation; the
-//! third argument is the size, 200 B unless given), `component-host` (Null between the two bench
+//! third argument is the size, 200 B unless given), `caller-buffer` (BigInOut into the caller's
+//! buffer, Flick Fig. 11), `component-host` (Null between the two bench
 //! components linked by wasmtime through the host) and `component-kernel` (the same components
 //! as kernel domains, bound through the clerk); `component-host-big-in` and
 //! `component-to-astack-big-in` (BigIn of the size given from a component client to the
@@ -51,6 +52,21 @@ fn main() {
                 "big-in" => peer.big_in(size, n).min(0),
                 _ => peer.big_in_out(size, n),
             }
+        }
+        "caller-buffer" => {
+            // Flick Fig. 11's caller-buffer client (BigInOut into the caller's buffer), as the
+            // report's `flick-fig11/caller-buffer` rows run it.
+            let (_kernel, client) = lrpc_benches::pair(
+                lrpc_artifacts::BENCH_CLIENT_INTO,
+                lrpc_artifacts::BENCH_SERVER,
+                Some(lrpc_benches::presentation_text("client", "leaky", "")),
+                None,
+                lrpc_kernel::Serving::Migrate,
+            );
+            let f = client
+                .func::<(i32, i32), i32>("big_in_out_loop")
+                .expect("big_in_out_loop");
+            i64::from(f.call((size, n)).expect("big_in_out_loop"))
         }
         "component-host" => {
             let kernel = lrpc_kernel::Kernel::new().expect("kernel");
