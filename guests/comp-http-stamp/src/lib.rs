@@ -1,7 +1,8 @@
 //! `lrpc:http/plugin` as a component (wit-bindgen, `wasm32-wasip2`), so that a chain can mix
 //! plugins of both kinds: it stamps the request (the path gains a `/stamped` prefix and the
 //! head an `x-stamp` header) and passes it on; it answers 403 itself on paths under
-//! `/deny`; `/trap` traps and `/spin` computes forever, for the edge's failure tests.
+//! `/deny`, and replaces the body with `stamped\n` on `/rebody`; `/trap` traps and `/spin`
+//! computes forever, for the edge's failure tests.
 
 /// What wit-bindgen generates from the WIT: private to this guest, which exports only
 /// what the world names.
@@ -35,11 +36,15 @@ impl Guest for Stamp {
             }
             _ => {}
         }
+        let rebody = head.path == "/rebody";
         head.path = format!("/stamped{}", head.path);
         head.headers.push(Header {
             name: "x-stamp".into(),
             value: "component".into(),
         });
+        if rebody {
+            return Action::Rewrite((head, b"stamped\n".to_vec()));
+        }
         Action::Continue(head)
     }
 }

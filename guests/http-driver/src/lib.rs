@@ -24,6 +24,8 @@ static ALLOC: lrpc_sdk::alloc::Pools = lrpc_sdk::alloc::Pools::new();
 const RESPONDED: i32 = 0;
 /// Status in [`chain`]'s answer: a plugin's action did not decode.
 const MALFORMED: i32 = 254;
+/// Status in [`chain`]'s answer: a plugin that takes no body rewrote it.
+const REWROTE_NO_BODY: i32 = 253;
 /// Status in [`chain`]'s answer: every plugin passed the request on and none answered.
 const UNANSWERED: i32 = 255;
 /// `lrpc:http/plugin#handle`: procedure 0, unbounded in and out.
@@ -152,12 +154,15 @@ pub extern "C" fn call(slot: i32, proc: i32, bounded: i32, out_bound: i32, len: 
 }
 
 /// Carries the request in the first `len` bytes of the input buffer through slots
-/// `0..n`. Returns `(slot + 1) << 8 | status`: status [`RESPONDED`] (the response is in the
-/// output buffer), a kernel status (the call to that slot's plugin failed), [`MALFORMED`]
-/// or [`UNANSWERED`] (the request as the last plugin passed it on, encoded as `handle`'s
-/// arguments, is in the output buffer); a negative value when the input itself is malformed.
+/// `0..n`. The slots whose bit is set in `bodyless` (bit `slot`) take no body: they get an
+/// empty one, and the body passes them untouched. Returns `(slot + 1) << 8 | status`:
+/// status [`RESPONDED`] (the response is in the output buffer), a kernel status (the call
+/// to that slot's plugin failed), [`MALFORMED`], [`REWROTE_NO_BODY`] (a plugin that takes
+/// no body passed on a body) or [`UNANSWERED`] (the request as the last plugin passed it on,
+/// encoded as `handle`'s arguments, is in the output buffer); a negative value when the
+/// input itself is malformed.
 #[unsafe(no_mangle)]
-pub extern "C" fn chain(n: i32, len: i32) -> i32 {
+pub extern "C" fn chain(n: i32, len: i32, bodyless: i32) -> i32 {
     let (Ok(n), Ok(len)) = (usize::try_from(n), usize::try_from(len)) else {
         return -1;
     };
@@ -185,7 +190,8 @@ pub extern "C" fn chain(n: i32, len: i32) -> i32 {
             let Some(Some(b)) = slots.get(slot) else {
                 return code(CallError::StaleBinding.code());
             };
-            let (h, bytes) = (head.bytes(), body.bytes());
+            let takes_body = slot >= 32 || bodyless & (1 << slot) == 0;
+            let (h, bytes) = (head.bytes(), if takes_body { body.bytes() } else { &[] });
             let reply = rt::invoke_bytes(
                 b,
                 HANDLE,
@@ -199,6 +205,13 @@ pub extern "C" fn chain(n: i32, len: i32) -> i32 {
             );
             match reply.map(action) {
                 Ok(Action::Continue(h)) => head = Held::Reply(h),
+                // It got an empty body: an empty one back passes the body on untouched.
+                Ok(Action::Rewrite(h, b)) if !takes_body => {
+                    if !b.bytes().is_empty() {
+                        return code(REWROTE_NO_BODY);
+                    }
+                    head = Held::Reply(Part::whole(h));
+                }
                 Ok(Action::Rewrite(h, b)) => {
                     head = Held::Reply(Part::whole(h));
                     body = Held::Reply(b);

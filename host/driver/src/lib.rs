@@ -38,7 +38,7 @@ pub struct Driver {
     mailbox: usize,
     bind: DomainFunc<(i32, i32, i64, i32), i32>,
     call: DomainFunc<(i32, i32, i32, i32, i32), i32>,
-    chain: DomainFunc<(i32, i32), i32>,
+    chain: DomainFunc<(i32, i32, i32), i32>,
 }
 
 /// How [`Driver::chain`] ended.
@@ -57,6 +57,11 @@ pub enum ChainEnd {
         slot: usize,
         /// The kernel status (or `BadReply` for an action that did not decode).
         status: Status,
+    },
+    /// Plugin `slot`, which takes no body, passed a body on (a `rewrite` with one).
+    RewroteBody {
+        /// The plugin.
+        slot: usize,
     },
     /// Every plugin passed the request on.
     Unanswered {
@@ -164,10 +169,15 @@ impl Driver {
         self.output().map_err(CallFailure::Driver)
     }
 
-    /// Carries an encoded request (`handle`'s arguments) through slots `0..n`.
-    pub fn chain(&self, n: usize, request: &[u8]) -> Result<ChainEnd, Error> {
+    /// Carries an encoded request (`handle`'s arguments) through slots `0..n`. The slots
+    /// whose bit is set in `bodyless` (bit `slot`, below 32) take no body: they get an empty
+    /// one, the body passes them untouched, and a body they pass on ends the chain
+    /// ([`ChainEnd::RewroteBody`]).
+    pub fn chain(&self, n: usize, request: &[u8], bodyless: u32) -> Result<ChainEnd, Error> {
         let len = self.put(request)?;
-        let r = self.chain.call((n as i32, len))?;
+        let r = self
+            .chain
+            .call((n as i32, len, i32::from_ne_bytes(bodyless.to_ne_bytes())))?;
         if r < 0 {
             return Err(Error::Guest {
                 what: "the driver".into(),
@@ -183,6 +193,7 @@ impl Driver {
             255 => ChainEnd::Unanswered {
                 request: self.output()?,
             },
+            253 => ChainEnd::RewroteBody { slot },
             254 => ChainEnd::Failed {
                 slot,
                 status: Status::BadReply,

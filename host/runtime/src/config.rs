@@ -172,6 +172,7 @@ struct RawDomain {
     limits: Option<Spanned<RawLimits>>,
     wasi: Option<Spanned<RawWasi>>,
     trust_fully: Option<Spanned<Vec<String>>>,
+    body: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -347,6 +348,10 @@ pub struct DomainSpec {
     pub quotas: Option<lrpc_kernel::Quotas>,
     /// Set when the binary is a component: its WASI grants, limits and fully trusted imports.
     pub component: Option<ComponentSpec>,
+    /// An HTTP plugin's `body`: whether it gets the request body (`"whole"`, the default)
+    /// or none (`"none"`: it may not rewrite it, and a chain of such plugins streams the
+    /// body to its `wasi:http` handler).
+    pub takes_body: bool,
     /// Line of its table in the file.
     pub line: usize,
 }
@@ -1210,6 +1215,31 @@ fn network(
 }
 
 fn domain(cx: &Ctx<'_>, name: &str, d: &Spanned<RawDomain>) -> Result<DomainSpec, ConfigError> {
+    let mut spec = domain_spec(cx, name, d)?;
+    if let Some(b) = &d.get_ref().body {
+        if spec.plugin().is_none() {
+            return Err(cx.err(
+                b,
+                format!("`body` is for HTTP plugins (domains exporting `{PLUGIN_INTERFACE}`)"),
+            ));
+        }
+        spec.takes_body = match b.get_ref().as_str() {
+            "whole" => true,
+            "none" => false,
+            other => {
+                return Err(cx.err(b, format!("body `{other}`: `whole` or `none` expected")));
+            }
+        };
+    }
+    Ok(spec)
+}
+
+/// A domain's table, but for `body`.
+fn domain_spec(
+    cx: &Ctx<'_>,
+    name: &str,
+    d: &Spanned<RawDomain>,
+) -> Result<DomainSpec, ConfigError> {
     let r = d.get_ref();
     if name.is_empty()
         || !name
@@ -1404,6 +1434,7 @@ fn domain(cx: &Ctx<'_>, name: &str, d: &Spanned<RawDomain>) -> Result<DomainSpec
         binds,
         quotas,
         component: None,
+        takes_body: true,
         line: cx.line(d.span().start),
     })
 }
@@ -1541,6 +1572,7 @@ fn component_domain(
         binds,
         quotas: None,
         component: Some(spec),
+        takes_body: true,
         line: cx.line(d.span().start),
     })
 }
@@ -1947,6 +1979,44 @@ mod tests {
                  exports = [{ interface = \"lrpc:http/plugin\" }]\n\
                  [domains.h.limits]\nreuse = 2\n"),
             format!("app.toml:5: {only}")
+        );
+    }
+
+    #[test]
+    fn only_an_http_plugin_may_take_no_body() {
+        let plugin = |guest: &str, body: &str| {
+            format!(
+                "[domains.p]\nguest = \"{guest}\"\n\
+                 exports = [{{ interface = \"lrpc:http/plugin\" }}]\nbody = \"{body}\"\n"
+            )
+        };
+        let takes = |text: &str| {
+            Config::parse(Path::new("app.toml"), text)
+                .map(|c| c.domains["p"].takes_body)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(takes(&plugin("http-auth", "none")), Ok(false));
+        assert_eq!(takes(&plugin("comp-http-stamp", "none")), Ok(false));
+        assert_eq!(takes(&plugin("http-auth", "whole")), Ok(true));
+        assert_eq!(
+            takes(
+                "[domains.p]\nguest = \"http-auth\"\nexports = [{ interface = \"lrpc:http/plugin\" }]\n"
+            ),
+            Ok(true)
+        );
+        assert_eq!(
+            err(&plugin("http-auth", "some")),
+            "app.toml:4: body `some`: `whole` or `none` expected"
+        );
+        let only = "`body` is for HTTP plugins (domains exporting `lrpc:http/plugin`)";
+        assert_eq!(
+            err("[domains.p]\nguest = \"kv-server\"\nbody = \"none\"\n"),
+            format!("app.toml:3: {only}")
+        );
+        assert_eq!(
+            err("[domains.h]\nguest = \"http-wasi-hello\"\n\
+                 exports = [{ interface = \"wasi:http/incoming-handler\" }]\nbody = \"none\"\n"),
+            format!("app.toml:4: {only}")
         );
     }
 

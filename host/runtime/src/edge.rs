@@ -88,6 +88,12 @@ struct RouteRt {
     plugins: Vec<Arc<Plugin>>,
     /// The `wasi:http` handler at the end of the chain, if it has one.
     handler: Option<Arc<HttpHandler>>,
+    /// The plugins that take no body (`body = "none"`), bit `slot` each: they get an empty
+    /// one and may not pass one on.
+    bodyless: u32,
+    /// Whether a plugin takes the body, which is then read whole before the chain runs.
+    /// Otherwise it streams to the handler, if there is one, and is not read if not.
+    reads_body: bool,
     queue: Mutex<Option<crossbeam_channel::Sender<Job>>>,
     /// The route's metrics, and each plugin's call counter (in chain order).
     meters: RouteMeters,
@@ -313,6 +319,19 @@ impl Edge {
                 .iter()
                 .map(|p| deployment.metrics.call_counter(&p.name))
                 .collect();
+            let takes_body: Vec<bool> = plugins
+                .iter()
+                .map(|p| {
+                    let spec = deployment.config.domains.get(&p.name);
+                    spec.is_none_or(|d| d.takes_body)
+                })
+                .collect();
+            let bodyless = takes_body
+                .iter()
+                .enumerate()
+                .filter(|(slot, takes)| !**takes && *slot < 32)
+                .fold(0u32, |m, (slot, _)| m | 1 << slot);
+            let reads_body = takes_body.iter().any(|t| *t);
             let on_reactor = handler.is_none();
             let meters = deployment.metrics.route(&route.prefix);
             meters.on_reactor(on_reactor);
@@ -322,6 +341,8 @@ impl Edge {
                 route: route.clone(),
                 plugins,
                 handler,
+                bodyless,
+                reads_body,
                 queue: Mutex::new(Some(tx)),
                 workers: Mutex::new(Vec::new()),
                 reactor: OnReactor {
@@ -819,7 +840,7 @@ async fn read_body(body: Body, max: usize, idle: Duration) -> Result<Vec<u8>, Re
 }
 
 async fn handle(State(edge): State<Edge>, req: Request) -> Response {
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
     let config = &edge.inner.deployment.config;
     let path = parts
         .uri
@@ -841,14 +862,24 @@ async fn handle(State(edge): State<Edge>, req: Request) -> Response {
     };
     let max_body = route.map_or(config.max_body, |r| r.route.max_body);
     let idle = config.connections.body_timeout;
-    // A handler with no plugins before it reads the body as it arrives; plugins take it
-    // whole.
+    // Plugins that take the body get it whole. Otherwise a handler reads it as it arrives
+    // (after the plugins, which get none); with no handler, nothing reads it.
     let (body, stream) = match route {
-        Some(r) if r.plugins.is_empty() && r.handler.is_some() => {
+        Some(r) if !r.reads_body => {
             if axum::body::HttpBody::size_hint(&body).lower() > max_body as u64 {
                 return too_large();
             }
-            (Vec::new(), Some(RequestBody::new(body, max_body, idle)))
+            let stream = r.handler.is_some().then(|| {
+                let stream = RequestBody::new(body, max_body, idle);
+                // A handler no plugin comes before gets the header lines as they came,
+                // values as bytes.
+                if r.plugins.is_empty() {
+                    stream.with_headers(std::mem::take(&mut parts.headers))
+                } else {
+                    stream
+                }
+            });
+            (Vec::new(), stream)
         }
         _ => match read_body(body, max_body, idle).await {
             Ok(b) => (b, None),
@@ -856,7 +887,8 @@ async fn handle(State(edge): State<Edge>, req: Request) -> Response {
         },
     };
     // Header values as UTF-8 text (a plugin's header is a WIT string): values with bytes
-    // past ASCII pass when they are UTF-8; others are dropped.
+    // past ASCII pass when they are UTF-8; others are dropped. (A handler alone took them
+    // above, as bytes.)
     let headers: Vec<(&str, &str)> = parts
         .headers
         .iter()
@@ -1377,15 +1409,17 @@ impl Worker<'_> {
         };
         let end = {
             let _s = tracing::debug_span!("chain", plugins = self.rt.plugins.len()).entered();
-            driver.chain(self.rt.plugins.len(), request)
+            driver.chain(self.rt.plugins.len(), request, self.rt.bodyless)
         };
         let metrics = &self.dep.metrics;
         // The plugins the request reached, in chain order: up to the one that answered or
         // failed (the driver's slot, bounded by the chain), or all of them.
         let reached = match &end {
-            Ok(ChainEnd::Responded { slot, .. } | ChainEnd::Failed { slot, .. }) => {
-                slot.saturating_add(1)
-            }
+            Ok(
+                ChainEnd::Responded { slot, .. }
+                | ChainEnd::Failed { slot, .. }
+                | ChainEnd::RewroteBody { slot },
+            ) => slot.saturating_add(1),
             Ok(ChainEnd::Unanswered { .. }) => self.rt.calls.len(),
             Err(_) => 0,
         };
@@ -1439,6 +1473,15 @@ impl Worker<'_> {
                     p.died(inst.generation);
                 }
                 Answer::text(code, format!("plugin {name} {what}\n"))
+            }
+            Ok(ChainEnd::RewroteBody { slot }) => {
+                let name = self.plugin_name(slot);
+                metrics.failure(&name, "malformed");
+                tracing::warn!(plugin = name, "rewrote the body, but takes none");
+                Answer::text(
+                    502,
+                    format!("plugin {name} rewrote the body, but takes none (`body = \"none\"`)\n"),
+                )
             }
             Ok(ChainEnd::Unanswered { request }) => {
                 if self.rt.handler.is_some() {

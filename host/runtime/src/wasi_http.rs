@@ -21,17 +21,21 @@
 //!
 //! **A request.** After the plugins of the chain have passed the request on, the worker
 //! hands it, as they left it, to the handler: an `incoming-request` whose authority is the
-//! request's `host` header, and a `response-outparam`. With no plugins in front, the body
-//! is not collected: it streams from the client as the guest reads it ([`RequestBody`],
-//! capped at the route's `max-body`).
+//! request's `host` header, and a `response-outparam`. When no plugin in front takes the
+//! body (none does, or all say `body = "none"`), the body is not collected: it streams from
+//! the client as the guest reads it ([`RequestBody`], capped at the route's `max-body`).
 //!
-//! **The response.** When the guest sets the response, its head goes to the client at once
-//! over the worker's reply channel, and its body streams behind it ([`StreamedBody`])
-//! through wasmtime-wasi-http's bounded channel, so a slow client slows the guest's writes.
+//! **The response.** The response the guest sets is held back (see [`Outparam`]): a guest
+//! that finishes its body and returns, as most do, has it sent whole, in one hand-over to
+//! the client's connection. A guest still running a tick or two of the [`watch`] thread
+//! later gets its head sent then, over the worker's reply channel, and its body streams
+//! behind it ([`StreamedBody`]) through wasmtime-wasi-http's bounded channel, so a slow
+//! client slows the guest's writes.
 //!
 //! **Failure.** A trap answers 500, a call past the deadline 504, both naming the domain;
-//! the instance is dropped (its Store is poisoned), and the domain is restarted fresh with
-//! backoff as a plugin is: until then, requests are answered 503. When the head went out
+//! the instance is dropped (its Store is poisoned) and the next request gets a fresh one, as
+//! under `wasmtime serve`: unlike a plugin, the domain is not restarted, so a client that
+//! makes the handler trap can not hold its route in a restart's backoff. When the head went out
 //! already, the body ends badly instead (the client's connection is aborted), as it does at
 //! the deadline and when the guest returns with the body unfinished. A guest that answers
 //! nothing, or an `error-code`, answers 502, and its instance is dropped (the domain is not
@@ -106,7 +110,24 @@ type SendResult = wasmtime_wasi_http::Result<(
     Box<dyn Future<Output = Result<(), HttpError>> + Send>,
 )>;
 
+/// Writes a body's stream buffers before the guest waits for them to be taken: a response
+/// body of up to this many writes is whole by the time its handler returns (see
+/// [`Outparam`]). Each write is at most [`BODY_CHUNK`] bytes.
+const BODY_WRITES: usize = 32;
+
+/// The most bytes one write to a body's stream may take (what `check-write` grants).
+const BODY_CHUNK: usize = 64 << 10;
+
 impl WasiHttpHooks for Outgoing {
+    fn p2_outgoing_body_buffer_chunks(&mut self) -> usize {
+        // The channel holds one write more than this.
+        BODY_WRITES - 1
+    }
+
+    fn p2_outgoing_body_chunk_size(&mut self) -> usize {
+        BODY_CHUNK
+    }
+
     fn send_request(
         &mut self,
         request: axum::http::Request<WasiBody>,
@@ -563,7 +584,9 @@ impl HttpHandler {
             return fail(503, "terminated", "is restarting");
         };
         let over = body.as_ref().map(|b| b.over.clone());
-        let request = match hyper_request(req, body) {
+        let mut body = body;
+        let raw = body.as_mut().and_then(|b| b.headers.take());
+        let request = match hyper_request(req, body, raw) {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(plugin = self.name, "a request it can not take: {e}");
@@ -575,6 +598,7 @@ impl HttpHandler {
             reply: reply.take(),
             sent: None,
             until,
+            aged: false,
         }));
         let sink = outparam.clone();
         let resources = {
@@ -582,7 +606,14 @@ impl HttpHandler {
             http.new_incoming_request(Scheme::Http, request)
                 .and_then(|r| {
                     let out = http.new_response_outparam_from_callback(move |v| {
-                        lock(&sink).set(v);
+                        let held = {
+                            let mut o = lock(&sink);
+                            o.set(v);
+                            matches!(o.sent, Some(Sent::Held(_)))
+                        };
+                        if held {
+                            watch(&sink);
+                        }
                     })?;
                     Ok((r, out))
                 })
@@ -602,13 +633,36 @@ impl HttpHandler {
                 .call_handle(&mut inst.store, request, out);
         inst.store.data_mut().deadline = None;
         inst.served += 1;
-        let generation = inst.generation;
         let (sent, unsent) = {
             let mut o = lock(&outparam);
             (o.sent.take(), o.reply.take())
         };
         // The reply channel, unless the head went out through it.
         *reply = unsent;
+        // A response still held back goes now: whole when the guest finished its body (all
+        // of it waits in the body's buffer then), else streaming, to be cut off below. After
+        // a trap, nothing of it went out: the client gets the failure's answer instead.
+        let sent = match sent {
+            Some(Sent::Held(response)) if called.is_ok() => {
+                let finished = !unfinished(&mut inst.store);
+                reply.take().map(|tx| {
+                    let status = response.status().as_u16();
+                    let (parts, body) = response.into_parts();
+                    let drained = if finished { drain(body) } else { Err(body) };
+                    match drained {
+                        Ok(whole) => {
+                            let body = axum::body::Body::new(whole);
+                            let _ = tx.send(Reply::Streamed(axum::http::Response::from_parts(
+                                parts, body,
+                            )));
+                            Sent::Whole(status)
+                        }
+                        Err(body) => stream(tx, parts, body, until),
+                    }
+                })
+            }
+            sent => sent,
+        };
         // A body over the route's cap failed the guest's reads: with no head out yet, the
         // client is told why.
         let too_large = reply.is_some() && over.is_some_and(|o| o.load(Ordering::Acquire));
@@ -625,9 +679,11 @@ impl HttpHandler {
             if let Some(Sent::Streaming(body, _)) = &sent {
                 body.end_badly();
             }
-            // The Store is poisoned: the instance goes, the domain is restarted.
+            // The Store is poisoned: the instance goes. The domain is not restarted: its
+            // compiled code and pre-instance are sound, and the next request gets a fresh
+            // instance at once. (A restart's backoff would let a client that makes the
+            // handler trap keep the route answering 503.)
             slot.instance = None;
-            self.died(generation);
             return if e.downcast_ref::<PastDeadline>().is_some() {
                 fail(504, "deadline", "ran past its deadline")
             } else {
@@ -637,12 +693,19 @@ impl HttpHandler {
                 fail(500, "trap", "trapped")
             };
         }
-        if !matches!(sent, Some(Sent::Streaming(..))) {
+        if !matches!(sent, Some(Sent::Streaming(..) | Sent::Whole(_))) {
             // A guest that did not answer may be in any state: it is not used again.
             slot.instance = None;
         }
         match sent {
             None => fail(502, "malformed", "answered nothing"),
+            // Only before the guest returns.
+            Some(Sent::Held(_)) => fail(500, "other", "answered where no reply could go"),
+            Some(Sent::Whole(status)) => Answer {
+                status,
+                headers: Vec::new(),
+                body: Vec::new(),
+            },
             Some(Sent::Error(code)) => {
                 tracing::warn!(plugin = self.name, "answered with an error: {code:?}");
                 fail(502, "malformed", "answered with an error")
@@ -682,41 +745,149 @@ fn unfinished(store: &mut Store<HttpState>) -> bool {
 
 /// The `response-outparam` of a request being handled: where its head goes, and what the
 /// guest passed to `set`.
+///
+/// A response the guest sets is held back at first ([`Sent::Held`]). Most guests finish
+/// their body and return at once: the response then goes whole, with its length, in one
+/// hand-over to the client's connection. A guest still running [`HOLD_TICK`] or two later
+/// (it streams, waits, or computes) gets its head sent by the [`watch`] thread, and its
+/// body streams behind it. The body's buffer holds [`BODY_WRITES`] writes: a guest that
+/// writes more waits for the head to go.
 struct Outparam {
     reply: Option<oneshot::Sender<Reply>>,
     sent: Option<Sent>,
     /// The request's deadline, by which a streamed body is cut off.
     until: Instant,
+    /// The watch thread saw the response held at one of its ticks already.
+    aged: bool,
 }
 
 impl Outparam {
-    /// Takes what the guest passed to `response-outparam.set`: a response's head goes to
-    /// the client at once, its body streaming behind it.
+    /// Takes what the guest passed to `response-outparam.set`: a response is held back (see
+    /// above).
     fn set(&mut self, v: Result<axum::http::Response<HyperOutgoingBody>, ErrorCode>) {
-        let response = match v {
-            Ok(r) => r,
-            Err(code) => {
-                self.sent = Some(Sent::Error(code));
-                return;
-            }
-        };
-        let Some(tx) = self.reply.take() else {
-            self.sent = Some(Sent::Unsendable);
+        self.sent = Some(match v {
+            Err(code) => Sent::Error(code),
+            Ok(_) if self.reply.is_none() => Sent::Unsendable,
+            Ok(r) => Sent::Held(r),
+        });
+    }
+
+    /// Sends the head of a response held back; its body streams behind it.
+    fn send_head(&mut self) {
+        if !matches!(self.sent, Some(Sent::Held(_))) {
             return;
-        };
-        let (parts, body) = response.into_parts();
-        let status = parts.status.as_u16();
-        let (body, cut) = StreamedBody::new(body, self.until);
-        let _ = tx.send(Reply::Streamed(axum::http::Response::from_parts(
-            parts,
-            axum::body::Body::new(body),
-        )));
-        self.sent = Some(Sent::Streaming(cut, status));
+        }
+        if let (Some(Sent::Held(r)), Some(tx)) = (self.sent.take(), self.reply.take()) {
+            let (parts, body) = r.into_parts();
+            self.sent = Some(stream(tx, parts, body, self.until));
+        }
+    }
+}
+
+/// Sends a response's head through `tx`, its body streaming behind it until `until`.
+fn stream(
+    tx: oneshot::Sender<Reply>,
+    parts: axum::http::response::Parts,
+    body: HyperOutgoingBody,
+    until: Instant,
+) -> Sent {
+    let status = parts.status.as_u16();
+    let (body, cut) = StreamedBody::new(body, until);
+    // A client that went away drops the body: the guest's next write fails.
+    let _ = tx.send(Reply::Streamed(axum::http::Response::from_parts(
+        parts,
+        axum::body::Body::new(body),
+    )));
+    Sent::Streaming(cut, status)
+}
+
+/// The whole of a finished body, taken from its buffer without waiting; when it is not all
+/// there, or it ends with trailers or an error, the body, with what was taken put back.
+fn drain(mut body: HyperOutgoingBody) -> Result<WholeBody, HyperOutgoingBody> {
+    use std::task::{Context, Poll, Waker};
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut data = std::collections::VecDeque::new();
+    let last = loop {
+        match http_body::Body::poll_frame(std::pin::Pin::new(&mut body), &mut cx) {
+            Poll::Ready(None) => {
+                let len = data.iter().map(|d: &Bytes| d.len() as u64).sum();
+                return Ok(WholeBody { data, len });
+            }
+            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                Ok(d) => data.push_back(d),
+                Err(trailers) => break Some(Ok(trailers)),
+            },
+            Poll::Ready(Some(Err(e))) => break Some(Err(e)),
+            Poll::Pending => break None,
+        }
+    };
+    let frames = data
+        .into_iter()
+        .map(|d| Ok(http_body::Frame::data(d)))
+        .chain(last)
+        .collect();
+    Err(Replay { frames, rest: body }.boxed_unsync())
+}
+
+/// A body all there, in the pieces the guest wrote: its length is known, so it goes with a
+/// `content-length`.
+struct WholeBody {
+    data: std::collections::VecDeque<Bytes>,
+    /// The bytes left in `data`.
+    len: u64,
+}
+
+impl http_body::Body for WholeBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let next = self.data.pop_front();
+        if let Some(d) = &next {
+            self.len = self.len.saturating_sub(d.len() as u64);
+        }
+        std::task::Poll::Ready(next.map(|d| Ok(http_body::Frame::data(d))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.len == 0
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.len)
+    }
+}
+
+/// Frames taken from a body, then the rest of it.
+struct Replay {
+    frames: std::collections::VecDeque<Result<http_body::Frame<Bytes>, HttpError>>,
+    rest: HyperOutgoingBody,
+}
+
+impl http_body::Body for Replay {
+    type Data = Bytes;
+    type Error = HttpError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, HttpError>>> {
+        match self.frames.pop_front() {
+            Some(f) => std::task::Poll::Ready(Some(f)),
+            None => http_body::Body::poll_frame(std::pin::Pin::new(&mut self.rest), cx),
+        }
     }
 }
 
 /// What the guest passed to `response-outparam.set`.
 enum Sent {
+    /// A response held back (see [`Outparam`]).
+    Held(axum::http::Response<HyperOutgoingBody>),
+    /// A response sent whole; its status.
+    Whole(u16),
     /// A response: its head went to the client, its body streams (cut off by the
     /// [`BodyCut`]); the status.
     Streaming(BodyCut, u16),
@@ -725,6 +896,88 @@ enum Sent {
     Unsendable,
     /// An error code instead of a response.
     Error(ErrorCode),
+}
+
+/// How often the [`watch`] thread looks at the responses held back. A response held at
+/// two of its ticks has its head sent.
+const HOLD_TICK: Duration = Duration::from_millis(1);
+
+/// The responses held back, for the [`watch`] thread.
+#[derive(Default)]
+struct Held {
+    list: Vec<std::sync::Weak<Mutex<Outparam>>>,
+    /// The thread waits for a response to watch.
+    idle: bool,
+    /// The thread runs (it could be started).
+    running: bool,
+}
+
+static HELD: Mutex<Held> = Mutex::new(Held {
+    list: Vec::new(),
+    idle: false,
+    running: false,
+});
+static HELD_WAKE: std::sync::Condvar = std::sync::Condvar::new();
+
+/// Has the watch thread send the head of the response `o` holds if the guest is still
+/// running one or two [`HOLD_TICK`]s from now. Without the thread, the head goes at once.
+fn watch(o: &Arc<Mutex<Outparam>>) {
+    static START: std::sync::Once = std::sync::Once::new();
+    START.call_once(|| {
+        let started = std::thread::Builder::new()
+            .name("lrpc-http-heads".into())
+            .spawn(send_held_heads)
+            .is_ok();
+        lock(&HELD).running = started;
+    });
+    let mut held = lock(&HELD);
+    if !held.running {
+        drop(held);
+        lock(o).send_head();
+        return;
+    }
+    held.list.push(Arc::downgrade(o));
+    if held.idle {
+        held.idle = false;
+        HELD_WAKE.notify_one();
+    }
+}
+
+/// The watch thread: every [`HOLD_TICK`] while responses are held, sends the heads of those
+/// it saw held at its last tick already.
+fn send_held_heads() {
+    loop {
+        {
+            let mut held = lock(&HELD);
+            while held.list.is_empty() {
+                held.idle = true;
+                held = HELD_WAKE
+                    .wait(held)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+            held.idle = false;
+        }
+        std::thread::sleep(HOLD_TICK);
+        let list = std::mem::take(&mut lock(&HELD).list);
+        let mut keep = Vec::new();
+        for w in list {
+            let Some(o) = w.upgrade() else { continue };
+            let mut o = lock(&o);
+            if !matches!(o.sent, Some(Sent::Held(_))) {
+                continue;
+            }
+            if o.aged {
+                o.send_head();
+            } else {
+                o.aged = true;
+                drop(o);
+                keep.push(w);
+            }
+        }
+        if !keep.is_empty() {
+            lock(&HELD).list.extend(keep);
+        }
+    }
 }
 
 /// Frames of a response body waiting between the guest and the client's connection.
@@ -919,6 +1172,8 @@ pub struct RequestBody {
     sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
     /// Set when the body went past `max`.
     over: Arc<AtomicBool>,
+    /// The request's header lines as they came, for a handler no plugin comes before.
+    headers: Option<axum::http::HeaderMap>,
 }
 
 impl RequestBody {
@@ -931,7 +1186,15 @@ impl RequestBody {
             idle,
             sleep: None,
             over: Arc::default(),
+            headers: None,
         }
+    }
+
+    /// Gives the handler `headers` (the request's header lines as they came: values as
+    /// bytes, also those that are not UTF-8) instead of those the chain passed on as text.
+    pub fn with_headers(mut self, headers: axum::http::HeaderMap) -> RequestBody {
+        self.headers = Some(headers);
+        self
     }
 }
 
@@ -996,20 +1259,28 @@ impl http_body::Body for RequestBody {
 }
 
 /// The request as the chain left it, as an HTTP request (method, path and headers checked),
-/// with `body` instead of its own when the body streams.
+/// with `body` instead of its own when the body streams, and `raw` header lines instead of
+/// its own when it has them.
 fn hyper_request(
     req: Incoming,
     body: Option<RequestBody>,
+    raw: Option<axum::http::HeaderMap>,
 ) -> Result<
     Request<http_body_util::combinators::UnsyncBoxBody<Bytes, wasmtime_wasi_http::Error>>,
     String,
 > {
     let method = Method::from_bytes(req.method.as_bytes()).map_err(|e| e.to_string())?;
-    let host = req
-        .headers
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case("host"))
-        .map_or("localhost", |(_, v)| v.as_str());
+    let host = match &raw {
+        Some(h) => h
+            .get(axum::http::header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("localhost"),
+        None => req
+            .headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("host"))
+            .map_or("localhost", |(_, v)| v.as_str()),
+    };
     let path = if req.path.starts_with('/') {
         req.path.clone()
     } else {
@@ -1029,10 +1300,20 @@ fn hyper_request(
         })
         .map_err(|e| format!("path `{path}`: {e}"))?;
     let mut b = Request::builder().method(method).uri(uri);
-    for (n, v) in &req.headers {
-        let name = HeaderName::from_bytes(n.as_bytes()).map_err(|e| format!("`{n}`: {e}"))?;
-        let value = HeaderValue::from_str(v).map_err(|e| format!("`{n}`: {e}"))?;
-        b = b.header(name, value);
+    match raw {
+        Some(h) => {
+            if let Some(m) = b.headers_mut() {
+                *m = h;
+            }
+        }
+        None => {
+            for (n, v) in &req.headers {
+                let name =
+                    HeaderName::from_bytes(n.as_bytes()).map_err(|e| format!("`{n}`: {e}"))?;
+                let value = HeaderValue::from_str(v).map_err(|e| format!("`{n}`: {e}"))?;
+                b = b.header(name, value);
+            }
+        }
     }
     let body = match body {
         Some(b) => b.boxed_unsync(),
