@@ -10,9 +10,12 @@
 # (ratios are medians of the rounds' ratios); then the chain alone and while a slow route
 # (long guest computations) is loaded beside it (three rounds of each, alternating; the
 # loaded ratio compares their medians); and the two plugin routes in process, without HTTP,
-# back to back and with the caches written over between requests. Uses wrk
-# (Debian) and wasmtime-cli 48 (crates.io), installed here if missing. Writes
-# bench-results/edge.json and merges the edge ratios into bench-results/summary.json.
+# back to back and with the caches written over between requests. Then two figures of the
+# wasi:http handlers: the server's RSS growth while a client downloads a 50 MiB streamed
+# response, and the time from a trap's answer to the next 200 of the largest handler that
+# scripts/conformance.sh builds (instances reused). Uses wrk (Debian) and wasmtime-cli 48
+# (crates.io), installed here if missing. Writes bench-results/edge.json and merges the edge
+# ratios into bench-results/summary.json.
 #
 #   host/runtime/bench/run.sh [SECONDS_PER_CASE]
 set -euo pipefail
@@ -31,6 +34,8 @@ if ! wasmtime --version 2>/dev/null | grep -q "$wasmtime_version"; then
     cargo install --locked wasmtime-cli --version "$wasmtime_version"
 fi
 cargo build --release -q -p lrpc-runtime --example embed
+# `lrpc` itself serves the restart case's handler (below).
+cargo build --release -q -p lrpc-runtime
 cargo build --release -q --locked --manifest-path guests/Cargo.toml --target wasm32-wasip2 \
     --target-dir target/guests -p http-wasi-hello
 target/release/examples/embed host/runtime/bench/edge.toml "$addr" >/dev/null 2>&1 &
@@ -46,7 +51,10 @@ wt_pool=$!
 wasmtime serve -Scli -O pooling-allocator --max-instance-reuse-count 100000 \
     --addr "$wt_reuse_addr" "$hello_wasm" >/dev/null 2>&1 &
 wt_reuse=$!
-trap 'kill -TERM $server $wt $wt_pool $wt_reuse 2>/dev/null || true; wait $server $wt $wt_pool $wt_reuse 2>/dev/null || true' EXIT
+# The restart case's server, started later; empty until then (not 0: `kill 0` would
+# signal the whole process group).
+big=
+trap 'kill -TERM $server $wt $wt_pool $wt_reuse $big 2>/dev/null || true; wait $server $wt $wt_pool $wt_reuse $big 2>/dev/null || true' EXIT
 for _ in $(seq 1 200); do
     curl -sf "http://$addr/native/up" >/dev/null 2>&1 && curl -sf "http://$wt_addr/up" >/dev/null 2>&1 &&
         curl -sf "http://$wt_pool_addr/up" >/dev/null 2>&1 && curl -sf "http://$wt_reuse_addr/up" >/dev/null 2>&1 && break
@@ -188,6 +196,119 @@ in_process_json() {
 one_in_process=$(in_process_json /one/x)
 chain_in_process=$(in_process_json /chain/v1/x)
 
+# The server's RSS growth, in MiB, while a client downloads 50 MiB that the stream handler
+# (route /stream) writes as fast as the client takes it: the body passes through bounded
+# buffers, so the growth stays small. VmRSS is sampled every 20 ms from before the request
+# to its end; the client reads at 50 MiB/s so that the download spans many samples. Three
+# downloads; the largest growth counts.
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+stream_rss_growth() {
+    local before peak now got
+    before=$(rss_kib "$server")
+    peak=$before
+    curl -s --limit-rate 50M -o /dev/null -w '%{http_code} %{size_download}' \
+        "http://$addr/stream/gen/50" >"$tmp/stream.out" &
+    local dl=$!
+    while kill -0 "$dl" 2>/dev/null; do
+        now=$(rss_kib "$server")
+        [ "$now" -gt "$peak" ] && peak=$now
+        sleep 0.02
+    done
+    wait "$dl"
+    got=$(cat "$tmp/stream.out")
+    if [ "$got" != "200 52428800" ]; then
+        echo "the 50 MiB stream answered \"$got\", not 200 and 52428800 bytes" >&2
+        return 1
+    fi
+    awk -v a="$before" -v b="$peak" 'BEGIN {printf "%.1f", (b - a) / 1024}'
+}
+tmp=$(mktemp -d)
+trap 'kill -TERM $server $wt $wt_pool $wt_reuse $big 2>/dev/null || true; wait $server $wt $wt_pool $wt_reuse $big 2>/dev/null || true; rm -rf "$tmp"' EXIT
+# Warm: the handler's first instances and the server's buffers exist before the first sample.
+curl -sf -o /dev/null "http://$addr/stream/gen/1"
+curl -sf -o /dev/null "http://$addr/stream/gen/1"
+stream_rss_rounds=()
+for _ in 1 2 3; do
+    growth=$(stream_rss_growth) || exit 1
+    stream_rss_rounds+=("$growth")
+done
+stream_rss_growth_mib=$(printf '%s\n' "${stream_rss_rounds[@]}" | sort -g | tail -1)
+
+# restart_ms: from a trap's answer to the next 200 on the same route, instances reused, for
+# the largest handler scripts/conformance.sh builds (JavaScript or Python, 13-21 MB): the
+# first backoff step and instantiation, no compiling. The backoff starts afresh after 10 s
+# without a restart, so rounds are 11 s apart. Five rounds; the median counts.
+restart_ms=null
+restart_rounds=()
+restart_handler=null
+big_addr=127.0.0.1:18185
+if scripts/conformance.sh build; then
+    big_wasm=$(ls -S target/conformance/handler-js.wasm target/conformance/handler-py.wasm 2>/dev/null | head -1 || true)
+fi
+if [ -n "${big_wasm:-}" ]; then
+    restart_handler="\"$(basename "$big_wasm")\""
+    cat >"$tmp/restart.toml" <<TOML
+[kernel]
+cache-dir = "$PWD/target/conformance/cache"
+
+[serve]
+listen = "$big_addr"
+
+[domains.big]
+wasm = "$PWD/$big_wasm"
+exports = [{ interface = "wasi:http/incoming-handler" }]
+
+[domains.big.limits]
+deadline = "5s"
+reuse = 1000
+
+[[routes]]
+prefix = "/"
+chain = ["big"]
+TOML
+    target/release/lrpc serve "$tmp/restart.toml" >"$tmp/restart.log" 2>&1 &
+    big=$!
+    # Its first start may compile the handler (tens of seconds); later ones read the cache.
+    for _ in $(seq 1 600); do
+        curl -sf -o /dev/null "http://$big_addr/hello" && break
+        sleep 0.2
+    done
+    if ! curl -sf -o /dev/null "http://$big_addr/hello"; then
+        echo "lrpc serve did not serve $big_wasm (log: $tmp/restart.log)" >&2
+        cat "$tmp/restart.log" >&2
+        exit 1
+    fi
+    for i in 1 2 3 4 5; do
+        [ "$i" -gt 1 ] && sleep 11
+        ms=$(python3 - "$big_addr" <<'PY'
+import http.client, sys, time
+host, port = sys.argv[1].split(":")
+def get(path):
+    c = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        c.request("GET", path)
+        r = c.getresponse()
+        r.read()
+        return r.status
+    finally:
+        c.close()
+assert get("/trap") == 500, "the trap did not answer 500"
+trapped = time.monotonic()
+while get("/hello") != 200:
+    time.sleep(0.002)
+print(round((time.monotonic() - trapped) * 1000, 1))
+PY
+) || exit 1
+        restart_rounds+=("$ms")
+    done
+    restart_ms=$(median "${restart_rounds[@]}")
+    kill -TERM "$big" 2>/dev/null || true
+    wait "$big" 2>/dev/null || true
+    big=
+else
+    echo "restart_ms: no JavaScript or Python handler was built (scripts/conformance.sh build); left null" >&2
+fi
+
 mkdir -p bench-results
 cat > bench-results/edge.json <<JSON
 {
@@ -214,7 +335,14 @@ cat > bench-results/edge.json <<JSON
   "edge_chain3_p50_over_chain1_p50": $chain_p50_over_one,
   "edge_wasi_fresh_over_wasmtime_pooling_rps": $wasi_fresh_over_pool,
   "edge_wasi_reuse_over_wasmtime_reuse_rps": $wasi_reuse_over_reuse,
-  "edge_fast_p99_loaded_over_alone": $(div "$loaded_p99" "$alone_p99")
+  "edge_fast_p99_loaded_over_alone": $(div "$loaded_p99" "$alone_p99"),
+  "stream_rss_growth_mib": $stream_rss_growth_mib,
+  "stream_rss_growth_mib_target": 8,
+  "stream_rss_growth_mib_rounds": [$(join "${stream_rss_rounds[@]}")],
+  "restart_ms": $restart_ms,
+  "restart_ms_target": 200,
+  "restart_ms_rounds": [$(join "${restart_rounds[@]}")],
+  "restart_handler": $restart_handler
 }
 JSON
 cat bench-results/edge.json
