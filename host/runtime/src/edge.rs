@@ -91,9 +91,6 @@ struct RouteRt {
     /// The plugins that take no body (`body = "none"`), bit `slot` each: they get an empty
     /// one and may not pass one on.
     bodyless: u32,
-    /// Whether a plugin takes the body, which is then read whole before the chain runs.
-    /// Otherwise it streams to the handler, if there is one, and is not read if not.
-    reads_body: bool,
     queue: Arc<JobQueue>,
     /// The route's metrics, and each plugin's call counter (in chain order).
     meters: RouteMeters,
@@ -106,6 +103,12 @@ struct RouteRt {
 }
 
 impl RouteRt {
+    /// Whether a plugin takes the body, which is then read whole before the chain runs.
+    /// Otherwise it streams to the handler, if there is one, and is not read if not.
+    fn reads_body(&self) -> bool {
+        (self.bodyless.count_ones() as usize) < self.plugins.len()
+    }
+
     /// Admits one more request if the route has room for it.
     fn admit(&self) -> Option<Admitted<'_>> {
         if self.admitted.fetch_add(1, Ordering::AcqRel) >= self.route.max_in_flight {
@@ -319,19 +322,16 @@ impl Edge {
                 .iter()
                 .map(|p| deployment.metrics.call_counter(&p.name))
                 .collect();
-            let takes_body: Vec<bool> = plugins
-                .iter()
-                .map(|p| {
-                    let spec = deployment.config.domains.get(&p.name);
-                    spec.is_none_or(|d| d.takes_body)
-                })
-                .collect();
-            let bodyless = takes_body
+            // A chain has at most 16 plugins (the config's limit); one past 32 would take
+            // the body.
+            let bodyless = plugins
                 .iter()
                 .enumerate()
-                .filter(|(slot, takes)| !**takes && *slot < 32)
+                .filter(|(slot, p)| {
+                    let spec = deployment.config.domains.get(&p.name);
+                    *slot < 32 && spec.is_some_and(|d| !d.takes_body)
+                })
                 .fold(0u32, |m, (slot, _)| m | 1 << slot);
-            let reads_body = takes_body.iter().any(|t| *t);
             let on_reactor = handler.is_none();
             let meters = deployment.metrics.route(&route.prefix);
             meters.on_reactor(on_reactor);
@@ -342,7 +342,6 @@ impl Edge {
                 plugins,
                 handler,
                 bodyless,
-                reads_body,
                 queue: queue.clone(),
                 workers: Mutex::new(Vec::new()),
                 reactor: OnReactor {
@@ -862,7 +861,7 @@ async fn handle(State(edge): State<Edge>, req: Request) -> Response {
     // Plugins that take the body get it whole. Otherwise a handler reads it as it arrives
     // (after the plugins, which get none); with no handler, nothing reads it.
     let (body, stream) = match route {
-        Some(r) if !r.reads_body => {
+        Some(r) if !r.reads_body() => {
             if axum::body::HttpBody::size_hint(&body).lower() > max_body as u64 {
                 return too_large();
             }
