@@ -266,24 +266,7 @@ def field(result, name):
 
 # Why answers differ, by case and field (`None`: any field of the case). A difference with
 # no entry here is reported as not explained.
-RESTART = (
-    "After a trap or a deadline, `lrpc serve` restarts the handler's domain with backoff "
-    "(50 ms at first) and answers 503 until then ([Failures](../docs/src/wasi-http.md#failures)). "
-    "`wasmtime serve` makes a fresh instance for every request, so it answers the next one at "
-    "once. The route is back within the times under [Recovery](#recovery)."
-)
-NOT_UTF8 = (
-    "**A bug of `lrpc serve`, open (issue 33):** a request header whose value is not UTF-8 is "
-    "dropped before the handler sees it. The edge turns header values into text for plugins "
-    "(`host/runtime/src/edge.rs`) and drops those that are not UTF-8; `wasmtime serve` passes "
-    "the bytes. UTF-8 values (`header_utf8`) pass, and so do the handler's own response "
-    "headers that are not UTF-8 (`response_header_latin1`)."
-)
 EXPLAINED = {
-    ("header_latin1", None): NOT_UTF8,
-    ("header_high_bytes", None): NOT_UTF8,
-    ("trap", "next_status"): RESTART,
-    ("spin", "next_status"): RESTART,
     ("spin", "status"): "A handler past its deadline answers 504 under `lrpc serve` "
     "(documented). `wasmtime serve -W timeout` traps the instance and answers 500; without "
     "`-W timeout` it has no deadline, and the request is never answered.",
