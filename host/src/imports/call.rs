@@ -219,8 +219,8 @@ fn transfer(
         deadline,
     };
     let outcome = match replica.store.try_lock() {
-        // `RunArgs::locked`, written out here so that the entry's closure has this one call
-        // site and is inlined into the call path.
+        // `RunArgs::locked`, written out: calling it, even always inlined, costs the null
+        // call 734 instructions against 727 (callgrind).
         Some(mut store) => match call.entry_args(caller.data(), start) {
             Ok(args) => {
                 let entry = Entry {
