@@ -1237,12 +1237,12 @@ fn why(ratio: &str) -> &'static str {
         }
         "astack_to_component_64k_over_component_host_64k"
         | "astack_to_component_64k_inout_over_component_host_64k_inout" => {
-            "an A-stack client's argument to a component server crosses as three copies (the \
-             client's onto its segment, the kernel's read of the request, the lowering into the \
-             component) against the host-linked components' two. The kernel's read stays \
-             because a component server counts as able to reach its client, so the request \
-             can not be lent to it; lowering straight out of the client's memory needs that \
-             proof. Before the typed path the same calls took 0.70 ms and 4.9 ms."
+            "an A-stack client's byte list reaches a component server in two copies, as between \
+             host-linked components (the client's onto its segment, the lowering from there into \
+             the component, with a vector loop where the host memmove is slow); a byte list \
+             result takes three (the lift, the write into the client's segment, the client \
+             stub's copy into the vector it returns) against the host-linked two. Before the \
+             typed path the same calls took 0.70 ms and 4.9 ms."
         }
         "threads2_over_threads1" => {
             "two calling threads share two cores with the benchmark harness and the epoch \

@@ -10,7 +10,7 @@
 //! third argument is the size, 200 B unless given), `caller-buffer` (BigInOut into the caller's
 //! buffer, Flick Fig. 11), `component-host` (Null between the two bench
 //! components linked by wasmtime through the host) and `component-kernel` (the same components
-//! as kernel domains, bound through the clerk); `component-host-big-in` and
+//! as kernel domains, bound through the clerk); `component-host-big-in` (and `-out`) and
 //! `component-to-astack-big-in` (BigIn of the size given from a component client to the
 //! host-linked server component, or through the kernel to the core server);
 //! `component-null-timed` times the two component Null peers in alternating rounds and
@@ -77,11 +77,15 @@ fn main() {
         "component-kernel" => lrpc_benches::components::KernelLinked::new()
             .expect("component domains")
             .null(n),
-        "component-host-big-in" => {
+        "component-host-big-in" | "component-host-big-in-out" => {
             let kernel = lrpc_kernel::Kernel::new().expect("kernel");
             let mut peer = lrpc_benches::components::HostLinked::new(kernel.engine())
                 .expect("host-linked components");
-            peer.big_in(size, n).min(0)
+            if case.ends_with("-out") {
+                peer.big_in_out(size, n).min(0)
+            } else {
+                peer.big_in(size, n).min(0)
+            }
         }
         "component-to-astack-big-in" => lrpc_benches::components::KernelLinked::to_astack()
             .expect("a mixed pair")

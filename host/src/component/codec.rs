@@ -66,6 +66,14 @@ pub fn encode(
     Ok(())
 }
 
+/// A result encoded for the A-stack: `head`, then `tail` (a byte list's bytes, written to
+/// the client from the vector they were lifted into).
+#[derive(Default)]
+pub(crate) struct Reply {
+    pub(crate) head: Vec<u8>,
+    pub(crate) tail: Vec<u8>,
+}
+
 /// Decodes values of types `tys` from all of `bytes`.
 pub fn decode(plan: &InterfacePlan, tys: &[&Ty], bytes: &[u8]) -> Result<Vec<Val>, CodecError> {
     let mut r = Reader::new(Layout::new(plan), bytes);

@@ -99,6 +99,25 @@ impl Target {
         }
         Ok(())
     }
+
+    /// [`Target::serve`] on a request lent where the client's stub laid it out (see
+    /// `super::lent`): a lone byte list parameter is lowered from there; anything else is
+    /// served from a private copy.
+    pub(crate) fn serve_lent(
+        &self,
+        proc: usize,
+        plan: &InterfacePlan,
+        pp: &ProcPlan,
+        request: super::lent::Lent,
+        reply: &mut codec::Reply,
+    ) -> Result<(), Status> {
+        if let (Some(&idx), Some(Some(sig))) = (self.funcs.get(proc), self.typed.get(proc))
+            && super::typed::serve_lent(&self.server, idx, sig, request, !pp.bounded, reply)?
+        {
+            return Ok(());
+        }
+        self.serve(proc, plan, pp, &request.to_vec(), &mut reply.head)
+    }
 }
 
 /// The core face of `interface` exported by `shared` under `name`, or `None` when the

@@ -68,6 +68,7 @@
 pub mod codec;
 mod fuse;
 mod handles;
+pub(crate) mod lent;
 mod limits;
 pub(crate) mod mixed;
 mod shapes;

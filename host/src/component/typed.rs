@@ -12,7 +12,10 @@
 //! the parameter is lifted into the host and lowered into the server.
 //!
 //! The other way, a core client's call of a component server ([`serve_flat`]) decodes the
-//! A-stack straight into those Rust values and encodes the result from them. Both ways also
+//! A-stack straight into those Rust values and encodes the result from them; a lone byte
+//! list parameter is lowered into the component from where the client's stub put it
+//! ([`serve_lent`], `super::lent`), and a byte list result goes to the client from the
+//! vector it was lifted into. Both ways also
 //! carry `lrpc:http/plugin`'s `handle` and `lrpc:kv/store` with the shapes of `super::shapes`.
 //!
 //! The binding's checks, the server's deadline and fuel, and the failure answers are the same
@@ -308,6 +311,49 @@ pub(super) fn serve_flat(
             }?;
         }
     }
+    Ok(true)
+}
+
+/// [`serve_flat`] for a request lent where the client's stub laid it out: a lone byte list
+/// parameter is lowered into the component straight from there. `Ok(false)`: the signature
+/// is another; the caller serves a private copy of the request.
+pub(super) fn serve_lent(
+    server: &super::Shared,
+    idx: usize,
+    sig: &Signature,
+    request: super::lent::Lent,
+    exact: bool,
+    reply: &mut super::codec::Reply,
+) -> Result<bool, Status> {
+    let Signature::Kinds { params, result } = sig else {
+        return Ok(false);
+    };
+    if params[..] != [Kind::Bytes] {
+        return Ok(false);
+    }
+    let len = request.head::<4>().ok_or(Status::ServerRejected)?;
+    let len = u32::from_le_bytes(len) as usize;
+    if exact && request.len() != 4 + len {
+        return Err(Status::ServerRejected);
+    }
+    let bytes = request.sub(4, len).ok_or(Status::ServerRejected)?;
+    type In = (super::lent::Lent,);
+    if *result == Some(Kind::Bytes) {
+        // The result is written to the client from the vector it was lifted into.
+        let (out,) = server
+            .run_typed_by::<In, (Vec<u8>,), _>(idx, |f, store| f.call(store, (bytes,)))
+            .map_err(|e| e.status())?;
+        let n = u32::try_from(out.len()).map_err(|_| Status::ResourceExhausted)?;
+        reply.head.extend_from_slice(&n.to_le_bytes());
+        reply.tail = out;
+        return Ok(true);
+    }
+    with_result!(*result, R => {
+        server
+            .run_typed_by::<In, R, R>(idx, |f, store| f.call(store, (bytes,)))
+            .map_err(|e| e.status())?
+            .put_all(&mut reply.head)
+    });
     Ok(true)
 }
 

@@ -391,7 +391,7 @@ fn arrived(caller: &mut Caller<'_, DomainData>, slot: usize, a: Arrived) -> Next
                     Err(s) => s,
                     Ok((binding, a)) => match binding.export.plan.procs.get(a.proc as usize) {
                         None => Status::BadProcedure,
-                        Some(pp) => write_result(caller, &binding, pp, &a, &results),
+                        Some(pp) => write_result(caller, &binding, pp, &a, [&results, &[]]),
                     },
                 },
             };

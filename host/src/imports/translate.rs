@@ -3,12 +3,15 @@
 //! is the server's entry stub: it reads the request off the client's A-stack (or its `in`
 //! segment) once. For a component server it decodes the request by the plan into component
 //! values — every length, tag and byte of it untrusted — and calls the component's export
-//! under its deadline; a remote server's transport gets the request as it is and checks it
+//! under its deadline; the client can not run before the export is entered, so a byte list
+//! is lowered into the component from where it lies, in one copy; a remote server's transport gets the request as it is and checks it
 //! while translating it. The results go back onto the A-stack, or into the `out` segment
 //! when they do not fit, as a core server's stub would put them.
 
 use super::memory;
 use super::oob::{Side, segment_slow};
+use crate::component::codec::Reply;
+use crate::component::lent::{Lent, copy_slice};
 use crate::component::mixed::Target;
 use crate::state::binding::Binding;
 use crate::state::clerk::{Detour, DetourCall};
@@ -60,20 +63,24 @@ pub(super) fn to_component(
     let Some(pp) = plan.procs.get(a.proc as usize) else {
         return Status::BadProcedure;
     };
-    let request = match read_request(caller, b, pp, a) {
-        Ok(r) => r,
+    let request = match locate_request(caller, b, pp, a) {
+        Ok((at, len)) => memory(caller).and_then(|mem| Lent::in_memory(&mem, &*caller, at, len)),
         Err(s) => return s,
     };
-    let mut reply = Vec::new();
+    let Some(request) = request else {
+        return Status::ServerRejected;
+    };
+    let mut reply = Reply::default();
     // On the thread's linkage stack like any call, so that the component may call back into
-    // this client (A→B→A re-enters it).
+    // this client (A→B→A re-enters it). The request is lent: the client can not run before
+    // the component's export is entered, and by then the request is lowered or copied.
     let ran = linkage::with_record(caller, a.record(client_key, binding), || {
-        target.serve(a.proc as usize, plan, pp, &request, &mut reply)
+        target.serve_lent(a.proc as usize, plan, pp, request, &mut reply)
     });
     if let Err(s) = ran {
         return s;
     }
-    write_result(caller, b, pp, a, &reply)
+    write_result(caller, b, pp, a, [&reply.head, &reply.tail])
 }
 
 /// Serves one call of a core client on a remote export (see `transport`): the request goes to
@@ -100,7 +107,7 @@ pub(super) fn to_remote(
         target.call(a.proc as usize, &request)
     });
     match ran {
-        Ok(reply) => write_result(caller, b, pp, a, &reply),
+        Ok(reply) => write_result(caller, b, pp, a, [&reply, &[]]),
         Err(Status::Ok) => Status::ServerRejected,
         Err(s) => s,
     }
@@ -115,49 +122,65 @@ pub(super) fn read_request(
     pp: &ProcPlan,
     a: &AStack,
 ) -> Result<Vec<u8>, Status> {
+    let (at, len) = locate_request(caller, b, pp, a)?;
     let mem = memory(caller).ok_or(Status::BadPointer)?;
-    let (base, cap) = (a.at as usize, a.cap as usize);
     // Copied once, without zeroing a buffer first.
-    let read = |caller: &Caller<'_, DomainData>, at: usize, len: usize| {
-        let end = at.checked_add(len)?;
-        mem.data(caller).get(at..end).map(<[u8]>::to_vec)
-    };
-    let request = if pp.bounded {
-        read(caller, base, pp.in_bound.unwrap_or(0).min(cap))
-    } else {
-        read(caller, base, header::LEN).and_then(|h| {
-            let flags = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
-            let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
-            let (at, room) = if flags & header::OOB != 0 {
-                b.with_oob((a.proc, a.index, lrpc_abi::OOB_IN), |at| {
-                    (at.client, at.len)
-                })?
-            } else {
-                (base + header::LEN, cap.saturating_sub(header::LEN))
-            };
-            if len > room || at == crate::state::place::UNMAPPED {
-                return None;
-            }
-            read(caller, at, len)
-        })
-    };
-    request.ok_or(Status::ServerRejected)
+    let end = at.checked_add(len).ok_or(Status::ServerRejected)?;
+    mem.data(&*caller)
+        .get(at..end)
+        .map(<[u8]>::to_vec)
+        .ok_or(Status::ServerRejected)
 }
 
-/// Writes a call's result where the client's stub reads it: at the A-stack's base for a
-/// procedure of bounded size, else as `write_reply` does.
+/// Where [`read_request`] finds the request in the client's memory: its address and length
+/// (not yet checked against the memory's size).
+fn locate_request(
+    caller: &mut Caller<'_, DomainData>,
+    b: &Binding,
+    pp: &ProcPlan,
+    a: &AStack,
+) -> Result<(usize, usize), Status> {
+    let mem = memory(caller).ok_or(Status::BadPointer)?;
+    let (base, cap) = (a.at as usize, a.cap as usize);
+    if pp.bounded {
+        return Ok((base, pp.in_bound.unwrap_or(0).min(cap)));
+    }
+    let end = base
+        .checked_add(header::LEN)
+        .ok_or(Status::ServerRejected)?;
+    let h = mem
+        .data(&*caller)
+        .get(base..end)
+        .ok_or(Status::ServerRejected)?;
+    let flags = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+    let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
+    let (at, room) = if flags & header::OOB != 0 {
+        b.with_oob((a.proc, a.index, lrpc_abi::OOB_IN), |at| {
+            (at.client, at.len)
+        })
+        .ok_or(Status::ServerRejected)?
+    } else {
+        (base + header::LEN, cap.saturating_sub(header::LEN))
+    };
+    if len > room || at == crate::state::place::UNMAPPED {
+        return Err(Status::ServerRejected);
+    }
+    Ok((at, len))
+}
+
+/// Writes a call's result, `reply[0]` then `reply[1]`, where the client's stub reads it: at
+/// the A-stack's base for a procedure of bounded size, else as `write_reply` does.
 pub(super) fn write_result(
     caller: &mut Caller<'_, DomainData>,
     b: &Binding,
     pp: &ProcPlan,
     a: &AStack,
-    reply: &[u8],
+    reply: [&[u8]; 2],
 ) -> Status {
+    let len = reply[0].len() + reply[1].len();
     let written = if pp.bounded {
-        (reply.len() <= a.cap as usize)
-            .then(|| {
-                memory(caller).and_then(|mem| mem.write(&mut *caller, a.at as usize, reply).ok())
-            })
+        (len <= a.cap as usize)
+            .then(|| write_at(caller, a.at as usize, reply))
             .flatten()
     } else {
         write_reply(caller, b, a, reply)
@@ -174,31 +197,43 @@ fn write_reply(
     caller: &mut Caller<'_, DomainData>,
     b: &Binding,
     a: &AStack,
-    reply: &[u8],
+    reply: [&[u8]; 2],
 ) -> Option<()> {
-    let mem = memory(caller)?;
-    let len = u32::try_from(reply.len()).ok()?;
+    let n = reply[0].len() + reply[1].len();
+    let len = u32::try_from(n).ok()?;
     let base = a.at as usize;
-    let inline = reply.len() <= (a.cap as usize).saturating_sub(header::LEN);
+    let inline = n <= (a.cap as usize).saturating_sub(header::LEN);
     let flags = if inline {
-        mem.write(&mut *caller, base + header::LEN, reply).ok()?;
+        write_at(caller, base + header::LEN, reply)?;
         0
     } else {
         let kernel = caller.data().kernel.upgrade()?;
         let key = caller.data().key();
         let okey = (a.proc, a.index, lrpc_abi::OOB_OUT);
-        let (seg_cap, at) =
-            segment_slow(b, okey, reply.len(), &kernel, (key, Side::Client), caller).ok()?;
-        if seg_cap < reply.len() {
+        let (seg_cap, at) = segment_slow(b, okey, n, &kernel, (key, Side::Client), caller).ok()?;
+        if seg_cap < n {
             return None;
         }
-        mem.write(&mut *caller, at, reply).ok()?;
+        write_at(caller, at, reply)?;
         header::OOB
     };
     let mut h = [0u8; header::LEN];
     h[..4].copy_from_slice(&flags.to_le_bytes());
     h[4..].copy_from_slice(&len.to_le_bytes());
-    mem.write(&mut *caller, base, &h).ok()
+    write_at(caller, base, [&h, &[]])
+}
+
+/// Writes `parts` one after the other at `at` in the client's memory, if they fit; with
+/// `lent::copy_slice`, which keeps clear of the host `memmove`'s slow placement (A-stacks and
+/// segments are page aligned, the parts are not).
+fn write_at(caller: &mut Caller<'_, DomainData>, at: usize, parts: [&[u8]; 2]) -> Option<()> {
+    let mem = memory(caller)?;
+    let len = parts[0].len() + parts[1].len();
+    let dst = mem.data_mut(&mut *caller).get_mut(at..)?.get_mut(..len)?;
+    let (first, second) = dst.split_at_mut(parts[0].len());
+    copy_slice(first, parts[0]);
+    copy_slice(second, parts[1]);
+    Some(())
 }
 
 /// The A-stack of a detoured call, as the translations read it.
