@@ -48,8 +48,9 @@
 //! - `state/linkage.rs`: the per-thread linkage stack (records pinned on the calling
 //!   thread's stack) and the caller of a kernel import reached through it.
 //! - `component/lent.rs`: lowering a core client's byte list into a component straight from
-//!   the client's memory (a raw view, `Send`/`Sync`, and wasmtime's `Lower` for it), and the
-//!   copy loop that keeps clear of the host `memmove`'s slow placement.
+//!   the client's memory, and lifting a byte list result straight into it (raw views,
+//!   `Send`/`Sync` for them, and wasmtime's `Lower` and `Lift`), and the copy loop that keeps
+//!   clear of the host `memmove`'s slow placement.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

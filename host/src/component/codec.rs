@@ -67,12 +67,17 @@ pub fn encode(
 }
 
 /// A result encoded for the A-stack: `head`, then `tail` (a byte list's bytes, written to
-/// the client from the vector they were lifted into).
+/// the client from the vector they were lifted into), or, when `landed` says how many,
+/// `head` then bytes already lifted into the client's `out` segment right after it.
 #[derive(Default)]
 pub(crate) struct Reply {
     pub(crate) head: Vec<u8>,
     pub(crate) tail: Vec<u8>,
+    pub(crate) landed: Option<usize>,
 }
+
+/// The bytes in front of a byte list on an A-stack: its length.
+pub(crate) const LIST_PREFIX: usize = 4;
 
 /// Decodes values of types `tys` from all of `bytes`.
 pub fn decode(plan: &InterfacePlan, tys: &[&Ty], bytes: &[u8]) -> Result<Vec<Val>, CodecError> {

@@ -7,6 +7,10 @@
 //! instead of into a host buffer first and from there into the component. The component
 //! reads its own copy, so what it validates stays as it was.
 //!
+//! The other way, a `list<u8>` result is lifted out of the component straight into the
+//! client's `out` segment when that is large enough ([`Landed`]), instead of into a host
+//! vector and from there into the segment.
+//!
 //! The copy is the one bulk move of the argument, so its speed matters. The host `memmove`
 //! (glibc's `rep movsb` path, from 2 KiB on) runs 20–60× slower on some x86-64 processors
 //! when the destination lies 1 to about 40 bytes after the source modulo 4 KiB. A-stacks
@@ -20,9 +24,9 @@
 use std::mem::MaybeUninit;
 use wasmtime::ValRaw;
 use wasmtime::component::__internal::{
-    CanonicalAbiInfo, InstanceType, InterfaceType, LowerContext,
+    CanonicalAbiInfo, InstanceType, InterfaceType, LiftContext, LowerContext,
 };
-use wasmtime::component::{ComponentType, Lower};
+use wasmtime::component::{ComponentType, Lift, Lower};
 
 /// `len` bytes at `ptr` in a core client's linear memory, lent for one lowering.
 #[derive(Clone, Copy, Debug)]
@@ -30,6 +34,12 @@ pub(crate) struct Lent {
     ptr: *const u8,
     len: usize,
 }
+
+// SAFETY: a `Spot` is a view, not an owner; `Spot::in_memory`'s contract holds on any
+// thread, and results are lifted on the calling thread anyway.
+unsafe impl Send for Spot {}
+// SAFETY: as for `Send`; a shared `Spot` is only copied.
+unsafe impl Sync for Spot {}
 
 // SAFETY: a `Lent` is a view, not an owner; `Lent::in_memory`'s contract (the bytes stay
 // readable and unwritten until the lowering that uses them ends) holds whichever thread
@@ -155,6 +165,116 @@ unsafe impl Lower for Lent {
         pair[..4].copy_from_slice(&at.to_le_bytes());
         pair[4..].copy_from_slice(&len.to_le_bytes());
         Ok(())
+    }
+}
+
+/// Room in a core client's memory (its `out` segment) where a byte list result is copied
+/// as it is lifted out of the component, instead of into a host vector first: see
+/// [`Landed`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Spot {
+    ptr: *mut u8,
+    cap: usize,
+}
+
+impl Spot {
+    /// The bytes `at..at + cap` of `memory`, or `None` when they are not all in it.
+    ///
+    /// As for [`Lent::in_memory`]: the view stays writable while `store` lives, and the
+    /// caller's client can not run until the call that lands its result there returns.
+    pub(crate) fn in_memory(
+        memory: &wasmtime::Memory,
+        mut store: impl wasmtime::AsContextMut,
+        at: usize,
+        cap: usize,
+    ) -> Option<Spot> {
+        let end = at.checked_add(cap)?;
+        let data = memory.data_mut(&mut store);
+        let ptr = data.get_mut(at..end)?.as_mut_ptr();
+        Some(Spot { ptr, cap })
+    }
+}
+
+thread_local! {
+    /// Where a [`Landed`] lifted on this thread goes: set by [`Landed::onto`] for its extent.
+    static LANDING: std::cell::Cell<Option<Spot>> = const { std::cell::Cell::new(None) };
+}
+
+/// A `list<u8>` result lifted out of a component: copied straight to the [`Spot`] that
+/// [`Landed::onto`] gave for the call when it fits there (its length), else into a vector.
+#[derive(Debug)]
+pub(crate) enum Landed {
+    At(usize),
+    Owned(Vec<u8>),
+}
+
+impl Landed {
+    /// Runs `f`, in which the first `Landed` lifted on this thread goes to `spot` if it fits.
+    /// Nested calls each have their own spot; the outer one's is back when they return.
+    pub(crate) fn onto<R>(spot: Option<Spot>, f: impl FnOnce() -> R) -> R {
+        struct Restore(Option<Spot>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                LANDING.with(|l| l.set(self.0));
+            }
+        }
+        let _restore = Restore(LANDING.with(|l| l.replace(spot)));
+        f()
+    }
+
+    fn land(cx: &mut LiftContext<'_>, at: usize, len: usize) -> wasmtime::Result<Landed> {
+        let src = cx
+            .memory()
+            .get(at..)
+            .and_then(|m| m.get(..len))
+            .ok_or_else(|| wasmtime::format_err!("list pointer/length out of bounds of memory"))?;
+        match LANDING.with(|l| l.take()) {
+            Some(spot) if len <= spot.cap => {
+                // SAFETY: `spot` is `spot.cap >= len` writable bytes of the client's memory
+                // (`Spot::in_memory`'s contract), another Store's memory than `src`'s.
+                unsafe { copy(src.as_ptr(), spot.ptr, len) };
+                Ok(Landed::At(len))
+            }
+            _ => Ok(Landed::Owned(src.to_vec())),
+        }
+    }
+}
+
+// SAFETY: a `Landed` lifts exactly as `Vec<u8>` does (a pointer and a length); its type
+// check is `[u8]`'s, so it is only ever lifted from a `list<u8>`.
+unsafe impl ComponentType for Landed {
+    type Lower = [ValRaw; 2];
+
+    const ABI: CanonicalAbiInfo = CanonicalAbiInfo::POINTER_PAIR;
+
+    fn typecheck(ty: &InterfaceType, types: &InstanceType<'_>) -> wasmtime::Result<()> {
+        <[u8] as ComponentType>::typecheck(ty, types)
+    }
+}
+
+// SAFETY: reads the pair as `Vec<u8>`'s lifting does, and checks the bytes are in memory.
+unsafe impl Lift for Landed {
+    fn linear_lift_from_flat(
+        cx: &mut LiftContext<'_>,
+        _: InterfaceType,
+        src: &[ValRaw; 2],
+    ) -> wasmtime::Result<Landed> {
+        Landed::land(cx, src[0].get_u32() as usize, src[1].get_u32() as usize)
+    }
+
+    fn linear_lift_from_memory(
+        cx: &mut LiftContext<'_>,
+        _: InterfaceType,
+        bytes: &[u8],
+    ) -> wasmtime::Result<Landed> {
+        let word = |i: usize| {
+            bytes
+                .get(i..i + 4)
+                .and_then(|b| b.try_into().ok())
+                .map(u32::from_le_bytes)
+                .ok_or_else(|| wasmtime::format_err!("list pointer/length out of bounds"))
+        };
+        Landed::land(cx, word(0)? as usize, word(4)? as usize)
     }
 }
 

@@ -100,6 +100,17 @@ impl Target {
         Ok(())
     }
 
+    /// Whether procedure `proc`'s result is a lone byte list lifted by [`Target::serve_lent`]
+    /// as a `super::lent::Landed`, which lands in the spot the caller gives.
+    pub(crate) fn lands(&self, proc: usize) -> bool {
+        matches!(
+            self.typed.get(proc),
+            Some(Some(super::typed::Signature::Kinds { params, result }))
+                if params[..] == [super::typed::Kind::Bytes]
+                    && *result == Some(super::typed::Kind::Bytes)
+        )
+    }
+
     /// [`Target::serve`] on a request lent where the client's stub laid it out (see
     /// `super::lent`): a lone byte list parameter is lowered from there; anything else is
     /// served from a private copy.

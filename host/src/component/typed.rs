@@ -339,13 +339,22 @@ pub(super) fn serve_lent(
     let bytes = request.sub(4, len).ok_or(Status::ServerRejected)?;
     type In = (super::lent::Lent,);
     if *result == Some(Kind::Bytes) {
-        // The result is written to the client from the vector it was lifted into.
+        // The result lands in the client's `out` segment as it is lifted, when the caller
+        // gave a spot there (`Landed::onto`), else goes from the vector it was lifted into.
+        use super::lent::Landed;
         let (out,) = server
-            .run_typed_by::<In, (Vec<u8>,), _>(idx, |f, store| f.call(store, (bytes,)))
+            .run_typed_by::<In, (Landed,), _>(idx, |f, store| f.call(store, (bytes,)))
             .map_err(|e| e.status())?;
-        let n = u32::try_from(out.len()).map_err(|_| Status::ResourceExhausted)?;
-        reply.head.extend_from_slice(&n.to_le_bytes());
-        reply.tail = out;
+        let n = match &out {
+            Landed::At(n) => *n,
+            Landed::Owned(v) => v.len(),
+        };
+        let n32 = u32::try_from(n).map_err(|_| Status::ResourceExhausted)?;
+        reply.head.extend_from_slice(&n32.to_le_bytes());
+        match out {
+            Landed::At(n) => reply.landed = Some(n),
+            Landed::Owned(v) => reply.tail = v,
+        }
         return Ok(true);
     }
     with_result!(*result, R => {

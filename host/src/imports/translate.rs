@@ -10,8 +10,8 @@
 
 use super::memory;
 use super::oob::{Side, segment_slow};
-use crate::component::codec::Reply;
-use crate::component::lent::{Lent, copy_slice};
+use crate::component::codec::{LIST_PREFIX, Reply};
+use crate::component::lent::{Landed, Lent, Spot, copy_slice};
 use crate::component::mixed::Target;
 use crate::state::binding::Binding;
 use crate::state::clerk::{Detour, DetourCall};
@@ -70,17 +70,81 @@ pub(super) fn to_component(
     let Some(request) = request else {
         return Status::ServerRejected;
     };
+    // A byte list result lands in the client's `out` segment as it is lifted, when there is
+    // one already (from an earlier call on this A-stack).
+    let landing = if !pp.bounded && target.lands(a.proc as usize) {
+        landing(caller, b, a)
+    } else {
+        None
+    };
     let mut reply = Reply::default();
     // On the thread's linkage stack like any call, so that the component may call back into
     // this client (A→B→A re-enters it). The request is lent: the client can not run before
     // the component's export is entered, and by then the request is lowered or copied.
     let ran = linkage::with_record(caller, a.record(client_key, binding), || {
-        target.serve_lent(a.proc as usize, plan, pp, request, &mut reply)
+        Landed::onto(landing.map(|l| l.1), || {
+            target.serve_lent(a.proc as usize, plan, pp, request, &mut reply)
+        })
     });
     if let Err(s) = ran {
         return s;
     }
-    write_result(caller, b, pp, a, [&reply.head, &reply.tail])
+    match (reply.landed, landing) {
+        (Some(n), Some((segment, _))) => write_landed(caller, b, a, segment, &reply.head, n),
+        _ => write_result(caller, b, pp, a, [&reply.head, &reply.tail]),
+    }
+}
+
+/// The client's `out` segment for this A-stack (address and capacity), and the spot in it
+/// where a byte list result lands (after its length), if the segment exists.
+fn landing(
+    caller: &mut Caller<'_, DomainData>,
+    b: &Binding,
+    a: &AStack,
+) -> Option<((usize, usize), Spot)> {
+    let (at, cap) = b.with_oob((a.proc, a.index, lrpc_abi::OOB_OUT), |p| (p.client, p.len))?;
+    if at == crate::state::place::UNMAPPED {
+        return None;
+    }
+    let mem = memory(caller)?;
+    let spot = Spot::in_memory(
+        &mem,
+        &mut *caller,
+        at.checked_add(LIST_PREFIX)?,
+        cap.checked_sub(LIST_PREFIX)?,
+    )?;
+    Some(((at, cap), spot))
+}
+
+/// Completes a reply whose byte list landed `n` bytes into the `out` segment at `segment`:
+/// `head` (its length) in front of them, and the A-stack's header. If the component's
+/// call replaced or removed the segment meanwhile (the client, re-entered, grew it), the
+/// bytes went to its old place and the call fails.
+fn write_landed(
+    caller: &mut Caller<'_, DomainData>,
+    b: &Binding,
+    a: &AStack,
+    segment: (usize, usize),
+    head: &[u8],
+    n: usize,
+) -> Status {
+    let now = b.with_oob((a.proc, a.index, lrpc_abi::OOB_OUT), |p| (p.client, p.len));
+    let total = head.len() + n;
+    let (Some(now), Ok(len)) = (now, u32::try_from(total)) else {
+        return Status::ResourceExhausted;
+    };
+    if now != segment || total > segment.1 {
+        return Status::ResourceExhausted;
+    }
+    let mut h = [0u8; header::LEN];
+    h[..4].copy_from_slice(&header::OOB.to_le_bytes());
+    h[4..].copy_from_slice(&len.to_le_bytes());
+    match write_at(caller, segment.0, [head, &[]])
+        .and_then(|()| write_at(caller, a.at as usize, [&h, &[]]))
+    {
+        Some(()) => Status::Ok,
+        None => Status::ResourceExhausted,
+    }
 }
 
 /// Serves one call of a core client on a remote export (see `transport`): the request goes to
