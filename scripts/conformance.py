@@ -4,8 +4,11 @@
     conformance.py backend PORT
         A loopback HTTP server for the handlers' outgoing calls: GET /backend answers
         201, `x-backend: loopback` and a short body.
-    conformance.py run LANG LRPC_URL WASMTIME_URL OUT.json
-        Sends every case to both servers and writes their answers.
+    conformance.py run LANG LRPC_URL WASMTIME_URL LRPC_REUSE_URL WASMTIME_REUSE_URL OUT.json
+        Sends every case to both servers and writes their answers. The cases marked
+        `reused` go to the REUSE URLs instead: the same handler, its instances reused (a
+        route of its own with `reuse`, and a second `wasmtime serve` with
+        `--max-instance-reuse-count`).
     conformance.py report OUT_DIR WORK_DIR DEADLINE WASMTIME_VERSION RESULTS.json...
         Compares the answers; writes OUT_DIR/conformance.json and OUT_DIR/CONFORMANCE.md.
         WORK_DIR holds the handlers (handler-LANG.wasm) and why one was not built
@@ -28,6 +31,9 @@ import threading
 import time
 from urllib.parse import urlsplit
 
+# The handlers, in the order the report lists them: handler-LANG.wasm in the work directory.
+LANGUAGES = ["js", "js-fetch", "py", "rust"]
+
 # Headers whose values are compared, besides the status, the body and the framing.
 COMPARED_HEADERS = ["content-type", "x-odd", "x-backend"]
 
@@ -35,6 +41,8 @@ COMPARED_HEADERS = ["content-type", "x-odd", "x-backend"]
 def request(base, method, path, headers=(), body=None, chunked=False, timeout=60.0):
     """One request on a fresh connection; the answer as a dict (see `answer`)."""
     url = urlsplit(base)
+    # A base with a path (a route's prefix) puts it before the path.
+    path = url.path.rstrip("/") + path
     started = time.monotonic()
     try:
         conn = socket.create_connection((url.hostname, url.port), timeout=timeout)
@@ -192,6 +200,16 @@ CASES = [
     ("trap_recovered", dict(method="GET", path="/hello", settle=True), STANDARD),
     ("spin", dict(method="GET", path="/spin", then="/hello"), ["status", "complete", "next_status"]),
     ("spin_recovered", dict(method="GET", path="/hello", settle=True), STANDARD),
+    # One request after another, each on a connection of its own: `ok` counts the answers
+    # that were 200 with the whole of "hello\n". The answer compared besides is the first
+    # that was not, else the last.
+    ("hello_x1000", dict(method="GET", path="/hello", repeat=1000, expect=b"hello\n"), STANDARD + ["ok"]),
+    # The same, to the handler with its instances reused: up to 1,000 requests an instance.
+    (
+        "hello_x1000_reused",
+        dict(method="GET", path="/hello", repeat=1000, expect=b"hello\n", reused=True),
+        STANDARD + ["ok"],
+    ),
 ]
 
 
@@ -205,12 +223,33 @@ def settle(base, limit=30.0):
     return round(time.monotonic() - started, 3)
 
 
-def run(lang, lrpc, wasmtime, out):
+def repeated(base, n, expect, **spec):
+    """`n` requests one after another; the first answer that was not 200 with `expect` as
+    its body (else the last), with `repeat`: how many were, and the first few that were not."""
+    want = hashlib.sha256(expect).hexdigest()
+    started = time.monotonic()
+    ok, failed, shown = 0, [], None
+    for i in range(n):
+        got = request(base, **spec)
+        if got.get("status") == 200 and got.get("complete") and got.get("sha256") == want:
+            ok += 1
+        else:
+            if len(failed) < 5:
+                failed.append({"request": i + 1, "status": got.get("status"), "error": got.get("error")})
+            shown = shown or got
+    shown = dict(shown or got)
+    shown["repeat"] = {"sent": n, "ok": ok, "failed": failed, "seconds": round(time.monotonic() - started, 3)}
+    return shown
+
+
+def run(lang, lrpc, wasmtime, lrpc_reuse, wasmtime_reuse, out):
     results = {}
     for name, spec, fields in CASES:
         spec = dict(spec)
         wait = spec.pop("settle", False)
         then = spec.pop("then", None)
+        repeat, expect = spec.pop("repeat", None), spec.pop("expect", None)
+        reused = spec.pop("reused", False)
         if isinstance(spec.get("body"), int):
             spec["body"] = payload(spec["body"])
         sent = {"method": spec["method"], "path": spec["path"]}
@@ -222,6 +261,10 @@ def run(lang, lrpc, wasmtime, out):
             sent["chunked"] = spec.get("chunked", False)
         if then:
             sent["then"] = then
+        if repeat:
+            sent["repeat"] = repeat
+        if reused:
+            sent["reused"] = True
         got = {}
 
         waited = {}
@@ -229,15 +272,15 @@ def run(lang, lrpc, wasmtime, out):
         def one(server, base):
             if wait:
                 waited[server] = settle(base)
-            got[server] = request(base, **spec)
+            got[server] = repeated(base, repeat, expect, **spec) if repeat else request(base, **spec)
             if then:
                 got[server]["next"] = request(base, "GET", then)
 
         # Both servers at once: a spin then costs one deadline, not two. They are separate
         # processes, so the answers do not depend on each other.
         threads = [
-            threading.Thread(target=one, args=("lrpc", lrpc)),
-            threading.Thread(target=one, args=("wasmtime", wasmtime)),
+            threading.Thread(target=one, args=("lrpc", lrpc_reuse if reused else lrpc)),
+            threading.Thread(target=one, args=("wasmtime", wasmtime_reuse if reused else wasmtime)),
         ]
         for t in threads:
             t.start()
@@ -247,12 +290,16 @@ def run(lang, lrpc, wasmtime, out):
         if waited:
             results[name]["settled_after_s"] = waited
         summary = {s: (got[s].get("status"), got[s].get("error")) for s in ("lrpc", "wasmtime")}
+        if repeat:
+            summary = {s: (summary[s], field(got[s], "ok")) for s in summary}
         print(f"  {lang} {name}: {summary}", file=sys.stderr)
     with open(out, "w") as f:
         json.dump({"language": lang, "cases": results}, f, indent=1)
 
 
 def field(result, name):
+    if name == "ok":
+        return f"{result['repeat']['ok']}/{result['repeat']['sent']}"
     if "error" in result:
         return {"status": result["error"]}.get(name)
     if name == "body":
@@ -264,17 +311,43 @@ def field(result, name):
     return result["headers"].get(name)
 
 
-# Why answers differ, by case and field (`None`: any field of the case). A difference with
-# no entry here is reported as not explained.
+# Why answers differ, by case and field (`None`: any field of the case), or by case, field
+# and language for a difference of one handler only. A difference with no entry here is
+# reported as not explained.
 EXPLAINED = {
     ("spin", "status"): "A handler past its deadline answers 504 under `lrpc serve` "
     "(documented). `wasmtime serve -W timeout` traps the instance and answers 500; without "
     "`-W timeout` it has no deadline, and the request is never answered.",
+    ("trap", "complete", "js-fetch"): "On an error thrown in the handler, StarlingMonkey's "
+    "fetch event answers 500 itself (`respondWithError`): it sets a response with an empty "
+    "body and returns without finishing that body (no `outgoing-body.finish`, and the body "
+    "is not dropped). `lrpc serve` cuts off a body the handler returned without finishing "
+    "(documented: a chunked body without its last chunk). wasmtime-wasi-http 48 ends the "
+    "body normally when the instance goes away with its body neither finished nor dropped "
+    "(src/p2/body.rs: a finish channel closed without a message reads as the end; a drop "
+    "without `finish` would abort the body).",
+    ("hello_x1000_reused", None, "js-fetch"): "StarlingMonkey's fetch event, as "
+    "componentize-js 0.23 builds it, answers only the first request of an instance: on the "
+    "next, `respondWith` throws `InvalidStateError: FetchEvent#respondWith can't be called "
+    "twice on the same event` (in the servers' logs), and the handler returns without a "
+    "response. That is the failure the original issue found under `lrpc serve`; with a "
+    "fresh instance per request, the default of both servers for a WASI 0.2 handler, "
+    "`hello_x1000` passes. With instances reused the servers then differ: `lrpc serve` "
+    "answers a handler that answered nothing with 502 and drops its instance (documented), "
+    "so every other request has a fresh one and succeeds; `wasmtime serve` answers 500 "
+    "(`guest never invoked response-outparam::set`) and keeps the instance, so each request "
+    "after its first fails. The status, body and content-type compared are those of the "
+    "first failed answer: each server's own error page.",
 }
 
 
-def explain(case, fname):
-    """The reason for a difference in `fname` of `case`; by field, else by case."""
+def explain(case, fname, langs=()):
+    """The reason for a difference in `fname` of `case` in `langs`: by language when each of
+    them has the same (an entry (case, field, language) or (case, None, language)), else by
+    field, else by case."""
+    own = {EXPLAINED.get((case, fname, lang)) or EXPLAINED.get((case, None, lang)) for lang in langs}
+    if len(own) == 1 and None not in own:
+        return own.pop()
     return EXPLAINED.get((case, fname)) or EXPLAINED.get((case, None)) or "**Not explained.**"
 
 # What the report says besides the differences.
@@ -282,9 +355,22 @@ NOTES = [
     "",
     "## Notes",
     "",
-    "- The JavaScript handler exports `wasi:http/incoming-handler` itself. StarlingMonkey's",
-    "  fetch event is bound to the WASI release its engine was built with (0.2.10), and the",
-    "  run builds every handler against the WIT that wasmtime-wasi-http 48 carries (0.2.12).",
+    "- `js` exports `wasi:http/incoming-handler` itself (`guests/conformance/js`). `js-fetch`",
+    "  has the same routes written for StarlingMonkey's fetch event,",
+    "  `addEventListener('fetch', e => e.respondWith(...))` (`guests/conformance/js-fetch`),",
+    "  which componentize-js attaches to the export. The fetch event is bound to the WASI",
+    "  release componentize-js 0.23's engine was built with, 0.2.10, so `js-fetch` is built",
+    "  against StarlingMonkey's own 0.2.10 WIT (`guests/conformance/js-fetch/wit`); every",
+    "  other handler is built against the 0.2.12 WIT wasmtime-wasi-http 48 carries. Both",
+    "  servers take a handler that imports and exports the older 0.2 release.",
+    "- Every case could be written with the fetch API. Header values are ByteStrings, one",
+    "  character a byte, so `/headers` and `/latin1` carry bytes that are not UTF-8 as the",
+    "  other handlers do; the echo is `new Response(request.body)`, streamed; `/stream/N` is",
+    "  a `ReadableStream` without a length.",
+    "- `hello_x1000` sends 1,000 requests one after another, each with a fresh instance;",
+    "  `hello_x1000_reused` sends them to the same handler with its instances reused",
+    "  (`reuse = 1000` on lrpc's route `/reuse`; a second `wasmtime serve` with",
+    "  `--max-instance-reuse-count 1000`).",
     "- A first version of the JavaScript handler left the pollables it waited on to the",
     "  garbage collector. Under `lrpc serve`, streaming 50 MiB or more made it trap with",
     "  `resource has children` when it dropped the body's stream; under `wasmtime serve` it",
@@ -384,9 +470,12 @@ def report(out_dir, files, meta):
             lines.append(f"| `{name}` | {fname} | {cell(fname, a)} | {cell(fname, b)} | {', '.join(where)} |")
         # Each reason once, with the differences it answers.
         reasons = {}
-        for name, fname, _, _ in rows:
-            what = f"`{name}`" if (name, None) in EXPLAINED else f"`{name}` {fname}"
-            reasons.setdefault(explain(name, fname), {})[what] = None
+        for (name, fname, _, _), where in rows.items():
+            whole = (name, None) in EXPLAINED or all((name, None, lang) in EXPLAINED for lang in where)
+            what = f"`{name}`" if whole else f"`{name}` {fname}"
+            if any(k[:1] == (name,) and len(k) == 3 for k in EXPLAINED):
+                what += f" ({', '.join(where)})"
+            reasons.setdefault(explain(name, fname, where), {})[what] = None
         lines += ["", "Why:", ""]
         for why, names in reasons.items():
             lines.append(f"- {', '.join(names)}: {why}")
@@ -470,11 +559,11 @@ def main():
     if cmd == "backend":
         http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), Backend).serve_forever()
     elif cmd == "run":
-        run(*sys.argv[2:6])
+        run(*sys.argv[2:8])
     elif cmd == "report":
         out_dir, work, deadline, version = sys.argv[2:6]
         meta = {"deadline": deadline, "wasmtime": version, "handlers": {}, "unavailable": {}}
-        for lang in ("js", "py", "rust"):
+        for lang in LANGUAGES:
             wasm = os.path.join(work, f"handler-{lang}.wasm")
             why = os.path.join(work, f"why-{lang}.txt")
             if os.path.exists(why):

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# The conformance run: the same wasi:http handler, written here in JavaScript, Python and
-# Rust (guests/conformance/), served by `lrpc serve` and by `wasmtime serve`; the same
-# requests to both; their answers compared. Writes bench-results/conformance.json and
+# The conformance run: the same wasi:http handler, written here in JavaScript (twice: `js`
+# exports wasi:http/incoming-handler itself, `js-fetch` uses StarlingMonkey's fetch event),
+# Python and Rust (guests/conformance/), served by `lrpc serve` and by `wasmtime serve`; the
+# same requests to both; their answers compared. Writes bench-results/conformance.json and
 # bench-results/CONFORMANCE.md. Not part of scripts/test.sh: it needs wasmtime-cli and npm.
 #
 #   scripts/conformance.sh          build the handlers, run every case, write the results
 #   scripts/conformance.sh build    only build the handlers, into target/conformance/
 #
-# Needs Rust, Python 3, and Node.js with npm (for the JavaScript handler; without them that
-# handler is reported as not built). Installs, each once: wasmtime-cli (cargo install),
+# Needs Rust, Python 3, and Node.js with npm (for the JavaScript handlers; without them those
+# handlers are reported as not built). Installs, each once: wasmtime-cli (cargo install),
 # componentize-js (npm, into target/tools/componentize-js) and componentize-py (pip, into
 # target/tools/venv, as scripts/test.sh does). Takes a few minutes.
 set -euo pipefail
@@ -82,29 +83,52 @@ build_py() {
         componentize -p "$work/py" app -o "$work/handler-py.wasm"
 }
 
-build_js() {
+# Installs componentize-js once, for both JavaScript handlers; false (with the reason in
+# unavailable[js] and unavailable[js-fetch]) if it can not.
+install_componentize_js() {
     local dir=$tools/componentize-js
     local bin=$dir/node_modules/.bin/componentize-js
+    local why=
     if ! command -v npm >/dev/null || ! command -v node >/dev/null; then
-        unavailable[js]="Node.js and npm are not on PATH: \`@bytecodealliance/componentize-js\` could not be installed."
-        return 0
-    fi
-    if ! "$bin" --version 2>/dev/null | grep -q "$COMPONENTIZE_JS_VERSION"; then
+        why="Node.js and npm are not on PATH: \`@bytecodealliance/componentize-js\` could not be installed."
+    elif ! "$bin" --version 2>/dev/null | grep -q "$COMPONENTIZE_JS_VERSION"; then
         say "installing componentize-js $COMPONENTIZE_JS_VERSION into $dir"
         mkdir -p "$dir"
         if ! (cd "$dir" && npm install --no-audit --no-fund --silent \
             "@bytecodealliance/componentize-js@$COMPONENTIZE_JS_VERSION") >"$work/logs/npm.log" 2>&1; then
-            unavailable[js]="\`npm install @bytecodealliance/componentize-js@$COMPONENTIZE_JS_VERSION\` failed: $(tail -3 "$work/logs/npm.log" | tr '\n' ' ')"
-            return 0
+            why="\`npm install @bytecodealliance/componentize-js@$COMPONENTIZE_JS_VERSION\` failed: $(tail -3 "$work/logs/npm.log" | tr '\n' ' ')"
         fi
     fi
-    fresh "$work/handler-js.wasm" "$src/js/handler.js" "$src/wit/world.wit" && return 0
-    say "building the JavaScript handler"
-    if ! "$bin" "$src/js/handler.js" --wit "$work/wit" -n handler -o "$work/handler-js.wasm" \
-        >"$work/logs/componentize-js.log" 2>&1; then
-        unavailable[js]="componentize-js $COMPONENTIZE_JS_VERSION failed to build the handler: $(tail -3 "$work/logs/componentize-js.log" | tr '\n' ' ')"
-        rm -f "$work/handler-js.wasm"
+    [ -z "$why" ] && return 0
+    unavailable[js]=$why
+    unavailable[js-fetch]=$why
+    return 1
+}
+
+# componentize-js SOURCE WIT-DIR LANG: builds handler-LANG.wasm from the world `handler`.
+componentize_js() {
+    local log=$work/logs/componentize-$3.log
+    if ! "$tools/componentize-js/node_modules/.bin/componentize-js" "$1" --wit "$2" -n handler \
+        -o "$work/handler-$3.wasm" >"$log" 2>&1; then
+        unavailable[$3]="componentize-js $COMPONENTIZE_JS_VERSION failed to build the handler: $(tail -3 "$log" | tr '\n' ' ')"
+        rm -f "$work/handler-$3.wasm"
     fi
+}
+
+build_js() {
+    install_componentize_js || return 0
+    if ! fresh "$work/handler-js.wasm" "$src/js/handler.js" "$src/wit/world.wit"; then
+        say "building the JavaScript handler"
+        componentize_js "$src/js/handler.js" "$work/wit" js
+    fi
+    # The fetch-event handler, against the WASI 0.2.10 WIT beside it (see its world.wit):
+    # componentize-js attaches StarlingMonkey's fetch event to an export of
+    # wasi:http/incoming-handler of the release its engine binds, and the source exports
+    # nothing itself.
+    local wits=("$src/js-fetch/wit/world.wit" "$src"/js-fetch/wit/deps/*.wit)
+    fresh "$work/handler-js-fetch.wasm" "$src/js-fetch/handler.js" "${wits[@]}" && return 0
+    say "building the JavaScript fetch-event handler"
+    componentize_js "$src/js-fetch/handler.js" "$src/js-fetch/wit" js-fetch
 }
 
 build_all() {
@@ -132,18 +156,22 @@ cargo build -q --release -p lrpc-runtime
 backend_port=18290
 lrpc_addr=127.0.0.1:18291
 wt_addr=127.0.0.1:18292
+wt_reuse_addr=127.0.0.1:18293
 backend=http://127.0.0.1:$backend_port
+# The requests one instance serves in the cases marked `reused` (conformance.py): lrpc's
+# route /reuse and a second `wasmtime serve`. Elsewhere each request gets a fresh instance.
+REUSE=1000
 
 # The servers running now; each is emptied once stopped, so that the exit trap signals
 # only processes this script started and has not yet reaped.
-backend_pid= lrpc_pid= wt_pid=
+backend_pid= lrpc_pid= wt_pid= wt_reuse_pid=
 stop() {
     local p
     for p in "$@"; do kill -TERM "$p" 2>/dev/null || true; done
     for p in "$@"; do wait "$p" 2>/dev/null || true; done
 }
 # shellcheck disable=SC2086 # the empty ones vanish
-trap 'stop $backend_pid $lrpc_pid $wt_pid' EXIT
+trap 'stop $backend_pid $lrpc_pid $wt_pid $wt_reuse_pid' EXIT
 
 python3 scripts/conformance.py backend "$backend_port" &
 backend_pid=$!
@@ -160,8 +188,20 @@ wait_up() {
     return 1
 }
 
+# Waits until `wasmtime serve` (pid $2) says in its log $1 that it listens: unlike wait_up,
+# without a request, so that the `reused` cases find no instance in use yet.
+wait_listening() {
+    local _
+    for _ in $(seq 1 600); do
+        grep -q '^Serving HTTP on' "$1" 2>/dev/null && return 0
+        kill -0 "$2" 2>/dev/null || return 1
+        sleep 0.2
+    done
+    return 1
+}
+
 results=()
-for lang in js py rust; do
+for lang in js js-fetch py rust; do
     wasm=$work/handler-$lang.wasm
     [ -z "${unavailable[$lang]:-}" ] && [ -f "$wasm" ] || continue
     config=$work/lrpc-$lang.toml
@@ -190,6 +230,12 @@ deadline = "$DEADLINE"
 prefix = "/"
 chain = ["app"]
 max-body = 134217728
+
+# The same handler, its instances reused; the handler sees the path after /reuse.
+[[routes]]
+prefix = "/reuse"
+chain = ["app"]
+reuse = $REUSE
 TOML
     say "$lang: starting lrpc serve and wasmtime serve"
     target/release/lrpc serve "$config" >"$work/logs/lrpc-$lang.log" 2>&1 &
@@ -202,11 +248,20 @@ TOML
         say "$lang: a server did not come up (logs in $work/logs)"
         exit 1
     fi
+    # Started once the first has compiled the handler into wasmtime's cache.
+    wasmtime serve -Scli -W timeout="$DEADLINE" --max-instance-reuse-count "$REUSE" \
+        --addr "$wt_reuse_addr" --env "BACKEND=$backend" \
+        "$wasm" >"$work/logs/wasmtime-reuse-$lang.log" 2>&1 &
+    wt_reuse_pid=$!
+    if ! wait_listening "$work/logs/wasmtime-reuse-$lang.log" "$wt_reuse_pid"; then
+        say "$lang: wasmtime serve --max-instance-reuse-count did not come up (logs in $work/logs)"
+        exit 1
+    fi
     python3 scripts/conformance.py run "$lang" "http://$lrpc_addr" "http://$wt_addr" \
-        "$work/results-$lang.json"
+        "http://$lrpc_addr/reuse" "http://$wt_reuse_addr" "$work/results-$lang.json"
     results+=("$work/results-$lang.json")
-    stop "$lrpc_pid" "$wt_pid"
-    lrpc_pid= wt_pid=
+    stop "$lrpc_pid" "$wt_pid" "$wt_reuse_pid"
+    lrpc_pid= wt_pid= wt_reuse_pid=
 done
 
 # Why a handler was not built, for the report; it reads the handlers' sizes itself.
