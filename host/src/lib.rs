@@ -22,7 +22,7 @@
 //! # Modules, in layers
 //!
 //! Each module imports only modules below it (`tests/layers.rs` checks it), bottom to top:
-//! - helpers: `error`, `pace`, `sync` (the lock helpers), `quota`, `tick` (the one epoch
+//! - helpers: `bulk` (bulk copies), `error`, `pace`, `sync` (the lock helpers), `quota`, `tick` (the one epoch
 //!   ticker thread of a kernel), `transport`, `ext` (feature tables), `slot` (handle
 //!   tables), and `astack` (memory files and their mappings, window space, extents);
 //! - the records, `state`: domains and replicas, bindings and their placement, the clerk's
@@ -49,8 +49,9 @@
 //!   thread's stack) and the caller of a kernel import reached through it.
 //! - `component/lent.rs`: lowering a core client's byte list into a component straight from
 //!   the client's memory, and lifting a byte list result straight into it (raw views,
-//!   `Send`/`Sync` for them, and wasmtime's `Lower` and `Lift`), and the copy loop that keeps
-//!   clear of the host `memmove`'s slow placement.
+//!   `Send`/`Sync` for them, and wasmtime's `Lower` and `Lift`);
+//! - `bulk.rs`: bulk copies through raw pointers, and the vector loop that keeps clear of
+//!   the host `memmove`'s slow placement.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -73,6 +74,7 @@ macro_rules! setters {
 }
 
 mod astack;
+mod bulk;
 pub mod channel;
 pub mod component;
 mod direct;

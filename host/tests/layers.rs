@@ -11,8 +11,9 @@ use layering::paths_after;
 
 /// Every top-level module of the kernel, bottom to top.
 const ORDER: &[&str] = &[
-    // Helpers: errors, the wait hook, locks, quotas, the ticker, the remote contract, feature
-    // tables, handle tables.
+    // Helpers: bulk copies, errors, the wait hook, locks, quotas, the ticker, the remote
+    // contract, feature tables, handle tables.
+    "bulk",
     "error",
     "pace",
     "sync",

@@ -150,11 +150,10 @@ impl MemoryRange {
             return None;
         }
         let src = (self.base + offset) as *const u8;
-        for (i, b) in dst.iter_mut().enumerate() {
-            // SAFETY: `offset + i < len`, inside the accessible memory (the contract); a
-            // volatile byte load tolerates concurrent writes by the peer domain.
-            *b = unsafe { src.add(i).read_volatile() };
-        }
+        // SAFETY: `[offset, end)` is inside the accessible memory (the contract), which is
+        // not `dst`'s; the copy reads through a raw pointer, and any bytes a peer domain
+        // writes meanwhile are valid `u8`s (see `crate::bulk`).
+        unsafe { crate::bulk::copy(src, dst.as_mut_ptr(), dst.len()) };
         Some(())
     }
 
@@ -165,11 +164,9 @@ impl MemoryRange {
             return None;
         }
         let dst = (self.base + offset) as *mut u8;
-        for (i, b) in src.iter().enumerate() {
-            // SAFETY: in bounds as above; volatile stores through a raw pointer never form a
-            // Rust reference to pages another domain may be writing.
-            unsafe { dst.add(i).write_volatile(*b) };
-        }
+        // SAFETY: in bounds as above, and not `src`'s memory; the copy writes through a raw
+        // pointer, never forming a Rust reference to pages another domain may be writing.
+        unsafe { crate::bulk::copy(src.as_ptr(), dst, src.len()) };
         Some(())
     }
 }

@@ -396,7 +396,12 @@ impl CoreBinding {
         let mem = replica.memory;
         let size = pp.astack_size as usize;
         let write = |ctx: &mut StoreContextMut<'_, DomainData>, at: usize, b: &[u8]| {
-            mem.write(ctx, at, b).map_err(|_| Status::ResourceExhausted)
+            let dst = mem
+                .data_mut(ctx)
+                .get_mut(at..)
+                .and_then(|d| d.get_mut(..b.len()));
+            crate::bulk::copy_slice(dst.ok_or(Status::ResourceExhausted)?, b);
+            Ok(())
         };
         // The arguments, in pieces written one after another (see `FlatList::split`).
         let len: usize = args.iter().map(|a| a.len()).sum();

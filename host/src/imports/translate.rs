@@ -10,8 +10,9 @@
 
 use super::memory;
 use super::oob::{Side, segment_slow};
+use crate::bulk::copy_slice;
 use crate::component::codec::{LIST_PREFIX, Reply};
-use crate::component::lent::{Landed, Lent, Spot, copy_slice};
+use crate::component::lent::{Landed, Lent, Spot};
 use crate::component::mixed::Target;
 use crate::state::binding::Binding;
 use crate::state::clerk::{Detour, DetourCall};
@@ -288,7 +289,7 @@ fn write_reply(
 }
 
 /// Writes `parts` one after the other at `at` in the client's memory, if they fit; with
-/// `lent::copy_slice`, which keeps clear of the host `memmove`'s slow placement (A-stacks and
+/// `bulk::copy_slice`, which keeps clear of the host `memmove`'s slow placement (A-stacks and
 /// segments are page aligned, the parts are not).
 fn write_at(caller: &mut Caller<'_, DomainData>, at: usize, parts: [&[u8]; 2]) -> Option<()> {
     let mem = memory(caller)?;
