@@ -41,6 +41,7 @@ const COMPONENT_GUESTS: &[&str] = &[
     "http-wasi-once",
     "http-wasi-proxy",
     "http-wasi-stream",
+    "http-wasi-p3-hello",
     "comp-http-stamp",
 ];
 

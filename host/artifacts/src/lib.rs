@@ -162,6 +162,13 @@ guest!(
     "http_wasi_stream.wasm"
 );
 guest!(
+    /// A WASI 0.3 (p3) `wasi:http/service` handler: `hello from p3` to a GET, the body
+    /// streamed back to a POST; `/trap` traps and `/spin` never returns. Built for
+    /// `wasm32-wasip2`, so besides `wasi:http@0.3.0` it imports the p2 `wasi:cli` of Rust's std.
+    HTTP_WASI_P3_HELLO,
+    "http_wasi_p3_hello.wasm"
+);
+guest!(
     /// `lrpc:http/plugin` as a component: stamps the request's path and headers, answers 403
     /// under `/deny`; `/trap` and `/spin` fail.
     COMP_HTTP_STAMP,
@@ -195,6 +202,7 @@ pub const BY_NAME: &[(&str, &[u8])] = &[
     ("http-wasi-once", HTTP_WASI_ONCE),
     ("http-wasi-proxy", HTTP_WASI_PROXY),
     ("http-wasi-stream", HTTP_WASI_STREAM),
+    ("http-wasi-p3-hello", HTTP_WASI_P3_HELLO),
     ("comp-http-stamp", COMP_HTTP_STAMP),
 ];
 

@@ -64,8 +64,10 @@ impl Deployment {
         };
         for spec in config.domains.values() {
             if spec.http_handler() {
-                let h = crate::wasi_http::HttpHandler::start(&kernel, spec, metrics.clone())
-                    .map_err(at(spec))?;
+                let workers = crate::wasi_http::workers(&config, &spec.name);
+                let h =
+                    crate::wasi_http::HttpHandler::start(&kernel, spec, metrics.clone(), workers)
+                        .map_err(at(spec))?;
                 handlers.insert(spec.name.clone(), h);
                 continue;
             }

@@ -1,6 +1,12 @@
 //! An off-the-shelf `wasi:http/incoming-handler` component as the handler at the end of a
 //! chain, served with wasmtime-wasi-http.
 //!
+//! **WASI 0.3.** A component that exports `wasi:http/handler@0.3` instead (found in its
+//! exports when it is deployed or reloaded) is served by [`p3`]: instances that serve
+//! several requests at once, on the kernel's pooled concurrent engine. What follows is about
+//! WASI 0.2 handlers; the grants, the outgoing-HTTP hooks, the request body and the streamed
+//! response body are shared.
+//!
 //! **Where it runs.** The component is a domain of the deployment, but not one of the
 //! kernel's component domains: its imports are `wasi:http` and WASI, which the edge provides
 //! (the kernel has no HTTP), so it gets a Store of its own with exactly the WASI its
@@ -40,6 +46,8 @@
 //! the deadline and when the guest returns with the body unfinished. A guest that answers
 //! nothing, or an `error-code`, answers 502, and its instance is dropped (the domain is not
 //! restarted).
+
+mod p3;
 
 use crate::config::{DomainSpec, HttpOrigin, Source};
 use crate::http::{Answer, Incoming, Reply};
@@ -237,9 +245,36 @@ struct PastDeadline;
 
 /// One generation of a handler: the component, pre-instantiated.
 pub struct Generation {
-    pre: ProxyPre<HttpState>,
+    pre: Pre,
     /// 1 for the first; each restart or reload makes the next.
     pub generation: u64,
+}
+
+/// A generation's component: a WASI 0.2 handler, run on the route workers' threads, or a
+/// WASI 0.3 one, run by its [`p3::Service`] on the WASI runtime.
+enum Pre {
+    P2(ProxyPre<HttpState>),
+    P3(Arc<p3::Service>),
+}
+
+/// Generation `generation` of the handler `me`, of the component `pre`.
+fn generation_of(
+    pre: Prepared,
+    me: std::sync::Weak<HttpHandler>,
+    generation: u64,
+    limits: p3::Limits,
+) -> Generation {
+    let pre = match pre {
+        Prepared::P2(pre) => Pre::P2(pre),
+        Prepared::P3(pre) => Pre::P3(Arc::new(p3::Service::new(pre, me, generation, limits))),
+    };
+    Generation { pre, generation }
+}
+
+/// A component prepared for serving, before it is a generation.
+enum Prepared {
+    P2(ProxyPre<HttpState>),
+    P3(p3::Pre),
 }
 
 /// A worker's instance of a handler.
@@ -301,6 +336,17 @@ fn memory_limit(spec: &DomainSpec) -> usize {
         .unwrap_or(HANDLER_MEMORY)
 }
 
+/// The worker threads of the routes of `config` that end in the handler `name` (a WASI 0.3
+/// handler runs as many instances at once at most).
+pub fn workers(config: &crate::config::Config, name: &str) -> usize {
+    config
+        .routes
+        .iter()
+        .filter(|r| r.chain.last().is_some_and(|h| h == name))
+        .map(|r| r.workers)
+        .sum()
+}
+
 /// The kernel's instance pool for the `wasi:http` handlers of `config`: an instance per
 /// worker of a route ending in one, and memories as large as the largest handler's limit.
 pub fn pool(config: &crate::config::Config) -> lrpc_kernel::InstancePool {
@@ -344,6 +390,10 @@ pub struct HttpHandler {
     deadline: Duration,
     /// Requests one instance serves (`reuse`; 1: a fresh instance per request).
     reuse: usize,
+    /// How a WASI 0.3 handler's instances serve.
+    p3: p3::Limits,
+    /// The handler itself, for the instances of its WASI 0.3 generations.
+    me: std::sync::Weak<HttpHandler>,
     output: lrpc_kernel::component::CapturedOutput,
     current: Mutex<Arc<Generation>>,
     /// The current generation died and no fresh one has replaced it yet.
@@ -372,7 +422,7 @@ impl Supervised for HttpHandler {
         let wasm = read(&self.source)?;
         let pre = prepare(&self.kernel, &wasm)
             .map_err(|e| DeployError::Unknown(format!("wasi:http handler `{}`: {e}", self.name)))?;
-        *lock(&self.current) = Arc::new(Generation { pre, generation });
+        *lock(&self.current) = Arc::new(generation_of(pre, self.me.clone(), generation, self.p3));
         Ok(())
     }
     fn renewed(&self) {
@@ -382,11 +432,13 @@ impl Supervised for HttpHandler {
 
 impl HttpHandler {
     /// Compiles and links the handler `spec` (a component domain exporting
-    /// `wasi:http/incoming-handler`).
+    /// `wasi:http/incoming-handler`, or WASI 0.3's `wasi:http/handler`), whose routes have
+    /// `workers` worker threads in all (a WASI 0.3 handler runs as many instances at most).
     pub fn start(
         kernel: &lrpc_kernel::Kernel,
         spec: &DomainSpec,
         metrics: Arc<Metrics>,
+        workers: usize,
     ) -> Result<Arc<HttpHandler>, DeployError> {
         let c = spec.component.clone().unwrap_or_default();
         let unknown =
@@ -400,17 +452,25 @@ impl HttpHandler {
             .clone();
         let wasm = read(&spec.source)?;
         let pre = prepare(kernel, &wasm).map_err(unknown)?;
-        Ok(Arc::new(HttpHandler {
+        let deadline = c.limits.deadline.unwrap_or(kernel.config().deadline);
+        let limits = p3::Limits {
+            instances: workers.max(1),
+            reuse: c.reuse.unwrap_or(p3::REUSE).max(1),
+            deadline,
+        };
+        Ok(Arc::new_cyclic(|me| HttpHandler {
             name: spec.name.clone(),
             source: spec.source.clone(),
             engine,
             kernel: kernel.clone(),
             grants: c.wasi,
             memory: Some(memory_limit(spec)),
-            deadline: c.limits.deadline.unwrap_or(kernel.config().deadline),
+            deadline,
             reuse: c.reuse.unwrap_or(1).max(1),
+            p3: limits,
+            me: me.clone(),
             output: lrpc_kernel::component::CapturedOutput::default(),
-            current: Mutex::new(Arc::new(Generation { pre, generation: 1 })),
+            current: Mutex::new(Arc::new(generation_of(pre, me.clone(), 1, limits))),
             down: AtomicBool::new(false),
             calls: metrics.call_counter(&spec.name),
             origins: c.http.into(),
@@ -418,6 +478,12 @@ impl HttpHandler {
             supervision: Supervision::new(metrics),
             memories: Mutex::default(),
         }))
+    }
+
+    /// Whether the handler is a WASI 0.3 one (`wasi:http/handler@0.3`), as its current
+    /// generation is.
+    pub fn is_p3(&self) -> bool {
+        matches!(self.current().pre, Pre::P3(_))
     }
 
     /// The generation requests use now.
@@ -453,32 +519,32 @@ impl HttpHandler {
         died(self, generation);
     }
 
-    /// A fresh instance of the current generation, in a fresh Store, whose memory is counted
-    /// in `slot`'s bytes.
-    fn instantiate(
+    /// A counter of an instance's linear memory, counted in [`HttpHandler::memory`] while it
+    /// lives.
+    fn memory_counter(&self) -> Arc<std::sync::atomic::AtomicUsize> {
+        let bytes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut m = lock(&self.memories);
+        m.retain(|w| w.strong_count() > 0);
+        m.push(Arc::downgrade(&bytes));
+        bytes
+    }
+
+    /// A fresh Store on `engine` for an instance of the handler: its WASI grants, outgoing
+    /// HTTP hooks and memory limit, its memory counted in `bytes`.
+    fn new_store(
         &self,
-        generation: &Generation,
-        slot: &mut HandlerSlot,
-    ) -> Result<HandlerInstance, String> {
+        engine: &Engine,
+        bytes: Arc<std::sync::atomic::AtomicUsize>,
+    ) -> Result<Store<HttpState>, String> {
         let wasi = self.grants.context(&self.output)?;
         let mut limits = StoreLimitsBuilder::new();
         if let Some(m) = self.memory {
             limits = limits.memory_size(m);
         }
-        let bytes = slot
-            .bytes
-            .get_or_insert_with(|| {
-                let bytes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-                let mut m = lock(&self.memories);
-                m.retain(|w| w.strong_count() > 0);
-                m.push(Arc::downgrade(&bytes));
-                bytes
-            })
-            .clone();
         // The last instance's Store is gone: the count starts afresh.
         bytes.store(0, Ordering::Relaxed);
         let mut store = Store::new(
-            &self.engine,
+            engine,
             HttpState {
                 wasi,
                 http: WasiHttpCtx::new(),
@@ -489,19 +555,33 @@ impl HttpHandler {
                     deadline: None,
                 },
                 limits: lrpc_kernel::component::MeteredLimits::new(limits.build(), bytes),
-                deadline: Some(Instant::now() + self.deadline),
+                deadline: None,
             },
         );
         store.limiter(|s| &mut s.limits);
+        Ok(store)
+    }
+
+    /// A fresh instance of the current generation, in a fresh Store, whose memory is counted
+    /// in `slot`'s bytes.
+    fn instantiate(
+        &self,
+        generation: &Generation,
+        pre: &ProxyPre<HttpState>,
+        slot: &mut HandlerSlot,
+    ) -> Result<HandlerInstance, String> {
+        let bytes = slot
+            .bytes
+            .get_or_insert_with(|| self.memory_counter())
+            .clone();
+        let mut store = self.new_store(&self.engine, bytes)?;
+        store.data_mut().deadline = Some(Instant::now() + self.deadline);
         store.epoch_deadline_callback(|ctx| match ctx.data().deadline {
             Some(d) if Instant::now() >= d => Err(wasmtime::Error::new(PastDeadline)),
             _ => Ok(UpdateDeadline::Continue(1)),
         });
         store.set_epoch_deadline(1);
-        let proxy = generation
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| format!("{e:#}"))?;
+        let proxy = pre.instantiate(&mut store).map_err(|e| format!("{e:#}"))?;
         store.data_mut().deadline = None;
         Ok(HandlerInstance {
             generation: generation.generation,
@@ -565,13 +645,20 @@ impl HttpHandler {
             self.died(current.generation);
             return fail(503, "terminated", "is restarting");
         }
+        let pre = match &current.pre {
+            Pre::P2(pre) => pre,
+            Pre::P3(service) => {
+                slot.instance = None;
+                return self.serve_p3(service, current.generation, req, body, reply);
+            }
+        };
         if slot
             .instance
             .as_ref()
             .is_none_or(|i| i.generation != current.generation)
         {
             slot.instance = None;
-            match self.instantiate(&current, slot) {
+            match self.instantiate(&current, pre, slot) {
                 Ok(i) => slot.instance = Some(i),
                 Err(e) => {
                     tracing::warn!(plugin = self.name, "instantiating failed: {e}");
@@ -1142,10 +1229,14 @@ impl http_body::Body for StreamedBody {
 }
 
 /// Compiles `wasm` (or takes the kernel's code compiled from the same bytes before) and
-/// links it against WASI and `wasi:http`.
-fn prepare(kernel: &lrpc_kernel::Kernel, wasm: &[u8]) -> Result<ProxyPre<HttpState>, String> {
+/// links it against WASI and `wasi:http`: a component that exports WASI 0.3's
+/// `wasi:http/handler` on the kernel's pooled concurrent engine, any other on its pooled one.
+fn prepare(kernel: &lrpc_kernel::Kernel, wasm: &[u8]) -> Result<Prepared, String> {
     if !lrpc_kernel::component::is_component(wasm) {
         return Err("not a component".into());
+    }
+    if p3::exports_handler(wasm) {
+        return p3::prepare(kernel, wasm).map(Prepared::P3);
     }
     let component = kernel
         .compile_pooled_component(wasm)
@@ -1157,7 +1248,9 @@ fn prepare(kernel: &lrpc_kernel::Kernel, wasm: &[u8]) -> Result<ProxyPre<HttpSta
     let pre = linker
         .instantiate_pre(&component)
         .map_err(|e| format!("{e:#}"))?;
-    ProxyPre::new(pre).map_err(|e| format!("does not export {}: {e:#}", HANDLER))
+    ProxyPre::new(pre)
+        .map(Prepared::P2)
+        .map_err(|e| format!("does not export {HANDLER} nor {}: {e:#}", p3::HANDLER))
 }
 
 const HANDLER: &str = crate::config::HANDLER_INTERFACE;

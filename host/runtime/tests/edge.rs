@@ -2321,3 +2321,219 @@ fn a_header_value_that_is_not_utf8_reaches_a_lone_handler_as_bytes() {
     // The handler decodes the value lossily: the byte it can not read is U+FFFD.
     assert!(text.ends_with("hello caf\u{fffd} at GET /hi\n"), "{text}");
 }
+
+/// A deployment of the WASI 0.3 handler `http-wasi-p3-hello` as `p3` on `/`, with the
+/// domain's `limits` and the route's `workers`.
+fn p3_config(tag: &str, limits: &str, workers: usize) -> (PathBuf, PathBuf) {
+    let dir = scratch(tag);
+    let config = write_config(
+        &dir,
+        &format!(
+            "[domains.p3]\nguest = \"http-wasi-p3-hello\"\n\
+             exports = [{{ interface = \"wasi:http/incoming-handler\" }}]\n\
+             [domains.p3.limits]\n{limits}\
+             [[routes]]\nprefix = \"/\"\nchain = [\"p3\"]\nworkers = {workers}\n\
+             max-body = 4194304\n"
+        ),
+    );
+    (dir, config)
+}
+
+/// A WASI 0.3 (`wasi:http/handler@0.3.0`) component is served like a p2 one: a GET gets its
+/// answer, and a 1 MiB body streams through the handler and back byte for byte (the guest
+/// copies it chunk by chunk, so the answer is chunked).
+#[test]
+fn a_wasi_p3_handler_answers_and_echoes_a_streamed_body() {
+    let (dir, config) = p3_config("p3-hello", "", 1);
+    let s = Server::start(&config);
+    let r = s.get("/", &[]);
+    assert_eq!((r.status, r.text().as_str()), (200, "hello from p3\n"));
+    assert_eq!(r.header("content-type"), Some("text/plain"));
+    for chunked in [false, true] {
+        let len = 1u64 << 20;
+        let (mut reader, writer) = send_streaming(&s.addr, "POST", "/echo", len, chunked, None);
+        let (status, headers) = read_head(&mut reader);
+        assert_eq!(status, 200, "{headers:?}");
+        let body = read_chunked(&mut reader, |_| {});
+        writer.join().expect("the writer");
+        assert!(body.ended && body.pattern, "{body:?}");
+        assert_eq!(body.len, len);
+    }
+    let m = s.get("/metrics", &[]).text();
+    assert_eq!(metric_value(&m, "lrpc_plugin_failures_total"), 0.0);
+    assert!(metric_value(&m, "lrpc_plugin_calls_total{domain=\"p3\"}") >= 3.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// 32 requests at once, on a route with one worker thread (so at most one instance): all
+/// are answered, GETs and echoes alike, the instance taking several at a time.
+#[test]
+fn a_wasi_p3_handler_serves_32_concurrent_requests() {
+    let (dir, config) = p3_config("p3-concurrent", "", 1);
+    let s = Server::start(&config);
+    assert_eq!(s.get("/", &[]).status, 200);
+    let answered = AtomicUsize::new(0);
+    let start = std::sync::Barrier::new(32);
+    std::thread::scope(|sc| {
+        for i in 0..32 {
+            let (s, answered, start) = (&s, &answered, &start);
+            sc.spawn(move || {
+                start.wait();
+                let body = format!("request {i} ").repeat(1000);
+                let r = if i % 2 == 0 {
+                    s.get(&format!("/{i}"), &[])
+                } else {
+                    request(&s.addr, "POST", "/echo", &[], body.as_bytes())
+                };
+                assert_eq!(r.status, 200, "request {i}: {}", r.text());
+                if i % 2 == 0 {
+                    assert_eq!(r.text(), "hello from p3\n");
+                } else {
+                    assert_eq!(r.text(), body, "request {i}");
+                }
+                answered.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+    });
+    assert_eq!(answered.load(Ordering::Relaxed), 32);
+    let m = s.get("/metrics", &[]).text();
+    assert_eq!(metric_value(&m, "lrpc_plugin_failures_total"), 0.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A p3 handler that traps answers 500 and one that spins past its deadline 504; either
+/// way its instance is dropped, the domain is not restarted, and the next request is served
+/// by a fresh instance at once.
+#[test]
+fn a_wasi_p3_handler_s_trap_is_500_and_its_spin_504() {
+    let (dir, config) = p3_config("p3-fail", "deadline = \"500ms\"\n", 1);
+    let s = Server::start(&config);
+    assert_eq!(s.get("/", &[]).status, 200);
+    let r = s.get("/trap", &[]);
+    assert_eq!((r.status, r.text().as_str()), (500, "plugin p3 trapped\n"));
+    assert_eq!(s.get("/", &[]).text(), "hello from p3\n");
+    let began = Instant::now();
+    let r = s.get("/spin", &[]);
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (504, "plugin p3 ran past its deadline\n")
+    );
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        began.elapsed()
+    );
+    let r = s.get("/", &[]);
+    assert_eq!((r.status, r.text().as_str()), (200, "hello from p3\n"));
+    let m = s.get("/metrics", &[]).text();
+    assert_eq!(
+        metric_value(&m, "lrpc_domain_restarts_total{domain=\"p3\"}"),
+        0.0
+    );
+    assert_eq!(
+        metric_value(
+            &m,
+            "lrpc_plugin_failures_total{domain=\"p3\",kind=\"trap\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric_value(
+            &m,
+            "lrpc_plugin_failures_total{domain=\"p3\",kind=\"deadline\"}"
+        ),
+        1.0
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One instance serves requests side by side: on a route with one worker thread (so one
+/// instance at most), two echoes whose clients hold back the second half of their bodies
+/// both have their heads and first halves back before either body is finished; as each
+/// is finished, its echo ends whole.
+#[test]
+fn one_wasi_p3_instance_serves_requests_side_by_side() {
+    let (dir, config) = p3_config("p3-side-by-side", "deadline = \"30s\"\n", 1);
+    let s = Server::start(&config);
+    assert_eq!(s.get("/", &[]).status, 200);
+    let len = 256u64 << 10;
+    let half = len / 2;
+    let pause = Some((half, Duration::from_secs(2)));
+    let began = Instant::now();
+    let (mut a, wa) = send_streaming(&s.addr, "POST", "/echo", len, true, pause);
+    let (mut b, wb) = send_streaming(&s.addr, "POST", "/echo", len, true, pause);
+    let mut halves = Vec::new();
+    for r in [&mut a, &mut b] {
+        let (status, _) = read_head(r);
+        assert_eq!(status, 200);
+        // Read up to the first half of the echo while both clients still hold theirs back.
+        let mut got = 0u64;
+        while got < half {
+            let mut size = String::new();
+            r.read_line(&mut size).expect("a chunk size");
+            let n = u64::from_str_radix(size.trim(), 16).expect("a chunk size");
+            let mut chunk = vec![0u8; n as usize + 2];
+            r.read_exact(&mut chunk).expect("a chunk");
+            got += n;
+        }
+        halves.push((got, began.elapsed()));
+    }
+    assert!(
+        halves.iter().all(|(_, at)| *at < Duration::from_secs(2)),
+        "both halves came back while the clients held the rest: {halves:?}"
+    );
+    for (r, w) in [(a, wa), (b, wb)] {
+        let mut r = r;
+        let mut rest = Vec::new();
+        r.read_to_end(&mut rest).expect("the rest");
+        w.join().expect("the writer");
+        assert!(rest.ends_with(b"0\r\n\r\n"), "the echo ended whole");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A p3 handler's outgoing requests (`wasi:http/client`) go through the same allow-list as
+/// a p2 handler's: a granted origin is reached, any other is denied with
+/// `HttpRequestDenied` and nothing is sent; `/metrics` counts both.
+#[test]
+fn a_wasi_p3_handler_sends_requests_only_to_granted_origins() {
+    let granted = Backend::start(answer_at_once);
+    let other = Backend::start(answer_at_once);
+    let dir = scratch("p3-outgoing");
+    let config = write_config(
+        &dir,
+        &format!(
+            "[domains.p3]\nguest = \"http-wasi-p3-hello\"\n\
+             exports = [{{ interface = \"wasi:http/incoming-handler\" }}]\n\
+             [domains.p3.wasi]\nhttp = [\"http://127.0.0.1:{}\"]\n\
+             [[routes]]\nprefix = \"/\"\nchain = [\"p3\"]\n",
+            granted.addr.port()
+        ),
+    );
+    let s = Server::start(&config);
+    let via = |target: &str| s.get("/proxy", &[("x-target", target)]);
+    let r = via(&format!("http://{}/hello?x=1", granted.addr));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), "backend saw GET /hello?x=1 HTTP/1.1\n");
+    for denied in [
+        format!("http://{}/", other.addr),
+        format!("http://localhost:{}/", granted.addr.port()),
+    ] {
+        let r = via(&denied);
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (403, "HttpRequestDenied\n"),
+            "{denied}"
+        );
+    }
+    assert_eq!((granted.hits(), other.hits()), (1, 0));
+    let m = s.get("/metrics", &[]).text();
+    let count = |result: &str| {
+        metric_value(
+            &m,
+            &format!("lrpc_http_outgoing_total{{domain=\"p3\",result=\"{result}\"}}"),
+        )
+    };
+    assert_eq!([count("sent"), count("denied")], [1.0, 2.0], "{m}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -71,7 +71,11 @@ impl Kernel {
     /// A kernel with `config`.
     pub fn with_config(config: KernelConfig) -> Result<Kernel, Error> {
         let mut c = Config::new();
+        // No component-model concurrency (`run_concurrent`, streams, futures): the kernel's
+        // calls are synchronous, and a Store without it is cheaper to make. Only the
+        // [pooled concurrent engine](Kernel::pooled_concurrent_engine) has it.
         c.epoch_interruption(true)
+            .concurrency_support(false)
             .memory_reservation(1 << 32)
             .memory_may_move(false);
         crate::state::kernel::disk_cache(&mut c, config.cache_dir.as_deref())?;
@@ -156,6 +160,27 @@ impl Kernel {
     ) -> Result<wasmtime::component::Component, Error> {
         self.inner
             .compile_component("component", wasm, EngineKind::Pooled)
+    }
+
+    /// The pooled engine with the component model's concurrency (`Store::run_concurrent`,
+    /// async exports, streams and futures), for components that serve several pieces of
+    /// work at once on one instance (the edge server's WASI 0.3 `wasi:http` handlers). As
+    /// [`Kernel::pooled_engine`] otherwise: a pool of its own sized by [`KernelConfig::pool`],
+    /// copy-on-write memory images, its epochs ticked with the kernel's. Made on first use,
+    /// so a deployment without such components reserves nothing for it.
+    pub fn pooled_concurrent_engine(&self) -> Result<&Engine, Error> {
+        self.inner.pooled_concurrent_engine()
+    }
+
+    /// `wasm` compiled as a component on the
+    /// [pooled concurrent engine](Kernel::pooled_concurrent_engine), from memory when the
+    /// same bytes were compiled for it before. Counted in [`Kernel::compilations`].
+    pub fn compile_pooled_concurrent_component(
+        &self,
+        wasm: &[u8],
+    ) -> Result<wasmtime::component::Component, Error> {
+        self.inner
+            .compile_component("component", wasm, EngineKind::PooledConcurrent)
     }
 
     /// Creates a domain with one replica from a core wasm module (binary or text).

@@ -103,6 +103,8 @@ pub(crate) enum EngineKind {
     Fuel,
     /// The pooled one of components the embedder instantiates per request.
     Pooled,
+    /// The pooled one with component-model concurrency (WASI 0.3 handlers).
+    PooledConcurrent,
 }
 
 /// Most compiled modules and components kept in memory, and most bytes of compiled code
@@ -200,6 +202,9 @@ pub(crate) struct KernelInner {
     /// The pooled engine ([`KernelInner::pooled_engine`]), made on first use (ticked by
     /// `ticker` too).
     pooled: OnceLock<Result<Engine, String>>,
+    /// The pooled engine with component-model concurrency
+    /// ([`KernelInner::pooled_concurrent_engine`]), made on first use (ticked by `ticker` too).
+    pooled_concurrent: OnceLock<Result<Engine, String>>,
     /// The tables features keep for the whole kernel (the channel processors' registry),
     /// each the feature's own type.
     pub features: Mutex<Extensions>,
@@ -261,6 +266,7 @@ impl KernelInner {
             clerk: Clerk::default(),
             fueled: OnceLock::new(),
             pooled: OnceLock::new(),
+            pooled_concurrent: OnceLock::new(),
             features: Mutex::new(Extensions::default()),
             wit: RwLock::new(vec![wit]),
             domains: Mutex::new(DomainTable::default()),
@@ -274,7 +280,9 @@ impl KernelInner {
         self.fueled
             .get_or_init(|| {
                 let mut c = wasmtime::Config::new();
-                c.epoch_interruption(true).consume_fuel(true);
+                c.epoch_interruption(true)
+                    .consume_fuel(true)
+                    .concurrency_support(false);
                 disk_cache(&mut c, self.config.cache_dir.as_deref()).map_err(|e| e.to_string())?;
                 let engine = Engine::new(&c).map_err(|e| format!("{e:#}"))?;
                 self.ticker.add(engine.clone());
@@ -291,32 +299,46 @@ impl KernelInner {
     /// A-stack windows into host-made memories, which a pool can not hold.
     pub(crate) fn pooled_engine(&self) -> Result<&Engine, Error> {
         self.pooled
-            .get_or_init(|| {
-                let pool = self.config.pool;
-                let instances = pool.instances.max(1);
-                let mut p = wasmtime::PoolingAllocationConfig::new();
-                p.total_component_instances(instances)
-                    .total_core_instances(instances.saturating_mul(POOL_CORE_INSTANCES))
-                    .total_memories(instances.saturating_mul(POOL_MEMORIES))
-                    .total_tables(instances.saturating_mul(POOL_TABLES))
-                    .max_memory_size(pool.memory.clamp(1, POOL_MAX_MEMORY));
-                let mut c = wasmtime::Config::new();
-                c.epoch_interruption(true)
-                    .memory_init_cow(true)
-                    .allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(p));
-                disk_cache(&mut c, self.config.cache_dir.as_deref()).map_err(|e| e.to_string())?;
-                let engine = Engine::new(&c).map_err(|e| {
-                    format!(
-                        "reserving the address space of a pool of {instances} instances, \
-                         with memories of up to {} MiB (see `ulimit -v`): {e:#}",
-                        pool.memory.clamp(1, POOL_MAX_MEMORY) >> 20
-                    )
-                })?;
-                self.ticker.add(engine.clone());
-                Ok(engine)
-            })
+            .get_or_init(|| self.make_pooled_engine(false))
             .as_ref()
             .map_err(|e| Error::Engine(e.clone().into()))
+    }
+
+    /// [`KernelInner::pooled_engine`] with component-model concurrency: `run_concurrent`,
+    /// async exports, streams and futures (WASI 0.3). A pool of its own, made on first use.
+    pub(crate) fn pooled_concurrent_engine(&self) -> Result<&Engine, Error> {
+        self.pooled_concurrent
+            .get_or_init(|| self.make_pooled_engine(true))
+            .as_ref()
+            .map_err(|e| Error::Engine(e.clone().into()))
+    }
+
+    /// A pooled engine (see [`KernelInner::pooled_engine`]), with component-model
+    /// concurrency or without it, added to the ticker.
+    fn make_pooled_engine(&self, concurrent: bool) -> Result<Engine, String> {
+        let pool = self.config.pool;
+        let instances = pool.instances.max(1);
+        let mut p = wasmtime::PoolingAllocationConfig::new();
+        p.total_component_instances(instances)
+            .total_core_instances(instances.saturating_mul(POOL_CORE_INSTANCES))
+            .total_memories(instances.saturating_mul(POOL_MEMORIES))
+            .total_tables(instances.saturating_mul(POOL_TABLES))
+            .max_memory_size(pool.memory.clamp(1, POOL_MAX_MEMORY));
+        let mut c = wasmtime::Config::new();
+        c.epoch_interruption(true)
+            .concurrency_support(concurrent)
+            .memory_init_cow(true)
+            .allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(p));
+        disk_cache(&mut c, self.config.cache_dir.as_deref()).map_err(|e| e.to_string())?;
+        let engine = Engine::new(&c).map_err(|e| {
+            format!(
+                "reserving the address space of a pool of {instances} instances, \
+                 with memories of up to {} MiB (see `ulimit -v`): {e:#}",
+                pool.memory.clamp(1, POOL_MAX_MEMORY) >> 20
+            )
+        })?;
+        self.ticker.add(engine.clone());
+        Ok(engine)
     }
 
     /// `wasm` compiled as a core module on the kernel's engine, from memory when the same
@@ -346,6 +368,7 @@ impl KernelInner {
             EngineKind::Kernel => &self.engine,
             EngineKind::Fuel => self.fuel_engine()?,
             EngineKind::Pooled => self.pooled_engine()?,
+            EngineKind::PooledConcurrent => self.pooled_concurrent_engine()?,
         };
         let key = CodeKey::of(wasm, true, kind);
         if let Some(Code::Component(c)) = lock(&self.code).get(&key) {
@@ -532,6 +555,49 @@ mod tests {
         store.set_epoch_deadline(20);
         let linker = wasmtime::component::Linker::new(engine);
         let instance = linker.instantiate(&mut store, &pooled).expect("instance");
+        let spin = instance
+            .get_typed_func::<(), ()>(&mut store, "spin")
+            .expect("spin");
+        let e = spin.call(&mut store, ()).expect_err("stopped");
+        assert_eq!(
+            e.downcast_ref::<wasmtime::Trap>(),
+            Some(&wasmtime::Trap::Interrupt)
+        );
+    }
+
+    #[test]
+    fn the_pooled_concurrent_engine_is_its_own_runs_concurrently_and_is_ticked() {
+        let pool = InstancePool::default()
+            .with_instances(2)
+            .with_memory(1 << 20);
+        let kernel =
+            Kernel::with_config(KernelConfig::default().with_pool(pool)).expect("a kernel");
+        let pooled = kernel.compile_pooled_component(SPIN).expect("compiled");
+        let concurrent = kernel
+            .compile_pooled_concurrent_component(SPIN)
+            .expect("compiled");
+        assert_eq!(kernel.compilations(), 2);
+        let engine = kernel.pooled_concurrent_engine().expect("the engine");
+        assert!(Engine::same(concurrent.engine(), engine));
+        assert!(!Engine::same(pooled.engine(), engine));
+        kernel
+            .compile_pooled_concurrent_component(SPIN)
+            .expect("cached");
+        assert_eq!(kernel.compilations(), 2);
+        // The others have no component-model concurrency; this one has.
+        let mut plain = wasmtime::Store::new(pooled.engine(), ());
+        let mut store = wasmtime::Store::new(engine, ());
+        let run = |s: &mut wasmtime::Store<()>| {
+            wasmtime_wasi::runtime::in_tokio(s.run_concurrent(async |_| ())).is_ok()
+        };
+        assert!(!run(&mut plain));
+        assert!(run(&mut store));
+        // The kernel's ticker advances its epoch: a spinning call stops.
+        store.set_epoch_deadline(20);
+        let linker = wasmtime::component::Linker::new(engine);
+        let instance = linker
+            .instantiate(&mut store, &concurrent)
+            .expect("instance");
         let spin = instance
             .get_typed_func::<(), ()>(&mut store, "spin")
             .expect("spin");
