@@ -63,7 +63,7 @@ use crate::wasi_http::{HandlerSlot, HttpHandler, RequestBody};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
-use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use lrpc_kernel::Status;
@@ -79,6 +79,8 @@ struct Job {
     reply: oneshot::Sender<Reply>,
     /// The request body, when it streams to a handler (then `request` has none).
     body: Option<RequestBody>,
+    /// Header lines the plugins can not see, for the handler (`Incoming::opaque`).
+    opaque: HeaderMap,
     span: tracing::Span,
 }
 
@@ -445,7 +447,7 @@ impl Edge {
     ) -> Reply {
         match self.route_for(path) {
             Some(route) => {
-                self.dispatch_on(route, method, path, headers, body, None)
+                self.dispatch_on(route, method, path, headers, body, Default::default())
                     .await
             }
             None => no_route(path).into(),
@@ -468,7 +470,7 @@ impl Edge {
         path: &str,
         headers: &[(N, V)],
         body: &[u8],
-        stream: Option<RequestBody>,
+        (stream, opaque): (Option<RequestBody>, HeaderMap),
     ) -> Reply {
         let start = Instant::now();
         let inner = strip(&route.route.prefix, path);
@@ -480,7 +482,9 @@ impl Edge {
         let metrics = &self.inner.deployment.metrics;
         // Counted down on every way out, also when the client goes away mid-request.
         let _in_flight = InFlight::new(&route.meters);
+        // (Header lines the plugins can not see go to a handler, which never runs there.)
         if route.reactor.on.load(Ordering::Relaxed)
+            && opaque.is_empty()
             && !self.inner.stopped.load(Ordering::Relaxed)
             && reactor_may_hand_off()
             && let Some((answer, took)) =
@@ -494,6 +498,7 @@ impl Edge {
             request,
             reply: tx,
             body: stream,
+            opaque,
             span,
         });
         let reply = match sent {
@@ -580,8 +585,9 @@ impl Edge {
         start: Instant,
     ) -> (Answer, Duration, Option<Duration>, bool) {
         let dep = &self.inner.deployment;
-        let (answer, handed) =
-            hand_off_if_long(start, || seat.serve(dep, route, request, None, None).0);
+        let (answer, handed) = hand_off_if_long(start, || {
+            seat.serve(dep, route, request, None, Default::default()).0
+        });
         if handed {
             route.meters.handed_off();
         }
@@ -883,17 +889,32 @@ async fn handle(State(edge): State<Edge>, req: Request) -> Response {
         },
     };
     // Header values as UTF-8 text (a plugin's header is a WIT string): values with bytes
-    // past ASCII pass when they are UTF-8; others are dropped. (A handler alone took them
-    // above, as bytes.)
-    let headers: Vec<(&str, &str)> = parts
-        .headers
-        .iter()
-        .filter_map(|(n, v)| Some((n.as_str(), std::str::from_utf8(v.as_bytes()).ok()?)))
-        .collect();
+    // past ASCII pass when they are UTF-8. The others pass around the plugins to a handler
+    // at the end of the chain, as bytes; without one, no one can see them. (A handler alone
+    // took them all above, as bytes.)
+    let mut headers: Vec<(&str, &str)> = Vec::with_capacity(parts.headers.len());
+    let mut opaque = HeaderMap::new();
+    let to_handler = route.is_some_and(|r| r.handler.is_some());
+    for (n, v) in &parts.headers {
+        match std::str::from_utf8(v.as_bytes()) {
+            Ok(text) => headers.push((n.as_str(), text)),
+            Err(_) if to_handler => {
+                opaque.append(n.clone(), v.clone());
+            }
+            Err(_) => {}
+        }
+    }
     let reply = match route {
         Some(route) => {
-            edge.dispatch_on(route, parts.method.as_str(), path, &headers, &body, stream)
-                .await
+            edge.dispatch_on(
+                route,
+                parts.method.as_str(),
+                path,
+                &headers,
+                &body,
+                (stream, opaque),
+            )
+            .await
         }
         None => no_route(path).into(),
     };
@@ -1123,9 +1144,10 @@ fn worker(dep: &Deployment, rt: &RouteRt, k: usize, rx: &JobQueue, short: &Arc<A
         // A request that starts this worker's driver pays for it: it is not measured.
         let measured = !seat.cold(rt);
         let began = Instant::now();
-        let (answer, unsent) = job
-            .span
-            .in_scope(|| seat.serve(dep, rt, &job.request, Some(job.reply), job.body));
+        let (answer, unsent) = job.span.in_scope(|| {
+            let input = (job.body, job.opaque);
+            seat.serve(dep, rt, &job.request, Some(job.reply), input)
+        });
         let counted = seat.route_time(began.elapsed());
         // Unless a handler's streamed head went out already.
         if let Some(tx) = unsent {
@@ -1348,6 +1370,7 @@ impl Seat {
             seat: self,
             reply: None,
             body: None,
+            opaque: HeaderMap::new(),
         };
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.ready().is_ok()))
             .unwrap_or(false)
@@ -1363,7 +1386,7 @@ impl Seat {
         rt: &RouteRt,
         request: &[u8],
         reply: Option<oneshot::Sender<Reply>>,
-        body: Option<RequestBody>,
+        (body, opaque): (Option<RequestBody>, HeaderMap),
     ) -> (Answer, Option<oneshot::Sender<Reply>>) {
         let mut w = Worker {
             dep,
@@ -1371,6 +1394,7 @@ impl Seat {
             seat: self,
             reply,
             body,
+            opaque,
         };
         let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.serve(request)))
             .unwrap_or_else(|_| {
@@ -1391,6 +1415,8 @@ struct Worker<'a> {
     reply: Option<oneshot::Sender<Reply>>,
     /// The request body, when it streams to the handler.
     body: Option<RequestBody>,
+    /// Header lines the plugins can not see, for the handler (`Incoming::opaque`).
+    opaque: HeaderMap,
 }
 
 /// Why a seat is not ready for a request: the answer to give, or a plugin to wait for.
@@ -1624,7 +1650,10 @@ impl Worker<'_> {
             return Answer::text(502, "no plugin of the chain answered\n".into());
         };
         match decode_request(request) {
-            Some(r) => h.serve(&mut self.seat.handler, r, self.body.take(), &mut self.reply),
+            Some(mut r) => {
+                r.opaque = std::mem::take(&mut self.opaque);
+                h.serve(&mut self.seat.handler, r, self.body.take(), &mut self.reply)
+            }
             None => Answer::text(502, format!("{from} passed on a malformed request\n")),
         }
     }
@@ -1717,6 +1746,7 @@ pub fn decode_request(b: &[u8]) -> Option<Incoming> {
         path,
         headers,
         body,
+        opaque: Default::default(),
     })
 }
 
@@ -1874,6 +1904,7 @@ mod tests {
                 path: "/x?y".into(),
                 headers: headers.to_vec(),
                 body: b"body".to_vec(),
+                opaque: Default::default(),
             }
         );
         for cut in 0..b.len() {

@@ -1351,9 +1351,9 @@ impl http_body::Body for RequestBody {
     }
 }
 
-/// The request as the chain left it, as an HTTP request (method, path and headers checked),
-/// with `body` instead of its own when the body streams, and `raw` header lines instead of
-/// its own when it has them.
+/// The request as the chain left it, as an HTTP request (method, path and headers checked,
+/// then the lines the plugins could not see), with `body` instead of its own when the body
+/// streams, and `raw` header lines instead of its own when it has them.
 fn hyper_request(
     req: Incoming,
     body: Option<RequestBody>,
@@ -1405,6 +1405,12 @@ fn hyper_request(
                     HeaderName::from_bytes(n.as_bytes()).map_err(|e| format!("`{n}`: {e}"))?;
                 let value = HeaderValue::from_str(v).map_err(|e| format!("`{n}`: {e}"))?;
                 b = b.header(name, value);
+            }
+            // Lines the plugins could not see (not UTF-8) passed around them.
+            if let Some(m) = b.headers_mut() {
+                for (n, v) in &req.opaque {
+                    m.append(n.clone(), v.clone());
+                }
             }
         }
     }

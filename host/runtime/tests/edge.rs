@@ -2322,6 +2322,31 @@ fn a_header_value_that_is_not_utf8_reaches_a_lone_handler_as_bytes() {
     assert!(text.ends_with("hello caf\u{fffd} at GET /hi\n"), "{text}");
 }
 
+/// Plugins see headers as WIT strings, so a value that is not UTF-8 can not reach them: it
+/// passes around them to the handler at the end of the chain, as bytes, after the lines the
+/// plugins passed on.
+#[test]
+fn a_header_value_that_is_not_utf8_passes_around_plugins_to_the_handler() {
+    let s = Server::start(&app("wasi-http"));
+    let mut c = TcpStream::connect(&s.addr).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    // `/stamp` is the component plugin `stamp` (it rewrites the path), then the handler.
+    c.write_all(
+        b"GET /stamp/hi HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+          x-user: caf\xe9\r\nx-other: ok\r\n\r\n",
+    )
+    .expect("send");
+    let mut raw = Vec::new();
+    c.read_to_end(&mut raw).expect("read the reply");
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(
+        text.ends_with("hello caf\u{fffd} at GET /stamped/hi\n"),
+        "{text}"
+    );
+}
+
 /// A deployment of the WASI 0.3 handler `http-wasi-p3-hello` as `p3` on `/`, with the
 /// domain's `limits` and the route's `workers`.
 fn p3_config(tag: &str, limits: &str, workers: usize) -> (PathBuf, PathBuf) {
