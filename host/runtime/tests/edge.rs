@@ -2384,8 +2384,25 @@ fn a_wasi_p3_handler_answers_and_echoes_a_streamed_body() {
         assert!(body.ended && body.pattern, "{body:?}");
         assert_eq!(body.len, len);
     }
+    // `HEAD` (RFC 9110): the handler's headers, no body, no length made up.
+    let r = request(&s.addr, "HEAD", "/", &[], b"");
+    assert_eq!(r.status, 200);
+    assert!(r.body.is_empty(), "{} bytes", r.body.len());
+    assert_eq!(r.header("content-type"), Some("text/plain"));
+    assert_eq!(r.header("content-length"), None);
+    assert_eq!(s.metric("lrpc_plugin_failures_total"), 0.0);
+    // A body declared over the route's `max-body` (4 MiB) is refused with 413 before it is
+    // sent.
+    let mut c = TcpStream::connect(&s.addr).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    c.write_all(b"POST /echo HTTP/1.1\r\nhost: x\r\ncontent-length: 4194305\r\n\r\n")
+        .expect("send the head");
+    let mut head = [0u8; 12];
+    c.read_exact(&mut head).expect("read the status line");
+    assert_eq!(&head, b"HTTP/1.1 413");
+    assert_eq!(s.get("/", &[]).status, 200);
     let m = s.get("/metrics", &[]).text();
-    assert_eq!(metric_value(&m, "lrpc_plugin_failures_total"), 0.0);
     assert!(metric_value(&m, "lrpc_plugin_calls_total{domain=\"p3\"}") >= 3.0);
     let _ = std::fs::remove_dir_all(&dir);
 }
