@@ -21,7 +21,7 @@ use crate::state::linkage::{self, Pinned, ReplicaKey};
 use crate::transport::{RemoteDetour, RemoteTarget};
 use lrpc_abi::{Status, header};
 use lrpc_presentation::ProcPlan;
-use wasmtime::Caller;
+use wasmtime::{Caller, Memory};
 
 /// Where the call's A-stack is: client address, capacity, procedure, index among the
 /// procedure's A-stacks.
@@ -64,8 +64,12 @@ pub(super) fn to_component(
     let Some(pp) = plan.procs.get(a.proc as usize) else {
         return Status::BadProcedure;
     };
-    let request = match locate_request(caller, b, pp, a) {
-        Ok((at, len)) => memory(caller).and_then(|mem| Lent::in_memory(&mem, &*caller, at, len)),
+    // The client's memory, looked up once for the whole call.
+    let Some(mem) = memory(caller) else {
+        return Status::BadPointer;
+    };
+    let request = match locate_request(caller, &mem, b, pp, a) {
+        Ok((at, len)) => Lent::in_memory(&mem, &*caller, at, len),
         Err(s) => return s,
     };
     let Some(request) = request else {
@@ -74,7 +78,7 @@ pub(super) fn to_component(
     // A byte list result lands in the client's `out` segment as it is lifted, when there is
     // one already (from an earlier call on this A-stack).
     let landing = if !pp.bounded && target.lands(a.proc as usize) {
-        landing(caller, b, a)
+        landing(caller, &mem, b, a)
     } else {
         None
     };
@@ -91,8 +95,8 @@ pub(super) fn to_component(
         return s;
     }
     match (reply.landed, landing) {
-        (Some(n), Some((segment, _))) => write_landed(caller, b, a, segment, &reply.head, n),
-        _ => write_result(caller, b, pp, a, [&reply.head, &reply.tail]),
+        (Some(n), Some((segment, _))) => write_landed(caller, &mem, b, a, segment, &reply.head, n),
+        _ => write_result_in(caller, &mem, b, pp, a, [&reply.head, &reply.tail]),
     }
 }
 
@@ -100,6 +104,7 @@ pub(super) fn to_component(
 /// where a byte list result lands (after its length), if the segment exists.
 fn landing(
     caller: &mut Caller<'_, DomainData>,
+    mem: &Memory,
     b: &Binding,
     a: &AStack,
 ) -> Option<((usize, usize), Spot)> {
@@ -107,9 +112,8 @@ fn landing(
     if at == crate::state::place::UNMAPPED {
         return None;
     }
-    let mem = memory(caller)?;
     let spot = Spot::in_memory(
-        &mem,
+        mem,
         &mut *caller,
         at.checked_add(LIST_PREFIX)?,
         cap.checked_sub(LIST_PREFIX)?,
@@ -123,6 +127,7 @@ fn landing(
 /// bytes went to its old place and the call fails.
 fn write_landed(
     caller: &mut Caller<'_, DomainData>,
+    mem: &Memory,
     b: &Binding,
     a: &AStack,
     segment: (usize, usize),
@@ -137,11 +142,8 @@ fn write_landed(
     if now != segment || total > segment.1 {
         return Status::ResourceExhausted;
     }
-    let mut h = [0u8; header::LEN];
-    h[..4].copy_from_slice(&header::OOB.to_le_bytes());
-    h[4..].copy_from_slice(&len.to_le_bytes());
-    match write_at(caller, segment.0, [head, &[]])
-        .and_then(|()| write_at(caller, a.at as usize, [&h, &[]]))
+    match write_at(caller, mem, segment.0, [head, &[]])
+        .and_then(|()| write_header(caller, mem, a.at as usize, header::OOB, len))
     {
         Some(()) => Status::Ok,
         None => Status::ResourceExhausted,
@@ -187,8 +189,8 @@ pub(super) fn read_request(
     pp: &ProcPlan,
     a: &AStack,
 ) -> Result<Vec<u8>, Status> {
-    let (at, len) = locate_request(caller, b, pp, a)?;
     let mem = memory(caller).ok_or(Status::BadPointer)?;
+    let (at, len) = locate_request(caller, &mem, b, pp, a)?;
     // Copied once, without zeroing a buffer first.
     let end = at.checked_add(len).ok_or(Status::ServerRejected)?;
     mem.data(&*caller)
@@ -201,11 +203,11 @@ pub(super) fn read_request(
 /// (not yet checked against the memory's size).
 fn locate_request(
     caller: &mut Caller<'_, DomainData>,
+    mem: &Memory,
     b: &Binding,
     pp: &ProcPlan,
     a: &AStack,
 ) -> Result<(usize, usize), Status> {
-    let mem = memory(caller).ok_or(Status::BadPointer)?;
     let (base, cap) = (a.at as usize, a.cap as usize);
     if pp.bounded {
         return Ok((base, pp.in_bound.unwrap_or(0).min(cap)));
@@ -242,13 +244,28 @@ pub(super) fn write_result(
     a: &AStack,
     reply: [&[u8]; 2],
 ) -> Status {
+    match memory(caller) {
+        Some(mem) => write_result_in(caller, &mem, b, pp, a, reply),
+        None => Status::ResourceExhausted,
+    }
+}
+
+/// [`write_result`] into the client's memory `mem`.
+fn write_result_in(
+    caller: &mut Caller<'_, DomainData>,
+    mem: &Memory,
+    b: &Binding,
+    pp: &ProcPlan,
+    a: &AStack,
+    reply: [&[u8]; 2],
+) -> Status {
     let len = reply[0].len() + reply[1].len();
     let written = if pp.bounded {
         (len <= a.cap as usize)
-            .then(|| write_at(caller, a.at as usize, reply))
+            .then(|| write_at(caller, mem, a.at as usize, reply))
             .flatten()
     } else {
-        write_reply(caller, b, a, reply)
+        write_reply(caller, mem, b, a, reply)
     };
     match written {
         Some(()) => Status::Ok,
@@ -260,6 +277,7 @@ pub(super) fn write_result(
 /// binding's `out` segment for this A-stack (made or grown as the client's `oob` would).
 fn write_reply(
     caller: &mut Caller<'_, DomainData>,
+    mem: &Memory,
     b: &Binding,
     a: &AStack,
     reply: [&[u8]; 2],
@@ -269,7 +287,7 @@ fn write_reply(
     let base = a.at as usize;
     let inline = n <= (a.cap as usize).saturating_sub(header::LEN);
     let flags = if inline {
-        write_at(caller, base + header::LEN, reply)?;
+        write_at(caller, mem, base + header::LEN, reply)?;
         0
     } else {
         let kernel = caller.data().kernel.upgrade()?;
@@ -279,20 +297,35 @@ fn write_reply(
         if seg_cap < n {
             return None;
         }
-        write_at(caller, at, reply)?;
+        write_at(caller, mem, at, reply)?;
         header::OOB
     };
+    write_header(caller, mem, base, flags, len)
+}
+
+/// Writes a reply's header, `flags` and `len`, at the A-stack's base `base`.
+fn write_header(
+    caller: &mut Caller<'_, DomainData>,
+    mem: &Memory,
+    base: usize,
+    flags: u32,
+    len: u32,
+) -> Option<()> {
     let mut h = [0u8; header::LEN];
     h[..4].copy_from_slice(&flags.to_le_bytes());
     h[4..].copy_from_slice(&len.to_le_bytes());
-    write_at(caller, base, [&h, &[]])
+    write_at(caller, mem, base, [&h, &[]])
 }
 
 /// Writes `parts` one after the other at `at` in the client's memory, if they fit; with
 /// `bulk::copy_slice`, which keeps clear of the host `memmove`'s slow placement (A-stacks and
 /// segments are page aligned, the parts are not).
-fn write_at(caller: &mut Caller<'_, DomainData>, at: usize, parts: [&[u8]; 2]) -> Option<()> {
-    let mem = memory(caller)?;
+fn write_at(
+    caller: &mut Caller<'_, DomainData>,
+    mem: &Memory,
+    at: usize,
+    parts: [&[u8]; 2],
+) -> Option<()> {
     let len = parts[0].len() + parts[1].len();
     let dst = mem.data_mut(&mut *caller).get_mut(at..)?.get_mut(..len)?;
     let (first, second) = dst.split_at_mut(parts[0].len());
