@@ -1239,7 +1239,7 @@ fn why(ratio: &str) -> &'static str {
         | "astack_to_component_64k_inout_over_component_host_64k_inout" => {
             "an A-stack client's byte list reaches a component server in two copies, as between \
              host-linked components (the client's onto its segment, the lowering from there into \
-             the component, with a vector loop where the host memmove is slow); a byte list \
+             the component, in pieces where the host memmove is slow); a byte list \
              result also takes two (lifted straight into the client's reply segment, then the \
              client stub's copy into the vector it returns). What is left is the kernel's \
              fixed cost per call. Before the typed path the same calls took 0.70 ms and 4.9 ms."

@@ -50,8 +50,8 @@
 //! - `component/lent.rs`: lowering a core client's byte list into a component straight from
 //!   the client's memory, and lifting a byte list result straight into it (raw views,
 //!   `Send`/`Sync` for them, and wasmtime's `Lower` and `Lift`);
-//! - `bulk.rs`: bulk copies through raw pointers, and the vector loop that keeps clear of
-//!   the host `memmove`'s slow placement.
+//! - `bulk.rs`: bulk copies through raw pointers, cut into pieces where the host
+//!   `memmove`'s slow placement would otherwise take them.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
