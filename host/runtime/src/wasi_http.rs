@@ -670,10 +670,7 @@ impl HttpHandler {
         let Some(inst) = slot.instance.as_mut() else {
             return fail(503, "terminated", "is restarting");
         };
-        let over = body.as_ref().map(|b| b.over.clone());
-        let mut body = body;
-        let raw = body.as_mut().and_then(|b| b.headers.take());
-        let request = match hyper_request(req, body, raw) {
+        let (request, over) = match hyper_request(req, body) {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(plugin = self.name, "a request it can not take: {e}");
@@ -1351,17 +1348,20 @@ impl http_body::Body for RequestBody {
     }
 }
 
+/// A request as a handler gets it.
+type HandlerRequest =
+    Request<http_body_util::combinators::UnsyncBoxBody<Bytes, wasmtime_wasi_http::Error>>;
+
 /// The request as the chain left it, as an HTTP request (method, path and headers checked,
 /// then the lines the plugins could not see), with `body` instead of its own when the body
-/// streams, and `raw` header lines instead of its own when it has them.
+/// streams, and the header lines as they came instead of its own when `body` has them; and
+/// the streamed body's flag for going over the route's cap.
 fn hyper_request(
     req: Incoming,
-    body: Option<RequestBody>,
-    raw: Option<axum::http::HeaderMap>,
-) -> Result<
-    Request<http_body_util::combinators::UnsyncBoxBody<Bytes, wasmtime_wasi_http::Error>>,
-    String,
-> {
+    mut body: Option<RequestBody>,
+) -> Result<(HandlerRequest, Option<Arc<AtomicBool>>), String> {
+    let over = body.as_ref().map(|b| b.over.clone());
+    let raw = body.as_mut().and_then(|b| b.headers.take());
     let method = Method::from_bytes(req.method.as_bytes()).map_err(|e| e.to_string())?;
     let host = match &raw {
         Some(h) => h
@@ -1420,5 +1420,5 @@ fn hyper_request(
             .map_err(|never| match never {})
             .boxed_unsync(),
     };
-    b.body(body).map_err(|e| e.to_string())
+    Ok((b.body(body).map_err(|e| e.to_string())?, over))
 }

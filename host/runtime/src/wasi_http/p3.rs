@@ -526,10 +526,7 @@ impl HttpHandler {
         body: Option<RequestBody>,
         reply: &mut Option<oneshot::Sender<Reply>>,
     ) -> Answer {
-        let over = body.as_ref().map(|b| b.over.clone());
-        let mut body = body;
-        let raw = body.as_mut().and_then(|b| b.headers.take());
-        let request = match hyper_request(req, body, raw) {
+        let (request, over) = match hyper_request(req, body) {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(plugin = self.name, "a request it can not take: {e}");
