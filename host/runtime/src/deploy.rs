@@ -430,12 +430,20 @@ impl PluginInstance {
     }
 }
 
-impl Drop for PluginInstance {
-    fn drop(&mut self) {
+impl PluginInstance {
+    /// Terminates the generation's domain: code running in it stops at the next epoch tick,
+    /// and its calls fail (idempotent).
+    fn terminate(&self) {
         match &self.domain {
             PluginDomain::Core(d) => self.kernel.terminate(d),
             PluginDomain::Component(d) => self.kernel.terminate(d),
         }
+    }
+}
+
+impl Drop for PluginInstance {
+    fn drop(&mut self) {
+        self.terminate();
     }
 }
 
@@ -462,7 +470,13 @@ impl Supervised for Plugin {
     fn replace(&self, generation: u64) -> Result<(), DeployError> {
         let wasm = read(&self.spec.source)?;
         let next = instantiate(&self.kernel, &self.spec, &self.bind, &wasm, generation)?;
-        *lock(&self.current) = Arc::new(next);
+        let mut current = lock(&self.current);
+        *current = Arc::new(next);
+        // Made while the server stopped it (see `Plugin::stop`, which takes the same lock
+        // after it marks the plugin stopped): it runs nothing either.
+        if self.supervision.stopped() {
+            current.terminate();
+        }
         Ok(())
     }
 }
@@ -490,6 +504,20 @@ impl Plugin {
     /// Whether a restart is scheduled or under way.
     pub fn restarting(&self) -> bool {
         self.supervision.pending()
+    }
+
+    /// Stops the plugin for good, at shutdown: terminates its current generation (calls
+    /// running in it stop at the next epoch tick, on whatever thread runs them, and fail),
+    /// and restarts no generation after that; a reload's new generation is terminated too.
+    pub fn stop(&self) {
+        self.supervision.stop();
+        let current = lock(&self.current).clone();
+        current.terminate();
+    }
+
+    /// Whether [`Plugin::stop`] was called.
+    pub fn stopped(&self) -> bool {
+        self.supervision.stopped()
     }
 
     /// Waits, at most until `until`, for a generation after `dead` while a restart is

@@ -102,6 +102,8 @@ struct RouteRt {
     reactor: OnReactor,
     /// Requests admitted and not yet answered (bounded by the route's `max_in_flight`).
     admitted: AtomicUsize,
+    /// Requests a seat is serving now (on the reactor or a worker).
+    running: AtomicUsize,
 }
 
 impl RouteRt {
@@ -285,8 +287,12 @@ struct EdgeInner {
     /// Requests that short requests' threads have started, on every route (see
     /// `give_way_while_short_requests_arrive`).
     short: Arc<AtomicU64>,
-    /// Set by [`Edge::shutdown`].
+    /// Set by [`Edge::shutdown`] and [`Edge::end_grace`].
     stopped: AtomicBool,
+    /// Set by [`Edge::end_grace`]: requests waiting for a worker's answer get 503 now.
+    ended: AtomicBool,
+    /// Notified when `ended` is set.
+    ended_now: tokio::sync::Notify,
     /// When the admin endpoint next takes a reload (see [`ADMIN_SPACING`]).
     admin_next: Mutex<Instant>,
 }
@@ -359,6 +365,7 @@ impl Edge {
                     making: AtomicBool::new(false),
                 },
                 admitted: AtomicUsize::new(0),
+                running: AtomicUsize::new(0),
             });
             for k in 0..route.workers {
                 let (rt2, rx, dep) = (rt.clone(), queue.clone(), deployment.clone());
@@ -388,6 +395,8 @@ impl Edge {
                 routes,
                 short,
                 stopped: AtomicBool::new(false),
+                ended: AtomicBool::new(false),
+                ended_now: tokio::sync::Notify::new(),
                 admin_next: Mutex::new(Instant::now()),
             }),
         })
@@ -420,6 +429,70 @@ impl Edge {
                 let _ = h.join();
             }
         }
+    }
+
+    /// Ends a shutdown's grace period: stops every plugin and `wasi:http` handler of the
+    /// deployment for good (the calls still running in them are terminated at their next
+    /// epoch tick, on whatever thread runs them, and answer 503; nothing is restarted),
+    /// answers 503 to the requests queued for a worker and to those waiting for a worker's
+    /// answer, and refuses new ones with 503. Returns at once: the calls stop on their own
+    /// threads. What it did is logged; `None` when it was done before.
+    pub fn end_grace(&self) -> Option<GraceEnded> {
+        let inner = &self.inner;
+        inner.stopped.store(true, Ordering::SeqCst);
+        if inner.ended.swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        inner.ended_now.notify_waiters();
+        let mut ended = GraceEnded::default();
+        for r in &inner.routes {
+            for job in r.queue.close_and_take() {
+                let _ = job.reply.send(shutting_down().into());
+                ended.queued += 1;
+            }
+            ended.running += r.running.load(Ordering::SeqCst);
+        }
+        let dep = &inner.deployment;
+        // Marked stopped first, so that none of them restarts another's generation.
+        for p in dep.plugins.values() {
+            p.stop();
+        }
+        for h in dep.handlers.values() {
+            h.stop();
+        }
+        tracing::warn!(
+            running = ended.running,
+            queued = ended.queued,
+            "the grace period ended: {} calls still running in plugins or handlers were \
+             terminated and {} queued requests answered 503",
+            ended.running,
+            ended.queued
+        );
+        Some(ended)
+    }
+
+    /// Stops taking requests and waits at most `wait` for the route workers to finish the
+    /// requests queued and stop; the number of workers still running then, which are left
+    /// to the end of the process. (After [`Edge::end_grace`], a worker runs on only where
+    /// a handler waits outside its guest code, for a slow client or an outgoing request.)
+    pub fn shutdown_within(&self, wait: Duration) -> usize {
+        self.inner.stopped.store(true, Ordering::Relaxed);
+        for r in &self.inner.routes {
+            r.queue.close();
+        }
+        let until = Instant::now() + wait;
+        let mut left = Vec::new();
+        for r in &self.inner.routes {
+            left.append(&mut lock(&r.workers));
+        }
+        loop {
+            left.retain(|h| !h.is_finished());
+            if left.is_empty() || Instant::now() >= until {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        left.len()
     }
 
     /// Runs one request through the route matching `path` (the embedding API without HTTP).
@@ -502,10 +575,24 @@ impl Edge {
             span,
         });
         let reply = match sent {
-            true => rx
-                .await
-                .unwrap_or_else(|_| Answer::text(500, "the worker went away\n".into()).into()),
-            false => Answer::text(503, "shutting down\n".into()).into(),
+            true => {
+                // At the end of a shutdown's grace, the answer is 503 whatever the worker is
+                // doing.
+                let ended = self.inner.ended_now.notified();
+                tokio::pin!(ended);
+                ended.as_mut().enable();
+                if self.inner.ended.load(Ordering::SeqCst) {
+                    shutting_down().into()
+                } else {
+                    tokio::select! {
+                        r = rx => r.unwrap_or_else(|_| {
+                            Answer::text(500, "the worker went away\n".into()).into()
+                        }),
+                        () = ended => shutting_down().into(),
+                    }
+                }
+            }
+            false => shutting_down().into(),
         };
         // A streamed reply counts when its head is out.
         route
@@ -762,6 +849,21 @@ fn hand_off() -> bool {
         });
         rx.recv_timeout(HAND_OFF_WAIT).is_ok()
     })
+}
+
+/// What [`Edge::end_grace`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GraceEnded {
+    /// Requests a seat was serving (their calls into plugins or handlers are terminated).
+    pub running: usize,
+    /// Requests queued for a worker, not started, answered 503.
+    pub queued: usize,
+}
+
+/// The answer to a request the server stops or refuses while it shuts down.
+fn shutting_down() -> Answer {
+    Answer::text(503, "shutting down\n".into())
 }
 
 /// One request in flight on a route, for the in-flight gauge.
@@ -1123,6 +1225,17 @@ impl JobQueue {
         lock(&self.state).1 = true;
         self.ready.notify_all();
     }
+
+    /// Takes no more requests, and takes back those queued (the workers then stop).
+    fn close_and_take(&self) -> std::collections::VecDeque<Job> {
+        let taken = {
+            let mut s = lock(&self.state);
+            s.1 = true;
+            std::mem::take(&mut s.0)
+        };
+        self.ready.notify_all();
+        taken
+    }
 }
 
 /// A worker: owns a seat on the route; runs queued requests. `short` counts the requests
@@ -1388,6 +1501,7 @@ impl Seat {
         reply: Option<oneshot::Sender<Reply>>,
         (body, opaque): (Option<RequestBody>, HeaderMap),
     ) -> (Answer, Option<oneshot::Sender<Reply>>) {
+        let _running = Serving::new(&rt.running);
         let mut w = Worker {
             dep,
             rt,
@@ -1403,6 +1517,22 @@ impl Seat {
                 Answer::text(500, "internal error\n".into())
             });
         (answer, w.reply)
+    }
+}
+
+/// A request a seat is serving, counted in its route's `running` while it lives.
+struct Serving<'a>(&'a AtomicUsize);
+
+impl<'a> Serving<'a> {
+    fn new(running: &'a AtomicUsize) -> Serving<'a> {
+        running.fetch_add(1, Ordering::SeqCst);
+        Serving(running)
+    }
+}
+
+impl Drop for Serving<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -1448,7 +1578,7 @@ impl Worker<'_> {
                 Err(r) => r,
             };
             let plugin = &self.rt.plugins[r.slot];
-            if !waited {
+            if !waited && !plugin.stopped() {
                 waited = true;
                 let until = Instant::now() + plugin.deadline();
                 lrpc_kernel::pace::about_to_wait();
@@ -1457,6 +1587,10 @@ impl Worker<'_> {
                 }
             }
             self.dep.metrics.failure(&plugin.name, "terminated");
+            if plugin.stopped() {
+                // Terminated at the end of a shutdown's grace: it is not restarted.
+                return shutting_down();
+            }
             return Answer::text(503, format!("plugin {} is restarting\n", plugin.name));
         }
     }

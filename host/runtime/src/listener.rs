@@ -9,21 +9,24 @@
 //!   same budget closes idle connections;
 //! - a request body must keep arriving (the edge's handler reads it with
 //!   [`Connections::body_timeout`] between pieces);
-//! - on shutdown, idle connections close at once and requests in flight get
-//!   [`Connections::shutdown_grace`] to finish.
+//! - on shutdown, connections with no request in flight (idle keep-alive ones, and those
+//!   whose request head has not fully arrived) close at once, and requests whose head has
+//!   arrived get [`Connections::shutdown_grace`] to finish. At the grace's end the caller's
+//!   `grace_ended` runs (the edge then terminates what still runs and answers 503), the
+//!   answers get [`ANSWER_WINDOW`] to go out, and every connection left is closed.
 //!
 //! HTTP/1.1 and HTTP/2 (with prior knowledge) are served on the same port.
 
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
 
 /// The budgets of the connections of one listener (`[serve]` in the config).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,13 +53,34 @@ impl Default for Connections {
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` completes, then closes idle connections,
-/// lets requests in flight finish for at most the grace period, and returns.
+/// How long, after the grace period, the answers to the requests the edge stopped (503) have
+/// to go out before their connections are closed.
+pub const ANSWER_WINDOW: Duration = Duration::from_millis(300);
+
+/// How long a connection with no request in flight has, at a shutdown signal, to send what
+/// it holds already (an HTTP/2 GOAWAY, the end of an answer) before it is closed.
+const CLOSE_IDLE: Duration = Duration::from_millis(100);
+
+/// Where a shutdown stands, as every connection sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Phase {
+    Serving,
+    /// The signal came: requests in flight finish, nothing else is served.
+    Draining,
+    /// The grace and the answer window are over: every connection closes.
+    Closing,
+}
+
+/// Serves `router` on `listener` until `shutdown` completes; then closes the connections with
+/// no request in flight, lets requests in flight finish for at most the grace period, runs
+/// `grace_ended` if some are still running then, gives their answers [`ANSWER_WINDOW`] to go
+/// out, closes what is left, and returns.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     budget: Connections,
     shutdown: impl Future<Output = ()>,
+    grace_ended: impl FnOnce(),
 ) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -70,7 +94,9 @@ pub async fn serve(
         .keep_alive_timeout(budget.header_timeout);
     let builder = Arc::new(builder);
     let slots = Arc::new(Semaphore::new(budget.max.max(1)));
-    let graceful = GracefulShutdown::new();
+    let (phase, phase_rx) = watch::channel(Phase::Serving);
+    // Each connection's task holds a clone: `recv` ends when all of them have ended.
+    let (alive, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
     let service = TowerToHyperService::new(router);
     tokio::pin!(shutdown);
     loop {
@@ -95,31 +121,147 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let (builder, service, watcher) = (builder.clone(), service.clone(), graceful.watcher());
+        let (builder, service) = (builder.clone(), service.clone());
+        let (phase, alive) = (phase_rx.clone(), alive.clone());
         let header_timeout = budget.header_timeout;
         tokio::spawn(async move {
-            // hyper reads the first bytes to tell HTTP/1 from HTTP/2 before its head timer
-            // runs: a client that sends nothing at all is closed here.
-            let mut first = [0u8; 1];
-            match tokio::time::timeout(header_timeout, stream.peek(&mut first)).await {
-                Ok(Ok(n)) if n > 0 => {}
-                _ => return,
-            }
-            let conn = builder
-                .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                .into_owned();
-            let _ = watcher.watch(conn).await;
-            drop(permit);
+            connection(stream, &builder, service, header_timeout, phase).await;
+            drop((permit, alive));
         });
     }
     drop(listener);
-    if tokio::time::timeout(budget.shutdown_grace, graceful.shutdown())
+    let _ = phase.send(Phase::Draining);
+    drop(alive);
+    if tokio::time::timeout(budget.shutdown_grace, all_closed.recv())
         .await
-        .is_err()
+        .is_ok()
     {
+        return;
+    }
+    grace_ended();
+    let answered = tokio::time::timeout(ANSWER_WINDOW, all_closed.recv()).await;
+    let _ = phase.send(Phase::Closing);
+    if answered.is_err() {
         tracing::warn!(
             grace_ms = budget.shutdown_grace.as_millis() as u64,
             "connections still busy after the grace period were closed"
         );
+        // The tasks drop their connections at their next poll.
+        let _ = tokio::time::timeout(CLOSE_IDLE, all_closed.recv()).await;
+    }
+}
+
+/// Serves one connection until it ends, or the shutdown `phase` closes it (see
+/// [`serve`]).
+async fn connection(
+    stream: tokio::net::TcpStream,
+    builder: &auto::Builder<TokioExecutor>,
+    service: TowerToHyperService<Router>,
+    header_timeout: Duration,
+    mut phase: watch::Receiver<Phase>,
+) {
+    // hyper reads the first bytes to tell HTTP/1 from HTTP/2 before its head timer runs: a
+    // client that sends nothing at all is closed here (and at the shutdown signal).
+    let mut first = [0u8; 1];
+    tokio::select! {
+        r = tokio::time::timeout(header_timeout, stream.peek(&mut first)) => match r {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => return,
+        },
+        _ = phase.wait_for(|p| *p >= Phase::Draining) => return,
+    }
+    let busy = Arc::new(AtomicUsize::new(0));
+    let service = Counted {
+        inner: service,
+        busy: busy.clone(),
+    };
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        _ = phase.wait_for(|p| *p >= Phase::Draining) => {}
+    }
+    // No keep-alive from here on. A connection with no request whose head has arrived
+    // (idle, or half a head sent) gets only a moment to send what it holds.
+    conn.as_mut().graceful_shutdown();
+    if busy.load(Ordering::Acquire) == 0 {
+        let _ = tokio::time::timeout(CLOSE_IDLE, conn.as_mut()).await;
+        return;
+    }
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = phase.wait_for(|p| *p >= Phase::Closing) => {}
+    }
+}
+
+/// The connection's service, counting its requests in flight in `busy`: from the moment
+/// their head has arrived to the end of their answer's body.
+#[derive(Clone)]
+struct Counted<S> {
+    inner: S,
+    busy: Arc<AtomicUsize>,
+}
+
+/// One request in flight on a connection (see [`Counted`]).
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn new(busy: &Arc<AtomicUsize>) -> InFlight {
+        busy.fetch_add(1, Ordering::AcqRel);
+        InFlight(busy.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+type Answer = axum::http::Response<axum::body::Body>;
+
+impl<S, R> hyper::service::Service<R> for Counted<S>
+where
+    S: hyper::service::Service<R, Response = Answer>,
+    S::Future: Send + 'static,
+{
+    type Response = Answer;
+    type Error = S::Error;
+    type Future =
+        std::pin::Pin<Box<dyn Future<Output = Result<Answer, S::Error>> + Send + 'static>>;
+
+    fn call(&self, req: R) -> Self::Future {
+        let held = InFlight::new(&self.busy);
+        let answer = self.inner.call(req);
+        Box::pin(async move {
+            let answer = answer.await?;
+            Ok(answer.map(|body| axum::body::Body::new(Held { body, _held: held })))
+        })
+    }
+}
+
+/// An answer's body, holding its request's place in [`Counted::busy`] until it is sent.
+struct Held {
+    body: axum::body::Body,
+    _held: InFlight,
+}
+
+impl http_body::Body for Held {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }

@@ -133,8 +133,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Serves until a shutdown signal: stops accepting, lets requests in flight finish, stops
-/// the workers.
+/// Serves until a shutdown signal: stops accepting, closes the connections with no request
+/// in flight, lets requests in flight finish for at most the grace period, then terminates
+/// the calls still running (their clients get 503) and exits, within the grace and one
+/// second whatever the calls' deadlines.
 fn serve(config: Config, listen: &str) -> anyhow::Result<()> {
     let dep = Arc::new(Deployment::start(config)?);
     let edge = Edge::start(dep.clone()).context("starting the route workers")?;
@@ -144,7 +146,9 @@ fn serve(config: Config, listen: &str) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting tokio")?;
-    rt.block_on(async {
+    let budget = dep.config.connections;
+    let signalled = shutdown_control(&edge, budget.shutdown_grace)?;
+    let ended = rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("listening on {listen}"))?;
@@ -160,16 +164,89 @@ fn serve(config: Config, listen: &str) -> anyhow::Result<()> {
         out.write_all(lines.as_bytes())?;
         out.flush()?;
         drop(out);
-        lrpc_runtime::listener::serve(
-            listener,
-            edge.router(),
-            dep.config.connections,
-            shutdown_signal(),
-        )
+        let signalled = async {
+            let _ = signalled.await;
+        };
+        let mut ended = false;
+        lrpc_runtime::listener::serve(listener, edge.router(), budget, signalled, || {
+            ended = true;
+        })
         .await;
-        tracing::info!("shut down: requests in flight finished or the grace period ended");
-        anyhow::Ok(())
+        anyhow::Ok(ended)
     })?;
-    edge.shutdown();
+    if ended {
+        // The control thread ends the grace on its own clock; the listener's may run
+        // ahead of it.
+        end_grace(&edge);
+    }
+    let left = edge.shutdown_within(WORKER_WAIT);
+    match (ended, left) {
+        (false, 0) => {
+            tracing::info!("shut down: the requests in flight finished within the grace period");
+        }
+        (true, 0) => tracing::info!("shut down at the end of the grace period"),
+        _ => tracing::warn!(
+            workers = left,
+            "shut down at the end of the grace period; workers still waiting outside guest \
+             code were left to the end of the process"
+        ),
+    }
+    // Reactor threads that ran a long request are not waited for either.
+    rt.shutdown_timeout(RUNTIME_WAIT);
     Ok(())
+}
+
+/// How long the exit may take past the grace period, at most (see [`shutdown_control`]).
+const EXIT_MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long, after the grace period and the answers' window, the workers have to stop.
+const WORKER_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+/// How long the reactor's threads then have to stop.
+const RUNTIME_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Starts the thread that keeps a shutdown's promises whatever the server's reactor is
+/// doing (its threads may all be in guest code): it waits for SIGTERM or ctrl-c and says so
+/// through the returned channel, ends the grace period `grace` later ([`Edge::end_grace`]:
+/// the calls still running are terminated, which frees the threads they hold), and ends
+/// the process [`EXIT_MARGIN`] after that if it has not ended by then.
+fn shutdown_control(
+    edge: &Edge,
+    grace: std::time::Duration,
+) -> anyhow::Result<tokio::sync::oneshot::Receiver<()>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting tokio for the shutdown signal")?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let edge = edge.clone();
+    std::thread::Builder::new()
+        .name("shutdown".into())
+        .spawn(move || {
+            rt.block_on(shutdown_signal());
+            tracing::info!(
+                grace_ms = grace.as_millis() as u64,
+                "shutting down: requests in flight get the grace period"
+            );
+            let _ = tx.send(());
+            std::thread::sleep(grace);
+            end_grace(&edge);
+            std::thread::sleep(EXIT_MARGIN);
+            tracing::error!(
+                "the shutdown overran its grace period by {EXIT_MARGIN:?}: exiting now"
+            );
+            std::process::exit(1);
+        })
+        .context("starting the shutdown thread")?;
+    Ok(rx)
+}
+
+/// Ends the grace period on its own thread: a component plugin's termination waits for its
+/// running code to stop, which the caller need not.
+fn end_grace(edge: &Edge) {
+    let edge = edge.clone();
+    let spawned = std::thread::Builder::new()
+        .name("end-grace".into())
+        .spawn(move || edge.end_grace());
+    if let Err(e) = spawned {
+        tracing::error!("can not start a thread to end the grace period: {e}");
+    }
 }

@@ -120,6 +120,8 @@ pub(crate) struct Supervision {
     generation: AtomicU64,
     /// A restart is scheduled or running.
     restarting: AtomicBool,
+    /// The server is shutting down: no restart starts, no request waits for one.
+    stopped: AtomicBool,
     /// Consecutive restarts without a quiet period, for the backoff.
     streak: Mutex<(u32, Instant)>,
     /// Serializes reloads and restarts.
@@ -137,6 +139,7 @@ impl Supervision {
         Supervision {
             generation: AtomicU64::new(1),
             restarting: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
             streak: Mutex::new((0, Instant::now())),
             swap: Mutex::new(()),
             metrics,
@@ -155,7 +158,7 @@ impl Supervision {
                 return true;
             }
             let now = Instant::now();
-            if !self.pending() || now >= until {
+            if !self.pending() || self.stopped() || now >= until {
                 return false;
             }
             g = cv
@@ -189,6 +192,19 @@ impl Supervision {
     pub(crate) fn pending(&self) -> bool {
         self.restarting.load(Ordering::Acquire)
     }
+
+    /// Stops supervising for good (the server is shutting down): deaths reported from now on
+    /// schedule no restart, a scheduled one does not start, and the requests waiting for one
+    /// stop waiting.
+    pub(crate) fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        self.notify_moved();
+    }
+
+    /// Whether [`stop`](Self::stop) was called.
+    pub(crate) fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
 }
 
 /// Reports that generation `generation` of `d` died (trapped, ran past its deadline, was
@@ -196,7 +212,7 @@ impl Supervision {
 /// on a thread of its own; later reports, and reports of older generations, do nothing.
 pub(crate) fn died<D: Supervised>(d: &Arc<D>, generation: u64) {
     let r = d.supervision();
-    if r.generation() != generation || r.restarting.swap(true, Ordering::AcqRel) {
+    if r.stopped() || r.generation() != generation || r.restarting.swap(true, Ordering::AcqRel) {
         return;
     }
     let wait = next_backoff(&r.streak);
@@ -216,6 +232,12 @@ fn restart<D: Supervised>(d: &D, dead: u64, wait: Duration) {
     let r = d.supervision();
     let result = {
         let _g = lock(&r.swap);
+        if r.stopped() {
+            // Shutting down: the domain stays dead.
+            r.restarting.store(false, Ordering::Release);
+            r.notify_moved();
+            return;
+        }
         if r.generation() == dead {
             r.renew(|g| d.replace(g)).map(|_| d.renewed())
         } else {

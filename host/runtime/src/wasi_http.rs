@@ -243,6 +243,11 @@ impl http_body::Body for DeadlineBody {
 #[error("the call ran past its deadline")]
 struct PastDeadline;
 
+/// The error a call stopped at shutdown traps with (see [`HttpHandler::stop`]).
+#[derive(Debug, thiserror::Error)]
+#[error("the server is shutting down")]
+struct ShutDown;
+
 /// One generation of a handler: the component, pre-instantiated.
 pub struct Generation {
     pre: Pre,
@@ -398,6 +403,9 @@ pub struct HttpHandler {
     current: Mutex<Arc<Generation>>,
     /// The current generation died and no fresh one has replaced it yet.
     down: AtomicBool,
+    /// Set at shutdown ([`HttpHandler::stop`]): the guest code of WASI 0.2 instances stops
+    /// at its next epoch tick.
+    stopped: Arc<AtomicBool>,
     supervision: Supervision,
     /// The handler's call counter (looked up once).
     calls: crate::metrics::sharded::Counter,
@@ -472,6 +480,7 @@ impl HttpHandler {
             output: lrpc_kernel::component::CapturedOutput::default(),
             current: Mutex::new(Arc::new(generation_of(pre, me.clone(), 1, limits))),
             down: AtomicBool::new(false),
+            stopped: Arc::default(),
             calls: metrics.call_counter(&spec.name),
             origins: c.http.into(),
             outgoing: metrics.outgoing(&spec.name),
@@ -517,6 +526,15 @@ impl HttpHandler {
             self.down.store(true, Ordering::Release);
         }
         died(self, generation);
+    }
+
+    /// Stops the handler for good, at shutdown: the guest code of its WASI 0.2 instances stops
+    /// at the next epoch tick (their requests answer 503), no request starts on it, and it
+    /// is not restarted. (A WASI 0.3 instance runs on until the process ends; the edge
+    /// answers its requests 503.)
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+        self.supervision.stop();
     }
 
     /// A counter of an instance's linear memory, counted in [`HttpHandler::memory`] while it
@@ -576,7 +594,9 @@ impl HttpHandler {
             .clone();
         let mut store = self.new_store(&self.engine, bytes)?;
         store.data_mut().deadline = Some(Instant::now() + self.deadline);
-        store.epoch_deadline_callback(|ctx| match ctx.data().deadline {
+        let stopped = self.stopped.clone();
+        store.epoch_deadline_callback(move |ctx| match ctx.data().deadline {
+            _ if stopped.load(Ordering::Relaxed) => Err(wasmtime::Error::new(ShutDown)),
             Some(d) if Instant::now() >= d => Err(wasmtime::Error::new(PastDeadline)),
             _ => Ok(UpdateDeadline::Continue(1)),
         });
@@ -639,6 +659,13 @@ impl HttpHandler {
             self.supervision.metrics.failure(&self.name, kind);
             Answer::text(code, format!("plugin {} {what}\n", self.name))
         };
+        if self.stopped.load(Ordering::Acquire) {
+            return fail(
+                503,
+                "terminated",
+                "was stopped: the server is shutting down",
+            );
+        }
         let current = self.current();
         if self.down.load(Ordering::Acquire) {
             // Schedules another attempt if the last restart failed.
@@ -770,6 +797,12 @@ impl HttpHandler {
             slot.instance = None;
             return if e.downcast_ref::<PastDeadline>().is_some() {
                 fail(504, "deadline", "ran past its deadline")
+            } else if e.downcast_ref::<ShutDown>().is_some() {
+                fail(
+                    503,
+                    "terminated",
+                    "was stopped: the server is shutting down",
+                )
             } else {
                 tracing::warn!(plugin = self.name, "trapped: {e:#}");
                 // 500, as `wasmtime serve` answers a handler's trap (a plugin's trap in a

@@ -795,6 +795,172 @@ fn sigterm_finishes_requests_in_flight_and_exits_0() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A config whose `/faulty` route's plugin (two replicas) may run for an hour per call,
+/// with `workers` workers, a `/hello` route beside it, and `[serve]` lines `serve`.
+fn spin_config(dir: &Path, workers: usize, serve: &str) -> PathBuf {
+    write_config(
+        dir,
+        &format!(
+            "[serve]\n{serve}\n[domains.faulty]\nguest = \"http-faulty\"\nreplicas = 2\n\
+             exports = [{{ interface = \"lrpc:http/plugin\", deadline = \"3600s\" }}]\n\
+             [domains.hello]\nguest = \"http-hello\"\n\
+             exports = [{{ interface = \"lrpc:http/plugin\" }}]\n\
+             [[routes]]\nprefix = \"/faulty\"\nchain = [\"faulty\"]\nworkers = {workers}\n\
+             [[routes]]\nprefix = \"/hello\"\nchain = [\"hello\"]\n"
+        ),
+    )
+}
+
+/// [`Server::start`] with the server's log written to `log`.
+fn start_logged(config: &Path, log: &Path) -> Server {
+    let beside = ALONE
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut child = Command::new(LRPC)
+        .arg("serve")
+        .arg(config)
+        .args(["--listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log).expect("the log file"))
+        .spawn()
+        .expect("start lrpc serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the address");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    Server {
+        child,
+        addr,
+        _beside: Some(beside),
+    }
+}
+
+/// Sends SIGTERM to the server.
+fn sigterm(s: &Server) {
+    let kill = Command::new("kill")
+        .args(["-TERM", &s.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+}
+
+/// Calls that would run for an hour do not hold the shutdown: at the end of the grace (2 s)
+/// the two spinning in the plugin (one on each worker, both processors busy) are
+/// terminated and a third, queued for a worker, is not started; all three clients get 503,
+/// the process exits 0 within the grace and a second (asserted with a loaded machine's
+/// margin: 6 s in all), and the log says what happened.
+#[test]
+fn sigterm_terminates_calls_still_running_at_the_end_of_the_grace() {
+    let dir = scratch("sigterm-spin");
+    let config = spin_config(&dir, 2, "shutdown-grace = \"2s\"");
+    let log = dir.join("log");
+    let mut s = start_logged(&config, &log);
+    // A request of half a second moves the route off the reactor to its two workers.
+    assert_eq!(s.get("/faulty/busy/500", &[]).status, 200);
+    let on_reactor = "lrpc_http_route_on_reactor{route=\"/faulty\"}";
+    assert!(eventually(|| s.metric(on_reactor) == 0.0));
+    let spins: Vec<_> = (0..3)
+        .map(|_| {
+            let addr = s.addr.clone();
+            std::thread::spawn(move || request(&addr, "GET", "/faulty/spin", &[], b""))
+        })
+        .collect();
+    let in_flight = "lrpc_http_requests_in_flight{route=\"/faulty\"}";
+    assert!(eventually(|| s.metric(in_flight) >= 3.0));
+    let start = Instant::now();
+    sigterm(&s);
+    assert_eq!(s.wait_exit(), Some(0));
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(6), "exited after {took:?}");
+    // Not before the grace: the calls were running, not finished.
+    assert!(took >= Duration::from_millis(1900), "exited after {took:?}");
+    for t in spins {
+        let r = t.join().expect("a spinning request");
+        assert_eq!(r.status, 503, "{}", r.text());
+        assert_eq!(r.text(), "shutting down\n");
+    }
+    let log = std::fs::read_to_string(&log).expect("the log");
+    assert!(
+        log.contains(
+            "2 calls still running in plugins or handlers were terminated and 1 queued \
+             requests answered 503"
+        ),
+        "{log}"
+    );
+    assert!(!log.contains("restarted"), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// At SIGTERM a connection that sent half a request head, and an idle keep-alive one, are
+/// closed at once (well within the 10 s grace, while a request in flight keeps the server
+/// in it); that request's client gets 503 when the grace ends.
+#[test]
+fn sigterm_closes_half_sent_heads_and_idle_connections_at_once() {
+    let dir = scratch("sigterm-half");
+    let config = spin_config(
+        &dir,
+        1,
+        "header-timeout = \"60s\"\nshutdown-grace = \"10s\"",
+    );
+    let mut s = Server::start(&config);
+    let addr = s.addr.clone();
+    let spin = std::thread::spawn(move || request(&addr, "GET", "/faulty/spin", &[], b""));
+    let in_flight = "lrpc_http_requests_in_flight{route=\"/faulty\"}";
+    assert!(eventually(|| s.metric(in_flight) >= 1.0));
+    let mut half = TcpStream::connect(&s.addr).expect("connect");
+    half.write_all(b"GET /faulty/x HTTP/1.1\r\nhost: a\r\n")
+        .expect("send half a head");
+    let mut idle = TcpStream::connect(&s.addr).expect("connect");
+    idle.write_all(b"GET /hello/x HTTP/1.1\r\nhost: a\r\n\r\n")
+        .expect("send a request");
+    let mut r = BufReader::new(idle.try_clone().expect("clone"));
+    let (status, headers) = read_head(&mut r);
+    assert_eq!(status, 200);
+    let n: usize = headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.parse().ok())
+        .expect("a length");
+    let mut body = vec![0u8; n];
+    r.read_exact(&mut body).expect("the body");
+    // Both reach the server before the signal.
+    std::thread::sleep(Duration::from_millis(300));
+    let start = Instant::now();
+    sigterm(&s);
+    assert!(
+        closed_within(&mut half, Duration::from_secs(3)),
+        "half a head"
+    );
+    assert!(closed_within(&mut idle, Duration::from_secs(3)), "idle");
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+    // Closed by the server in its grace, not by its exit.
+    assert_eq!(s.child.try_wait().expect("try_wait"), None);
+    let r = spin.join().expect("the spinning request");
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(
+        start.elapsed() >= Duration::from_millis(9900),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(s.wait_exit(), Some(0));
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        start.elapsed()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn lrpc(args: &[&str]) -> (bool, String, String) {
     let o = Command::new(LRPC).args(args).output().expect("run lrpc");
     (
