@@ -52,6 +52,14 @@
 //! generation with backoff ([`crate::deploy::Plugin::died`]), and workers rebind to it at
 //! their next request. A reload swaps generations the same way, so requests in flight
 //! finish on the generation they started on.
+//!
+//! **Shutdown.** [`Edge::end_grace`] ends a shutdown's grace period: every plugin's current
+//! generation is terminated and every `wasi:http` handler stopped, for good (their
+//! supervision restarts nothing after that). The kernel interrupts guest code of a
+//! terminated domain at its next epoch tick, on whatever thread runs it, so a call that
+//! would run to an hour's deadline ends within a tick; the request answers 503, as do the
+//! requests queued for a worker and those waiting for a worker's answer. The workers are
+//! then waited for with a bound ([`Edge::shutdown_within`]).
 
 use crate::config::{PLUGIN_INTERFACE, Route};
 use crate::deploy::{Deployment, Plugin, PluginInstance};

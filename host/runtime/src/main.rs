@@ -168,17 +168,15 @@ fn serve(config: Config, listen: &str) -> anyhow::Result<()> {
             let _ = signalled.await;
         };
         let mut ended = false;
+        // The listener's clock and the control thread's may differ a little: whichever
+        // ends the grace first does (once).
         lrpc_runtime::listener::serve(listener, edge.router(), budget, signalled, || {
+            end_grace(&edge);
             ended = true;
         })
         .await;
         anyhow::Ok(ended)
     })?;
-    if ended {
-        // The control thread ends the grace on its own clock; the listener's may run
-        // ahead of it.
-        end_grace(&edge);
-    }
     let left = edge.shutdown_within(WORKER_WAIT);
     match (ended, left) {
         (false, 0) => {
