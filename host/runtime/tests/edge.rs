@@ -894,6 +894,47 @@ fn sigterm_terminates_calls_still_running_at_the_end_of_the_grace() {
         "{log}"
     );
     assert!(!log.contains("restarted"), "{log}");
+    // The workers stopped: none was left to the end of the process.
+    assert!(
+        log.contains("shut down at the end of the grace period") && !log.contains("were left"),
+        "{log}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `wasi:http` handler computing under an hour's deadline is stopped at the end of the
+/// grace too: its client gets 503, its worker stops (the log says none was left running),
+/// and the process exits 0 within 6 s of SIGTERM with a 2 s grace.
+#[test]
+fn sigterm_stops_a_wasi_http_handler_still_running_at_the_end_of_the_grace() {
+    let dir = scratch("sigterm-handler");
+    let config = write_config(
+        &dir,
+        "[serve]\nshutdown-grace = \"2s\"\n\
+         [domains.hello]\nguest = \"http-wasi-hello\"\n\
+         exports = [{ interface = \"wasi:http/incoming-handler\" }]\n\
+         [domains.hello.limits]\ndeadline = \"3600s\"\n\
+         [[routes]]\nprefix = \"/direct\"\nchain = [\"hello\"]\n",
+    );
+    let log = dir.join("log");
+    let mut s = start_logged(&config, &log);
+    let addr = s.addr.clone();
+    let spin = std::thread::spawn(move || request(&addr, "GET", "/direct/spin", &[], b""));
+    let in_flight = "lrpc_http_requests_in_flight{route=\"/direct\"}";
+    assert!(eventually(|| s.metric(in_flight) >= 1.0));
+    let start = Instant::now();
+    sigterm(&s);
+    assert_eq!(s.wait_exit(), Some(0));
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(6), "exited after {took:?}");
+    let r = spin.join().expect("the spinning request");
+    assert_eq!(r.status, 503, "{}", r.text());
+    let log = std::fs::read_to_string(&log).expect("the log");
+    assert!(log.contains("1 calls still running"), "{log}");
+    assert!(
+        log.contains("shut down at the end of the grace period") && !log.contains("were left"),
+        "{log}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
