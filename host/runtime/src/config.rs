@@ -155,7 +155,33 @@ struct RawKernel {
     #[serde(default)]
     wit: Vec<Spanned<String>>,
     #[serde(rename = "cache-dir")]
-    cache_dir: Option<Spanned<String>>,
+    cache_dir: Option<Spanned<RawCacheDir>>,
+}
+
+/// `[kernel] cache-dir`: a folder, `true` (the per-user folder) or `false` (no cache).
+#[derive(Debug)]
+enum RawCacheDir {
+    Folder(String),
+    On(bool),
+}
+
+impl<'de> Deserialize<'de> for RawCacheDir {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = RawCacheDir;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a folder, or `false` for no cache, or `true` for the default folder")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawCacheDir, E> {
+                Ok(RawCacheDir::Folder(v.into()))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<RawCacheDir, E> {
+                Ok(RawCacheDir::On(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -593,7 +619,7 @@ pub struct Config {
     /// Folders of WIT packages the kernel loads beside its embedded WIT (`[kernel] wit`).
     pub wit: Vec<PathBuf>,
     /// Where compiled code is kept across process starts (`[kernel] cache-dir`).
-    pub cache_dir: Option<PathBuf>,
+    pub cache: CompileCache,
     /// Domains, by name.
     pub domains: BTreeMap<String, DomainSpec>,
     /// `domain.export` that `lrpc run` calls.
@@ -613,6 +639,37 @@ pub struct Config {
     pub remotes: BTreeMap<String, RemoteSpec>,
     /// Exports served to other kernels.
     pub network: Option<NetworkSpec>,
+}
+
+/// Where compiled code is kept across starts of the process (`[kernel] cache-dir`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CompileCache {
+    /// No cache: every start compiles every module (`cache-dir = false`).
+    Off,
+    /// The per-user folder, as wasmtime's own cache: `$XDG_CACHE_HOME/lrpc`, else
+    /// `$HOME/.cache/lrpc`. When it can not be made, the server warns and starts without.
+    PerUser(PathBuf),
+    /// A folder the config names: a start fails when it can not be used.
+    Folder(PathBuf),
+}
+
+impl CompileCache {
+    /// The per-user cache folder, or [`CompileCache::Off`] where there is no home to put it.
+    pub fn per_user() -> CompileCache {
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .map(PathBuf::from)
+                    .filter(|p| p.is_absolute())
+                    .map(|h| h.join(".cache"))
+            });
+        match base {
+            Some(b) => CompileCache::PerUser(b.join("lrpc")),
+            None => CompileCache::Off,
+        }
+    }
 }
 
 /// Parses a size: `"123"`, `"4KiB"`, `"64MiB"`, `"1GiB"`.
@@ -731,6 +788,21 @@ impl Ctx<'_> {
         })
     }
 
+    /// A linear memory's cap: a size of at most 4 GiB, all a 32-bit memory can address.
+    fn memory(&self, v: &Spanned<toml::Value>) -> Result<u64, ConfigError> {
+        const MAX: u64 = 4 << 30;
+        let n = self.size(v, "memory")?;
+        if n > MAX {
+            return Err(self.err(
+                v,
+                format!(
+                    "memory is at most 4GiB (all a 32-bit linear memory can address), not {n} bytes"
+                ),
+            ));
+        }
+        Ok(n)
+    }
+
     fn count(&self, s: &Spanned<i64>, what: &str, max: i64) -> Result<usize, ConfigError> {
         let n = *s.get_ref();
         if (1..=max).contains(&n) {
@@ -790,7 +862,19 @@ impl Config {
             }
             wit.push(dir);
         }
-        let cache_dir = raw.kernel.cache_dir.as_ref().map(|d| cx.path(d));
+        let cache = match raw.kernel.cache_dir.as_ref().map(|d| (d, d.get_ref())) {
+            Some((_, RawCacheDir::On(false))) => CompileCache::Off,
+            Some((d, RawCacheDir::Folder(f))) => {
+                if f.is_empty() {
+                    return Err(cx.err(
+                        d,
+                        "`cache-dir` is an empty path: name a folder, or say `false`",
+                    ));
+                }
+                CompileCache::Folder(cx.dir.join(f))
+            }
+            None | Some((_, RawCacheDir::On(true))) => CompileCache::per_user(),
+        };
         let mut domains = BTreeMap::new();
         for (name, d) in &raw.domains {
             domains.insert(name.clone(), domain(&cx, name, d)?);
@@ -1082,7 +1166,7 @@ impl Config {
             file: path.to_path_buf(),
             deadline,
             wit,
-            cache_dir,
+            cache,
             domains,
             entry,
             listen,
@@ -1338,7 +1422,7 @@ fn domain_spec(
         let mut q = lrpc_kernel::Quotas::default();
         let mut any = false;
         if let Some(m) = &l.memory {
-            q.memory = cx.size(m, "memory")?;
+            q.memory = cx.memory(m)?;
             any = true;
         }
         if let Some(b) = &l.astack_bytes {
@@ -1472,7 +1556,7 @@ fn component_domain(
             ));
         }
         if let Some(m) = &l.memory {
-            spec.limits.memory = Some(usize::try_from(cx.size(m, "memory")?).unwrap_or(usize::MAX));
+            spec.limits.memory = Some(usize::try_from(cx.memory(m)?).unwrap_or(usize::MAX));
         }
         if let Some(f) = &l.fuel {
             spec.limits.fuel = Some(cx.size(f, "fuel")?);
@@ -2233,6 +2317,46 @@ mod tests {
             err("[domains.a]\nguest = \"kv-server\"\n[domains.a.limits]\nmemory = \"lots\"\n")
                 .starts_with("app.toml:4: memory is a positive size")
         );
+        assert!(
+            err("[domains.a]\nguest = \"kv-server\"\n[domains.a.limits]\nmemory = 9223372036854775807\n")
+                .starts_with("app.toml:4: memory is at most 4GiB")
+        );
+        assert!(
+            err("[domains.a]\nguest = \"comp-kv-server\"\nkind = \"component\"\n[domains.a.limits]\nmemory = \"5GiB\"\n")
+                .starts_with("app.toml:5: memory is at most 4GiB")
+        );
+    }
+
+    #[test]
+    fn the_compile_cache_is_on_by_default_and_may_be_turned_off() {
+        let parse = |kernel: &str| {
+            Config::parse(
+                Path::new("/srv/app.toml"),
+                &format!("[kernel]\n{kernel}[domains.a]\nguest = \"kv-server\"\n"),
+            )
+        };
+        let c = parse("").expect("valid");
+        assert_eq!(c.cache, CompileCache::per_user());
+        assert!(matches!(
+            c.cache,
+            CompileCache::PerUser(_) | CompileCache::Off
+        ));
+        assert_eq!(
+            parse("cache-dir = true\n").expect("valid").cache,
+            CompileCache::per_user()
+        );
+        assert_eq!(
+            parse("cache-dir = false\n").expect("valid").cache,
+            CompileCache::Off
+        );
+        assert_eq!(
+            parse("cache-dir = \"cache\"\n").expect("valid").cache,
+            CompileCache::Folder("/srv/cache".into())
+        );
+        let e = parse("cache-dir = 3\n").expect_err("a number").to_string();
+        assert!(e.starts_with("/srv/app.toml:2:"), "{e}");
+        let e = parse("cache-dir = \"\"\n").expect_err("empty").to_string();
+        assert!(e.contains("empty path"), "{e}");
     }
 
     #[test]

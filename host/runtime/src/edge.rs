@@ -30,11 +30,11 @@
 //! epoch yielding would make every entry into a domain an async call, which the kernel's
 //! synchronous call path does not do.) Plugins are created with replicas so that several
 //! threads call them in parallel. A pool worker whose requests take more than 1 ms of
-//! processor time on average moves to the idle scheduling class for good
-//! (`yield_to_short_requests`) and pauses its guest computation at epoch ticks while short
+//! processor time on average pauses its guest computation at epoch ticks while short
 //! requests keep arriving (`give_way_while_short_requests_arrive`, through `lrpc_kernel::pace`):
 //! long computations hold only their own route's workers, and on a loaded machine they also
-//! give way to short requests for the processors.
+//! give way to short requests for the processors, without handing processor time to other
+//! processes (the thread keeps its scheduling class and priority).
 //!
 //! The load benchmark (`host/runtime/bench/run.sh`) measures the chains alone and beside a
 //! loaded slow route; its numbers are in `bench-results/edge.json`.
@@ -58,12 +58,12 @@ use crate::deploy::{Deployment, Plugin, PluginInstance};
 use crate::driver::{BindError, ChainEnd, Driver};
 use crate::http::{Answer, Incoming, Reply};
 use crate::metrics::RouteMeters;
-use crate::supervise::lock;
+use crate::supervise::{lock, report_failure};
 use crate::wasi_http::{HandlerSlot, HttpHandler, RequestBody};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use lrpc_kernel::Status;
@@ -79,8 +79,6 @@ struct Job {
     reply: oneshot::Sender<Reply>,
     /// The request body, when it streams to a handler (then `request` has none).
     body: Option<RequestBody>,
-    /// Header lines the plugins can not see, for the handler (`Incoming::opaque`).
-    opaque: HeaderMap,
     span: tracing::Span,
 }
 
@@ -470,7 +468,7 @@ impl Edge {
         path: &str,
         headers: &[(N, V)],
         body: &[u8],
-        (stream, opaque): (Option<RequestBody>, HeaderMap),
+        stream: Option<RequestBody>,
     ) -> Reply {
         let start = Instant::now();
         let inner = strip(&route.route.prefix, path);
@@ -482,9 +480,7 @@ impl Edge {
         let metrics = &self.inner.deployment.metrics;
         // Counted down on every way out, also when the client goes away mid-request.
         let _in_flight = InFlight::new(&route.meters);
-        // (Header lines the plugins can not see go to a handler, which never runs there.)
         if route.reactor.on.load(Ordering::Relaxed)
-            && opaque.is_empty()
             && !self.inner.stopped.load(Ordering::Relaxed)
             && reactor_may_hand_off()
             && let Some((answer, took)) =
@@ -498,7 +494,6 @@ impl Edge {
             request,
             reply: tx,
             body: stream,
-            opaque,
             span,
         });
         let reply = match sent {
@@ -889,32 +884,30 @@ async fn handle(State(edge): State<Edge>, req: Request) -> Response {
         },
     };
     // Header values as UTF-8 text (a plugin's header is a WIT string): values with bytes
-    // past ASCII pass when they are UTF-8. The others pass around the plugins to a handler
-    // at the end of the chain, as bytes; without one, no one can see them. (A handler alone
-    // took them all above, as bytes.)
+    // past ASCII pass when they are UTF-8. A value that is not can not reach the plugins,
+    // and nothing may pass around them (a plugin that strips or checks a header would be
+    // bypassed by the same header with one byte above 0x7F), so the request is refused
+    // before any plugin runs. (A handler alone took them all above, as bytes.)
     let mut headers: Vec<(&str, &str)> = Vec::with_capacity(parts.headers.len());
-    let mut opaque = HeaderMap::new();
-    let to_handler = route.is_some_and(|r| r.handler.is_some());
     for (n, v) in &parts.headers {
         match std::str::from_utf8(v.as_bytes()) {
             Ok(text) => headers.push((n.as_str(), text)),
-            Err(_) if to_handler => {
-                opaque.append(n.clone(), v.clone());
+            Err(_) => {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    format!(
+                        "the value of header `{n}` is not UTF-8, which the plugins can not read\n"
+                    ),
+                )
+                    .into_response();
             }
-            Err(_) => {}
         }
     }
+
     let reply = match route {
         Some(route) => {
-            edge.dispatch_on(
-                route,
-                parts.method.as_str(),
-                path,
-                &headers,
-                &body,
-                (stream, opaque),
-            )
-            .await
+            edge.dispatch_on(route, parts.method.as_str(), path, &headers, &body, stream)
+                .await
         }
         None => no_route(path).into(),
     };
@@ -1144,10 +1137,9 @@ fn worker(dep: &Deployment, rt: &RouteRt, k: usize, rx: &JobQueue, short: &Arc<A
         // A request that starts this worker's driver pays for it: it is not measured.
         let measured = !seat.cold(rt);
         let began = Instant::now();
-        let (answer, unsent) = job.span.in_scope(|| {
-            let input = (job.body, job.opaque);
-            seat.serve(dep, rt, &job.request, Some(job.reply), input)
-        });
+        let (answer, unsent) = job
+            .span
+            .in_scope(|| seat.serve(dep, rt, &job.request, Some(job.reply), job.body));
         let counted = seat.route_time(began.elapsed());
         // Unless a handler's streamed head went out already.
         if let Some(tx) = unsent {
@@ -1164,7 +1156,12 @@ fn worker(dep: &Deployment, rt: &RouteRt, k: usize, rx: &JobQueue, short: &Arc<A
         let cpu = meter.done();
         if cpu >= LONG_REQUEST {
             demoted = true;
-            yield_to_short_requests(&rt.route.prefix, k);
+            tracing::info!(
+                route = rt.route.prefix,
+                worker = k,
+                "requests take over {LONG_REQUEST:?} of processor time: this worker's guest \
+                 code now gives way while short requests arrive"
+            );
             give_way_while_short_requests_arrive(short.clone());
         } else if let Some(took) = counted
             && rt.handler.is_none()
@@ -1231,8 +1228,8 @@ impl CpuMeter {
     }
 }
 
-/// Processor time per request (a [`CpuMeter`] average) past which a worker yields to the
-/// others (see [`yield_to_short_requests`]). The plugin chains of a web edge take
+/// Processor time per request (a [`CpuMeter`] average) past which a worker gives way to
+/// short requests (see [`give_way_while_short_requests_arrive`]). The plugin chains of a web edge take
 /// tens of microseconds.
 const LONG_REQUEST: std::time::Duration = std::time::Duration::from_millis(1);
 
@@ -1242,42 +1239,6 @@ fn thread_cpu_time() -> std::time::Duration {
     std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
-/// A worker whose requests take [`LONG_REQUEST`] of processor time on average serves a route
-/// of long computations: it moves its own thread to the idle scheduling class (Linux
-/// `SCHED_IDLE`; where that is refused, the lowest priority, nice 19), so that on a loaded
-/// machine the workers of short requests, and the reactor, run whenever they are ready and
-/// the long computations take the processor time that is left. An unprivileged thread can
-/// not leave that class again, so this lasts for the worker's life (the other routes'
-/// workers are untouched).
-fn yield_to_short_requests(prefix: &str, k: usize) {
-    use thread_priority::{
-        NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
-        set_thread_priority_and_policy, thread_native_id,
-    };
-    let idle = set_thread_priority_and_policy(
-        thread_native_id(),
-        ThreadPriority::Min,
-        ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle),
-    );
-    let lowered = match idle {
-        Ok(()) => Ok("the idle class"),
-        Err(_) => rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19)
-            .map(|()| "nice 19"),
-    };
-    match lowered {
-        Ok(how) => tracing::info!(
-            route = prefix,
-            worker = k,
-            "requests take over {LONG_REQUEST:?} of processor time: this worker now runs in {how}"
-        ),
-        Err(e) => tracing::debug!(
-            route = prefix,
-            worker = k,
-            "lowering a worker's priority: {e}"
-        ),
-    }
-}
-
 /// How long a demoted worker's guest computation pauses at a time while short requests
 /// keep arriving, and at most in a row (then it runs for one epoch tick before it pauses
 /// again): a long computation gets at least about a fiftieth of a processor however busy
@@ -1285,11 +1246,13 @@ fn yield_to_short_requests(prefix: &str, k: usize) {
 const PAUSE_STEP: std::time::Duration = std::time::Duration::from_millis(1);
 const MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// The idle scheduling class alone is not enough where the processors are virtual: a busy
-/// loop in that class beside the short requests' threads still cost them a fifth of their
-/// throughput and several times their tail latency (measured with plain shell loops under
-/// `chrt --idle`). So a demoted worker's thread also pauses its guest computation at each
-/// epoch tick (`lrpc_kernel::pace`) for as long as short requests have started since its last
+/// A worker whose requests take [`LONG_REQUEST`] of processor time on average serves a route
+/// of long computations. It keeps its thread's scheduling class and priority: the server
+/// orders its own work, and hands none of its processor time to other processes on the
+/// host. (Moving such a thread to `SCHED_IDLE` or nice 19 did favour short requests, but it
+/// also let any busy process on the host take a long request's processor, and an
+/// unprivileged thread could never come back.) Instead its thread pauses its guest
+/// computation at each epoch tick (`lrpc_kernel::pace`) for as long as short requests have started since its last
 /// look, [`PAUSE_STEP`] at a time and [`MAX_PAUSE`] at most, and not while another thread
 /// waits for the Store it is in (a short request to the same plugin domain). The pause counts
 /// toward the call's deadline: routes of long computations need deadlines that allow for it.
@@ -1370,7 +1333,6 @@ impl Seat {
             seat: self,
             reply: None,
             body: None,
-            opaque: HeaderMap::new(),
         };
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.ready().is_ok()))
             .unwrap_or(false)
@@ -1386,7 +1348,7 @@ impl Seat {
         rt: &RouteRt,
         request: &[u8],
         reply: Option<oneshot::Sender<Reply>>,
-        (body, opaque): (Option<RequestBody>, HeaderMap),
+        body: Option<RequestBody>,
     ) -> (Answer, Option<oneshot::Sender<Reply>>) {
         let mut w = Worker {
             dep,
@@ -1394,7 +1356,6 @@ impl Seat {
             seat: self,
             reply,
             body,
-            opaque,
         };
         let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.serve(request)))
             .unwrap_or_else(|_| {
@@ -1406,6 +1367,22 @@ impl Seat {
     }
 }
 
+/// The longest a request's walk through `plugins` may take, for the deadline of the driver
+/// that walks it. The driver's deadline runs on while a plugin runs, so it must outlast every
+/// plugin's: each call may wait for a busy replica as long as its deadline, then run as long,
+/// and the driver's own work gets a second. (The kernel's default deadline would otherwise
+/// end the driver, and with it the request as a 500, before a plugin allowed more ran out.)
+/// Capped at a day, where a sum of deadlines set for other reasons stops meaning anything.
+fn chain_deadline(plugins: &[Arc<Plugin>]) -> Duration {
+    const CAP: Duration = Duration::from_secs(24 * 60 * 60);
+    plugins
+        .iter()
+        .fold(Duration::from_secs(1), |sum, p| {
+            sum.saturating_add(p.deadline().saturating_mul(2))
+        })
+        .min(CAP)
+}
+
 /// A seat at work on a route of a deployment.
 struct Worker<'a> {
     dep: &'a Deployment,
@@ -1415,8 +1392,6 @@ struct Worker<'a> {
     reply: Option<oneshot::Sender<Reply>>,
     /// The request body, when it streams to the handler.
     body: Option<RequestBody>,
-    /// Header lines the plugins can not see, for the handler (`Incoming::opaque`).
-    opaque: HeaderMap,
 }
 
 /// Why a seat is not ready for a request: the answer to give, or a plugin to wait for.
@@ -1528,7 +1503,7 @@ impl Worker<'_> {
                     _ => (502, "other", "failed"),
                 };
                 metrics.failure(&name, kind);
-                tracing::warn!(plugin = name, %status, "plugin call failed");
+                report_failure(&name, || format!("plugin call failed: {status}"));
                 self.seat.trapped |= status == Status::ServerTrapped;
                 if (status.is_call_failed() || status == Status::StaleBinding)
                     && let (Some(p), Some(b)) =
@@ -1580,7 +1555,10 @@ impl Worker<'_> {
         if self.seat.driver.is_none() {
             self.seat.setup_began.get_or_insert_with(Instant::now);
             match Driver::new(&self.dep.kernel, &self.seat.name) {
-                Ok(d) => self.seat.driver = Some(d),
+                Ok(mut d) => {
+                    d.set_deadline(chain_deadline(&self.rt.plugins));
+                    self.seat.driver = Some(d);
+                }
                 Err(e) => {
                     tracing::error!("starting a driver: {e}");
                     return Err(Stop::Answer(Answer::text(
@@ -1650,10 +1628,7 @@ impl Worker<'_> {
             return Answer::text(502, "no plugin of the chain answered\n".into());
         };
         match decode_request(request) {
-            Some(mut r) => {
-                r.opaque = std::mem::take(&mut self.opaque);
-                h.serve(&mut self.seat.handler, r, self.body.take(), &mut self.reply)
-            }
+            Some(r) => h.serve(&mut self.seat.handler, r, self.body.take(), &mut self.reply),
             None => Answer::text(502, format!("{from} passed on a malformed request\n")),
         }
     }
@@ -1746,7 +1721,6 @@ pub fn decode_request(b: &[u8]) -> Option<Incoming> {
         path,
         headers,
         body,
-        opaque: Default::default(),
     })
 }
 
@@ -1904,7 +1878,6 @@ mod tests {
                 path: "/x?y".into(),
                 headers: headers.to_vec(),
                 body: b"body".to_vec(),
-                opaque: Default::default(),
             }
         );
         for cut in 0..b.len() {

@@ -52,7 +52,7 @@ mod p3;
 use crate::config::{DomainSpec, HttpOrigin, Source};
 use crate::http::{Answer, Incoming, Reply};
 use crate::metrics::{Metrics, OutgoingMeters};
-use crate::supervise::{DeployError, Supervised, Supervision, died, lock, read};
+use crate::supervise::{DeployError, Supervised, Supervision, died, lock, read, report_failure};
 use axum::body::Bytes;
 use axum::http::{HeaderName, HeaderValue, Method, Request, Uri};
 use http_body_util::{BodyExt as _, Full};
@@ -673,7 +673,7 @@ impl HttpHandler {
         let (request, over) = match hyper_request(req, body) {
             Ok(r) => r,
             Err(e) => {
-                tracing::warn!(plugin = self.name, "a request it can not take: {e}");
+                report_failure(&self.name, || format!("a request it can not take: {e}"));
                 return fail(502, "malformed", "was passed a malformed request");
             }
         };
@@ -706,7 +706,7 @@ impl HttpHandler {
             Ok(r) => r,
             Err(e) => {
                 *reply = lock(&outparam).reply.take();
-                tracing::warn!(plugin = self.name, "passing the request: {e:#}");
+                report_failure(&self.name, || format!("passing the request: {e:#}"));
                 return fail(502, "malformed", "was passed a malformed request");
             }
         };
@@ -771,7 +771,7 @@ impl HttpHandler {
             return if e.downcast_ref::<PastDeadline>().is_some() {
                 fail(504, "deadline", "ran past its deadline")
             } else {
-                tracing::warn!(plugin = self.name, "trapped: {e:#}");
+                report_failure(&self.name, || format!("trapped: {e:#}"));
                 // 500, as `wasmtime serve` answers a handler's trap (a plugin's trap in a
                 // chain is 502: the plugin is a gateway to what comes after it).
                 fail(500, "trap", "trapped")
@@ -791,7 +791,7 @@ impl HttpHandler {
                 body: Vec::new(),
             },
             Some(Sent::Error(code)) => {
-                tracing::warn!(plugin = self.name, "answered with an error: {code:?}");
+                report_failure(&self.name, || format!("answered with an error: {code:?}"));
                 fail(502, "malformed", "answered with an error")
             }
             Some(Sent::Unsendable) => fail(500, "other", "answered where no reply could go"),
@@ -803,7 +803,7 @@ impl HttpHandler {
                     .as_mut()
                     .is_some_and(|i| unfinished(&mut i.store))
                 {
-                    tracing::warn!(plugin = self.name, "returned with its body unfinished");
+                    report_failure(&self.name, || "returned with its body unfinished".into());
                     body.end_badly();
                     slot.instance = None;
                     return fail(status, "malformed", "left its response body unfinished");
@@ -1101,8 +1101,10 @@ struct Shared {
     body: Option<Relay>,
     /// Cut off: the client gets an error (the connection is aborted).
     cut: bool,
-    /// The body fails where it ends, after what the guest wrote.
+    /// The body fails where it ends, after what the guest wrote, if it wrote anything.
     bad_end: bool,
+    /// The guest wrote a byte of the body (it has reached the client's side).
+    wrote: bool,
     /// The task that last polled the body, woken when it is cut off.
     waker: Option<std::task::Waker>,
     /// When it is cut off if it has not ended by then.
@@ -1148,6 +1150,7 @@ impl StreamedBody {
             body: Some(Relay::start(body)),
             cut: false,
             bad_end: false,
+            wrote: false,
             waker: None,
             until,
             timer: None,
@@ -1203,7 +1206,11 @@ impl http_body::Body for StreamedBody {
         match body.frames.poll_recv(cx) {
             Poll::Ready(None) => {
                 s.body = None;
-                if s.bad_end {
+                // A body cut after some of it was sent stays cut: the client must not take
+                // a part for the whole. One the guest never wrote a byte of ends empty, as
+                // under `wasmtime serve`: a handler that set its response and then failed
+                // (a JavaScript handler that throws) answers with a clean, empty body.
+                if s.bad_end && s.wrote {
                     s.cut = true;
                     return Poll::Ready(Some(Err(Box::new(CutOff))));
                 }
@@ -1214,7 +1221,12 @@ impl http_body::Body for StreamedBody {
                 s.cut = true;
                 Poll::Ready(Some(Err(e.into())))
             }
-            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+            Poll::Ready(Some(Ok(frame))) => {
+                if frame.data_ref().is_some_and(|d| !d.is_empty()) {
+                    s.wrote = true;
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
             Poll::Pending => {
                 if !s.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
                     s.waker = Some(cx.waker().clone());
@@ -1405,12 +1417,6 @@ fn hyper_request(
                     HeaderName::from_bytes(n.as_bytes()).map_err(|e| format!("`{n}`: {e}"))?;
                 let value = HeaderValue::from_str(v).map_err(|e| format!("`{n}`: {e}"))?;
                 b = b.header(name, value);
-            }
-            // Lines the plugins could not see (not UTF-8) passed around them.
-            if let Some(m) = b.headers_mut() {
-                for (n, v) in &req.opaque {
-                    m.append(n.clone(), v.clone());
-                }
             }
         }
     }

@@ -81,12 +81,27 @@ impl Server {
 
     /// [`Server::start`] for a test that holds [`alone`].
     fn start_alone(config: &Path) -> Server {
+        Server::spawn(config, Stdio::inherit())
+    }
+
+    /// [`Server::start`] with the server's log written to the file `log`.
+    fn start_logging(config: &Path, log: &Path) -> Server {
+        let beside = ALONE
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let file = std::fs::File::create(log).expect("create the log file");
+        let mut s = Server::spawn(config, file.into());
+        s._beside = Some(beside);
+        s
+    }
+
+    fn spawn(config: &Path, stderr: Stdio) -> Server {
         let mut child = Command::new(LRPC)
             .arg("serve")
             .arg(config)
             .args(["--listen", "127.0.0.1:0"])
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start lrpc serve");
         let mut line = String::new();
@@ -270,6 +285,25 @@ fn a_wasi_http_component_ends_a_chain() {
     // deadline 504; the next request gets a fresh instance after each.
     fails_and_is_restarted(&s, ("/direct", 500), "hello", ("/api/v1/ok", &[ALICE]));
     assert!(s.metric("lrpc_plugin_calls_total{domain=\"hello\"}") >= 6.0);
+}
+
+/// A client that makes a handler trap on every request can not flood the log: a domain's
+/// failure is reported in full once a minute, the ones between counted.
+#[test]
+fn repeated_traps_are_reported_once_a_minute() {
+    let dir = scratch("trap-log");
+    let log = dir.join("server.log");
+    let mut s = Server::start_logging(&app("wasi-http"), &log);
+    for _ in 0..20 {
+        assert_eq!(s.get("/direct/trap", &[]).status, 500);
+    }
+    assert_eq!(s.get("/direct/x", &[]).status, 200);
+    let _ = s.child.kill();
+    let _ = s.child.wait();
+    let text = std::fs::read_to_string(&log).expect("the log");
+    let reports = text.lines().filter(|l| l.contains("trapped")).count();
+    assert_eq!(reports, 1, "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `domain`, behind `route` (whose `/trap` and `/spin` make it trap and run past its
@@ -1367,6 +1401,78 @@ fn hello_with(dir: &Path, serve: &str) -> PathBuf {
     )
 }
 
+/// Files under `dir`, at any depth.
+fn files_under(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .map(|e| match e.file_type() {
+                Ok(t) if t.is_dir() => files_under(&e.path()),
+                Ok(_) => 1,
+                Err(_) => 0,
+            })
+            .sum()
+    })
+}
+
+/// Starts `lrpc serve config` with `XDG_CACHE_HOME` at `cache_home`, answers one request,
+/// and stops it.
+fn serve_once_with_cache_home(config: &Path, cache_home: &Path) {
+    let _beside = ALONE
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut child = Command::new(LRPC)
+        .arg("serve")
+        .arg(config)
+        .args(["--listen", "127.0.0.1:0"])
+        .env("XDG_CACHE_HOME", cache_home)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start lrpc serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the address");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .expect("an address");
+    assert_eq!(request(addr, "GET", "/x", &[], b"").status, 200);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The compile cache is on by default, in the per-user cache folder (`XDG_CACHE_HOME`
+/// here), so that a second start loads compiled code; `cache-dir = false` turns it off.
+#[test]
+fn compiled_code_is_cached_per_user_by_default() {
+    let dir = scratch("compile-cache");
+    let on = dir.join("on");
+    serve_once_with_cache_home(&hello_with(&dir, ""), &on);
+    assert!(
+        files_under(&on.join("lrpc")) > 0,
+        "nothing cached in {}",
+        on.display()
+    );
+
+    let off = dir.join("off");
+    let config = write_config(
+        &dir,
+        "[kernel]\ncache-dir = false\n[domains.hello]\nguest = \"http-hello\"\n\
+         exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+         [[routes]]\nprefix = \"/\"\nchain = [\"hello\"]\n",
+    );
+    serve_once_with_cache_home(&config, &off);
+    assert_eq!(
+        files_under(&off),
+        0,
+        "cached in {} although off",
+        off.display()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Whether the server closes `c` (reads end) within `within`.
 fn closed_within(c: &mut TcpStream, within: Duration) -> bool {
     c.set_read_timeout(Some(within)).expect("timeout");
@@ -1523,6 +1629,34 @@ fn a_route_has_its_own_body_cap_and_request_cap() {
     assert_eq!(s.get("/large/b", &[]).status, 200);
     assert_eq!(long.join().expect("the long request").status, 200);
     assert_eq!(s.get("/one/busy/1", &[]).status, 200);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The driver that walks a chain outlives the chain's plugins: with the kernel's default
+/// deadline at 500 ms, a plugin allowed 20 s that works for 1.5 s answers 200 (not a 500
+/// from a driver that ran out first), and one that runs out its own 1 s deadline answers
+/// 504 naming itself.
+#[test]
+fn the_driver_outlives_its_chain_s_deadlines() {
+    let dir = scratch("driver-deadline");
+    let config = write_config(
+        &dir,
+        "[kernel]\ndeadline = \"500ms\"\n\
+         [domains.slow]\nguest = \"http-faulty\"\n\
+         exports = [{ interface = \"lrpc:http/plugin\", deadline = \"20s\" }]\n\
+         [domains.short]\nguest = \"http-faulty\"\n\
+         exports = [{ interface = \"lrpc:http/plugin\", deadline = \"1s\" }]\n\
+         [[routes]]\nprefix = \"/slow\"\nchain = [\"slow\"]\n\
+         [[routes]]\nprefix = \"/short\"\nchain = [\"short\"]\n",
+    );
+    let s = Server::start(&config);
+    for _ in 0..2 {
+        let r = s.get("/slow/busy/1500", &[]);
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let r = s.get("/short/spin", &[]);
+    assert_eq!(r.status, 504, "{}", r.text());
+    assert!(r.text().contains("short"), "{}", r.text());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -2091,7 +2225,8 @@ fn a_body_finished_before_returning_goes_whole_with_its_length() {
 
 /// A handler that sets its response and never finishes the body: the head comes at once,
 /// the body is cut off (no last chunk) at the deadline, and the next request gets a fresh
-/// instance. One that returns with its body unfinished is cut off at once.
+/// instance. One that returns with its body unfinished is cut off at once, unless it wrote
+/// none of it: that body ends empty.
 #[test]
 fn a_body_never_finished_is_cut_off_at_the_deadline() {
     let (dir, config) = stream_config("stream-hang", "4s");
@@ -2137,6 +2272,25 @@ fn a_body_never_finished_is_cut_off_at_the_deadline() {
         "{:?}",
         start.elapsed()
     );
+    assert_eq!(s.get("/ignore", &[]).text(), "ignored\n");
+
+    // One that returns (or traps) with its body unfinished but never wrote a byte of it
+    // answers with the head it set and an empty body, as under `wasmtime serve`: what a
+    // JavaScript handler that throws after setting a 500 looks like.
+    // (A trap before the head went out answers 500 instead.)
+    for (path, trap) in [("/abandon", false), ("/abandon-trap", true)] {
+        let head = format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+        let text = raw_exchange(&s.addr, head.as_bytes());
+        if trap && text.starts_with("HTTP/1.1 500") {
+            continue;
+        }
+        assert!(text.starts_with("HTTP/1.1 200"), "{path}: {text:?}");
+        let (_, body) = text.split_once("\r\n\r\n").expect("a head");
+        assert!(
+            body == "0\r\n\r\n" || (body.is_empty() && text.contains("content-length: 0")),
+            "{path}: the body did not end empty: {text:?}"
+        );
+    }
     assert_eq!(s.get("/ignore", &[]).text(), "ignored\n");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -2322,29 +2476,74 @@ fn a_header_value_that_is_not_utf8_reaches_a_lone_handler_as_bytes() {
     assert!(text.ends_with("hello caf\u{fffd} at GET /hi\n"), "{text}");
 }
 
-/// Plugins see headers as WIT strings, so a value that is not UTF-8 can not reach them: it
-/// passes around them to the handler at the end of the chain, as bytes, after the lines the
-/// plugins passed on.
-#[test]
-fn a_header_value_that_is_not_utf8_passes_around_plugins_to_the_handler() {
-    let s = Server::start(&app("wasi-http"));
-    let mut c = TcpStream::connect(&s.addr).expect("connect");
+/// Sends `head` (a whole HTTP/1.1 request head, `connection: close`) and returns the reply.
+fn raw_exchange(addr: &str, head: &[u8]) -> String {
+    let mut c = TcpStream::connect(addr).expect("connect");
     c.set_read_timeout(Some(Duration::from_secs(30)))
         .expect("timeout");
-    // `/stamp` is the component plugin `stamp` (it rewrites the path), then the handler.
-    c.write_all(
-        b"GET /stamp/hi HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
-          x-user: caf\xe9\r\nx-other: ok\r\n\r\n",
-    )
-    .expect("send");
+    c.write_all(head).expect("send");
     let mut raw = Vec::new();
     c.read_to_end(&mut raw).expect("read the reply");
-    let text = String::from_utf8_lossy(&raw);
-    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
-    assert!(
-        text.ends_with("hello caf\u{fffd} at GET /stamped/hi\n"),
-        "{text}"
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
+/// Plugins see headers as WIT strings, so a value that is not UTF-8 can not reach them. It
+/// may not pass around them either: a plugin that strips or checks a header would be
+/// bypassed by the same header with a byte above 0x7F. Such a request is refused with 400
+/// before any plugin runs, on chains of core and component plugins, with or without a
+/// handler at the end; the handler alone still gets it.
+#[test]
+fn a_header_value_that_is_not_utf8_never_passes_around_plugins() {
+    let s = Server::start(&app("wasi-http"));
+    let cases: [&[u8]; 4] = [
+        // auth strips `authorization`: a second one in another byte form must not reach
+        // the handler.
+        b"GET /api/v1/hi HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+          authorization: Bearer letmein\r\nauthorization: Bearer \xff\r\n\r\n",
+        // auth sets `x-user`: the client's must not arrive beside it.
+        b"GET /api/v1/hi HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+          authorization: Bearer letmein\r\nx-user: \xff\xfeadmin\r\n\r\n",
+        // The component plugin `stamp`, then the handler.
+        b"GET /stamp/hi HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+          x-user: caf\xe9\r\nx-other: ok\r\n\r\n",
+        // Plugins with no handler after them.
+        b"GET /mixed/hi HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+          authorization: Bearer letmein\r\nX-User: \xe9\r\n\r\n",
+    ];
+    for head in cases {
+        let text = raw_exchange(&s.addr, head);
+        assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+        assert!(text.contains("not UTF-8"), "{text}");
+    }
+    // No plugin ran: none of them counted a call.
+    let m = s.get("/metrics", &[]).text();
+    for d in ["auth", "stamp", "hello"] {
+        let calls = metric_value(&m, &format!("lrpc_plugin_calls_total{{domain=\"{d}\"}}"));
+        assert_eq!(calls, 0.0, "{d}\n{m}");
+    }
+    // A handler no plugin comes before gets the bytes.
+    let text = raw_exchange(
+        &s.addr,
+        b"GET /direct/hi HTTP/1.1\r\nhost: x\r\nconnection: close\r\nx-user: caf\xe9\r\n\r\n",
     );
+    assert!(text.ends_with("hello caf\u{fffd} at GET /hi\n"), "{text}");
+}
+
+/// `auth` vouches for `x-user`: one the client sent never survives it, in any case, and two
+/// tokens are refused rather than one of them picked.
+#[test]
+fn a_client_sent_identity_never_survives_auth() {
+    let s = Server::start(&app("wasi-http"));
+    let bob = ("authorization", "Bearer opensesame");
+    for claim in ["x-user", "X-User", "X-USER"] {
+        let r = s.get("/api/v1/hi", &[bob, (claim, "alice")]);
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.text(), "hello bob at GET /hi\n", "{claim}");
+    }
+    let r = s.get("/api/v1/hi", &[("x-user", "alice")]);
+    assert_eq!(r.status, 401, "{}", r.text());
+    let r = s.get("/api/v1/hi", &[bob, ALICE]);
+    assert_eq!(r.status, 401, "{}", r.text());
 }
 
 /// A deployment of the WASI 0.3 handler `http-wasi-p3-hello` as `p3` on `/`, with the

@@ -590,11 +590,13 @@ impl HttpHandler {
             }
             Failure::Deadline => self.p3_fail(504, "deadline", "ran past its deadline"),
             Failure::Trap(e) => {
-                tracing::warn!(plugin = self.name, "trapped: {e}");
+                crate::supervise::report_failure(&self.name, || format!("trapped: {e}"));
                 self.p3_fail(500, "trap", "trapped")
             }
             Failure::Error(e) => {
-                tracing::warn!(plugin = self.name, "answered with an error: {e}");
+                crate::supervise::report_failure(&self.name, || {
+                    format!("answered with an error: {e}")
+                });
                 self.p3_fail(502, "malformed", "answered with an error")
             }
         }
