@@ -799,6 +799,26 @@ fn strip<'a>(prefix: &str, path: &'a str) -> std::borrow::Cow<'a, str> {
     }
 }
 
+/// Gives the request one authority that every plugin and the handler see alike: its `host`
+/// line. The target's own authority (HTTP/2's `:authority`, or an HTTP/1.1 absolute-form
+/// target) takes the place of any `host` line, as RFC 9112 §3.2.2 asks; otherwise plugins
+/// would check one authority while the handler used another. Two `host` lines are a bad
+/// request (RFC 9112 §3.2). The error says why the request is refused.
+fn one_authority(parts: &mut axum::http::request::Parts) -> Result<(), &'static str> {
+    use axum::http::header::HOST;
+    if let Some(authority) = parts.uri.authority() {
+        match HeaderValue::from_str(authority.as_str()) {
+            Ok(v) => {
+                parts.headers.insert(HOST, v);
+            }
+            Err(_) => return Err("a malformed authority\n"),
+        }
+    } else if parts.headers.get_all(HOST).iter().nth(1).is_some() {
+        return Err("more than one host header\n");
+    }
+    Ok(())
+}
+
 /// The answer to a request body over the route's cap.
 fn too_large() -> Response {
     (StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n").into_response()
@@ -838,6 +858,9 @@ async fn read_body(body: Body, max: usize, idle: Duration) -> Result<Vec<u8>, Re
 
 async fn handle(State(edge): State<Edge>, req: Request) -> Response {
     let (mut parts, body) = req.into_parts();
+    if let Err(why) = one_authority(&mut parts) {
+        return (StatusCode::BAD_REQUEST, why).into_response();
+    }
     let config = &edge.inner.deployment.config;
     let path = parts
         .uri
@@ -869,11 +892,12 @@ async fn handle(State(edge): State<Edge>, req: Request) -> Response {
             let stream = r.handler.is_some().then(|| {
                 let stream = RequestBody::new(body, max_body, idle);
                 // A handler no plugin comes before gets the header lines as they came,
-                // values as bytes.
+                // values as bytes; after plugins, it gets the client's framing with the
+                // body the client sends.
                 if r.plugins.is_empty() {
                     stream.with_headers(std::mem::take(&mut parts.headers))
                 } else {
-                    stream
+                    stream.with_framing_of(&parts.headers)
                 }
             });
             (Vec::new(), stream)

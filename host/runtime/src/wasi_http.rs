@@ -1264,6 +1264,12 @@ fn prepare(kernel: &lrpc_kernel::Kernel, wasm: &[u8]) -> Result<Prepared, String
 
 const HANDLER: &str = crate::config::HANDLER_INTERFACE;
 
+/// Whether the header `name` frames a message's body (RFC 9112 §6): the server sets those
+/// lines for the body it hands on.
+pub fn is_framing(name: &str) -> bool {
+    name.eq_ignore_ascii_case("content-length") || name.eq_ignore_ascii_case("transfer-encoding")
+}
+
 /// A request body streaming from the client to a handler with no plugins before it: at
 /// most `max` bytes (past that, reads fail), each piece within `idle` of the one before.
 pub struct RequestBody {
@@ -1276,6 +1282,9 @@ pub struct RequestBody {
     over: Arc<AtomicBool>,
     /// The request's header lines as they came, for a handler no plugin comes before.
     headers: Option<axum::http::HeaderMap>,
+    /// The client's framing lines (`content-length`, `transfer-encoding`): they describe
+    /// this body, whatever the plugins passed on.
+    framing: Vec<(HeaderName, HeaderValue)>,
 }
 
 impl RequestBody {
@@ -1289,7 +1298,19 @@ impl RequestBody {
             sleep: None,
             over: Arc::default(),
             headers: None,
+            framing: Vec::new(),
         }
+    }
+
+    /// Notes the framing lines among the client's `headers`, which the handler gets with
+    /// this body in place of any the plugins passed on.
+    pub fn with_framing_of(mut self, headers: &axum::http::HeaderMap) -> RequestBody {
+        self.framing = headers
+            .iter()
+            .filter(|(n, _)| is_framing(n.as_str()))
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .collect();
+        self
     }
 
     /// Gives the handler `headers` (the request's header lines as they came: values as
@@ -1412,11 +1433,29 @@ fn hyper_request(
             }
         }
         None => {
+            // The plugins' lines, but the framing: that belongs to the body the handler
+            // gets, not to what a plugin says of it (a plugin that rewrote a body or a
+            // `content-length` would otherwise give the handler a length its body does
+            // not have).
             for (n, v) in &req.headers {
+                if is_framing(n) {
+                    continue;
+                }
                 let name =
                     HeaderName::from_bytes(n.as_bytes()).map_err(|e| format!("`{n}`: {e}"))?;
                 let value = HeaderValue::from_str(v).map_err(|e| format!("`{n}`: {e}"))?;
                 b = b.header(name, value);
+            }
+            match &body {
+                Some(streamed) => {
+                    for (n, v) in &streamed.framing {
+                        b = b.header(n, v);
+                    }
+                }
+                None if !req.body.is_empty() || req.headers.iter().any(|(n, _)| is_framing(n)) => {
+                    b = b.header(axum::http::header::CONTENT_LENGTH, req.body.len());
+                }
+                None => {}
             }
         }
     }

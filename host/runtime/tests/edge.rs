@@ -2529,6 +2529,40 @@ fn a_header_value_that_is_not_utf8_never_passes_around_plugins() {
     assert!(text.ends_with("hello caf\u{fffd} at GET /hi\n"), "{text}");
 }
 
+/// The handler sees what the last plugin passed on, and the plugins see what the handler
+/// will: one authority (an absolute-form target's, not a `host` line beside it), and the
+/// framing of the body the handler gets (a chunked body the plugins read whole reaches the
+/// handler with its length, not `transfer-encoding: chunked`). Two `host` lines are refused.
+#[test]
+fn plugins_and_the_handler_see_one_authority_and_true_framing() {
+    let s = Server::start(&app("wasi-http"));
+    let text = raw_exchange(
+        &s.addr,
+        b"GET http://real.example/api/v1/headers HTTP/1.1\r\nhost: fake.example\r\n\
+          connection: close\r\nauthorization: Bearer letmein\r\n\r\n",
+    );
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("authority real.example\n"), "{text}");
+    assert!(!text.contains("fake.example"), "{text}");
+
+    let text = raw_exchange(
+        &s.addr,
+        b"POST /api/v1/headers HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+          authorization: Bearer letmein\r\nx-upper: 1\r\ntransfer-encoding: chunked\r\n\r\n\
+          5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+    );
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("content-length: 11\n"), "{text}");
+    assert!(!text.contains("transfer-encoding: chunked\n"), "{text}");
+    assert!(text.contains("HELLO WORLD"), "{text}");
+
+    let text = raw_exchange(
+        &s.addr,
+        b"GET /direct/x HTTP/1.1\r\nhost: a\r\nhost: b\r\nconnection: close\r\n\r\n",
+    );
+    assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+}
+
 /// `auth` vouches for `x-user`: one the client sent never survives it, in any case, and two
 /// tokens are refused rather than one of them picked.
 #[test]
