@@ -35,6 +35,8 @@
 //!
 //! [serve]
 //! listen = "127.0.0.1:8080"
+//! # tls-cert = "cert.pem"         # HTTPS: PEM files, reloaded when they change or on SIGHUP
+//! # tls-key = "key.pem"
 //!
 //! [domains.stamp]
 //! guest = "comp-http-stamp"      # an HTTP plugin may be a component too
@@ -260,6 +262,10 @@ struct RawServe {
     body_timeout: Option<Spanned<String>>,
     #[serde(rename = "shutdown-grace")]
     shutdown_grace: Option<Spanned<String>>,
+    #[serde(rename = "tls-cert")]
+    tls_cert: Option<Spanned<String>>,
+    #[serde(rename = "tls-key")]
+    tls_key: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -614,6 +620,8 @@ pub struct Config {
     pub max_body: usize,
     /// The budgets of the edge server's connections.
     pub connections: crate::listener::Connections,
+    /// The certificate and key the edge server serves TLS with; `None`: plain HTTP.
+    pub tls: Option<crate::tls::TlsFiles>,
     /// HTTP routes.
     pub routes: Vec<Route>,
     /// Exports of other kernels the clients bind to, by name.
@@ -987,6 +995,15 @@ impl Config {
                 *slot = cx.duration(d)?;
             }
         }
+        let tls = match (&raw.serve.tls_cert, &raw.serve.tls_key) {
+            (Some(c), Some(k)) => Some(crate::tls::TlsFiles {
+                cert: cx.existing(c, "tls-cert")?,
+                key: cx.existing(k, "tls-key")?,
+            }),
+            (Some(c), None) => return Err(cx.err(c, "`tls-cert` needs `tls-key` too")),
+            (None, Some(k)) => return Err(cx.err(k, "`tls-key` needs `tls-cert` too")),
+            (None, None) => None,
+        };
         let mut routes: Vec<Route> = Vec::new();
         let mut workers_in_all = 0;
         for r in &raw.routes {
@@ -1096,6 +1113,7 @@ impl Config {
             admin,
             max_body,
             connections,
+            tls,
             routes,
             remotes,
             network,
@@ -2283,6 +2301,37 @@ mod tests {
                 "{bad}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn tls_needs_both_files_and_they_must_exist() {
+        assert_eq!(
+            err("[serve]\ntls-cert = \"c.pem\"\n"),
+            "app.toml:2: `tls-cert` needs `tls-key` too"
+        );
+        assert_eq!(
+            err("[serve]\n\ntls-key = \"k.pem\"\n"),
+            "app.toml:3: `tls-key` needs `tls-cert` too"
+        );
+        let dir = std::env::temp_dir().join(format!("lrpc-config-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(dir.join("c.pem"), "x").expect("write");
+        let text = "[serve]\ntls-cert = \"c.pem\"\ntls-key = \"k.pem\"\n";
+        let e = Config::parse(&dir.join("app.toml"), text)
+            .expect_err("no key file")
+            .to_string();
+        assert!(e.contains("app.toml:3: tls-key `"), "{e}");
+        std::fs::write(dir.join("k.pem"), "x").expect("write");
+        let c = Config::parse(&dir.join("app.toml"), text).expect("both files");
+        let tls = c.tls.expect("tls");
+        assert_eq!((tls.cert, tls.key), (dir.join("c.pem"), dir.join("k.pem")));
+        assert!(
+            Config::parse(Path::new("app.toml"), "")
+                .expect("empty")
+                .tls
+                .is_none()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
