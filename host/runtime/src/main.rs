@@ -161,7 +161,9 @@ fn serve(config: Config, listen: &str) -> anyhow::Result<()> {
         let addr = listener.local_addr()?;
         tracing::info!(%addr, routes = dep.config.routes.len(), tls = tls.is_some(), "serving");
         if let Some(t) = &tls {
-            tokio::spawn(lrpc_runtime::tls::reload_on_hangup(t.clone()));
+            let hangups =
+                lrpc_runtime::tls::reload_on_hangup(t.clone()).context("catching SIGHUP")?;
+            tokio::spawn(hangups);
         }
         let transport = lrpc_runtime::tls::Transport {
             tls: tls.is_some(),

@@ -26,8 +26,12 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-/// How long the files must stay quiet after a change before they are read.
+/// How long the files' folders must stay quiet after a change before the files are read.
 const DEBOUNCE: Duration = Duration::from_millis(100);
+
+/// The longest wait for quiet: a folder that never stays quiet (a log written beside the
+/// files) does not hold a reload back for longer.
+const MAX_DEBOUNCE: Duration = Duration::from_secs(1);
 
 /// The PEM files of the server's certificate (`[serve] tls-cert`) and its private key
 /// (`[serve] tls-key`).
@@ -155,14 +159,16 @@ impl Tls {
     }
 
     /// Loads the files again and, when they hold a good pair, hands it to new handshakes.
-    /// Unless `force`, files whose bytes were tried last time are not loaded again. Whether
+    /// Unless `force`, files whose bytes were tried last time are not loaded again, and a
+    /// file that could not be read the same way as last time is not reported again. Whether
     /// a new pair is in use.
     pub fn reload(&self, force: bool) -> Result<bool, TlsError> {
-        let (cert, key) = (
-            read(&self.files.cert, "tls-cert")?,
-            read(&self.files.key, "tls-key")?,
-        );
-        let h = hash(&cert, &key);
+        let files = read(&self.files.cert, "tls-cert")
+            .and_then(|cert| Ok((cert, read(&self.files.key, "tls-key")?)));
+        let h = match &files {
+            Ok((cert, key)) => hash(cert, key),
+            Err(e) => !hash(e.0.as_bytes(), b""),
+        };
         {
             let mut tried = self.tried.lock().unwrap_or_else(PoisonError::into_inner);
             if *tried == h && !force {
@@ -170,6 +176,7 @@ impl Tls {
             }
             *tried = h;
         }
+        let (cert, key) = files?;
         let pair = certified(&self.files, &cert, &key, &self.provider)?;
         *self
             .current
@@ -188,16 +195,6 @@ impl Tls {
             Ok(false) => {}
             Err(e) => tracing::error!("TLS certificate not reloaded, the old one stays: {e}"),
         }
-    }
-
-    /// The certificate chain new handshakes get (its first certificate is the server's).
-    pub fn chain(&self) -> Vec<CertificateDer<'static>> {
-        self.current
-            .0
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .cert
-            .clone()
     }
 
     /// Runs the server's side of a handshake on `stream`, for at most `timeout`; `None` when
@@ -250,7 +247,8 @@ impl Tls {
             .spawn(move || {
                 // Ends when the watcher, and so the sender, is dropped.
                 while rx.recv().is_ok() {
-                    while rx.recv_timeout(DEBOUNCE).is_ok() {}
+                    let first = std::time::Instant::now();
+                    while first.elapsed() < MAX_DEBOUNCE && rx.recv_timeout(DEBOUNCE).is_ok() {}
                     tls.reload_logged(false);
                 }
             })
@@ -264,17 +262,19 @@ pub struct TlsWatcher {
     _watcher: notify::RecommendedWatcher,
 }
 
-/// Reloads the certificate on every SIGHUP, forever (run it as a task).
-pub async fn reload_on_hangup(tls: Arc<Tls>) {
+/// A task that reloads the certificate on every SIGHUP, forever. SIGHUP is caught from
+/// this call on (inside a tokio runtime), before the task first runs.
+pub fn reload_on_hangup(
+    tls: Arc<Tls>,
+) -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
     use tokio::signal::unix::{SignalKind, signal};
-    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
-        tracing::warn!("no SIGHUP handler: the certificate reloads on file changes only");
-        return;
-    };
-    while hangups.recv().await.is_some() {
-        let tls = tls.clone();
-        let _ = tokio::task::spawn_blocking(move || tls.reload_logged(true)).await;
-    }
+    let mut hangups = signal(SignalKind::hangup())?;
+    Ok(async move {
+        while hangups.recv().await.is_some() {
+            let tls = tls.clone();
+            let _ = tokio::task::spawn_blocking(move || tls.reload_logged(true)).await;
+        }
+    })
 }
 
 /// An accepted connection, in clear or in TLS.
@@ -395,6 +395,51 @@ mod tests {
             .expect_err("empty")
             .to_string();
         assert!(e.contains("cert.pem"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_reload_keeps_the_old_pair_when_the_new_one_is_bad_and_tries_each_change_once() {
+        let dir = std::env::temp_dir().join(format!("lrpc-tls-reload-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let files = TlsFiles {
+            cert: dir.join("cert.pem"),
+            key: dir.join("key.pem"),
+        };
+        let write = |c: &rcgen::CertifiedKey<rcgen::KeyPair>| {
+            std::fs::write(&files.cert, c.cert.pem()).expect("write");
+            std::fs::write(&files.key, c.signing_key.serialize_pem()).expect("write");
+        };
+        let issue = || rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("cert");
+        let (a, b) = (issue(), issue());
+        write(&a);
+        let tls = Tls::load(&files).expect("a good pair");
+        let served = || tls.current.0.read().expect("lock").cert[0].to_vec();
+        assert_eq!(served(), a.cert.der().to_vec());
+        assert!(
+            !tls.reload(false).expect("unchanged"),
+            "unchanged files reload"
+        );
+        // B's key with A's certificate: refused, A stays; the same bytes are not tried again.
+        std::fs::write(&files.key, b.signing_key.serialize_pem()).expect("write");
+        let e = tls.reload(false).expect_err("a key of another certificate");
+        assert!(
+            e.to_string().contains("is not the key of the certificate"),
+            "{e}"
+        );
+        assert!(!tls.reload(false).expect("tried already"));
+        assert_eq!(served(), a.cert.der().to_vec());
+        // A missing file is reported once too.
+        std::fs::remove_file(&files.cert).expect("remove");
+        assert!(tls.reload(false).is_err());
+        assert!(!tls.reload(false).expect("reported already"));
+        write(&b);
+        assert!(tls.reload(false).expect("a good pair"));
+        assert_eq!(served(), b.cert.der().to_vec());
+        assert!(
+            tls.reload(true).expect("forced"),
+            "SIGHUP reloads even unchanged files"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -312,6 +312,26 @@ fn https_answers_both_protocols_and_rotates_its_certificate_without_dropping_con
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// SIGHUP reloads the certificate, even from unchanged files, and the server serves on.
+#[test]
+fn sighup_reloads_the_certificate() {
+    let dir = scratch("hup");
+    let a = issue("a");
+    write_pair(&dir, &a);
+    let config = hello_config(&dir, "tls-cert = \"cert.pem\"\ntls-key = \"key.pem\"");
+    let s = Server::start(&config, "127.0.0.1:0");
+    assert_eq!(s.logged("TLS certificate reloaded"), 0);
+    let hup = Command::new("kill")
+        .args(["-HUP", &s.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(hup.success());
+    s.wait_for_log("TLS certificate reloaded", 0);
+    assert_eq!(Client::connect(s.port, &[&a.ca_der]).get("/hello").0, 200);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A certificate or key that does not load stops `lrpc serve` at start with the file's name;
 /// a missing one names the config's line.
 #[test]
