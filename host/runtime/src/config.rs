@@ -35,6 +35,8 @@
 //!
 //! [serve]
 //! listen = "127.0.0.1:8080"
+//! # tls-cert = "cert.pem"         # HTTPS: PEM files, reloaded when they change or on SIGHUP
+//! # tls-key = "key.pem"
 //!
 //! [domains.stamp]
 //! guest = "comp-http-stamp"      # an HTTP plugin may be a component too
@@ -61,8 +63,9 @@
 //! deadline = "2s"                 # per call, network included
 //!
 //! [network]                       # this kernel's exports, served to other kernels over wRPC
-//! listen = ["tcp:0.0.0.0:7000"]  # or "unix:PATH", or "nats://HOST:4222[/PREFIX]" (behind a
-//! group = "kv"                    # NATS server, in this queue group: kernels share calls)
+//! listen = ["tcp:127.0.0.1:7000"] # or "unix:PATH", or "nats://HOST:4222[/PREFIX]" (behind a
+//! group = "kv"                    # NATS server, in this queue group: kernels share calls);
+//!                                 # other hosts: { address = "tcp:0.0.0.0:7000", insecure = true }
 //! exports = ["lrpc:kv/store"]     # export names; when left out, every export of a core
 //!                                 # domain that is not an HTTP plugin
 //! workers = 2                     # threads calling into the kernel for remote callers
@@ -142,7 +145,9 @@ struct RawRemote {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawNetwork {
-    listen: Spanned<Vec<Spanned<String>>>,
+    /// Each an endpoint string, or `{ address = "…", insecure = true }` (read by hand: a
+    /// table inside an array is no table of the config's own).
+    listen: Spanned<Vec<Spanned<toml::Value>>>,
     exports: Option<Vec<Spanned<String>>>,
     workers: Option<Spanned<i64>>,
     group: Option<Spanned<String>>,
@@ -283,6 +288,10 @@ struct RawServe {
     body_timeout: Option<Spanned<String>>,
     #[serde(rename = "shutdown-grace")]
     shutdown_grace: Option<Spanned<String>>,
+    #[serde(rename = "tls-cert")]
+    tls_cert: Option<Spanned<String>>,
+    #[serde(rename = "tls-key")]
+    tls_key: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -566,6 +575,10 @@ pub struct RemoteSpec {
 pub struct NetworkSpec {
     /// Addresses to listen on.
     pub listen: Vec<lrpc_remote::Endpoint>,
+    /// Those of them reachable from other machines that the config lets serve in clear
+    /// (`insecure = true`). Remote endpoints have no TLS yet, so every TCP address that is
+    /// not loopback is one of these: the config refuses it otherwise.
+    pub insecure: Vec<lrpc_remote::Endpoint>,
     /// Export names served; `None`: every export of the core domains that are not HTTP
     /// plugins.
     pub exports: Option<Vec<String>>,
@@ -633,6 +646,8 @@ pub struct Config {
     pub max_body: usize,
     /// The budgets of the edge server's connections.
     pub connections: crate::listener::Connections,
+    /// The certificate and key the edge server serves TLS with; `None`: plain HTTP.
+    pub tls: Option<crate::tls::TlsFiles>,
     /// HTTP routes.
     pub routes: Vec<Route>,
     /// Exports of other kernels the clients bind to, by name.
@@ -1064,6 +1079,15 @@ impl Config {
                 *slot = cx.duration(d)?;
             }
         }
+        let tls = match (&raw.serve.tls_cert, &raw.serve.tls_key) {
+            (Some(c), Some(k)) => Some(crate::tls::TlsFiles {
+                cert: cx.existing(c, "tls-cert")?,
+                key: cx.existing(k, "tls-key")?,
+            }),
+            (Some(c), None) => return Err(cx.err(c, "`tls-cert` needs `tls-key` too")),
+            (None, Some(k)) => return Err(cx.err(k, "`tls-key` needs `tls-cert` too")),
+            (None, None) => None,
+        };
         let mut routes: Vec<Route> = Vec::new();
         let mut workers_in_all = 0;
         for r in &raw.routes {
@@ -1173,6 +1197,7 @@ impl Config {
             admin,
             max_body,
             connections,
+            tls,
             routes,
             remotes,
             network,
@@ -1240,6 +1265,54 @@ fn remote(cx: &Ctx<'_>, name: &str, r: &Spanned<RawRemote>) -> Result<RemoteSpec
     })
 }
 
+/// One address of `[network] listen`: a string, or `{ address = "…", insecure = true }`; with
+/// whether it is served in clear although other machines can reach it.
+///
+/// A TCP address that is not loopback is refused unless it says `insecure = true`: remote
+/// endpoints have no TLS yet, and DESIGN.md has remote callers prove who they are.
+fn listen_endpoint(
+    cx: &Ctx<'_>,
+    l: &Spanned<toml::Value>,
+) -> Result<(lrpc_remote::Endpoint, bool), ConfigError> {
+    const FORMS: &str = "an address is a string like \"tcp:127.0.0.1:7000\", or a table \
+                         `{ address = \"tcp:0.0.0.0:7000\", insecure = true }`";
+    let (address, insecure) = match l.get_ref() {
+        toml::Value::String(a) => (a.as_str(), None),
+        toml::Value::Table(t) => {
+            if let Some(k) = t
+                .keys()
+                .find(|k| !matches!(k.as_str(), "address" | "insecure"))
+            {
+                return Err(cx.err(l, format!("unknown key `{k}`: {FORMS}")));
+            }
+            let Some(toml::Value::String(a)) = t.get("address") else {
+                return Err(cx.err(l, format!("`address` missing or not a string: {FORMS}")));
+            };
+            let insecure = match t.get("insecure") {
+                None => false,
+                Some(toml::Value::Boolean(b)) => *b,
+                Some(_) => return Err(cx.err(l, "`insecure` is `true` or `false`")),
+            };
+            (a.as_str(), Some(insecure))
+        }
+        _ => return Err(cx.err(l, FORMS)),
+    };
+    let e: lrpc_remote::Endpoint = address.parse().map_err(|e: String| cx.err(l, e))?;
+    let reachable = matches!(e, lrpc_remote::Endpoint::Tcp(_)) && !e.is_local();
+    match insecure {
+        Some(true) if reachable => Ok((e, true)),
+        _ if reachable => Err(cx.err(
+            l,
+            format!(
+                "`{e}` is reachable from other machines, and remote endpoints have no TLS yet: \
+                 serving it in clear needs `{{ address = \"{address}\", insecure = true }}` \
+                 (or listen on 127.0.0.1 or a unix: socket)"
+            ),
+        )),
+        _ => Ok((e, false)),
+    }
+}
+
 fn network(
     cx: &Ctx<'_>,
     n: &Spanned<RawNetwork>,
@@ -1249,12 +1322,15 @@ fn network(
     if rn.listen.get_ref().is_empty() {
         return Err(cx.err(&rn.listen, "`listen` needs at least one address"));
     }
-    let listen = rn
-        .listen
-        .get_ref()
-        .iter()
-        .map(|l| endpoint(cx, l))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut listen = Vec::new();
+    let mut insecure = Vec::new();
+    for l in rn.listen.get_ref() {
+        let (e, in_clear) = listen_endpoint(cx, l)?;
+        if in_clear {
+            insecure.push(e.clone());
+        }
+        listen.push(e);
+    }
     let exports = match &rn.exports {
         Some(list) => {
             let mut names = Vec::new();
@@ -1291,6 +1367,7 @@ fn network(
     };
     Ok(NetworkSpec {
         listen,
+        insecure,
         exports,
         workers,
         group,
@@ -2253,6 +2330,92 @@ mod tests {
                  exports = [{ interface = \"lrpc:http/plugin\", name = \"x\" }]\n")
             .starts_with("app.toml:3: plugins are exported under names the runtime chooses")
         );
+    }
+
+    #[test]
+    fn network_addresses_other_hosts_reach_are_refused_in_clear_unless_insecure() {
+        let net = |listen: &str| {
+            format!(
+                "[domains.kv]\nguest = \"kv-server\"\n\
+                 exports = [{{ interface = \"lrpc:kv/store\" }}]\n\
+                 [network]\nlisten = {listen}\n"
+            )
+        };
+        let parse = |listen: &str| Config::parse(Path::new("app.toml"), &net(listen));
+        for refused in [
+            "\"tcp:0.0.0.0:7000\"",
+            "[\"tcp:0.0.0.0:7000\"]",
+            "[\"tcp:127.0.0.1:7000\", \"10.0.0.2:7000\"]",
+            "[\"tcp:[::]:7000\"]",
+            "[\"tcp:example.com:7000\"]",
+            "[{ address = \"tcp:0.0.0.0:7000\" }]",
+            "[{ address = \"tcp:0.0.0.0:7000\", insecure = false }]",
+        ] {
+            let e = err(&net(refused));
+            assert!(e.starts_with("app.toml:5: "), "{refused}: {e}");
+        }
+        let e = err(&net("[\"tcp:0.0.0.0:7000\"]"));
+        assert!(e.contains("insecure = true"), "the way out is named: {e}");
+        let c = parse("[{ address = \"tcp:0.0.0.0:0\", insecure = true }, \"tcp:127.0.0.1:0\"]")
+            .expect("insecure said");
+        let n = c.network.expect("[network]");
+        assert_eq!(n.listen.len(), 2);
+        assert_eq!(n.insecure, [n.listen[0].clone()]);
+        for local in [
+            "[\"tcp:127.0.0.1:0\"]",
+            "[\"tcp:[::1]:0\", \"localhost:0\", \"unix:/tmp/x.sock\"]",
+            "[{ address = \"tcp:127.0.0.1:0\" }]",
+        ] {
+            let n = parse(local).expect(local).network.expect("[network]");
+            assert!(n.insecure.is_empty(), "{local}");
+        }
+        for (bad, says) in [
+            (
+                "[{ address = \"tcp:0.0.0.0:0\", insecure = \"yes\" }]",
+                "`insecure` is",
+            ),
+            ("[{ addr = \"tcp:0.0.0.0:0\" }]", "unknown key `addr`"),
+            ("[{ insecure = true }]", "`address` missing"),
+            ("[7000]", "an address is a string"),
+            ("[\"nowhere\"]", "is neither"),
+        ] {
+            let e = err(&net(bad));
+            assert!(
+                e.starts_with("app.toml:5: ") && e.contains(says),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn tls_needs_both_files_and_they_must_exist() {
+        assert_eq!(
+            err("[serve]\ntls-cert = \"c.pem\"\n"),
+            "app.toml:2: `tls-cert` needs `tls-key` too"
+        );
+        assert_eq!(
+            err("[serve]\n\ntls-key = \"k.pem\"\n"),
+            "app.toml:3: `tls-key` needs `tls-cert` too"
+        );
+        let dir = std::env::temp_dir().join(format!("lrpc-config-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(dir.join("c.pem"), "x").expect("write");
+        let text = "[serve]\ntls-cert = \"c.pem\"\ntls-key = \"k.pem\"\n";
+        let e = Config::parse(&dir.join("app.toml"), text)
+            .expect_err("no key file")
+            .to_string();
+        assert!(e.contains("app.toml:3: tls-key `"), "{e}");
+        std::fs::write(dir.join("k.pem"), "x").expect("write");
+        let c = Config::parse(&dir.join("app.toml"), text).expect("both files");
+        let tls = c.tls.expect("tls");
+        assert_eq!((tls.cert, tls.key), (dir.join("c.pem"), dir.join("k.pem")));
+        assert!(
+            Config::parse(Path::new("app.toml"), "")
+                .expect("empty")
+                .tls
+                .is_none()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -1042,9 +1042,20 @@ async fn metrics(State(edge): State<Edge>) -> Response {
 async fn reload(
     State(edge): State<Edge>,
     Path(domain): Path<String>,
+    transport: Option<axum::Extension<crate::tls::Transport>>,
     headers: axum::http::HeaderMap,
 ) -> Response {
     let dep = &edge.inner.deployment;
+    // `lrpc serve` says how its clients reach it; an embedder's router says nothing.
+    if transport.is_some_and(|t| t.exposes_secrets()) {
+        tracing::warn!("admin request refused: a token in clear on an address other hosts reach");
+        return (
+            StatusCode::FORBIDDEN,
+            "the admin endpoint takes no token in plain HTTP on an address other machines can \
+             reach: serve TLS (`[serve] tls-cert`, `tls-key`) or listen on loopback\n",
+        )
+            .into_response();
+    }
     let authorization = headers
         .get(axum::http::header::AUTHORIZATION)
         .map(HeaderValue::as_bytes);

@@ -43,6 +43,7 @@ pub mod network;
 pub mod reload;
 mod supervise;
 pub mod template;
+pub mod tls;
 pub mod value;
 pub mod wasi_http;
 

@@ -12,7 +12,9 @@
 //! - on shutdown, idle connections close at once and requests in flight get
 //!   [`Connections::shutdown_grace`] to finish.
 //!
-//! HTTP/1.1 and HTTP/2 (with prior knowledge) are served on the same port.
+//! HTTP/1.1 and HTTP/2 (with prior knowledge) are served on the same port; with TLS (see
+//! [`crate::tls`]) every connection is TLS, the handshake within the header timeout, and
+//! ALPN picks the protocol.
 
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -56,6 +58,7 @@ pub async fn serve(
     listener: TcpListener,
     router: Router,
     budget: Connections,
+    tls: Option<Arc<crate::tls::Tls>>,
     shutdown: impl Future<Output = ()>,
 ) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -96,6 +99,7 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let (builder, service, watcher) = (builder.clone(), service.clone(), graceful.watcher());
+        let tls = tls.clone();
         let header_timeout = budget.header_timeout;
         tokio::spawn(async move {
             // hyper reads the first bytes to tell HTTP/1 from HTTP/2 before its head timer
@@ -105,6 +109,10 @@ pub async fn serve(
                 Ok(Ok(n)) if n > 0 => {}
                 _ => return,
             }
+            let Some(stream) = crate::tls::wrap(tls.as_deref(), stream, header_timeout).await
+            else {
+                return;
+            };
             let conn = builder
                 .serve_connection_with_upgrades(TokioIo::new(stream), service)
                 .into_owned();

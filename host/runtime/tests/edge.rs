@@ -951,6 +951,82 @@ fn run_the_key_value_client_against_a_remote_store() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `[network] listen`: an address other machines reach is refused in clear at start, with
+/// the config's file and line, unless it says `insecure = true`; loopback starts as it is;
+/// a `unix:` socket is made with mode 0600.
+#[test]
+fn network_addresses_other_hosts_reach_need_insecure_and_sockets_are_private() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = scratch("insecure");
+    let head = "[domains.store]\nguest = \"kv-server\"\n\
+                exports = [{ interface = \"lrpc:kv/store\" }]\n\n[network]\n";
+    let config = write_config(&dir, &format!("{head}listen = [\"tcp:0.0.0.0:0\"]\n"));
+    let c = config.to_str().expect("utf-8 path");
+    let (ok, out, err) = lrpc(&["serve", c, "--listen", "127.0.0.1:0"]);
+    assert!(!ok, "started: {out}");
+    assert!(
+        err.contains(&format!(
+            "{c}:6: `tcp:0.0.0.0:0` is reachable from other machines"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("insecure = true"), "{err}");
+    let sock = dir.join("kv.sock");
+    write_config(
+        &dir,
+        &format!(
+            "{head}listen = [{{ address = \"tcp:0.0.0.0:0\", insecure = true }}, \
+             \"tcp:127.0.0.1:0\", \"unix:{}\"]\n",
+            sock.display()
+        ),
+    );
+    let mut child = Command::new(LRPC)
+        .args(["serve", c, "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start lrpc serve");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut lines = vec![String::new(); 4];
+    for l in &mut lines {
+        out.read_line(l).expect("read a line");
+    }
+    let _server = Server {
+        child,
+        addr: String::new(),
+        _beside: None,
+    };
+    let exports: Vec<&str> = lines[1..]
+        .iter()
+        .map(|l| {
+            l.trim()
+                .strip_prefix("exports on ")
+                .unwrap_or_else(|| panic!("unexpected line {l:?}"))
+        })
+        .collect();
+    // Both TCP endpoints take connections (the wildcard one on loopback too).
+    for (e, want) in exports[..2].iter().zip(["tcp:0.0.0.0:", "tcp:127.0.0.1:"]) {
+        assert!(e.starts_with(want), "{e}");
+        let port = e.rsplit(':').next().expect("a port");
+        TcpStream::connect(format!("127.0.0.1:{port}")).expect("connect");
+    }
+    assert_eq!(exports[2], format!("unix:{}", sock.display()));
+    let mode = std::fs::metadata(&sock)
+        .expect("the socket")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "mode {mode:o}");
+    std::os::unix::net::UnixStream::connect(&sock).expect("its owner connects");
+    // Nothing is left of the private folder it was made in.
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .expect("read the dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(left.len(), 2, "{left:?}");
+    drop(_server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The same two deployments behind a NATS server: the store's `[network]` joins a queue group
 /// at a `nats://` address, and the client's remote names that address.
 #[test]
