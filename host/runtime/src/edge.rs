@@ -812,7 +812,7 @@ fn too_large() -> Response {
 
 /// Reads a request body of at most `max` bytes, as fast as `clock` asks (each piece within
 /// `body-timeout` of the one before, and at least the minimum rate after its grace); the
-/// answer to give instead when it can not (a late body's closes the connection).
+/// answer to give instead when it can not.
 async fn read_body(body: Body, max: usize, clock: BodyClock) -> Result<Vec<u8>, Response> {
     use axum::body::HttpBody as _;
     let mut body = body;

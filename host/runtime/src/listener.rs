@@ -103,8 +103,8 @@ pub async fn serve(
                     if let Some(unlogged) = accept_errors.admit(Instant::now()) {
                         tracing::warn!(
                             not_logged = unlogged,
-                            "accepting a connection: {e} (errors are logged at most once a \
-                             second; {unlogged} since the last one were not)"
+                            "accepting a connection: {e} (logged at most once a second; \
+                             {unlogged} more since the last line)"
                         );
                     }
                     tokio::time::sleep(Duration::from_millis(50)).await;
