@@ -966,7 +966,10 @@ async fn handle(State(edge): State<Edge>, req: Request) -> Response {
             )
             .await
         }
-        None => no_route(path).into(),
+        None => {
+            metrics.unrouted(404);
+            no_route(path).into()
+        }
     };
     let resp = response(reply, parts.method == axum::http::Method::HEAD);
     if late.is_some_and(|l| l.late()) {

@@ -1493,9 +1493,12 @@ fn http2_with_prior_knowledge_is_served_and_h2c_upgrade_declined() {
 #[test]
 fn a_route_has_its_own_body_cap_and_request_cap() {
     let dir = scratch("route-caps");
+    // The driver's deadline (the kernel's default, 10 s) must outlast the 1.5 s request
+    // on a loaded machine, where it took over 10 s of wall-clock time.
     let config = write_config(
         &dir,
-        "[domains.hello]\nguest = \"http-hello\"\n\
+        "[kernel]\ndeadline = \"60s\"\n\
+         [domains.hello]\nguest = \"http-hello\"\n\
          exports = [{ interface = \"lrpc:http/plugin\" }]\n\
          [domains.faulty]\nguest = \"http-faulty\"\n\
          exports = [{ interface = \"lrpc:http/plugin\", deadline = \"20s\" }]\n\
@@ -1523,7 +1526,10 @@ fn a_route_has_its_own_body_cap_and_request_cap() {
     assert_eq!(s.get("/large/b", &[]).status, 200);
     assert_eq!(long.join().expect("the long request").status, 200);
     assert_eq!(s.get("/one/busy/1", &[]).status, 200);
-    // The refusals, answered before any plugin ran, are counted with their route and code.
+    // A path no route serves.
+    assert_eq!(s.get("/nowhere", &[]).status, 404);
+    // The refusals, answered before any plugin ran, are counted with their route and code,
+    // and the 404 with an empty route.
     let text = s.get("/metrics", &[]).text();
     let count = |route: &str, code: u16| {
         metric_value(
@@ -1535,6 +1541,7 @@ fn a_route_has_its_own_body_cap_and_request_cap() {
     assert_eq!(count("/small", 200), 1.0, "{text}");
     assert_eq!(count("/one", 503), 1.0, "{text}");
     assert_eq!(count("/one", 200), 2.0, "{text}");
+    assert_eq!(count("", 404), 1.0, "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
