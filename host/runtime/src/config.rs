@@ -292,6 +292,10 @@ struct RawServe {
     tls_cert: Option<Spanned<String>>,
     #[serde(rename = "tls-key")]
     tls_key: Option<Spanned<String>>,
+    #[serde(rename = "min-body-rate")]
+    min_body_rate: Option<Spanned<toml::Value>>,
+    #[serde(rename = "min-body-rate-grace")]
+    min_body_rate_grace: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -702,6 +706,48 @@ pub fn parse_size(s: &str) -> Option<u64> {
     n.checked_mul(scale)
 }
 
+/// The `[serve]` table's minimum body rate: `min-body-rate` (bytes per second, like
+/// `"240B/s"` or `"1KiB/s"`; `0` or `false` turns it off) and `min-body-rate-grace`.
+fn min_body_rate(
+    cx: &Ctx<'_>,
+    serve: &RawServe,
+) -> Result<Option<crate::body_rate::MinBodyRate>, ConfigError> {
+    let mut min = crate::body_rate::MinBodyRate::default();
+    if let Some(v) = &serve.min_body_rate {
+        let rate = match v.get_ref() {
+            toml::Value::Boolean(true) => Some(min.bytes_per_second),
+            toml::Value::Boolean(false) => Some(0),
+            toml::Value::Integer(n) => u64::try_from(*n).ok(),
+            toml::Value::String(t) => parse_rate(t),
+            _ => None,
+        };
+        match rate {
+            Some(0) => return Ok(None),
+            Some(n) => min.bytes_per_second = n,
+            None => {
+                return Err(cx.err(
+                    v,
+                    "min-body-rate is a rate like \"240B/s\" or \"1KiB/s\", or 0 or false \
+                     to turn it off",
+                ));
+            }
+        }
+    }
+    if let Some(g) = &serve.min_body_rate_grace {
+        min.grace = cx.duration(g)?;
+    }
+    Ok(Some(min))
+}
+
+/// Parses a rate like `240B/s` or `1KiB/s` (a size per second; `0` alone is zero).
+pub fn parse_rate(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if s == "0" {
+        return Some(0);
+    }
+    parse_size(s.strip_suffix("/s")?)
+}
+
 /// Parses a duration like `250ms`, `2s`, `1.5s`, `100us` or `1m`.
 pub fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
@@ -1088,6 +1134,7 @@ impl Config {
             (None, Some(k)) => return Err(cx.err(k, "`tls-key` needs `tls-cert` too")),
             (None, None) => None,
         };
+        connections.min_body_rate = min_body_rate(&cx, &raw.serve)?;
         let mut routes: Vec<Route> = Vec::new();
         let mut workers_in_all = 0;
         for r in &raw.routes {
@@ -1931,6 +1978,42 @@ mod tests {
         let e = err(&format!("[domains.a]\nguest = \"{name}\"\n"));
         assert!(e.len() < 400, "{} bytes", e.len());
         assert!(e.starts_with("app.toml:2: "), "{e}");
+    }
+
+    #[test]
+    fn the_minimum_body_rate_is_on_by_default_and_can_be_turned_off() {
+        use crate::body_rate::MinBodyRate;
+        let parse = |extra: &str| {
+            Config::parse(Path::new("app.toml"), &format!("[serve]\n{extra}\n"))
+                .expect("valid")
+                .connections
+                .min_body_rate
+        };
+        assert_eq!(parse(""), Some(MinBodyRate::default()));
+        assert_eq!(
+            parse("min-body-rate = \"1KiB/s\"\nmin-body-rate-grace = \"1s\""),
+            Some(MinBodyRate {
+                bytes_per_second: 1024,
+                grace: Duration::from_secs(1),
+            })
+        );
+        assert_eq!(
+            parse("min-body-rate = 100").map(|m| m.bytes_per_second),
+            Some(100)
+        );
+        assert_eq!(parse("min-body-rate = 0"), None);
+        assert_eq!(parse("min-body-rate = \"0\""), None);
+        assert_eq!(parse("min-body-rate = false"), None);
+        assert_eq!(parse("min-body-rate = true"), Some(MinBodyRate::default()));
+        assert!(
+            err("[serve]\nmin-body-rate = \"fast\"\n")
+                .starts_with("app.toml:2: min-body-rate is a rate like"),
+        );
+        assert!(err("[serve]\nmin-body-rate = -1\n").starts_with("app.toml:2: "));
+        assert!(
+            err("[serve]\n\nmin-body-rate-grace = \"soon\"\n")
+                .starts_with("app.toml:3: `soon` is not a duration")
+        );
     }
 
     #[test]

@@ -53,6 +53,7 @@
 //! their next request. A reload swaps generations the same way, so requests in flight
 //! finish on the generation they started on.
 
+use crate::body_rate::{BodyClock, Late};
 use crate::config::{PLUGIN_INTERFACE, Route};
 use crate::deploy::{Deployment, Plugin, PluginInstance};
 use crate::driver::{BindError, ChainEnd, Driver};
@@ -824,21 +825,26 @@ fn too_large() -> Response {
     (StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n").into_response()
 }
 
-/// Reads a request body of at most `max` bytes, each piece arriving within `idle` of the
-/// one before; the answer to give instead when it can not.
-async fn read_body(body: Body, max: usize, idle: Duration) -> Result<Vec<u8>, Response> {
-    use http_body_util::BodyExt as _;
+/// Reads a request body of at most `max` bytes, as fast as `clock` asks (each piece within
+/// `body-timeout` of the one before, and at least the minimum rate after its grace); the
+/// answer to give instead when it can not.
+async fn read_body(body: Body, max: usize, clock: BodyClock) -> Result<Vec<u8>, Response> {
+    use axum::body::HttpBody as _;
     let mut body = body;
+    let mut clock = clock;
     let hint = axum::body::HttpBody::size_hint(&body);
     if hint.lower() > max as u64 {
         return Err(too_large());
     }
     let mut out = Vec::with_capacity(hint.upper().map_or(0, |n| n.min(max as u64) as usize));
     loop {
-        match tokio::time::timeout(idle, body.frame()).await {
-            Err(_) => {
-                return Err((StatusCode::REQUEST_TIMEOUT, "request body stalled\n").into_response());
-            }
+        let next = std::future::poll_fn(|cx| match std::pin::Pin::new(&mut body).poll_frame(cx) {
+            std::task::Poll::Ready(f) => std::task::Poll::Ready(Ok(f)),
+            std::task::Poll::Pending => clock.poll_late(cx).map(Err),
+        })
+        .await;
+        match next {
+            Err(late) => return Err(late_body(late)),
             Ok(None) => return Ok(out),
             // Malformed framing (a bad chunk size, a missing CRLF) or a connection that broke.
             Ok(Some(Err(_))) => {
@@ -846,6 +852,7 @@ async fn read_body(body: Body, max: usize, idle: Duration) -> Result<Vec<u8>, Re
             }
             Ok(Some(Ok(frame))) => {
                 if let Ok(data) = frame.into_data() {
+                    clock.arrived(data.len());
                     if out.len() + data.len() > max {
                         return Err(too_large());
                     }
@@ -856,41 +863,79 @@ async fn read_body(body: Body, max: usize, idle: Duration) -> Result<Vec<u8>, Re
     }
 }
 
+/// The answer to a body that came too late: 408 (the caller closes the connection: the rest
+/// of the body is not waited for).
+fn late_body(late: Late) -> Response {
+    (StatusCode::REQUEST_TIMEOUT, late.reason()).into_response()
+}
+
+/// `resp` with `connection: close` on HTTP/1 (HTTP/2 has no such header: there the stream
+/// ends, as its body was dropped).
+fn closing(mut resp: Response, version: axum::http::Version) -> Response {
+    if version <= axum::http::Version::HTTP_11 {
+        resp.headers_mut().insert(
+            axum::http::header::CONNECTION,
+            HeaderValue::from_static("close"),
+        );
+    } else {
+        resp.headers_mut().remove(axum::http::header::CONNECTION);
+    }
+    resp
+}
+
 async fn handle(State(edge): State<Edge>, req: Request) -> Response {
+    let start = Instant::now();
     let (mut parts, body) = req.into_parts();
     if let Err(why) = one_authority(&mut parts) {
         return (StatusCode::BAD_REQUEST, why).into_response();
     }
     let config = &edge.inner.deployment.config;
+    let metrics = &edge.inner.deployment.metrics;
     let path = parts
         .uri
         .path_and_query()
         .map_or_else(|| parts.uri.path(), |p| p.as_str());
     // The route's own caps, before its body is read: a route's large bodies or many
-    // requests can not take what the plugins it shares with other routes need.
+    // requests can not take what the plugins it shares with other routes need. Their
+    // refusals are counted as the chain's answers are.
     let route = edge.route_for(path);
+    let refused = |r: Response| {
+        if let Some(route) = route {
+            route
+                .meters
+                .answered(metrics, r.status().as_u16(), start.elapsed());
+        }
+        r
+    };
     let _admitted = match route.map(|r| r.admit()) {
         Some(None) => {
-            return (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the route is at its limit of requests\n",
-            )
-                .into_response();
+            return refused(
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the route is at its limit of requests\n",
+                )
+                    .into_response(),
+            );
         }
         Some(Some(a)) => Some(a),
         None => None,
     };
     let max_body = route.map_or(config.max_body, |r| r.route.max_body);
-    let idle = config.connections.body_timeout;
+    let clock = || {
+        BodyClock::new(
+            config.connections.body_timeout,
+            config.connections.min_body_rate,
+        )
+    };
     // Plugins that take the body get it whole. Otherwise a handler reads it as it arrives
     // (after the plugins, which get none); with no handler, nothing reads it.
     let (body, stream) = match route {
         Some(r) if !r.reads_body() => {
             if axum::body::HttpBody::size_hint(&body).lower() > max_body as u64 {
-                return too_large();
+                return refused(too_large());
             }
             let stream = r.handler.is_some().then(|| {
-                let stream = RequestBody::new(body, max_body, idle);
+                let stream = RequestBody::new(body, max_body, clock());
                 // A handler no plugin comes before gets the header lines as they came,
                 // values as bytes; after plugins, it gets the client's framing with the
                 // body the client sends.
@@ -902,11 +947,16 @@ async fn handle(State(edge): State<Edge>, req: Request) -> Response {
             });
             (Vec::new(), stream)
         }
-        _ => match read_body(body, max_body, idle).await {
+        _ => match read_body(body, max_body, clock()).await {
             Ok(b) => (b, None),
-            Err(answer) => return answer,
+            Err(answer) if answer.status() == StatusCode::REQUEST_TIMEOUT => {
+                return refused(closing(answer, parts.version));
+            }
+            Err(answer) => return refused(answer),
         },
     };
+    // A streamed body that came too late: the connection closes after the answer.
+    let late = stream.as_ref().map(RequestBody::state);
     // Header values as UTF-8 text (a plugin's header is a WIT string): values with bytes
     // past ASCII pass when they are UTF-8. A value that is not can not reach the plugins,
     // and nothing may pass around them (a plugin that strips or checks a header would be
@@ -933,9 +983,16 @@ async fn handle(State(edge): State<Edge>, req: Request) -> Response {
             edge.dispatch_on(route, parts.method.as_str(), path, &headers, &body, stream)
                 .await
         }
-        None => no_route(path).into(),
+        None => {
+            metrics.unrouted(404);
+            no_route(path).into()
+        }
     };
-    response(reply, parts.method == axum::http::Method::HEAD)
+    let resp = response(reply, parts.method == axum::http::Method::HEAD);
+    if late.is_some_and(|l| l.late()) {
+        return closing(resp, parts.version);
+    }
+    resp
 }
 
 /// The response that carries `reply`. To a `HEAD` request (RFC 9110) it has no body: the
@@ -1166,6 +1223,10 @@ fn worker(dep: &Deployment, rt: &RouteRt, k: usize, rx: &JobQueue, short: &Arc<A
     let mut back = Return::default();
     loop {
         let Some(job) = rx.recv() else { return };
+        // The client went away while the request waited: it is not run.
+        if job.reply.is_closed() {
+            continue;
+        }
         if !demoted {
             note_short_request(short);
         }
@@ -1458,7 +1519,9 @@ impl Worker<'_> {
                 Err(r) => r,
             };
             let plugin = &self.rt.plugins[r.slot];
-            if !waited {
+            // A request whose client went away is not run again.
+            let gone = self.reply.as_ref().is_some_and(oneshot::Sender::is_closed);
+            if !waited && !gone {
                 waited = true;
                 let until = Instant::now() + plugin.deadline();
                 lrpc_kernel::pace::about_to_wait();

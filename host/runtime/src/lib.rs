@@ -32,6 +32,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod body_rate;
 pub mod config;
 pub mod demo;
 pub mod deploy;

@@ -49,6 +49,7 @@
 
 mod p3;
 
+use crate::body_rate::BodyClock;
 use crate::config::{DomainSpec, HttpOrigin, Source};
 use crate::http::{Answer, Incoming, Reply};
 use crate::metrics::{Metrics, OutgoingMeters};
@@ -747,16 +748,19 @@ impl HttpHandler {
             }
             sent => sent,
         };
-        // A body over the route's cap failed the guest's reads: with no head out yet, the
-        // client is told why.
-        let too_large = reply.is_some() && over.is_some_and(|o| o.load(Ordering::Acquire));
-        let fail = |code: u16, kind: &str, what: &str| {
-            if too_large {
+        // A body over the route's cap, or too late, failed the guest's reads: with no head
+        // out yet, the client is told why.
+        let refusal = if reply.is_some() {
+            over.and_then(|o| o.refusal())
+        } else {
+            None
+        };
+        let fail = |code: u16, kind: &str, what: &str| match &refusal {
+            Some(answer) => {
                 self.supervision.metrics.failure(&self.name, kind);
-                Answer::text(413, "request body too large\n".into())
-            } else {
-                fail(code, kind, what)
+                answer.clone()
             }
+            None => fail(code, kind, what),
         };
         if let Err(e) = called {
             // A body that streams ends badly once the Store that writes it goes.
@@ -1271,15 +1275,16 @@ pub fn is_framing(name: &str) -> bool {
 }
 
 /// A request body streaming from the client to a handler with no plugins before it: at
-/// most `max` bytes (past that, reads fail), each piece within `idle` of the one before.
+/// most `max` bytes (past that, reads fail), as fast as its [`BodyClock`] asks (each piece
+/// within `body-timeout`, at least the minimum rate after a grace; else reads fail, and the
+/// request is answered 408 if its head has not gone out, and its connection closes).
 pub struct RequestBody {
     inner: axum::body::Body,
     max: usize,
     seen: usize,
-    idle: Duration,
-    sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
-    /// Set when the body went past `max`.
-    over: Arc<AtomicBool>,
+    clock: BodyClock,
+    /// What went wrong with the body, for the answer.
+    state: Arc<BodyState>,
     /// The request's header lines as they came, for a handler no plugin comes before.
     headers: Option<axum::http::HeaderMap>,
     /// The client's framing lines (`content-length`, `transfer-encoding`): they describe
@@ -1287,16 +1292,42 @@ pub struct RequestBody {
     framing: Vec<(HeaderName, HeaderValue)>,
 }
 
+/// What went wrong with a streamed request body, as the handler's caller sees it.
+#[derive(Default, Debug)]
+pub struct BodyState {
+    /// The body went past the route's `max-body`.
+    over: AtomicBool,
+    /// The body came too late (stalled, or below the minimum rate).
+    late: AtomicBool,
+}
+
+impl BodyState {
+    /// Whether the body came too late: its connection is to close.
+    pub fn late(&self) -> bool {
+        self.late.load(Ordering::Acquire)
+    }
+
+    /// The answer the client gets instead of the handler's failure, if the body caused it.
+    fn refusal(&self) -> Option<Answer> {
+        if self.over.load(Ordering::Acquire) {
+            Some(Answer::text(413, "request body too large\n".into()))
+        } else if self.late() {
+            Some(Answer::text(408, "request body too late\n".into()))
+        } else {
+            None
+        }
+    }
+}
+
 impl RequestBody {
-    /// `body`, capped at `max` bytes, each piece arriving within `idle`.
-    pub fn new(body: axum::body::Body, max: usize, idle: Duration) -> RequestBody {
+    /// `body`, capped at `max` bytes, read as fast as `clock` asks.
+    pub fn new(body: axum::body::Body, max: usize, clock: BodyClock) -> RequestBody {
         RequestBody {
             inner: body,
             max,
             seen: 0,
-            idle,
-            sleep: None,
-            over: Arc::default(),
+            clock,
+            state: Arc::default(),
             headers: None,
             framing: Vec::new(),
         }
@@ -1319,6 +1350,11 @@ impl RequestBody {
         self.headers = Some(headers);
         self
     }
+
+    /// What goes wrong with the body, shared.
+    pub fn state(&self) -> Arc<BodyState> {
+        self.state.clone()
+    }
 }
 
 impl http_body::Body for RequestBody {
@@ -1331,44 +1367,41 @@ impl http_body::Body for RequestBody {
     ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, HttpError>>> {
         use std::task::Poll;
         let this = &mut *self;
-        if this.over.load(Ordering::Relaxed) {
+        if this.state.over.load(Ordering::Relaxed) {
             return Poll::Ready(Some(Err(HttpError::HttpRequestBodySize(Some(
                 this.seen as u64,
             )))));
         }
+        if this.state.late() {
+            return Poll::Ready(Some(Err(HttpError::ConnectionReadTimeout)));
+        }
         match std::pin::Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
-                this.sleep = None;
                 if let Some(d) = frame.data_ref() {
+                    this.clock.arrived(d.len());
                     this.seen = this.seen.saturating_add(d.len());
                     if this.seen > this.max {
-                        this.over.store(true, Ordering::Release);
+                        this.state.over.store(true, Ordering::Release);
                         return Poll::Ready(Some(Err(HttpError::HttpRequestBodySize(Some(
                             this.seen as u64,
                         )))));
                     }
+                } else {
+                    this.clock.arrived(0);
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
             // Malformed framing, or a connection that broke.
             Poll::Ready(Some(Err(_))) => Poll::Ready(Some(Err(HttpError::ConnectionTerminated))),
             Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => {
-                // A timer needs a runtime: a poll outside one (a read that does not wait)
-                // arms none.
-                if this.sleep.is_none() && tokio::runtime::Handle::try_current().is_ok() {
-                    this.sleep = Some(Box::pin(tokio::time::sleep(this.idle)));
-                }
-                let stalled = this
-                    .sleep
-                    .as_mut()
-                    .is_some_and(|s| s.as_mut().poll(cx).is_ready());
-                if stalled {
+            Poll::Pending => match this.clock.poll_late(cx) {
+                Poll::Ready(late) => {
+                    tracing::debug!(?late, "a streamed request body came too late");
+                    this.state.late.store(true, Ordering::Release);
                     Poll::Ready(Some(Err(HttpError::ConnectionReadTimeout)))
-                } else {
-                    Poll::Pending
                 }
-            }
+                Poll::Pending => Poll::Pending,
+            },
         }
     }
 
@@ -1388,12 +1421,12 @@ type HandlerRequest =
 /// The request as the chain left it, as an HTTP request (method, path and headers checked,
 /// then the lines the plugins could not see), with `body` instead of its own when the body
 /// streams, and the header lines as they came instead of its own when `body` has them; and
-/// the streamed body's flag for going over the route's cap.
+/// what goes wrong with the streamed body.
 fn hyper_request(
     req: Incoming,
     mut body: Option<RequestBody>,
-) -> Result<(HandlerRequest, Option<Arc<AtomicBool>>), String> {
-    let over = body.as_ref().map(|b| b.over.clone());
+) -> Result<(HandlerRequest, Option<Arc<BodyState>>), String> {
+    let over = body.as_ref().map(RequestBody::state);
     let raw = body.as_mut().and_then(|b| b.headers.take());
     let method = Method::from_bytes(req.method.as_bytes()).map_err(|e| e.to_string())?;
     let host = match &raw {

@@ -1675,9 +1675,12 @@ fn http2_with_prior_knowledge_is_served_and_h2c_upgrade_declined() {
 #[test]
 fn a_route_has_its_own_body_cap_and_request_cap() {
     let dir = scratch("route-caps");
+    // The driver's deadline (the kernel's default, 10 s) must outlast the 1.5 s request
+    // on a loaded machine, where it took over 10 s of wall-clock time.
     let config = write_config(
         &dir,
-        "[domains.hello]\nguest = \"http-hello\"\n\
+        "[kernel]\ndeadline = \"60s\"\n\
+         [domains.hello]\nguest = \"http-hello\"\n\
          exports = [{ interface = \"lrpc:http/plugin\" }]\n\
          [domains.faulty]\nguest = \"http-faulty\"\n\
          exports = [{ interface = \"lrpc:http/plugin\", deadline = \"20s\" }]\n\
@@ -1705,6 +1708,22 @@ fn a_route_has_its_own_body_cap_and_request_cap() {
     assert_eq!(s.get("/large/b", &[]).status, 200);
     assert_eq!(long.join().expect("the long request").status, 200);
     assert_eq!(s.get("/one/busy/1", &[]).status, 200);
+    // A path no route serves.
+    assert_eq!(s.get("/nowhere", &[]).status, 404);
+    // The refusals, answered before any plugin ran, are counted with their route and code,
+    // and the 404 with an empty route.
+    let text = s.get("/metrics", &[]).text();
+    let count = |route: &str, code: u16| {
+        metric_value(
+            &text,
+            &format!("lrpc_http_requests_total{{route=\"{route}\",code=\"{code}\"}}"),
+        )
+    };
+    assert_eq!(count("/small", 413), 1.0, "{text}");
+    assert_eq!(count("/small", 200), 1.0, "{text}");
+    assert_eq!(count("/one", 503), 1.0, "{text}");
+    assert_eq!(count("/one", 200), 2.0, "{text}");
+    assert_eq!(count("", 404), 1.0, "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -2886,5 +2905,272 @@ fn a_wasi_p3_handler_sends_requests_only_to_granted_origins() {
         )
     };
     assert_eq!([count("sent"), count("denied")], [1.0, 2.0], "{m}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Opens a connection and sends the head of a request whose body (`len` bytes) is yet to
+/// come.
+fn body_pending(addr: &str, path: &str, len: usize) -> TcpStream {
+    let mut c = TcpStream::connect(addr).expect("connect");
+    c.write_all(
+        format!("POST {path} HTTP/1.1\r\nhost: a\r\ncontent-length: {len}\r\n\r\n").as_bytes(),
+    )
+    .expect("send the head");
+    c
+}
+
+/// Writes one byte to each of `conns` every `every` until `stop` is set (errors, once the
+/// server closed a connection, are ignored).
+fn trickle(
+    conns: Vec<TcpStream>,
+    every: Duration,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut conns = conns;
+        while !stop.load(Ordering::Relaxed) {
+            for c in &mut conns {
+                let _ = c.write_all(b"x");
+            }
+            std::thread::sleep(every);
+        }
+    })
+}
+
+/// All the server sends on `c` until it closes the connection; `None` when it is still open
+/// after `within`.
+fn read_until_closed(c: &mut TcpStream, within: Duration) -> Option<String> {
+    c.set_read_timeout(Some(within)).expect("timeout");
+    let mut out = Vec::new();
+    match c.read_to_end(&mut out) {
+        Ok(_) => Some(String::from_utf8_lossy(&out).into_owned()),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+            Some(String::from_utf8_lossy(&out).into_owned())
+        }
+        Err(_) => None,
+    }
+}
+
+/// A body sent a few bytes a second never stalls (`body-timeout`), but falls below the
+/// minimum rate after its grace: answered 408 and its connection closed, both when the
+/// plugins read the body whole and when it streams to a `wasi:http` handler. The 408s are
+/// counted.
+#[test]
+fn a_body_below_the_minimum_rate_is_answered_408_and_its_connection_closed() {
+    let dir = scratch("min-rate");
+    let config = write_config(
+        &dir,
+        "[serve]\nmin-body-rate-grace = \"1s\"\n\
+         [domains.hello]\nguest = \"http-hello\"\n\
+         exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+         [domains.stream]\nguest = \"http-wasi-stream\"\n\
+         exports = [{ interface = \"wasi:http/incoming-handler\" }]\n\
+         [[routes]]\nprefix = \"/stream\"\nchain = [\"stream\"]\n\
+         [[routes]]\nprefix = \"/\"\nchain = [\"hello\"]\n",
+    );
+    let s = Server::start(&config);
+    // Keep-alive connections (HTTP/1.1's default): only the server can close them.
+    let whole = body_pending(&s.addr, "/x", 1000);
+    let streamed = body_pending(&s.addr, "/stream/sum", 1000);
+    let conns = vec![
+        whole.try_clone().expect("clone"),
+        streamed.try_clone().expect("clone"),
+    ];
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // A byte every 200 ms: 5 bytes a second, far below 240, and never a 10 s stall.
+    let writer = trickle(conns, Duration::from_millis(200), stop.clone());
+    let start = Instant::now();
+    for (what, mut c) in [("whole", whole), ("streamed", streamed)] {
+        // (Both trickle at once: the second is closed by the time the first is read.)
+        // The grace (1 s), plus a wide margin for a loaded machine, and still below the
+        // body's own end (1000 bytes at 5 a second: 200 s).
+        let answer = read_until_closed(&mut c, Duration::from_secs(60))
+            .unwrap_or_else(|| panic!("{what}: the connection is still open"));
+        assert!(answer.starts_with("HTTP/1.1 408"), "{what}: {answer}");
+        assert!(
+            answer.to_ascii_lowercase().contains("connection: close"),
+            "{what}: {answer}"
+        );
+    }
+    // A handler that answered before the body failed (`/echo` sends its head first): the
+    // answer can not change, but the connection closes all the same.
+    let mut echoed = body_pending(&s.addr, "/stream/echo", 1000);
+    let stop_echo = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let echo_writer = trickle(
+        vec![echoed.try_clone().expect("clone")],
+        Duration::from_millis(200),
+        stop_echo.clone(),
+    );
+    let answer = read_until_closed(&mut echoed, Duration::from_secs(60))
+        .expect("echo: the connection is still open");
+    assert!(answer.starts_with("HTTP/1.1 "), "echo: {answer}");
+    stop_echo.store(true, Ordering::Relaxed);
+    echo_writer.join().expect("the writer");
+    assert!(start.elapsed() < Duration::from_secs(120));
+    stop.store(true, Ordering::Relaxed);
+    writer.join().expect("the writer");
+    assert_eq!(
+        s.metric("lrpc_http_requests_total{route=\"/\",code=\"408\"}"),
+        1.0
+    );
+    assert_eq!(
+        s.metric("lrpc_http_requests_total{route=\"/stream\",code=\"408\"}"),
+        1.0
+    );
+    // A body at a fair rate is served as before.
+    assert_eq!(
+        request(&s.addr, "POST", "/x", &[], &[b'y'; 500]).status,
+        200
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// 200 clients sending their bodies a byte at a time do not hold the server (default
+/// budgets): a normal request is answered meanwhile, and the slow ones are answered 408
+/// once the grace of the minimum rate is over.
+#[test]
+fn slow_bodies_can_not_hold_the_server() {
+    let dir = scratch("slow-bodies");
+    let config = hello_with(&dir, "");
+    let s = Server::start(&config);
+    let slow: Vec<TcpStream> = (0..200)
+        .map(|_| body_pending(&s.addr, "/x", 1000))
+        .collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = trickle(
+        slow.iter().map(|c| c.try_clone().expect("clone")).collect(),
+        Duration::from_millis(500),
+        stop.clone(),
+    );
+    let r = s.get("/x", &[]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    // Each is answered 408 after the grace (5 s); a wide margin for a loaded machine.
+    let until = Instant::now() + Duration::from_secs(90);
+    for (i, mut c) in slow.into_iter().enumerate() {
+        let left = until
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_secs(1));
+        let answer = read_until_closed(&mut c, left)
+            .unwrap_or_else(|| panic!("slow client {i}: still open"));
+        assert!(
+            answer.starts_with("HTTP/1.1 408"),
+            "slow client {i}: {answer}"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().expect("the writer");
+    assert_eq!(s.get("/x", &[]).status, 200);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// With an open-file limit below `max-connections`, the server lowers the cap and says so
+/// once, and serves.
+#[test]
+fn max_connections_is_clamped_to_the_open_file_limit_with_one_warning() {
+    let dir = scratch("fd-limit");
+    let config = hello_with(&dir, "max-connections = 4096");
+    let _beside = ALONE
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // `ulimit -n` sets both the soft and the hard limit: the server can not raise it.
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -n 256 && exec \"$0\" serve \"$1\" --listen 127.0.0.1:0")
+        .arg(LRPC)
+        .arg(&config)
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start lrpc serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the address");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    // More connections than the lowered cap: they wait in the accept queue, and requests
+    // are still served as they close.
+    let held: Vec<TcpStream> = (0..300)
+        .filter_map(|_| TcpStream::connect(&addr).ok())
+        .collect();
+    drop(held);
+    let r = request(&addr, "GET", "/x", &[], b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut log)
+        .expect("read the log");
+    let warnings = log
+        .lines()
+        .filter(|l| l.contains("max-connections lowered"))
+        .count();
+    assert_eq!(warnings, 1, "{log}");
+    assert!(log.contains("open-file limit is 256"), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The processor time `pid` has used (user and system, from `/proc/PID/stat`).
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    // Fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')').expect("a command") + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    let ticks: u64 = f[11].parse::<u64>().expect("utime") + f[12].parse::<u64>().expect("stime");
+    // `getconf CLK_TCK` is 100 on Linux.
+    Duration::from_millis(ticks * 10)
+}
+
+/// 200 clients ask for half a second of computation each and hang up: the requests still
+/// waiting for a worker are dropped, not run, so the server's processor time stops growing
+/// within seconds (run to the end, they would take 100 s of it).
+#[test]
+fn requests_of_clients_that_went_away_are_not_run() {
+    let dir = scratch("gone");
+    let config = write_config(
+        &dir,
+        "[domains.faulty]\nguest = \"http-faulty\"\n\
+         exports = [{ interface = \"lrpc:http/plugin\", deadline = \"60s\" }]\n\
+         [[routes]]\nprefix = \"/faulty\"\nchain = [\"faulty\"]\n",
+    );
+    // The requests that run before the route leaves the reactor keep both processors busy
+    // for a while: no other timing test runs beside it.
+    let _alone = alone();
+    let s = Server::start_alone(&config);
+    let pid = s.child.id();
+    let clients: Vec<TcpStream> = (0..200)
+        .map(|_| {
+            let mut c = TcpStream::connect(&s.addr).expect("connect");
+            c.write_all(b"GET /faulty/busy/500 HTTP/1.1\r\nhost: a\r\n\r\n")
+                .expect("send");
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    drop(clients);
+    // Those already running finish (a few, each half a second); then the server idles.
+    // Look for two quiet seconds within 60 s: using less than half a second of processor
+    // time in two seconds of wall-clock time.
+    let until = Instant::now() + Duration::from_secs(60);
+    let mut quiet = false;
+    while Instant::now() < until {
+        let before = cpu_time(pid);
+        std::thread::sleep(Duration::from_secs(2));
+        let used = cpu_time(pid).saturating_sub(before);
+        if used < Duration::from_millis(500) {
+            quiet = true;
+            break;
+        }
+    }
+    assert!(quiet, "the server kept computing after its clients left");
+    assert_eq!(s.get("/faulty/busy/1", &[]).status, 200);
     let _ = std::fs::remove_dir_all(&dir);
 }

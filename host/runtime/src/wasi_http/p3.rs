@@ -559,8 +559,8 @@ impl HttpHandler {
                         let _ = super::stream(tx, parts, body, until);
                     }
                     Ok(Err(f)) => {
-                        let too_large = over.is_some_and(|o| o.load(Ordering::Acquire));
-                        let _ = tx.send(me.p3_failed(f, too_large, generation).into());
+                        let refusal = over.and_then(|o| o.refusal());
+                        let _ = tx.send(me.p3_failed(f, refusal, generation).into());
                     }
                     Err(_) => {
                         let _ = tx.send(me.p3_fail(500, "other", "went away").into());
@@ -577,10 +577,11 @@ impl HttpHandler {
     }
 
     /// The answer to a request that failed with `f`.
-    fn p3_failed(self: &Arc<Self>, f: Failure, too_large: bool, generation: u64) -> Answer {
-        if too_large {
+    /// (`refusal`, when the request body caused it: too large or too late).
+    fn p3_failed(self: &Arc<Self>, f: Failure, refusal: Option<Answer>, generation: u64) -> Answer {
+        if let Some(answer) = refusal {
             self.supervision.metrics.failure(&self.name, "malformed");
-            return Answer::text(413, "request body too large\n".into());
+            return answer;
         }
         match f {
             Failure::Instantiate(e) => {
