@@ -81,6 +81,12 @@ if grep -qiE "warn|error" "$tools/book.log"; then
 fi
 
 step "running the tests"
-cargo test --workspace "$@"
+# Every test binary runs even when one fails (`--no-fail-fast`): a failure never hides the
+# rest. The script still fails at the end if any did.
+status=0
+cargo test --workspace --no-fail-fast "$@" || status=$?
 # The guest SDK's own unit tests: a separate workspace, run natively.
-(cd guests && cargo test -p lrpc-sdk --target-dir ../target/guests-native)
+(cd guests && cargo test -p lrpc-sdk --no-fail-fast --target-dir ../target/guests-native) || status=$?
+if [ "$status" -ne 0 ]; then
+    fail "some tests failed (above)"
+fi

@@ -125,7 +125,6 @@ pub fn check_parts(p: &Parts) {
         path: p.path.clone(),
         headers: p.headers.clone(),
         body: p.body.clone(),
-        opaque: Default::default(),
     };
     assert_eq!(decode_request(&enc).as_ref(), Some(&want));
     let pl = Plugin::get();

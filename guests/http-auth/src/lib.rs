@@ -1,6 +1,11 @@
 //! An `lrpc:http/plugin` that lets a request through only with a known bearer token: it
 //! answers 401 itself otherwise, and passes the request on with the token replaced by an
 //! `x-user` header.
+//!
+//! The plugins after this one trust `x-user`, so only this plugin may set it: any `x-user`
+//! the client sent is removed first, whatever its case. Otherwise bob's token with
+//! `x-user: alice` would reach the handler as alice. A request with more than one
+//! `authorization` header is refused: which one counts would be a guess.
 
 include!(concat!(env!("OUT_DIR"), "/stubs.rs"));
 
@@ -10,6 +15,9 @@ include!(concat!(env!("OUT_DIR"), "/stubs.rs"));
 static ALLOC: lrpc_sdk::alloc::Pools = lrpc_sdk::alloc::Pools::new();
 
 use plugin::{Action, Head, Header, Response};
+
+/// The header that names the user to the plugins and handler after this one.
+const IDENTITY: &str = "x-user";
 
 /// Tokens and the users they stand for.
 const TOKENS: &[(&str, &str)] = &[("Bearer letmein", "alice"), ("Bearer opensesame", "bob")];
@@ -21,12 +29,14 @@ impl plugin::Server for Auth {
     /// The head's strings are lent from the request (`server.toml`: borrowed types): the
     /// headers passed on are not copied here, only re-encoded by the stub.
     fn handle<'a>(&self, mut head: Head<'a>, _body: &'a [u8]) -> Action<'a> {
-        let user = head
+        let mut tokens = head
             .headers
             .iter()
-            .find(|h| h.name.eq_ignore_ascii_case("authorization"))
-            .and_then(|h| TOKENS.iter().find(|(t, _)| *t == h.value))
-            .map(|(_, u)| *u);
+            .filter(|h| h.name.eq_ignore_ascii_case("authorization"));
+        let user = match (tokens.next(), tokens.next()) {
+            (Some(h), None) => TOKENS.iter().find(|(t, _)| *t == h.value).map(|(_, u)| *u),
+            _ => None,
+        };
         let Some(user) = user else {
             return Action::Respond(Response {
                 status: 401,
@@ -37,10 +47,13 @@ impl plugin::Server for Auth {
                 body: b"auth: missing or unknown token\n".into(),
             });
         };
-        head.headers
-            .retain(|h| !h.name.eq_ignore_ascii_case("authorization"));
+        // The client's credentials and any identity it claimed for itself go; the identity
+        // this plugin vouches for takes their place.
+        head.headers.retain(|h| {
+            !h.name.eq_ignore_ascii_case("authorization") && !h.name.eq_ignore_ascii_case(IDENTITY)
+        });
         head.headers.push(Header {
-            name: "x-user".into(),
+            name: IDENTITY.into(),
             value: user.into(),
         });
         Action::Continue(head)

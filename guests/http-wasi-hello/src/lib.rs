@@ -5,6 +5,8 @@
 //! `wasmtime serve` peer of the edge benchmark.
 //!
 //! Two paths make it fail, for the edge's tests: `/trap` traps, `/spin` computes forever.
+//! `/headers` answers the request's authority and header lines as it sees them, one a line,
+//! instead of the greeting.
 
 use wasip2::exports::http::incoming_handler::Guest;
 use wasip2::http::types::{
@@ -37,7 +39,15 @@ impl Guest for Hello {
             "/spin" => spin(),
             _ => {}
         }
-        let mut answer = format!("hello {user} at {method} {path}\n").into_bytes();
+        let mut answer = if path == "/headers" {
+            let mut text = format!("authority {}\n", request.authority().unwrap_or_default());
+            for (name, value) in request.headers().entries() {
+                text.push_str(&format!("{name}: {}\n", String::from_utf8_lossy(&value)));
+            }
+            text.into_bytes()
+        } else {
+            format!("hello {user} at {method} {path}\n").into_bytes()
+        };
         read_body(&request, &mut answer);
         let headers = Fields::from_list(&[
             ("content-type".into(), b"text/plain".to_vec()),

@@ -6,7 +6,9 @@
 //! length. `/ignore` answers without reading the body; `/sum` reads it all, then answers
 //! its length (and nothing when the read fails). `/hang` sets its response, writes a
 //! line and then computes forever; `/leave` writes a line and returns with its body
-//! unfinished.
+//! unfinished; `/abandon` returns with its body unfinished and nothing written, as a
+//! JavaScript handler that throws after setting its response; `/abandon-trap` does the
+//! same, then traps.
 
 use std::cell::RefCell;
 use wasip2::exports::http::incoming_handler::Guest;
@@ -16,7 +18,7 @@ use wasip2::http::types::{
 use wasip2::io::streams::{OutputStream, StreamError};
 
 thread_local! {
-    /// Bodies `/leave` left unfinished.
+    /// Bodies `/leave` and `/abandon` left unfinished.
     static LEFT: RefCell<Vec<(OutputStream, OutgoingBody)>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -51,6 +53,14 @@ impl Guest for Stream {
                 let _ = write_all(&stream, b"partial\n");
                 LEFT.with(|l| l.borrow_mut().push((stream, body)));
                 return;
+            }
+            "/abandon" => {
+                LEFT.with(|l| l.borrow_mut().push((stream, body)));
+                return;
+            }
+            "/abandon-trap" => {
+                LEFT.with(|l| l.borrow_mut().push((stream, body)));
+                core::arch::wasm32::unreachable()
             }
             p => match p
                 .strip_prefix("/gen/")

@@ -8,6 +8,7 @@
 
 use lrpc_kernel::{Domain, Error, Kernel, Status, domain::DomainFunc};
 use std::cell::Cell;
+use std::time::Duration;
 
 /// A failed call through a driver (or, in the runtime, a failed `lrpc run --call`).
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +40,9 @@ pub struct Driver {
     bind: DomainFunc<(i32, i32, i64, i32), i32>,
     call: DomainFunc<(i32, i32, i32, i32, i32), i32>,
     chain: DomainFunc<(i32, i32, i32), i32>,
+    /// The deadline of one call into the driver (`None`: the kernel's default). The driver's
+    /// deadline runs on while the servers it calls run, so it must cover theirs.
+    deadline: Option<Duration>,
 }
 
 /// How [`Driver::chain`] ended.
@@ -84,7 +88,27 @@ impl Driver {
             call: domain.func("call")?,
             chain: domain.func("chain")?,
             domain,
+            deadline: None,
         })
+    }
+
+    /// Sets the deadline of each call into the driver: at least the longest its calls into
+    /// servers may take, waits for a busy server included. The kernel's default deadline
+    /// (10 s unless configured) applies until then.
+    pub fn set_deadline(&mut self, deadline: Duration) {
+        self.deadline = Some(deadline);
+    }
+
+    /// Calls `f` under the driver's deadline.
+    fn run<P, R>(&self, f: &DomainFunc<P, R>, params: P) -> Result<R, Error>
+    where
+        P: wasmtime::WasmParams,
+        R: wasmtime::WasmResults,
+    {
+        match self.deadline {
+            Some(d) => f.call_within(params, d),
+            None => f.call(params),
+        }
     }
 
     /// The driver's domain.
@@ -99,7 +123,7 @@ impl Driver {
         })?;
         let (mut at, held) = self.buffer.get();
         if at == 0 || held < bytes.len() {
-            let ptr = self.input.call(len)?;
+            let ptr = self.run(&self.input, len)?;
             at = address(ptr, "the driver's input buffer", || {
                 format!("none for {len} bytes")
             })?;
@@ -130,12 +154,15 @@ impl Driver {
         nprocs: usize,
     ) -> Result<(), BindError> {
         let len = self.put(name.as_bytes())?;
-        let status = self.bind.call((
-            slot as i32,
-            len,
-            fingerprint as i64,
-            i32::try_from(nprocs).unwrap_or(i32::MAX),
-        ))?;
+        let status = self.run(
+            &self.bind,
+            (
+                slot as i32,
+                len,
+                fingerprint as i64,
+                i32::try_from(nprocs).unwrap_or(i32::MAX),
+            ),
+        )?;
         match status {
             0 => Ok(()),
             s => Err(BindError::Status(status_of(s))),
@@ -154,14 +181,16 @@ impl Driver {
     ) -> Result<Vec<u8>, CallFailure> {
         let len = self.put(args).map_err(CallFailure::Driver)?;
         let status = self
-            .call
-            .call((
-                slot as i32,
-                proc as i32,
-                i32::from(bounded),
-                i32::try_from(out_bound).unwrap_or(i32::MAX),
-                len,
-            ))
+            .run(
+                &self.call,
+                (
+                    slot as i32,
+                    proc as i32,
+                    i32::from(bounded),
+                    i32::try_from(out_bound).unwrap_or(i32::MAX),
+                    len,
+                ),
+            )
             .map_err(CallFailure::Driver)?;
         if status != 0 {
             return Err(CallFailure::Status(status_of(status)));
@@ -175,9 +204,10 @@ impl Driver {
     /// ([`ChainEnd::RewroteBody`]).
     pub fn chain(&self, n: usize, request: &[u8], bodyless: u32) -> Result<ChainEnd, Error> {
         let len = self.put(request)?;
-        let r = self
-            .chain
-            .call((n as i32, len, i32::from_ne_bytes(bodyless.to_ne_bytes())))?;
+        let r = self.run(
+            &self.chain,
+            (n as i32, len, i32::from_ne_bytes(bodyless.to_ne_bytes())),
+        )?;
         if r < 0 {
             return Err(Error::Guest {
                 what: "the driver".into(),

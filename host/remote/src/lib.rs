@@ -67,7 +67,7 @@ pub mod values;
 pub mod wire;
 
 pub use client::{RemoteBinding, RemoteOptions, encode_args};
-pub use endpoint::Endpoint;
+pub use endpoint::{Endpoint, bind_unix_private};
 pub use error::{RemoteError, ServeError};
 pub use forward::{Forward, export_remote};
 pub use local::{LocalExport, LocalPool};

@@ -119,8 +119,7 @@ pub fn run(config: &NodeConfig) -> Result<(), ServeError> {
                     format!("listening tcp:{at}")
                 }
                 Endpoint::Unix(p) => {
-                    let _ = std::fs::remove_file(p);
-                    let l = tokio::net::UnixListener::bind(p).map_err(io(e))?;
+                    let l = crate::bind_unix_private(p).map_err(io(e))?;
                     tokio::spawn(server.clone().listen_unix(l));
                     format!("listening {e}")
                 }

@@ -35,6 +35,8 @@
 //!
 //! [serve]
 //! listen = "127.0.0.1:8080"
+//! # tls-cert = "cert.pem"         # HTTPS: PEM files, reloaded when they change or on SIGHUP
+//! # tls-key = "key.pem"
 //!
 //! [domains.stamp]
 //! guest = "comp-http-stamp"      # an HTTP plugin may be a component too
@@ -61,8 +63,9 @@
 //! deadline = "2s"                 # per call, network included
 //!
 //! [network]                       # this kernel's exports, served to other kernels over wRPC
-//! listen = ["tcp:0.0.0.0:7000"]  # or "unix:PATH", or "nats://HOST:4222[/PREFIX]" (behind a
-//! group = "kv"                    # NATS server, in this queue group: kernels share calls)
+//! listen = ["tcp:127.0.0.1:7000"] # or "unix:PATH", or "nats://HOST:4222[/PREFIX]" (behind a
+//! group = "kv"                    # NATS server, in this queue group: kernels share calls);
+//!                                 # other hosts: { address = "tcp:0.0.0.0:7000", insecure = true }
 //! exports = ["lrpc:kv/store"]     # export names; when left out, every export of a core
 //!                                 # domain that is not an HTTP plugin
 //! workers = 2                     # threads calling into the kernel for remote callers
@@ -142,7 +145,9 @@ struct RawRemote {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawNetwork {
-    listen: Spanned<Vec<Spanned<String>>>,
+    /// Each an endpoint string, or `{ address = "…", insecure = true }` (read by hand: a
+    /// table inside an array is no table of the config's own).
+    listen: Spanned<Vec<Spanned<toml::Value>>>,
     exports: Option<Vec<Spanned<String>>>,
     workers: Option<Spanned<i64>>,
     group: Option<Spanned<String>>,
@@ -155,7 +160,33 @@ struct RawKernel {
     #[serde(default)]
     wit: Vec<Spanned<String>>,
     #[serde(rename = "cache-dir")]
-    cache_dir: Option<Spanned<String>>,
+    cache_dir: Option<Spanned<RawCacheDir>>,
+}
+
+/// `[kernel] cache-dir`: a folder, `true` (the per-user folder) or `false` (no cache).
+#[derive(Debug)]
+enum RawCacheDir {
+    Folder(String),
+    On(bool),
+}
+
+impl<'de> Deserialize<'de> for RawCacheDir {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = RawCacheDir;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a folder, or `false` for no cache, or `true` for the default folder")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawCacheDir, E> {
+                Ok(RawCacheDir::Folder(v.into()))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<RawCacheDir, E> {
+                Ok(RawCacheDir::On(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -257,6 +288,14 @@ struct RawServe {
     body_timeout: Option<Spanned<String>>,
     #[serde(rename = "shutdown-grace")]
     shutdown_grace: Option<Spanned<String>>,
+    #[serde(rename = "tls-cert")]
+    tls_cert: Option<Spanned<String>>,
+    #[serde(rename = "tls-key")]
+    tls_key: Option<Spanned<String>>,
+    #[serde(rename = "min-body-rate")]
+    min_body_rate: Option<Spanned<toml::Value>>,
+    #[serde(rename = "min-body-rate-grace")]
+    min_body_rate_grace: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -540,6 +579,10 @@ pub struct RemoteSpec {
 pub struct NetworkSpec {
     /// Addresses to listen on.
     pub listen: Vec<lrpc_remote::Endpoint>,
+    /// Those of them reachable from other machines that the config lets serve in clear
+    /// (`insecure = true`). Remote endpoints have no TLS yet, so every TCP address that is
+    /// not loopback is one of these: the config refuses it otherwise.
+    pub insecure: Vec<lrpc_remote::Endpoint>,
     /// Export names served; `None`: every export of the core domains that are not HTTP
     /// plugins.
     pub exports: Option<Vec<String>>,
@@ -593,7 +636,7 @@ pub struct Config {
     /// Folders of WIT packages the kernel loads beside its embedded WIT (`[kernel] wit`).
     pub wit: Vec<PathBuf>,
     /// Where compiled code is kept across process starts (`[kernel] cache-dir`).
-    pub cache_dir: Option<PathBuf>,
+    pub cache: CompileCache,
     /// Domains, by name.
     pub domains: BTreeMap<String, DomainSpec>,
     /// `domain.export` that `lrpc run` calls.
@@ -607,12 +650,45 @@ pub struct Config {
     pub max_body: usize,
     /// The budgets of the edge server's connections.
     pub connections: crate::listener::Connections,
+    /// The certificate and key the edge server serves TLS with; `None`: plain HTTP.
+    pub tls: Option<crate::tls::TlsFiles>,
     /// HTTP routes.
     pub routes: Vec<Route>,
     /// Exports of other kernels the clients bind to, by name.
     pub remotes: BTreeMap<String, RemoteSpec>,
     /// Exports served to other kernels.
     pub network: Option<NetworkSpec>,
+}
+
+/// Where compiled code is kept across starts of the process (`[kernel] cache-dir`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CompileCache {
+    /// No cache: every start compiles every module (`cache-dir = false`).
+    Off,
+    /// The per-user folder, as wasmtime's own cache: `$XDG_CACHE_HOME/lrpc`, else
+    /// `$HOME/.cache/lrpc`. When it can not be made, the server warns and starts without.
+    PerUser(PathBuf),
+    /// A folder the config names: a start fails when it can not be used.
+    Folder(PathBuf),
+}
+
+impl CompileCache {
+    /// The per-user cache folder, or [`CompileCache::Off`] where there is no home to put it.
+    pub fn per_user() -> CompileCache {
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .map(PathBuf::from)
+                    .filter(|p| p.is_absolute())
+                    .map(|h| h.join(".cache"))
+            });
+        match base {
+            Some(b) => CompileCache::PerUser(b.join("lrpc")),
+            None => CompileCache::Off,
+        }
+    }
 }
 
 /// Parses a size: `"123"`, `"4KiB"`, `"64MiB"`, `"1GiB"`.
@@ -628,6 +704,48 @@ pub fn parse_size(s: &str) -> Option<u64> {
         _ => return None,
     };
     n.checked_mul(scale)
+}
+
+/// The `[serve]` table's minimum body rate: `min-body-rate` (bytes per second, like
+/// `"240B/s"` or `"1KiB/s"`; `0` or `false` turns it off) and `min-body-rate-grace`.
+fn min_body_rate(
+    cx: &Ctx<'_>,
+    serve: &RawServe,
+) -> Result<Option<crate::body_rate::MinBodyRate>, ConfigError> {
+    let mut min = crate::body_rate::MinBodyRate::default();
+    if let Some(v) = &serve.min_body_rate {
+        let rate = match v.get_ref() {
+            toml::Value::Boolean(true) => Some(min.bytes_per_second),
+            toml::Value::Boolean(false) => Some(0),
+            toml::Value::Integer(n) => u64::try_from(*n).ok(),
+            toml::Value::String(t) => parse_rate(t),
+            _ => None,
+        };
+        match rate {
+            Some(0) => return Ok(None),
+            Some(n) => min.bytes_per_second = n,
+            None => {
+                return Err(cx.err(
+                    v,
+                    "min-body-rate is a rate like \"240B/s\" or \"1KiB/s\", or 0 or false \
+                     to turn it off",
+                ));
+            }
+        }
+    }
+    if let Some(g) = &serve.min_body_rate_grace {
+        min.grace = cx.duration(g)?;
+    }
+    Ok(Some(min))
+}
+
+/// Parses a rate like `240B/s` or `1KiB/s` (a size per second; `0` alone is zero).
+pub fn parse_rate(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if s == "0" {
+        return Some(0);
+    }
+    parse_size(s.strip_suffix("/s")?)
 }
 
 /// Parses a duration like `250ms`, `2s`, `1.5s`, `100us` or `1m`.
@@ -731,6 +849,21 @@ impl Ctx<'_> {
         })
     }
 
+    /// A linear memory's cap: a size of at most 4 GiB, all a 32-bit memory can address.
+    fn memory(&self, v: &Spanned<toml::Value>) -> Result<u64, ConfigError> {
+        const MAX: u64 = 4 << 30;
+        let n = self.size(v, "memory")?;
+        if n > MAX {
+            return Err(self.err(
+                v,
+                format!(
+                    "memory is at most 4GiB (all a 32-bit linear memory can address), not {n} bytes"
+                ),
+            ));
+        }
+        Ok(n)
+    }
+
     fn count(&self, s: &Spanned<i64>, what: &str, max: i64) -> Result<usize, ConfigError> {
         let n = *s.get_ref();
         if (1..=max).contains(&n) {
@@ -790,7 +923,19 @@ impl Config {
             }
             wit.push(dir);
         }
-        let cache_dir = raw.kernel.cache_dir.as_ref().map(|d| cx.path(d));
+        let cache = match raw.kernel.cache_dir.as_ref().map(|d| (d, d.get_ref())) {
+            Some((_, RawCacheDir::On(false))) => CompileCache::Off,
+            Some((d, RawCacheDir::Folder(f))) => {
+                if f.is_empty() {
+                    return Err(cx.err(
+                        d,
+                        "`cache-dir` is an empty path: name a folder, or say `false`",
+                    ));
+                }
+                CompileCache::Folder(cx.dir.join(f))
+            }
+            None | Some((_, RawCacheDir::On(true))) => CompileCache::per_user(),
+        };
         let mut domains = BTreeMap::new();
         for (name, d) in &raw.domains {
             domains.insert(name.clone(), domain(&cx, name, d)?);
@@ -980,6 +1125,16 @@ impl Config {
                 *slot = cx.duration(d)?;
             }
         }
+        let tls = match (&raw.serve.tls_cert, &raw.serve.tls_key) {
+            (Some(c), Some(k)) => Some(crate::tls::TlsFiles {
+                cert: cx.existing(c, "tls-cert")?,
+                key: cx.existing(k, "tls-key")?,
+            }),
+            (Some(c), None) => return Err(cx.err(c, "`tls-cert` needs `tls-key` too")),
+            (None, Some(k)) => return Err(cx.err(k, "`tls-key` needs `tls-cert` too")),
+            (None, None) => None,
+        };
+        connections.min_body_rate = min_body_rate(&cx, &raw.serve)?;
         let mut routes: Vec<Route> = Vec::new();
         let mut workers_in_all = 0;
         for r in &raw.routes {
@@ -1082,13 +1237,14 @@ impl Config {
             file: path.to_path_buf(),
             deadline,
             wit,
-            cache_dir,
+            cache,
             domains,
             entry,
             listen,
             admin,
             max_body,
             connections,
+            tls,
             routes,
             remotes,
             network,
@@ -1156,6 +1312,54 @@ fn remote(cx: &Ctx<'_>, name: &str, r: &Spanned<RawRemote>) -> Result<RemoteSpec
     })
 }
 
+/// One address of `[network] listen`: a string, or `{ address = "…", insecure = true }`; with
+/// whether it is served in clear although other machines can reach it.
+///
+/// A TCP address that is not loopback is refused unless it says `insecure = true`: remote
+/// endpoints have no TLS yet, and DESIGN.md has remote callers prove who they are.
+fn listen_endpoint(
+    cx: &Ctx<'_>,
+    l: &Spanned<toml::Value>,
+) -> Result<(lrpc_remote::Endpoint, bool), ConfigError> {
+    const FORMS: &str = "an address is a string like \"tcp:127.0.0.1:7000\", or a table \
+                         `{ address = \"tcp:0.0.0.0:7000\", insecure = true }`";
+    let (address, insecure) = match l.get_ref() {
+        toml::Value::String(a) => (a.as_str(), None),
+        toml::Value::Table(t) => {
+            if let Some(k) = t
+                .keys()
+                .find(|k| !matches!(k.as_str(), "address" | "insecure"))
+            {
+                return Err(cx.err(l, format!("unknown key `{k}`: {FORMS}")));
+            }
+            let Some(toml::Value::String(a)) = t.get("address") else {
+                return Err(cx.err(l, format!("`address` missing or not a string: {FORMS}")));
+            };
+            let insecure = match t.get("insecure") {
+                None => false,
+                Some(toml::Value::Boolean(b)) => *b,
+                Some(_) => return Err(cx.err(l, "`insecure` is `true` or `false`")),
+            };
+            (a.as_str(), Some(insecure))
+        }
+        _ => return Err(cx.err(l, FORMS)),
+    };
+    let e: lrpc_remote::Endpoint = address.parse().map_err(|e: String| cx.err(l, e))?;
+    let reachable = matches!(e, lrpc_remote::Endpoint::Tcp(_)) && !e.is_local();
+    match insecure {
+        Some(true) if reachable => Ok((e, true)),
+        _ if reachable => Err(cx.err(
+            l,
+            format!(
+                "`{e}` is reachable from other machines, and remote endpoints have no TLS yet: \
+                 serving it in clear needs `{{ address = \"{address}\", insecure = true }}` \
+                 (or listen on 127.0.0.1 or a unix: socket)"
+            ),
+        )),
+        _ => Ok((e, false)),
+    }
+}
+
 fn network(
     cx: &Ctx<'_>,
     n: &Spanned<RawNetwork>,
@@ -1165,12 +1369,15 @@ fn network(
     if rn.listen.get_ref().is_empty() {
         return Err(cx.err(&rn.listen, "`listen` needs at least one address"));
     }
-    let listen = rn
-        .listen
-        .get_ref()
-        .iter()
-        .map(|l| endpoint(cx, l))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut listen = Vec::new();
+    let mut insecure = Vec::new();
+    for l in rn.listen.get_ref() {
+        let (e, in_clear) = listen_endpoint(cx, l)?;
+        if in_clear {
+            insecure.push(e.clone());
+        }
+        listen.push(e);
+    }
     let exports = match &rn.exports {
         Some(list) => {
             let mut names = Vec::new();
@@ -1207,6 +1414,7 @@ fn network(
     };
     Ok(NetworkSpec {
         listen,
+        insecure,
         exports,
         workers,
         group,
@@ -1338,7 +1546,7 @@ fn domain_spec(
         let mut q = lrpc_kernel::Quotas::default();
         let mut any = false;
         if let Some(m) = &l.memory {
-            q.memory = cx.size(m, "memory")?;
+            q.memory = cx.memory(m)?;
             any = true;
         }
         if let Some(b) = &l.astack_bytes {
@@ -1472,7 +1680,7 @@ fn component_domain(
             ));
         }
         if let Some(m) = &l.memory {
-            spec.limits.memory = Some(usize::try_from(cx.size(m, "memory")?).unwrap_or(usize::MAX));
+            spec.limits.memory = Some(usize::try_from(cx.memory(m)?).unwrap_or(usize::MAX));
         }
         if let Some(f) = &l.fuel {
             spec.limits.fuel = Some(cx.size(f, "fuel")?);
@@ -1770,6 +1978,42 @@ mod tests {
         let e = err(&format!("[domains.a]\nguest = \"{name}\"\n"));
         assert!(e.len() < 400, "{} bytes", e.len());
         assert!(e.starts_with("app.toml:2: "), "{e}");
+    }
+
+    #[test]
+    fn the_minimum_body_rate_is_on_by_default_and_can_be_turned_off() {
+        use crate::body_rate::MinBodyRate;
+        let parse = |extra: &str| {
+            Config::parse(Path::new("app.toml"), &format!("[serve]\n{extra}\n"))
+                .expect("valid")
+                .connections
+                .min_body_rate
+        };
+        assert_eq!(parse(""), Some(MinBodyRate::default()));
+        assert_eq!(
+            parse("min-body-rate = \"1KiB/s\"\nmin-body-rate-grace = \"1s\""),
+            Some(MinBodyRate {
+                bytes_per_second: 1024,
+                grace: Duration::from_secs(1),
+            })
+        );
+        assert_eq!(
+            parse("min-body-rate = 100").map(|m| m.bytes_per_second),
+            Some(100)
+        );
+        assert_eq!(parse("min-body-rate = 0"), None);
+        assert_eq!(parse("min-body-rate = \"0\""), None);
+        assert_eq!(parse("min-body-rate = false"), None);
+        assert_eq!(parse("min-body-rate = true"), Some(MinBodyRate::default()));
+        assert!(
+            err("[serve]\nmin-body-rate = \"fast\"\n")
+                .starts_with("app.toml:2: min-body-rate is a rate like"),
+        );
+        assert!(err("[serve]\nmin-body-rate = -1\n").starts_with("app.toml:2: "));
+        assert!(
+            err("[serve]\n\nmin-body-rate-grace = \"soon\"\n")
+                .starts_with("app.toml:3: `soon` is not a duration")
+        );
     }
 
     #[test]
@@ -2172,6 +2416,92 @@ mod tests {
     }
 
     #[test]
+    fn network_addresses_other_hosts_reach_are_refused_in_clear_unless_insecure() {
+        let net = |listen: &str| {
+            format!(
+                "[domains.kv]\nguest = \"kv-server\"\n\
+                 exports = [{{ interface = \"lrpc:kv/store\" }}]\n\
+                 [network]\nlisten = {listen}\n"
+            )
+        };
+        let parse = |listen: &str| Config::parse(Path::new("app.toml"), &net(listen));
+        for refused in [
+            "\"tcp:0.0.0.0:7000\"",
+            "[\"tcp:0.0.0.0:7000\"]",
+            "[\"tcp:127.0.0.1:7000\", \"10.0.0.2:7000\"]",
+            "[\"tcp:[::]:7000\"]",
+            "[\"tcp:example.com:7000\"]",
+            "[{ address = \"tcp:0.0.0.0:7000\" }]",
+            "[{ address = \"tcp:0.0.0.0:7000\", insecure = false }]",
+        ] {
+            let e = err(&net(refused));
+            assert!(e.starts_with("app.toml:5: "), "{refused}: {e}");
+        }
+        let e = err(&net("[\"tcp:0.0.0.0:7000\"]"));
+        assert!(e.contains("insecure = true"), "the way out is named: {e}");
+        let c = parse("[{ address = \"tcp:0.0.0.0:0\", insecure = true }, \"tcp:127.0.0.1:0\"]")
+            .expect("insecure said");
+        let n = c.network.expect("[network]");
+        assert_eq!(n.listen.len(), 2);
+        assert_eq!(n.insecure, [n.listen[0].clone()]);
+        for local in [
+            "[\"tcp:127.0.0.1:0\"]",
+            "[\"tcp:[::1]:0\", \"localhost:0\", \"unix:/tmp/x.sock\"]",
+            "[{ address = \"tcp:127.0.0.1:0\" }]",
+        ] {
+            let n = parse(local).expect(local).network.expect("[network]");
+            assert!(n.insecure.is_empty(), "{local}");
+        }
+        for (bad, says) in [
+            (
+                "[{ address = \"tcp:0.0.0.0:0\", insecure = \"yes\" }]",
+                "`insecure` is",
+            ),
+            ("[{ addr = \"tcp:0.0.0.0:0\" }]", "unknown key `addr`"),
+            ("[{ insecure = true }]", "`address` missing"),
+            ("[7000]", "an address is a string"),
+            ("[\"nowhere\"]", "is neither"),
+        ] {
+            let e = err(&net(bad));
+            assert!(
+                e.starts_with("app.toml:5: ") && e.contains(says),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn tls_needs_both_files_and_they_must_exist() {
+        assert_eq!(
+            err("[serve]\ntls-cert = \"c.pem\"\n"),
+            "app.toml:2: `tls-cert` needs `tls-key` too"
+        );
+        assert_eq!(
+            err("[serve]\n\ntls-key = \"k.pem\"\n"),
+            "app.toml:3: `tls-key` needs `tls-cert` too"
+        );
+        let dir = std::env::temp_dir().join(format!("lrpc-config-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(dir.join("c.pem"), "x").expect("write");
+        let text = "[serve]\ntls-cert = \"c.pem\"\ntls-key = \"k.pem\"\n";
+        let e = Config::parse(&dir.join("app.toml"), text)
+            .expect_err("no key file")
+            .to_string();
+        assert!(e.contains("app.toml:3: tls-key `"), "{e}");
+        std::fs::write(dir.join("k.pem"), "x").expect("write");
+        let c = Config::parse(&dir.join("app.toml"), text).expect("both files");
+        let tls = c.tls.expect("tls");
+        assert_eq!((tls.cert, tls.key), (dir.join("c.pem"), dir.join("k.pem")));
+        assert!(
+            Config::parse(Path::new("app.toml"), "")
+                .expect("empty")
+                .tls
+                .is_none()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn durations() {
         assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
         assert_eq!(parse_duration("2s"), Some(Duration::from_secs(2)));
@@ -2233,6 +2563,46 @@ mod tests {
             err("[domains.a]\nguest = \"kv-server\"\n[domains.a.limits]\nmemory = \"lots\"\n")
                 .starts_with("app.toml:4: memory is a positive size")
         );
+        assert!(
+            err("[domains.a]\nguest = \"kv-server\"\n[domains.a.limits]\nmemory = 9223372036854775807\n")
+                .starts_with("app.toml:4: memory is at most 4GiB")
+        );
+        assert!(
+            err("[domains.a]\nguest = \"comp-kv-server\"\nkind = \"component\"\n[domains.a.limits]\nmemory = \"5GiB\"\n")
+                .starts_with("app.toml:5: memory is at most 4GiB")
+        );
+    }
+
+    #[test]
+    fn the_compile_cache_is_on_by_default_and_may_be_turned_off() {
+        let parse = |kernel: &str| {
+            Config::parse(
+                Path::new("/srv/app.toml"),
+                &format!("[kernel]\n{kernel}[domains.a]\nguest = \"kv-server\"\n"),
+            )
+        };
+        let c = parse("").expect("valid");
+        assert_eq!(c.cache, CompileCache::per_user());
+        assert!(matches!(
+            c.cache,
+            CompileCache::PerUser(_) | CompileCache::Off
+        ));
+        assert_eq!(
+            parse("cache-dir = true\n").expect("valid").cache,
+            CompileCache::per_user()
+        );
+        assert_eq!(
+            parse("cache-dir = false\n").expect("valid").cache,
+            CompileCache::Off
+        );
+        assert_eq!(
+            parse("cache-dir = \"cache\"\n").expect("valid").cache,
+            CompileCache::Folder("/srv/cache".into())
+        );
+        let e = parse("cache-dir = 3\n").expect_err("a number").to_string();
+        assert!(e.starts_with("/srv/app.toml:2:"), "{e}");
+        let e = parse("cache-dir = \"\"\n").expect_err("empty").to_string();
+        assert!(e.contains("empty path"), "{e}");
     }
 
     #[test]

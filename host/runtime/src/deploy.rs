@@ -1,7 +1,9 @@
 //! A running deployment: the kernel, the config's domains with their exports, and the HTTP
 //! plugins kept under supervision (restarted fresh after a fault, swapped on reload).
 
-use crate::config::{Config, DomainSpec, Export, PLUGIN_INTERFACE, ServingMode, Source};
+use crate::config::{
+    CompileCache, Config, DomainSpec, Export, PLUGIN_INTERFACE, ServingMode, Source,
+};
 use crate::metrics::Metrics;
 pub use crate::supervise::DeployError;
 use crate::supervise::{Supervised, Supervision, died, lock, read, reload};
@@ -37,8 +39,25 @@ pub struct Deployment {
 impl Deployment {
     /// Creates the kernel and every domain of `config`, exports what each exports.
     pub fn start(config: Config) -> Result<Deployment, DeployError> {
+        let cache_dir = match &config.cache {
+            CompileCache::Off => None,
+            CompileCache::Folder(dir) => Some(dir.clone()),
+            // The default folder is a convenience: a home that can not hold it (read-only,
+            // full) costs compile time, not the start.
+            CompileCache::PerUser(dir) => match std::fs::create_dir_all(dir) {
+                Ok(()) => Some(dir.clone()),
+                Err(e) => {
+                    tracing::warn!(
+                        "compiling without a cache: the cache folder {} can not be made: {e} \
+                         (set `[kernel] cache-dir`, or `false` to say so)",
+                        dir.display()
+                    );
+                    None
+                }
+            },
+        };
         let mut kc = KernelConfig::default()
-            .with_cache_dir(config.cache_dir.clone())
+            .with_cache_dir(cache_dir)
             .with_pool(crate::wasi_http::pool(&config));
         if let Some(d) = config.deadline {
             kc.deadline = d;

@@ -30,11 +30,11 @@
 //! epoch yielding would make every entry into a domain an async call, which the kernel's
 //! synchronous call path does not do.) Plugins are created with replicas so that several
 //! threads call them in parallel. A pool worker whose requests take more than 1 ms of
-//! processor time on average moves to the idle scheduling class for good
-//! (`yield_to_short_requests`) and pauses its guest computation at epoch ticks while short
+//! processor time on average pauses its guest computation at epoch ticks while short
 //! requests keep arriving (`give_way_while_short_requests_arrive`, through `lrpc_kernel::pace`):
 //! long computations hold only their own route's workers, and on a loaded machine they also
-//! give way to short requests for the processors.
+//! give way to short requests for the processors, without handing processor time to other
+//! processes (the thread keeps its scheduling class and priority).
 //!
 //! The load benchmark (`host/runtime/bench/run.sh`) measures the chains alone and beside a
 //! loaded slow route; its numbers are in `bench-results/edge.json`.
@@ -61,17 +61,18 @@
 //! requests queued for a worker and those waiting for a worker's answer. The workers are
 //! then waited for with a bound ([`Edge::shutdown_within`]).
 
+use crate::body_rate::{BodyClock, Late};
 use crate::config::{PLUGIN_INTERFACE, Route};
 use crate::deploy::{Deployment, Plugin, PluginInstance};
 use crate::driver::{BindError, ChainEnd, Driver};
 use crate::http::{Answer, Incoming, Reply};
 use crate::metrics::RouteMeters;
-use crate::supervise::lock;
+use crate::supervise::{lock, report_failure};
 use crate::wasi_http::{HandlerSlot, HttpHandler, RequestBody};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use lrpc_kernel::Status;
@@ -87,8 +88,6 @@ struct Job {
     reply: oneshot::Sender<Reply>,
     /// The request body, when it streams to a handler (then `request` has none).
     body: Option<RequestBody>,
-    /// Header lines the plugins can not see, for the handler (`Incoming::opaque`).
-    opaque: HeaderMap,
     span: tracing::Span,
 }
 
@@ -479,6 +478,11 @@ impl Edge {
         Some(ended)
     }
 
+    /// Whether [`Edge::end_grace`] was called.
+    pub fn grace_ended(&self) -> bool {
+        self.inner.ended.load(Ordering::SeqCst)
+    }
+
     /// Stops taking requests and waits at most `wait` for the route workers to finish the
     /// requests queued and stop; the number of workers still running then, which are left
     /// to the end of the process. (After [`Edge::end_grace`], a worker runs on only where
@@ -551,7 +555,7 @@ impl Edge {
         path: &str,
         headers: &[(N, V)],
         body: &[u8],
-        (stream, opaque): (Option<RequestBody>, HeaderMap),
+        stream: Option<RequestBody>,
     ) -> Reply {
         let start = Instant::now();
         let inner = strip(&route.route.prefix, path);
@@ -563,9 +567,7 @@ impl Edge {
         let metrics = &self.inner.deployment.metrics;
         // Counted down on every way out, also when the client goes away mid-request.
         let _in_flight = InFlight::new(&route.meters);
-        // (Header lines the plugins can not see go to a handler, which never runs there.)
         if route.reactor.on.load(Ordering::Relaxed)
-            && opaque.is_empty()
             && !self.inner.stopped.load(Ordering::Relaxed)
             && reactor_may_hand_off()
             && let Some((answer, took)) =
@@ -579,7 +581,6 @@ impl Edge {
             request,
             reply: tx,
             body: stream,
-            opaque,
             span,
         });
         let reply = match sent {
@@ -914,26 +915,51 @@ fn strip<'a>(prefix: &str, path: &'a str) -> std::borrow::Cow<'a, str> {
     }
 }
 
+/// Gives the request one authority that every plugin and the handler see alike: its `host`
+/// line. The target's own authority (HTTP/2's `:authority`, or an HTTP/1.1 absolute-form
+/// target) takes the place of any `host` line, as RFC 9112 §3.2.2 asks; otherwise plugins
+/// would check one authority while the handler used another. Two `host` lines are a bad
+/// request (RFC 9112 §3.2). The error says why the request is refused.
+fn one_authority(parts: &mut axum::http::request::Parts) -> Result<(), &'static str> {
+    use axum::http::header::HOST;
+    if let Some(authority) = parts.uri.authority() {
+        match HeaderValue::from_str(authority.as_str()) {
+            Ok(v) => {
+                parts.headers.insert(HOST, v);
+            }
+            Err(_) => return Err("a malformed authority\n"),
+        }
+    } else if parts.headers.get_all(HOST).iter().nth(1).is_some() {
+        return Err("more than one host header\n");
+    }
+    Ok(())
+}
+
 /// The answer to a request body over the route's cap.
 fn too_large() -> Response {
     (StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n").into_response()
 }
 
-/// Reads a request body of at most `max` bytes, each piece arriving within `idle` of the
-/// one before; the answer to give instead when it can not.
-async fn read_body(body: Body, max: usize, idle: Duration) -> Result<Vec<u8>, Response> {
-    use http_body_util::BodyExt as _;
+/// Reads a request body of at most `max` bytes, as fast as `clock` asks (each piece within
+/// `body-timeout` of the one before, and at least the minimum rate after its grace); the
+/// answer to give instead when it can not.
+async fn read_body(body: Body, max: usize, clock: BodyClock) -> Result<Vec<u8>, Response> {
+    use axum::body::HttpBody as _;
     let mut body = body;
+    let mut clock = clock;
     let hint = axum::body::HttpBody::size_hint(&body);
     if hint.lower() > max as u64 {
         return Err(too_large());
     }
     let mut out = Vec::with_capacity(hint.upper().map_or(0, |n| n.min(max as u64) as usize));
     loop {
-        match tokio::time::timeout(idle, body.frame()).await {
-            Err(_) => {
-                return Err((StatusCode::REQUEST_TIMEOUT, "request body stalled\n").into_response());
-            }
+        let next = std::future::poll_fn(|cx| match std::pin::Pin::new(&mut body).poll_frame(cx) {
+            std::task::Poll::Ready(f) => std::task::Poll::Ready(Ok(f)),
+            std::task::Poll::Pending => clock.poll_late(cx).map(Err),
+        })
+        .await;
+        match next {
+            Err(late) => return Err(late_body(late)),
             Ok(None) => return Ok(out),
             // Malformed framing (a bad chunk size, a missing CRLF) or a connection that broke.
             Ok(Some(Err(_))) => {
@@ -941,6 +967,7 @@ async fn read_body(body: Body, max: usize, idle: Duration) -> Result<Vec<u8>, Re
             }
             Ok(Some(Ok(frame))) => {
                 if let Ok(data) = frame.into_data() {
+                    clock.arrived(data.len());
                     if out.len() + data.len() > max {
                         return Err(too_large());
                     }
@@ -951,84 +978,136 @@ async fn read_body(body: Body, max: usize, idle: Duration) -> Result<Vec<u8>, Re
     }
 }
 
+/// The answer to a body that came too late: 408 (the caller closes the connection: the rest
+/// of the body is not waited for).
+fn late_body(late: Late) -> Response {
+    (StatusCode::REQUEST_TIMEOUT, late.reason()).into_response()
+}
+
+/// `resp` with `connection: close` on HTTP/1 (HTTP/2 has no such header: there the stream
+/// ends, as its body was dropped).
+fn closing(mut resp: Response, version: axum::http::Version) -> Response {
+    if version <= axum::http::Version::HTTP_11 {
+        resp.headers_mut().insert(
+            axum::http::header::CONNECTION,
+            HeaderValue::from_static("close"),
+        );
+    } else {
+        resp.headers_mut().remove(axum::http::header::CONNECTION);
+    }
+    resp
+}
+
 async fn handle(State(edge): State<Edge>, req: Request) -> Response {
+    let start = Instant::now();
     let (mut parts, body) = req.into_parts();
+    if let Err(why) = one_authority(&mut parts) {
+        return (StatusCode::BAD_REQUEST, why).into_response();
+    }
     let config = &edge.inner.deployment.config;
+    let metrics = &edge.inner.deployment.metrics;
     let path = parts
         .uri
         .path_and_query()
         .map_or_else(|| parts.uri.path(), |p| p.as_str());
     // The route's own caps, before its body is read: a route's large bodies or many
-    // requests can not take what the plugins it shares with other routes need.
+    // requests can not take what the plugins it shares with other routes need. Their
+    // refusals are counted as the chain's answers are.
     let route = edge.route_for(path);
+    let refused = |r: Response| {
+        if let Some(route) = route {
+            route
+                .meters
+                .answered(metrics, r.status().as_u16(), start.elapsed());
+        }
+        r
+    };
     let _admitted = match route.map(|r| r.admit()) {
         Some(None) => {
-            return (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the route is at its limit of requests\n",
-            )
-                .into_response();
+            return refused(
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the route is at its limit of requests\n",
+                )
+                    .into_response(),
+            );
         }
         Some(Some(a)) => Some(a),
         None => None,
     };
     let max_body = route.map_or(config.max_body, |r| r.route.max_body);
-    let idle = config.connections.body_timeout;
+    let clock = || {
+        BodyClock::new(
+            config.connections.body_timeout,
+            config.connections.min_body_rate,
+        )
+    };
     // Plugins that take the body get it whole. Otherwise a handler reads it as it arrives
     // (after the plugins, which get none); with no handler, nothing reads it.
     let (body, stream) = match route {
         Some(r) if !r.reads_body() => {
             if axum::body::HttpBody::size_hint(&body).lower() > max_body as u64 {
-                return too_large();
+                return refused(too_large());
             }
             let stream = r.handler.is_some().then(|| {
-                let stream = RequestBody::new(body, max_body, idle);
+                let stream = RequestBody::new(body, max_body, clock());
                 // A handler no plugin comes before gets the header lines as they came,
-                // values as bytes.
+                // values as bytes; after plugins, it gets the client's framing with the
+                // body the client sends.
                 if r.plugins.is_empty() {
                     stream.with_headers(std::mem::take(&mut parts.headers))
                 } else {
-                    stream
+                    stream.with_framing_of(&parts.headers)
                 }
             });
             (Vec::new(), stream)
         }
-        _ => match read_body(body, max_body, idle).await {
+        _ => match read_body(body, max_body, clock()).await {
             Ok(b) => (b, None),
-            Err(answer) => return answer,
+            Err(answer) if answer.status() == StatusCode::REQUEST_TIMEOUT => {
+                return refused(closing(answer, parts.version));
+            }
+            Err(answer) => return refused(answer),
         },
     };
+    // A streamed body that came too late: the connection closes after the answer.
+    let late = stream.as_ref().map(RequestBody::state);
     // Header values as UTF-8 text (a plugin's header is a WIT string): values with bytes
-    // past ASCII pass when they are UTF-8. The others pass around the plugins to a handler
-    // at the end of the chain, as bytes; without one, no one can see them. (A handler alone
-    // took them all above, as bytes.)
+    // past ASCII pass when they are UTF-8. A value that is not can not reach the plugins,
+    // and nothing may pass around them (a plugin that strips or checks a header would be
+    // bypassed by the same header with one byte above 0x7F), so the request is refused
+    // before any plugin runs. (A handler alone took them all above, as bytes.)
     let mut headers: Vec<(&str, &str)> = Vec::with_capacity(parts.headers.len());
-    let mut opaque = HeaderMap::new();
-    let to_handler = route.is_some_and(|r| r.handler.is_some());
     for (n, v) in &parts.headers {
         match std::str::from_utf8(v.as_bytes()) {
             Ok(text) => headers.push((n.as_str(), text)),
-            Err(_) if to_handler => {
-                opaque.append(n.clone(), v.clone());
+            Err(_) => {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    format!(
+                        "the value of header `{n}` is not UTF-8, which the plugins can not read\n"
+                    ),
+                )
+                    .into_response();
             }
-            Err(_) => {}
         }
     }
+
     let reply = match route {
         Some(route) => {
-            edge.dispatch_on(
-                route,
-                parts.method.as_str(),
-                path,
-                &headers,
-                &body,
-                (stream, opaque),
-            )
-            .await
+            edge.dispatch_on(route, parts.method.as_str(), path, &headers, &body, stream)
+                .await
         }
-        None => no_route(path).into(),
+        None => {
+            metrics.unrouted(404);
+            no_route(path).into()
+        }
     };
-    response(reply, parts.method == axum::http::Method::HEAD)
+    let resp = response(reply, parts.method == axum::http::Method::HEAD);
+    if late.is_some_and(|l| l.late()) {
+        return closing(resp, parts.version);
+    }
+    resp
 }
 
 /// The response that carries `reply`. To a `HEAD` request (RFC 9110) it has no body: the
@@ -1135,9 +1214,20 @@ async fn metrics(State(edge): State<Edge>) -> Response {
 async fn reload(
     State(edge): State<Edge>,
     Path(domain): Path<String>,
+    transport: Option<axum::Extension<crate::tls::Transport>>,
     headers: axum::http::HeaderMap,
 ) -> Response {
     let dep = &edge.inner.deployment;
+    // `lrpc serve` says how its clients reach it; an embedder's router says nothing.
+    if transport.is_some_and(|t| t.exposes_secrets()) {
+        tracing::warn!("admin request refused: a token in clear on an address other hosts reach");
+        return (
+            StatusCode::FORBIDDEN,
+            "the admin endpoint takes no token in plain HTTP on an address other machines can \
+             reach: serve TLS (`[serve] tls-cert`, `tls-key`) or listen on loopback\n",
+        )
+            .into_response();
+    }
     let authorization = headers
         .get(axum::http::header::AUTHORIZATION)
         .map(HeaderValue::as_bytes);
@@ -1259,16 +1349,19 @@ fn worker(dep: &Deployment, rt: &RouteRt, k: usize, rx: &JobQueue, short: &Arc<A
     let mut back = Return::default();
     loop {
         let Some(job) = rx.recv() else { return };
+        // The client went away while the request waited: it is not run.
+        if job.reply.is_closed() {
+            continue;
+        }
         if !demoted {
             note_short_request(short);
         }
         // A request that starts this worker's driver pays for it: it is not measured.
         let measured = !seat.cold(rt);
         let began = Instant::now();
-        let (answer, unsent) = job.span.in_scope(|| {
-            let input = (job.body, job.opaque);
-            seat.serve(dep, rt, &job.request, Some(job.reply), input)
-        });
+        let (answer, unsent) = job
+            .span
+            .in_scope(|| seat.serve(dep, rt, &job.request, Some(job.reply), job.body));
         let counted = seat.route_time(began.elapsed());
         // Unless a handler's streamed head went out already.
         if let Some(tx) = unsent {
@@ -1285,7 +1378,12 @@ fn worker(dep: &Deployment, rt: &RouteRt, k: usize, rx: &JobQueue, short: &Arc<A
         let cpu = meter.done();
         if cpu >= LONG_REQUEST {
             demoted = true;
-            yield_to_short_requests(&rt.route.prefix, k);
+            tracing::info!(
+                route = rt.route.prefix,
+                worker = k,
+                "requests take over {LONG_REQUEST:?} of processor time: this worker's guest \
+                 code now gives way while short requests arrive"
+            );
             give_way_while_short_requests_arrive(short.clone());
         } else if let Some(took) = counted
             && rt.handler.is_none()
@@ -1352,8 +1450,8 @@ impl CpuMeter {
     }
 }
 
-/// Processor time per request (a [`CpuMeter`] average) past which a worker yields to the
-/// others (see [`yield_to_short_requests`]). The plugin chains of a web edge take
+/// Processor time per request (a [`CpuMeter`] average) past which a worker gives way to
+/// short requests (see [`give_way_while_short_requests_arrive`]). The plugin chains of a web edge take
 /// tens of microseconds.
 const LONG_REQUEST: std::time::Duration = std::time::Duration::from_millis(1);
 
@@ -1363,42 +1461,6 @@ fn thread_cpu_time() -> std::time::Duration {
     std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
-/// A worker whose requests take [`LONG_REQUEST`] of processor time on average serves a route
-/// of long computations: it moves its own thread to the idle scheduling class (Linux
-/// `SCHED_IDLE`; where that is refused, the lowest priority, nice 19), so that on a loaded
-/// machine the workers of short requests, and the reactor, run whenever they are ready and
-/// the long computations take the processor time that is left. An unprivileged thread can
-/// not leave that class again, so this lasts for the worker's life (the other routes'
-/// workers are untouched).
-fn yield_to_short_requests(prefix: &str, k: usize) {
-    use thread_priority::{
-        NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
-        set_thread_priority_and_policy, thread_native_id,
-    };
-    let idle = set_thread_priority_and_policy(
-        thread_native_id(),
-        ThreadPriority::Min,
-        ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle),
-    );
-    let lowered = match idle {
-        Ok(()) => Ok("the idle class"),
-        Err(_) => rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19)
-            .map(|()| "nice 19"),
-    };
-    match lowered {
-        Ok(how) => tracing::info!(
-            route = prefix,
-            worker = k,
-            "requests take over {LONG_REQUEST:?} of processor time: this worker now runs in {how}"
-        ),
-        Err(e) => tracing::debug!(
-            route = prefix,
-            worker = k,
-            "lowering a worker's priority: {e}"
-        ),
-    }
-}
-
 /// How long a demoted worker's guest computation pauses at a time while short requests
 /// keep arriving, and at most in a row (then it runs for one epoch tick before it pauses
 /// again): a long computation gets at least about a fiftieth of a processor however busy
@@ -1406,11 +1468,13 @@ fn yield_to_short_requests(prefix: &str, k: usize) {
 const PAUSE_STEP: std::time::Duration = std::time::Duration::from_millis(1);
 const MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// The idle scheduling class alone is not enough where the processors are virtual: a busy
-/// loop in that class beside the short requests' threads still cost them a fifth of their
-/// throughput and several times their tail latency (measured with plain shell loops under
-/// `chrt --idle`). So a demoted worker's thread also pauses its guest computation at each
-/// epoch tick (`lrpc_kernel::pace`) for as long as short requests have started since its last
+/// A worker whose requests take [`LONG_REQUEST`] of processor time on average serves a route
+/// of long computations. It keeps its thread's scheduling class and priority: the server
+/// orders its own work, and hands none of its processor time to other processes on the
+/// host. (Moving such a thread to `SCHED_IDLE` or nice 19 did favour short requests, but it
+/// also let any busy process on the host take a long request's processor, and an
+/// unprivileged thread could never come back.) Instead its thread pauses its guest
+/// computation at each epoch tick (`lrpc_kernel::pace`) for as long as short requests have started since its last
 /// look, [`PAUSE_STEP`] at a time and [`MAX_PAUSE`] at most, and not while another thread
 /// waits for the Store it is in (a short request to the same plugin domain). The pause counts
 /// toward the call's deadline: routes of long computations need deadlines that allow for it.
@@ -1491,7 +1555,6 @@ impl Seat {
             seat: self,
             reply: None,
             body: None,
-            opaque: HeaderMap::new(),
         };
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.ready().is_ok()))
             .unwrap_or(false)
@@ -1507,7 +1570,7 @@ impl Seat {
         rt: &RouteRt,
         request: &[u8],
         reply: Option<oneshot::Sender<Reply>>,
-        (body, opaque): (Option<RequestBody>, HeaderMap),
+        body: Option<RequestBody>,
     ) -> (Answer, Option<oneshot::Sender<Reply>>) {
         let _running = Serving::new(&rt.running);
         let mut w = Worker {
@@ -1516,7 +1579,6 @@ impl Seat {
             seat: self,
             reply,
             body,
-            opaque,
         };
         let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.serve(request)))
             .unwrap_or_else(|_| {
@@ -1544,6 +1606,22 @@ impl Drop for Serving<'_> {
     }
 }
 
+/// The longest a request's walk through `plugins` may take, for the deadline of the driver
+/// that walks it. The driver's deadline runs on while a plugin runs, so it must outlast every
+/// plugin's: each call may wait for a busy replica as long as its deadline, then run as long,
+/// and the driver's own work gets a second. (The kernel's default deadline would otherwise
+/// end the driver, and with it the request as a 500, before a plugin allowed more ran out.)
+/// Capped at a day, where a sum of deadlines set for other reasons stops meaning anything.
+fn chain_deadline(plugins: &[Arc<Plugin>]) -> Duration {
+    const CAP: Duration = Duration::from_secs(24 * 60 * 60);
+    plugins
+        .iter()
+        .fold(Duration::from_secs(1), |sum, p| {
+            sum.saturating_add(p.deadline().saturating_mul(2))
+        })
+        .min(CAP)
+}
+
 /// A seat at work on a route of a deployment.
 struct Worker<'a> {
     dep: &'a Deployment,
@@ -1553,8 +1631,6 @@ struct Worker<'a> {
     reply: Option<oneshot::Sender<Reply>>,
     /// The request body, when it streams to the handler.
     body: Option<RequestBody>,
-    /// Header lines the plugins can not see, for the handler (`Incoming::opaque`).
-    opaque: HeaderMap,
 }
 
 /// Why a seat is not ready for a request: the answer to give, or a plugin to wait for.
@@ -1586,7 +1662,9 @@ impl Worker<'_> {
                 Err(r) => r,
             };
             let plugin = &self.rt.plugins[r.slot];
-            if !waited && !plugin.stopped() {
+            // A request whose client went away is not run again.
+            let gone = self.reply.as_ref().is_some_and(oneshot::Sender::is_closed);
+            if !waited && !gone && !plugin.stopped() {
                 waited = true;
                 let until = Instant::now() + plugin.deadline();
                 lrpc_kernel::pace::about_to_wait();
@@ -1670,7 +1748,7 @@ impl Worker<'_> {
                     _ => (502, "other", "failed"),
                 };
                 metrics.failure(&name, kind);
-                tracing::warn!(plugin = name, %status, "plugin call failed");
+                report_failure(&name, || format!("plugin call failed: {status}"));
                 self.seat.trapped |= status == Status::ServerTrapped;
                 if (status.is_call_failed() || status == Status::StaleBinding)
                     && let (Some(p), Some(b)) =
@@ -1722,7 +1800,10 @@ impl Worker<'_> {
         if self.seat.driver.is_none() {
             self.seat.setup_began.get_or_insert_with(Instant::now);
             match Driver::new(&self.dep.kernel, &self.seat.name) {
-                Ok(d) => self.seat.driver = Some(d),
+                Ok(mut d) => {
+                    d.set_deadline(chain_deadline(&self.rt.plugins));
+                    self.seat.driver = Some(d);
+                }
                 Err(e) => {
                     tracing::error!("starting a driver: {e}");
                     return Err(Stop::Answer(Answer::text(
@@ -1792,10 +1873,7 @@ impl Worker<'_> {
             return Answer::text(502, "no plugin of the chain answered\n".into());
         };
         match decode_request(request) {
-            Some(mut r) => {
-                r.opaque = std::mem::take(&mut self.opaque);
-                h.serve(&mut self.seat.handler, r, self.body.take(), &mut self.reply)
-            }
+            Some(r) => h.serve(&mut self.seat.handler, r, self.body.take(), &mut self.reply),
             None => Answer::text(502, format!("{from} passed on a malformed request\n")),
         }
     }
@@ -1888,7 +1966,6 @@ pub fn decode_request(b: &[u8]) -> Option<Incoming> {
         path,
         headers,
         body,
-        opaque: Default::default(),
     })
 }
 
@@ -2046,7 +2123,6 @@ mod tests {
                 path: "/x?y".into(),
                 headers: headers.to_vec(),
                 body: b"body".to_vec(),
-                opaque: Default::default(),
             }
         );
         for cut in 0..b.len() {

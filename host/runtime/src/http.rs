@@ -12,10 +12,6 @@ pub struct Incoming {
     pub headers: Vec<(String, String)>,
     /// Body.
     pub body: Vec<u8>,
-    /// Header lines whose values are not UTF-8, which a plugin (its headers are WIT strings)
-    /// can not be given: they pass around a chain's plugins to its `wasi:http` handler, after
-    /// the lines the chain passed on.
-    pub opaque: axum::http::HeaderMap,
 }
 
 /// An answer on its way back to the client.

@@ -32,6 +32,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod body_rate;
 pub mod config;
 pub mod demo;
 pub mod deploy;
@@ -43,6 +44,7 @@ pub mod network;
 pub mod reload;
 mod supervise;
 pub mod template;
+pub mod tls;
 pub mod value;
 pub mod wasi_http;
 

@@ -3,20 +3,32 @@
 //!
 //! Every connection has a budget, so that clients that stall can not hold the server:
 //! - at most [`Connections::max`] are open at once; further clients wait in the kernel's
-//!   accept queue until one closes;
+//!   accept queue until one closes. Each takes a file descriptor, so at start the open-file
+//!   limit's soft value is raised to its hard one, and the cap is lowered (with one warning)
+//!   to what that limit leaves after the files already open and a reserve
+//!   ([`FD_RESERVE`]) for what the plugins, the log and the handlers' outgoing requests
+//!   open later;
 //! - a request's head must arrive within [`Connections::header_timeout`]. hyper counts the
 //!   wait of an idle keep-alive connection for its next request as a head wait too, so the
 //!   same budget closes idle connections;
 //! - a request body must keep arriving (the edge's handler reads it with
-//!   [`Connections::body_timeout`] between pieces);
+//!   [`Connections::body_timeout`] between pieces) and, after a grace, average at least
+//!   [`Connections::min_body_rate`] (see [`crate::body_rate`]): a body sent a byte at a
+//!   time is answered 408 and its connection closed;
+//! - an error accepting a connection (out of file descriptors, mostly) pauses the loop for
+//!   50 ms, and is logged at most once a second, with a count of those not logged;
 //! - on shutdown, connections with no request in flight (idle keep-alive ones, and those
-//!   whose request head has not fully arrived) close at once, and requests whose head has
-//!   arrived get [`Connections::shutdown_grace`] to finish. At the grace's end the caller's
-//!   `grace_ended` runs (the edge then terminates what still runs and answers 503), the
-//!   answers get [`ANSWER_WINDOW`] to go out, and every connection left is closed.
+//!   whose request head or TLS handshake has not fully arrived) close at once, and requests
+//!   whose head has arrived get [`Connections::shutdown_grace`] to finish. At the grace's
+//!   end the caller's `grace_ended` runs (the edge then terminates what still runs and
+//!   answers 503), the answers get [`ANSWER_WINDOW`] to go out, and every connection left
+//!   is closed.
 //!
-//! HTTP/1.1 and HTTP/2 (with prior knowledge) are served on the same port.
+//! HTTP/1.1 and HTTP/2 (with prior knowledge) are served on the same port; with TLS (see
+//! [`crate::tls`]) every connection is TLS, the handshake within the header timeout, and
+//! ALPN picks the protocol.
 
+use crate::body_rate::MinBodyRate;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -24,7 +36,7 @@ use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
@@ -40,6 +52,8 @@ pub struct Connections {
     pub body_timeout: Duration,
     /// How long requests in flight may run on after a shutdown signal.
     pub shutdown_grace: Duration,
+    /// The least rate a request body must average after its grace (`None`: no minimum).
+    pub min_body_rate: Option<MinBodyRate>,
 }
 
 impl Default for Connections {
@@ -49,6 +63,7 @@ impl Default for Connections {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(10),
+            min_body_rate: Some(MinBodyRate::default()),
         }
     }
 }
@@ -79,6 +94,7 @@ pub async fn serve(
     listener: TcpListener,
     router: Router,
     budget: Connections,
+    tls: Option<Arc<crate::tls::Tls>>,
     shutdown: impl Future<Output = ()>,
     grace_ended: impl FnOnce(),
 ) {
@@ -93,7 +109,8 @@ pub async fn serve(
         .keep_alive_interval(Some(budget.header_timeout))
         .keep_alive_timeout(budget.header_timeout);
     let builder = Arc::new(builder);
-    let slots = Arc::new(Semaphore::new(budget.max.max(1)));
+    let slots = Arc::new(Semaphore::new(fit_to_fd_limit(budget.max).max(1)));
+    let mut accept_errors = Throttled::default();
     let (phase, phase_rx) = watch::channel(Phase::Serving);
     // Each connection's task holds a clone: `recv` ends when all of them have ended.
     let (alive, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
@@ -112,8 +129,14 @@ pub async fn serve(
                 Ok((stream, _)) => stream,
                 Err(e) => {
                     // Out of file descriptors, or a connection reset before it was taken:
-                    // wait a moment rather than spin.
-                    tracing::warn!("accepting a connection: {e}");
+                    // wait a moment rather than spin, and do not flood the log.
+                    if let Some(unlogged) = accept_errors.admit(Instant::now()) {
+                        tracing::warn!(
+                            not_logged = unlogged,
+                            "accepting a connection: {e} (logged at most once a second; \
+                             {unlogged} more since the last line)"
+                        );
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
@@ -123,9 +146,10 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let (builder, service) = (builder.clone(), service.clone());
         let (phase, alive) = (phase_rx.clone(), alive.clone());
+        let tls = tls.clone();
         let header_timeout = budget.header_timeout;
         tokio::spawn(async move {
-            connection(stream, &builder, service, header_timeout, phase).await;
+            connection(stream, &builder, service, header_timeout, tls, phase).await;
             drop((permit, alive));
         });
     }
@@ -158,6 +182,7 @@ async fn connection(
     builder: &auto::Builder<TokioExecutor>,
     service: TowerToHyperService<Router>,
     header_timeout: Duration,
+    tls: Option<Arc<crate::tls::Tls>>,
     mut phase: watch::Receiver<Phase>,
 ) {
     // hyper reads the first bytes to tell HTTP/1 from HTTP/2 before its head timer runs: a
@@ -170,6 +195,13 @@ async fn connection(
         },
         _ = phase.wait_for(|p| *p >= Phase::Draining) => return,
     }
+    let stream = tokio::select! {
+        s = crate::tls::wrap(tls.as_deref(), stream, header_timeout) => match s {
+            Some(s) => s,
+            None => return,
+        },
+        _ = phase.wait_for(|p| *p >= Phase::Draining) => return,
+    };
     let busy = Arc::new(AtomicUsize::new(0));
     let service = Counted {
         inner: service,
@@ -263,5 +295,105 @@ impl http_body::Body for Held {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.body.size_hint()
+    }
+}
+
+/// File descriptors kept out of [`Connections::max`] beyond those open at start: for the
+/// plugins' and handlers' files and outgoing connections, the log, and the listener's own
+/// work.
+pub const FD_RESERVE: usize = 64;
+
+/// Raises the soft open-file limit to the hard one (logged), then returns `max` lowered, with
+/// one warning, to the connections the limit leaves room for: the limit less the files open
+/// now and [`FD_RESERVE`]. Where the limit can not be read, `max` as it is.
+pub fn fit_to_fd_limit(max: usize) -> usize {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let Some(mut soft) = limit.current else {
+        return max;
+    };
+    if limit.maximum.is_none_or(|hard| hard > soft) {
+        // As far as the hard limit goes, but no further than a million: some systems give
+        // an unlimited hard limit that the kernel then refuses as a soft one.
+        let wanted = limit.maximum.unwrap_or(u64::MAX).min(1 << 20);
+        if wanted > soft
+            && setrlimit(
+                Resource::Nofile,
+                Rlimit {
+                    current: Some(wanted),
+                    maximum: limit.maximum,
+                },
+            )
+            .is_ok()
+        {
+            tracing::info!(
+                from = soft,
+                to = wanted,
+                "raised the open-file limit (soft) to its hard limit for the connections"
+            );
+            soft = wanted;
+        }
+    }
+    let open = open_files().unwrap_or(FD_RESERVE);
+    let room = usize::try_from(soft)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(open)
+        .saturating_sub(FD_RESERVE)
+        .max(1);
+    if room < max {
+        tracing::warn!(
+            max_connections = max,
+            fit = room,
+            open_file_limit = soft,
+            "max-connections lowered to {room}: the open-file limit is {soft}, {open} files \
+             are open and {FD_RESERVE} are kept for plugins and logs; raise the limit \
+             (`ulimit -n`, systemd LimitNOFILE) to allow more"
+        );
+        return room;
+    }
+    max
+}
+
+/// The files this process has open (`/proc/self/fd`), where that can be read.
+fn open_files() -> Option<usize> {
+    Some(std::fs::read_dir("/proc/self/fd").ok()?.count())
+}
+
+/// At most one log line a second: counts the lines left out in between.
+#[derive(Default)]
+struct Throttled {
+    last: Option<Instant>,
+    unlogged: u64,
+}
+
+impl Throttled {
+    /// `Some(lines left out since the last one)` when a line may be logged at `now`.
+    fn admit(&mut self, now: Instant) -> Option<u64> {
+        if self
+            .last
+            .is_some_and(|l| now.saturating_duration_since(l) < Duration::from_secs(1))
+        {
+            self.unlogged = self.unlogged.saturating_add(1);
+            return None;
+        }
+        self.last = Some(now);
+        Some(std::mem::take(&mut self.unlogged))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_errors_are_logged_once_a_second_with_a_count() {
+        let mut t = Throttled::default();
+        let t0 = Instant::now();
+        assert_eq!(t.admit(t0), Some(0));
+        for k in 1..20 {
+            assert_eq!(t.admit(t0 + Duration::from_millis(50 * k)), None);
+        }
+        assert_eq!(t.admit(t0 + Duration::from_millis(1000)), Some(19));
+        assert_eq!(t.admit(t0 + Duration::from_millis(1100)), None);
     }
 }

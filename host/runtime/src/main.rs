@@ -138,10 +138,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 /// the calls still running (their clients get 503) and exits, within the grace and one
 /// second whatever the calls' deadlines.
 fn serve(config: Config, listen: &str) -> anyhow::Result<()> {
+    // A bad certificate is reported before the domains start.
+    let tls = match &config.tls {
+        Some(files) => Some(lrpc_runtime::tls::Tls::load(files)?),
+        None => None,
+    };
     let dep = Arc::new(Deployment::start(config)?);
     let edge = Edge::start(dep.clone()).context("starting the route workers")?;
     let plugins = lrpc_runtime::reload::reloadable(&dep);
     let _watcher = lrpc_runtime::reload::watch(&plugins).context("watching plugin files")?;
+    let _tls_watcher = tls
+        .as_ref()
+        .map(|t| t.watch())
+        .transpose()
+        .context("watching the TLS files")?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -153,10 +163,20 @@ fn serve(config: Config, listen: &str) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("listening on {listen}"))?;
         let addr = listener.local_addr()?;
-        tracing::info!(%addr, routes = dep.config.routes.len(), "serving");
+        tracing::info!(%addr, routes = dep.config.routes.len(), tls = tls.is_some(), "serving");
+        if let Some(t) = &tls {
+            let hangups =
+                lrpc_runtime::tls::reload_on_hangup(t.clone()).context("catching SIGHUP")?;
+            tokio::spawn(hangups);
+        }
+        let transport = lrpc_runtime::tls::Transport {
+            tls: tls.is_some(),
+            loopback: addr.ip().to_canonical().is_loopback(),
+        };
         // One write: a reader that takes the first line and closes the pipe must not make
         // a later line fail.
-        let mut lines = format!("listening on http://{addr}\n");
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let mut lines = format!("listening on {scheme}://{addr}\n");
         for e in dep.network.iter().flat_map(|n| n.listening()) {
             lines.push_str(&format!("exports on {e}\n"));
         }
@@ -170,15 +190,23 @@ fn serve(config: Config, listen: &str) -> anyhow::Result<()> {
         let mut ended = false;
         // The listener's clock and the control thread's may differ a little: whichever
         // ends the grace first does (once).
-        lrpc_runtime::listener::serve(listener, edge.router(), budget, signalled, || {
-            end_grace(&edge);
-            ended = true;
-        })
+        lrpc_runtime::listener::serve(
+            listener,
+            edge.router().layer(axum::Extension(transport)),
+            budget,
+            tls,
+            signalled,
+            || {
+                end_grace(&edge);
+                ended = true;
+            },
+        )
         .await;
         anyhow::Ok(ended)
     })?;
     let left = edge.shutdown_within(WORKER_WAIT);
-    match (ended, left) {
+    // The shutdown thread may have ended the grace first.
+    match (ended || edge.grace_ended(), left) {
         (false, 0) => {
             tracing::info!("shut down: the requests in flight finished within the grace period");
         }

@@ -110,9 +110,9 @@ impl Network {
                         tokio::spawn(server.clone().listen_tcp(l));
                         Endpoint::Tcp(local.to_string())
                     }
+                    // Mode 0600: only this user may connect.
                     Endpoint::Unix(p) => {
-                        let _ = std::fs::remove_file(p);
-                        let l = tokio::net::UnixListener::bind(p).map_err(|x| at(&x))?;
+                        let l = lrpc_remote::bind_unix_private(p).map_err(|x| at(&x))?;
                         tokio::spawn(server.clone().listen_unix(l));
                         e.clone()
                     }
@@ -127,6 +127,9 @@ impl Network {
                         e.clone()
                     }
                 };
+                if spec.insecure.contains(e) {
+                    tracing::warn!(endpoint = %bound, "serving exports in clear (`insecure = true`): anyone who reaches this address may call them");
+                }
                 tracing::info!(endpoint = %bound, exports = ?named, "serving exports to the network");
                 listening.push(bound);
             }

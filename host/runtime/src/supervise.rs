@@ -266,6 +266,47 @@ fn restart<D: Supervised>(d: &D, dead: u64, wait: Duration) {
     }
 }
 
+/// How often a domain's failure is reported in full; the ones between are counted.
+const REPORT_EVERY: Duration = Duration::from_secs(60);
+
+/// Reports a failure of `domain` (a trap, a call that failed) at warning level: in full once
+/// a minute per domain, and counted in between, so that a client that makes a guest trap on
+/// every request can not flood the log. The next full report says how many it left out.
+/// `detail` is formatted only when it is written.
+pub(crate) fn report_failure(domain: &str, detail: impl FnOnce() -> String) {
+    static LAST: Mutex<Vec<(String, Instant, u64)>> = Mutex::new(Vec::new());
+    let now = Instant::now();
+    let skipped = {
+        let mut last = lock(&LAST);
+        match last.iter_mut().find(|(d, ..)| d == domain) {
+            Some((_, at, skipped)) if now.duration_since(*at) < REPORT_EVERY => {
+                *skipped += 1;
+                return;
+            }
+            Some((_, at, skipped)) => {
+                *at = now;
+                std::mem::take(skipped)
+            }
+            // Domain names come from the config: the list is as long as it has domains.
+            None => {
+                last.push((domain.to_owned(), now, 0));
+                0
+            }
+        }
+    };
+    if skipped > 0 {
+        tracing::warn!(
+            plugin = domain,
+            not_reported = skipped,
+            "{} ({skipped} more failures of this domain since its last report; one is \
+             reported in full a minute)",
+            detail()
+        );
+    } else {
+        tracing::warn!(plugin = domain, "{}", detail());
+    }
+}
+
 /// `e` and its chain of sources, each said once: a source whose text the message holds
 /// already is left out.
 fn chain(e: &(dyn std::error::Error + 'static)) -> String {

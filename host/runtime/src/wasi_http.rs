@@ -49,10 +49,11 @@
 
 mod p3;
 
+use crate::body_rate::BodyClock;
 use crate::config::{DomainSpec, HttpOrigin, Source};
 use crate::http::{Answer, Incoming, Reply};
 use crate::metrics::{Metrics, OutgoingMeters};
-use crate::supervise::{DeployError, Supervised, Supervision, died, lock, read};
+use crate::supervise::{DeployError, Supervised, Supervision, died, lock, read, report_failure};
 use axum::body::Bytes;
 use axum::http::{HeaderName, HeaderValue, Method, Request, Uri};
 use http_body_util::{BodyExt as _, Full};
@@ -700,7 +701,7 @@ impl HttpHandler {
         let (request, over) = match hyper_request(req, body) {
             Ok(r) => r,
             Err(e) => {
-                tracing::warn!(plugin = self.name, "a request it can not take: {e}");
+                report_failure(&self.name, || format!("a request it can not take: {e}"));
                 return fail(502, "malformed", "was passed a malformed request");
             }
         };
@@ -733,7 +734,7 @@ impl HttpHandler {
             Ok(r) => r,
             Err(e) => {
                 *reply = lock(&outparam).reply.take();
-                tracing::warn!(plugin = self.name, "passing the request: {e:#}");
+                report_failure(&self.name, || format!("passing the request: {e:#}"));
                 return fail(502, "malformed", "was passed a malformed request");
             }
         };
@@ -774,16 +775,19 @@ impl HttpHandler {
             }
             sent => sent,
         };
-        // A body over the route's cap failed the guest's reads: with no head out yet, the
-        // client is told why.
-        let too_large = reply.is_some() && over.is_some_and(|o| o.load(Ordering::Acquire));
-        let fail = |code: u16, kind: &str, what: &str| {
-            if too_large {
+        // A body over the route's cap, or too late, failed the guest's reads: with no head
+        // out yet, the client is told why.
+        let refusal = if reply.is_some() {
+            over.and_then(|o| o.refusal())
+        } else {
+            None
+        };
+        let fail = |code: u16, kind: &str, what: &str| match &refusal {
+            Some(answer) => {
                 self.supervision.metrics.failure(&self.name, kind);
-                Answer::text(413, "request body too large\n".into())
-            } else {
-                fail(code, kind, what)
+                answer.clone()
             }
+            None => fail(code, kind, what),
         };
         if let Err(e) = called {
             // A body that streams ends badly once the Store that writes it goes.
@@ -804,7 +808,7 @@ impl HttpHandler {
                     "was stopped: the server is shutting down",
                 )
             } else {
-                tracing::warn!(plugin = self.name, "trapped: {e:#}");
+                report_failure(&self.name, || format!("trapped: {e:#}"));
                 // 500, as `wasmtime serve` answers a handler's trap (a plugin's trap in a
                 // chain is 502: the plugin is a gateway to what comes after it).
                 fail(500, "trap", "trapped")
@@ -824,7 +828,7 @@ impl HttpHandler {
                 body: Vec::new(),
             },
             Some(Sent::Error(code)) => {
-                tracing::warn!(plugin = self.name, "answered with an error: {code:?}");
+                report_failure(&self.name, || format!("answered with an error: {code:?}"));
                 fail(502, "malformed", "answered with an error")
             }
             Some(Sent::Unsendable) => fail(500, "other", "answered where no reply could go"),
@@ -836,7 +840,7 @@ impl HttpHandler {
                     .as_mut()
                     .is_some_and(|i| unfinished(&mut i.store))
                 {
-                    tracing::warn!(plugin = self.name, "returned with its body unfinished");
+                    report_failure(&self.name, || "returned with its body unfinished".into());
                     body.end_badly();
                     slot.instance = None;
                     return fail(status, "malformed", "left its response body unfinished");
@@ -1134,8 +1138,10 @@ struct Shared {
     body: Option<Relay>,
     /// Cut off: the client gets an error (the connection is aborted).
     cut: bool,
-    /// The body fails where it ends, after what the guest wrote.
+    /// The body fails where it ends, after what the guest wrote, if it wrote anything.
     bad_end: bool,
+    /// The guest wrote a byte of the body (it has reached the client's side).
+    wrote: bool,
     /// The task that last polled the body, woken when it is cut off.
     waker: Option<std::task::Waker>,
     /// When it is cut off if it has not ended by then.
@@ -1181,6 +1187,7 @@ impl StreamedBody {
             body: Some(Relay::start(body)),
             cut: false,
             bad_end: false,
+            wrote: false,
             waker: None,
             until,
             timer: None,
@@ -1236,7 +1243,11 @@ impl http_body::Body for StreamedBody {
         match body.frames.poll_recv(cx) {
             Poll::Ready(None) => {
                 s.body = None;
-                if s.bad_end {
+                // A body cut after some of it was sent stays cut: the client must not take
+                // a part for the whole. One the guest never wrote a byte of ends empty, as
+                // under `wasmtime serve`: a handler that set its response and then failed
+                // (a JavaScript handler that throws) answers with a clean, empty body.
+                if s.bad_end && s.wrote {
                     s.cut = true;
                     return Poll::Ready(Some(Err(Box::new(CutOff))));
                 }
@@ -1247,7 +1258,12 @@ impl http_body::Body for StreamedBody {
                 s.cut = true;
                 Poll::Ready(Some(Err(e.into())))
             }
-            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+            Poll::Ready(Some(Ok(frame))) => {
+                if frame.data_ref().is_some_and(|d| !d.is_empty()) {
+                    s.wrote = true;
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
             Poll::Pending => {
                 if !s.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
                     s.waker = Some(cx.waker().clone());
@@ -1285,32 +1301,80 @@ fn prepare(kernel: &lrpc_kernel::Kernel, wasm: &[u8]) -> Result<Prepared, String
 
 const HANDLER: &str = crate::config::HANDLER_INTERFACE;
 
+/// Whether the header `name` frames a message's body (RFC 9112 §6): the server sets those
+/// lines for the body it hands on.
+pub fn is_framing(name: &str) -> bool {
+    name.eq_ignore_ascii_case("content-length") || name.eq_ignore_ascii_case("transfer-encoding")
+}
+
 /// A request body streaming from the client to a handler with no plugins before it: at
-/// most `max` bytes (past that, reads fail), each piece within `idle` of the one before.
+/// most `max` bytes (past that, reads fail), as fast as its [`BodyClock`] asks (each piece
+/// within `body-timeout`, at least the minimum rate after a grace; else reads fail, and the
+/// request is answered 408 if its head has not gone out, and its connection closes).
 pub struct RequestBody {
     inner: axum::body::Body,
     max: usize,
     seen: usize,
-    idle: Duration,
-    sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
-    /// Set when the body went past `max`.
-    over: Arc<AtomicBool>,
+    clock: BodyClock,
+    /// What went wrong with the body, for the answer.
+    state: Arc<BodyState>,
     /// The request's header lines as they came, for a handler no plugin comes before.
     headers: Option<axum::http::HeaderMap>,
+    /// The client's framing lines (`content-length`, `transfer-encoding`): they describe
+    /// this body, whatever the plugins passed on.
+    framing: Vec<(HeaderName, HeaderValue)>,
+}
+
+/// What went wrong with a streamed request body, as the handler's caller sees it.
+#[derive(Default, Debug)]
+pub struct BodyState {
+    /// The body went past the route's `max-body`.
+    over: AtomicBool,
+    /// The body came too late (stalled, or below the minimum rate).
+    late: AtomicBool,
+}
+
+impl BodyState {
+    /// Whether the body came too late: its connection is to close.
+    pub fn late(&self) -> bool {
+        self.late.load(Ordering::Acquire)
+    }
+
+    /// The answer the client gets instead of the handler's failure, if the body caused it.
+    fn refusal(&self) -> Option<Answer> {
+        if self.over.load(Ordering::Acquire) {
+            Some(Answer::text(413, "request body too large\n".into()))
+        } else if self.late() {
+            Some(Answer::text(408, "request body too late\n".into()))
+        } else {
+            None
+        }
+    }
 }
 
 impl RequestBody {
-    /// `body`, capped at `max` bytes, each piece arriving within `idle`.
-    pub fn new(body: axum::body::Body, max: usize, idle: Duration) -> RequestBody {
+    /// `body`, capped at `max` bytes, read as fast as `clock` asks.
+    pub fn new(body: axum::body::Body, max: usize, clock: BodyClock) -> RequestBody {
         RequestBody {
             inner: body,
             max,
             seen: 0,
-            idle,
-            sleep: None,
-            over: Arc::default(),
+            clock,
+            state: Arc::default(),
             headers: None,
+            framing: Vec::new(),
         }
+    }
+
+    /// Notes the framing lines among the client's `headers`, which the handler gets with
+    /// this body in place of any the plugins passed on.
+    pub fn with_framing_of(mut self, headers: &axum::http::HeaderMap) -> RequestBody {
+        self.framing = headers
+            .iter()
+            .filter(|(n, _)| is_framing(n.as_str()))
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .collect();
+        self
     }
 
     /// Gives the handler `headers` (the request's header lines as they came: values as
@@ -1318,6 +1382,11 @@ impl RequestBody {
     pub fn with_headers(mut self, headers: axum::http::HeaderMap) -> RequestBody {
         self.headers = Some(headers);
         self
+    }
+
+    /// What goes wrong with the body, shared.
+    pub fn state(&self) -> Arc<BodyState> {
+        self.state.clone()
     }
 }
 
@@ -1331,44 +1400,41 @@ impl http_body::Body for RequestBody {
     ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, HttpError>>> {
         use std::task::Poll;
         let this = &mut *self;
-        if this.over.load(Ordering::Relaxed) {
+        if this.state.over.load(Ordering::Relaxed) {
             return Poll::Ready(Some(Err(HttpError::HttpRequestBodySize(Some(
                 this.seen as u64,
             )))));
         }
+        if this.state.late() {
+            return Poll::Ready(Some(Err(HttpError::ConnectionReadTimeout)));
+        }
         match std::pin::Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
-                this.sleep = None;
                 if let Some(d) = frame.data_ref() {
+                    this.clock.arrived(d.len());
                     this.seen = this.seen.saturating_add(d.len());
                     if this.seen > this.max {
-                        this.over.store(true, Ordering::Release);
+                        this.state.over.store(true, Ordering::Release);
                         return Poll::Ready(Some(Err(HttpError::HttpRequestBodySize(Some(
                             this.seen as u64,
                         )))));
                     }
+                } else {
+                    this.clock.arrived(0);
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
             // Malformed framing, or a connection that broke.
             Poll::Ready(Some(Err(_))) => Poll::Ready(Some(Err(HttpError::ConnectionTerminated))),
             Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => {
-                // A timer needs a runtime: a poll outside one (a read that does not wait)
-                // arms none.
-                if this.sleep.is_none() && tokio::runtime::Handle::try_current().is_ok() {
-                    this.sleep = Some(Box::pin(tokio::time::sleep(this.idle)));
-                }
-                let stalled = this
-                    .sleep
-                    .as_mut()
-                    .is_some_and(|s| s.as_mut().poll(cx).is_ready());
-                if stalled {
+            Poll::Pending => match this.clock.poll_late(cx) {
+                Poll::Ready(late) => {
+                    tracing::debug!(?late, "a streamed request body came too late");
+                    this.state.late.store(true, Ordering::Release);
                     Poll::Ready(Some(Err(HttpError::ConnectionReadTimeout)))
-                } else {
-                    Poll::Pending
                 }
-            }
+                Poll::Pending => Poll::Pending,
+            },
         }
     }
 
@@ -1388,12 +1454,12 @@ type HandlerRequest =
 /// The request as the chain left it, as an HTTP request (method, path and headers checked,
 /// then the lines the plugins could not see), with `body` instead of its own when the body
 /// streams, and the header lines as they came instead of its own when `body` has them; and
-/// the streamed body's flag for going over the route's cap.
+/// what goes wrong with the streamed body.
 fn hyper_request(
     req: Incoming,
     mut body: Option<RequestBody>,
-) -> Result<(HandlerRequest, Option<Arc<AtomicBool>>), String> {
-    let over = body.as_ref().map(|b| b.over.clone());
+) -> Result<(HandlerRequest, Option<Arc<BodyState>>), String> {
+    let over = body.as_ref().map(RequestBody::state);
     let raw = body.as_mut().and_then(|b| b.headers.take());
     let method = Method::from_bytes(req.method.as_bytes()).map_err(|e| e.to_string())?;
     let host = match &raw {
@@ -1433,17 +1499,29 @@ fn hyper_request(
             }
         }
         None => {
+            // The plugins' lines, but the framing: that belongs to the body the handler
+            // gets, not to what a plugin says of it (a plugin that rewrote a body or a
+            // `content-length` would otherwise give the handler a length its body does
+            // not have).
             for (n, v) in &req.headers {
+                if is_framing(n) {
+                    continue;
+                }
                 let name =
                     HeaderName::from_bytes(n.as_bytes()).map_err(|e| format!("`{n}`: {e}"))?;
                 let value = HeaderValue::from_str(v).map_err(|e| format!("`{n}`: {e}"))?;
                 b = b.header(name, value);
             }
-            // Lines the plugins could not see (not UTF-8) passed around them.
-            if let Some(m) = b.headers_mut() {
-                for (n, v) in &req.opaque {
-                    m.append(n.clone(), v.clone());
+            match &body {
+                Some(streamed) => {
+                    for (n, v) in &streamed.framing {
+                        b = b.header(n, v);
+                    }
                 }
+                None if !req.body.is_empty() || req.headers.iter().any(|(n, _)| is_framing(n)) => {
+                    b = b.header(axum::http::header::CONTENT_LENGTH, req.body.len());
+                }
+                None => {}
             }
         }
     }

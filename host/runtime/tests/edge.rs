@@ -81,12 +81,27 @@ impl Server {
 
     /// [`Server::start`] for a test that holds [`alone`].
     fn start_alone(config: &Path) -> Server {
+        Server::spawn(config, Stdio::inherit())
+    }
+
+    /// [`Server::start`] with the server's log written to the file `log`.
+    fn start_logging(config: &Path, log: &Path) -> Server {
+        let beside = ALONE
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let file = std::fs::File::create(log).expect("create the log file");
+        let mut s = Server::spawn(config, file.into());
+        s._beside = Some(beside);
+        s
+    }
+
+    fn spawn(config: &Path, stderr: Stdio) -> Server {
         let mut child = Command::new(LRPC)
             .arg("serve")
             .arg(config)
             .args(["--listen", "127.0.0.1:0"])
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start lrpc serve");
         let mut line = String::new();
@@ -270,6 +285,25 @@ fn a_wasi_http_component_ends_a_chain() {
     // deadline 504; the next request gets a fresh instance after each.
     fails_and_is_restarted(&s, ("/direct", 500), "hello", ("/api/v1/ok", &[ALICE]));
     assert!(s.metric("lrpc_plugin_calls_total{domain=\"hello\"}") >= 6.0);
+}
+
+/// A client that makes a handler trap on every request can not flood the log: a domain's
+/// failure is reported in full once a minute, the ones between counted.
+#[test]
+fn repeated_traps_are_reported_once_a_minute() {
+    let dir = scratch("trap-log");
+    let log = dir.join("server.log");
+    let mut s = Server::start_logging(&app("wasi-http"), &log);
+    for _ in 0..20 {
+        assert_eq!(s.get("/direct/trap", &[]).status, 500);
+    }
+    assert_eq!(s.get("/direct/x", &[]).status, 200);
+    let _ = s.child.kill();
+    let _ = s.child.wait();
+    let text = std::fs::read_to_string(&log).expect("the log");
+    let reports = text.lines().filter(|l| l.contains("trapped")).count();
+    assert_eq!(reports, 1, "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `domain`, behind `route` (whose `/trap` and `/spin` make it trap and run past its
@@ -1124,6 +1158,82 @@ fn run_the_key_value_client_against_a_remote_store() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `[network] listen`: an address other machines reach is refused in clear at start, with
+/// the config's file and line, unless it says `insecure = true`; loopback starts as it is;
+/// a `unix:` socket is made with mode 0600.
+#[test]
+fn network_addresses_other_hosts_reach_need_insecure_and_sockets_are_private() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = scratch("insecure");
+    let head = "[domains.store]\nguest = \"kv-server\"\n\
+                exports = [{ interface = \"lrpc:kv/store\" }]\n\n[network]\n";
+    let config = write_config(&dir, &format!("{head}listen = [\"tcp:0.0.0.0:0\"]\n"));
+    let c = config.to_str().expect("utf-8 path");
+    let (ok, out, err) = lrpc(&["serve", c, "--listen", "127.0.0.1:0"]);
+    assert!(!ok, "started: {out}");
+    assert!(
+        err.contains(&format!(
+            "{c}:6: `tcp:0.0.0.0:0` is reachable from other machines"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("insecure = true"), "{err}");
+    let sock = dir.join("kv.sock");
+    write_config(
+        &dir,
+        &format!(
+            "{head}listen = [{{ address = \"tcp:0.0.0.0:0\", insecure = true }}, \
+             \"tcp:127.0.0.1:0\", \"unix:{}\"]\n",
+            sock.display()
+        ),
+    );
+    let mut child = Command::new(LRPC)
+        .args(["serve", c, "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start lrpc serve");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut lines = vec![String::new(); 4];
+    for l in &mut lines {
+        out.read_line(l).expect("read a line");
+    }
+    let _server = Server {
+        child,
+        addr: String::new(),
+        _beside: None,
+    };
+    let exports: Vec<&str> = lines[1..]
+        .iter()
+        .map(|l| {
+            l.trim()
+                .strip_prefix("exports on ")
+                .unwrap_or_else(|| panic!("unexpected line {l:?}"))
+        })
+        .collect();
+    // Both TCP endpoints take connections (the wildcard one on loopback too).
+    for (e, want) in exports[..2].iter().zip(["tcp:0.0.0.0:", "tcp:127.0.0.1:"]) {
+        assert!(e.starts_with(want), "{e}");
+        let port = e.rsplit(':').next().expect("a port");
+        TcpStream::connect(format!("127.0.0.1:{port}")).expect("connect");
+    }
+    assert_eq!(exports[2], format!("unix:{}", sock.display()));
+    let mode = std::fs::metadata(&sock)
+        .expect("the socket")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "mode {mode:o}");
+    std::os::unix::net::UnixStream::connect(&sock).expect("its owner connects");
+    // Nothing is left of the private folder it was made in.
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .expect("read the dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(left.len(), 2, "{left:?}");
+    drop(_server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The same two deployments behind a NATS server: the store's `[network]` joins a queue group
 /// at a `nats://` address, and the client's remote names that address.
 #[test]
@@ -1574,6 +1684,78 @@ fn hello_with(dir: &Path, serve: &str) -> PathBuf {
     )
 }
 
+/// Files under `dir`, at any depth.
+fn files_under(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .map(|e| match e.file_type() {
+                Ok(t) if t.is_dir() => files_under(&e.path()),
+                Ok(_) => 1,
+                Err(_) => 0,
+            })
+            .sum()
+    })
+}
+
+/// Starts `lrpc serve config` with `XDG_CACHE_HOME` at `cache_home`, answers one request,
+/// and stops it.
+fn serve_once_with_cache_home(config: &Path, cache_home: &Path) {
+    let _beside = ALONE
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut child = Command::new(LRPC)
+        .arg("serve")
+        .arg(config)
+        .args(["--listen", "127.0.0.1:0"])
+        .env("XDG_CACHE_HOME", cache_home)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start lrpc serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the address");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .expect("an address");
+    assert_eq!(request(addr, "GET", "/x", &[], b"").status, 200);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The compile cache is on by default, in the per-user cache folder (`XDG_CACHE_HOME`
+/// here), so that a second start loads compiled code; `cache-dir = false` turns it off.
+#[test]
+fn compiled_code_is_cached_per_user_by_default() {
+    let dir = scratch("compile-cache");
+    let on = dir.join("on");
+    serve_once_with_cache_home(&hello_with(&dir, ""), &on);
+    assert!(
+        files_under(&on.join("lrpc")) > 0,
+        "nothing cached in {}",
+        on.display()
+    );
+
+    let off = dir.join("off");
+    let config = write_config(
+        &dir,
+        "[kernel]\ncache-dir = false\n[domains.hello]\nguest = \"http-hello\"\n\
+         exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+         [[routes]]\nprefix = \"/\"\nchain = [\"hello\"]\n",
+    );
+    serve_once_with_cache_home(&config, &off);
+    assert_eq!(
+        files_under(&off),
+        0,
+        "cached in {} although off",
+        off.display()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Whether the server closes `c` (reads end) within `within`.
 fn closed_within(c: &mut TcpStream, within: Duration) -> bool {
     c.set_read_timeout(Some(within)).expect("timeout");
@@ -1700,6 +1882,8 @@ fn http2_with_prior_knowledge_is_served_and_h2c_upgrade_declined() {
 #[test]
 fn a_route_has_its_own_body_cap_and_request_cap() {
     let dir = scratch("route-caps");
+    // The 1.5 s request took over 10 s of wall-clock time on a loaded machine: the plugin's
+    // deadline allows 20 s, and the driver's follows the chain's (not the kernel's 10 s).
     let config = write_config(
         &dir,
         "[domains.hello]\nguest = \"http-hello\"\n\
@@ -1730,6 +1914,50 @@ fn a_route_has_its_own_body_cap_and_request_cap() {
     assert_eq!(s.get("/large/b", &[]).status, 200);
     assert_eq!(long.join().expect("the long request").status, 200);
     assert_eq!(s.get("/one/busy/1", &[]).status, 200);
+    // A path no route serves.
+    assert_eq!(s.get("/nowhere", &[]).status, 404);
+    // The refusals, answered before any plugin ran, are counted with their route and code,
+    // and the 404 with an empty route.
+    let text = s.get("/metrics", &[]).text();
+    let count = |route: &str, code: u16| {
+        metric_value(
+            &text,
+            &format!("lrpc_http_requests_total{{route=\"{route}\",code=\"{code}\"}}"),
+        )
+    };
+    assert_eq!(count("/small", 413), 1.0, "{text}");
+    assert_eq!(count("/small", 200), 1.0, "{text}");
+    assert_eq!(count("/one", 503), 1.0, "{text}");
+    assert_eq!(count("/one", 200), 2.0, "{text}");
+    assert_eq!(count("", 404), 1.0, "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The driver that walks a chain outlives the chain's plugins: with the kernel's default
+/// deadline at 500 ms, a plugin allowed 20 s that works for 1.5 s answers 200 (not a 500
+/// from a driver that ran out first), and one that runs out its own 1 s deadline answers
+/// 504 naming itself.
+#[test]
+fn the_driver_outlives_its_chain_s_deadlines() {
+    let dir = scratch("driver-deadline");
+    let config = write_config(
+        &dir,
+        "[kernel]\ndeadline = \"500ms\"\n\
+         [domains.slow]\nguest = \"http-faulty\"\n\
+         exports = [{ interface = \"lrpc:http/plugin\", deadline = \"20s\" }]\n\
+         [domains.short]\nguest = \"http-faulty\"\n\
+         exports = [{ interface = \"lrpc:http/plugin\", deadline = \"1s\" }]\n\
+         [[routes]]\nprefix = \"/slow\"\nchain = [\"slow\"]\n\
+         [[routes]]\nprefix = \"/short\"\nchain = [\"short\"]\n",
+    );
+    let s = Server::start(&config);
+    for _ in 0..2 {
+        let r = s.get("/slow/busy/1500", &[]);
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let r = s.get("/short/spin", &[]);
+    assert_eq!(r.status, 504, "{}", r.text());
+    assert!(r.text().contains("short"), "{}", r.text());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -2298,7 +2526,8 @@ fn a_body_finished_before_returning_goes_whole_with_its_length() {
 
 /// A handler that sets its response and never finishes the body: the head comes at once,
 /// the body is cut off (no last chunk) at the deadline, and the next request gets a fresh
-/// instance. One that returns with its body unfinished is cut off at once.
+/// instance. One that returns with its body unfinished is cut off at once, unless it wrote
+/// none of it: that body ends empty.
 #[test]
 fn a_body_never_finished_is_cut_off_at_the_deadline() {
     let (dir, config) = stream_config("stream-hang", "4s");
@@ -2344,6 +2573,25 @@ fn a_body_never_finished_is_cut_off_at_the_deadline() {
         "{:?}",
         start.elapsed()
     );
+    assert_eq!(s.get("/ignore", &[]).text(), "ignored\n");
+
+    // One that returns (or traps) with its body unfinished but never wrote a byte of it
+    // answers with the head it set and an empty body, as under `wasmtime serve`: what a
+    // JavaScript handler that throws after setting a 500 looks like.
+    // (A trap before the head went out answers 500 instead.)
+    for (path, trap) in [("/abandon", false), ("/abandon-trap", true)] {
+        let head = format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+        let text = raw_exchange(&s.addr, head.as_bytes());
+        if trap && text.starts_with("HTTP/1.1 500") {
+            continue;
+        }
+        assert!(text.starts_with("HTTP/1.1 200"), "{path}: {text:?}");
+        let (_, body) = text.split_once("\r\n\r\n").expect("a head");
+        assert!(
+            body == "0\r\n\r\n" || (body.is_empty() && text.contains("content-length: 0")),
+            "{path}: the body did not end empty: {text:?}"
+        );
+    }
     assert_eq!(s.get("/ignore", &[]).text(), "ignored\n");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -2529,29 +2777,108 @@ fn a_header_value_that_is_not_utf8_reaches_a_lone_handler_as_bytes() {
     assert!(text.ends_with("hello caf\u{fffd} at GET /hi\n"), "{text}");
 }
 
-/// Plugins see headers as WIT strings, so a value that is not UTF-8 can not reach them: it
-/// passes around them to the handler at the end of the chain, as bytes, after the lines the
-/// plugins passed on.
-#[test]
-fn a_header_value_that_is_not_utf8_passes_around_plugins_to_the_handler() {
-    let s = Server::start(&app("wasi-http"));
-    let mut c = TcpStream::connect(&s.addr).expect("connect");
+/// Sends `head` (a whole HTTP/1.1 request head, `connection: close`) and returns the reply.
+fn raw_exchange(addr: &str, head: &[u8]) -> String {
+    let mut c = TcpStream::connect(addr).expect("connect");
     c.set_read_timeout(Some(Duration::from_secs(30)))
         .expect("timeout");
-    // `/stamp` is the component plugin `stamp` (it rewrites the path), then the handler.
-    c.write_all(
-        b"GET /stamp/hi HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
-          x-user: caf\xe9\r\nx-other: ok\r\n\r\n",
-    )
-    .expect("send");
+    c.write_all(head).expect("send");
     let mut raw = Vec::new();
     c.read_to_end(&mut raw).expect("read the reply");
-    let text = String::from_utf8_lossy(&raw);
-    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
-    assert!(
-        text.ends_with("hello caf\u{fffd} at GET /stamped/hi\n"),
-        "{text}"
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
+/// Plugins see headers as WIT strings, so a value that is not UTF-8 can not reach them. It
+/// may not pass around them either: a plugin that strips or checks a header would be
+/// bypassed by the same header with a byte above 0x7F. Such a request is refused with 400
+/// before any plugin runs, on chains of core and component plugins, with or without a
+/// handler at the end; the handler alone still gets it.
+#[test]
+fn a_header_value_that_is_not_utf8_never_passes_around_plugins() {
+    let s = Server::start(&app("wasi-http"));
+    let cases: [&[u8]; 4] = [
+        // auth strips `authorization`: a second one in another byte form must not reach
+        // the handler.
+        b"GET /api/v1/hi HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+          authorization: Bearer letmein\r\nauthorization: Bearer \xff\r\n\r\n",
+        // auth sets `x-user`: the client's must not arrive beside it.
+        b"GET /api/v1/hi HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+          authorization: Bearer letmein\r\nx-user: \xff\xfeadmin\r\n\r\n",
+        // The component plugin `stamp`, then the handler.
+        b"GET /stamp/hi HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+          x-user: caf\xe9\r\nx-other: ok\r\n\r\n",
+        // Plugins with no handler after them.
+        b"GET /mixed/hi HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+          authorization: Bearer letmein\r\nX-User: \xe9\r\n\r\n",
+    ];
+    for head in cases {
+        let text = raw_exchange(&s.addr, head);
+        assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+        assert!(text.contains("not UTF-8"), "{text}");
+    }
+    // No plugin ran: none of them counted a call.
+    let m = s.get("/metrics", &[]).text();
+    for d in ["auth", "stamp", "hello"] {
+        let calls = metric_value(&m, &format!("lrpc_plugin_calls_total{{domain=\"{d}\"}}"));
+        assert_eq!(calls, 0.0, "{d}\n{m}");
+    }
+    // A handler no plugin comes before gets the bytes.
+    let text = raw_exchange(
+        &s.addr,
+        b"GET /direct/hi HTTP/1.1\r\nhost: x\r\nconnection: close\r\nx-user: caf\xe9\r\n\r\n",
     );
+    assert!(text.ends_with("hello caf\u{fffd} at GET /hi\n"), "{text}");
+}
+
+/// The handler sees what the last plugin passed on, and the plugins see what the handler
+/// will: one authority (an absolute-form target's, not a `host` line beside it), and the
+/// framing of the body the handler gets (a chunked body the plugins read whole reaches the
+/// handler with its length, not `transfer-encoding: chunked`). Two `host` lines are refused.
+#[test]
+fn plugins_and_the_handler_see_one_authority_and_true_framing() {
+    let s = Server::start(&app("wasi-http"));
+    let text = raw_exchange(
+        &s.addr,
+        b"GET http://real.example/api/v1/headers HTTP/1.1\r\nhost: fake.example\r\n\
+          connection: close\r\nauthorization: Bearer letmein\r\n\r\n",
+    );
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("authority real.example\n"), "{text}");
+    assert!(!text.contains("fake.example"), "{text}");
+
+    let text = raw_exchange(
+        &s.addr,
+        b"POST /api/v1/headers HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+          authorization: Bearer letmein\r\nx-upper: 1\r\ntransfer-encoding: chunked\r\n\r\n\
+          5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+    );
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("content-length: 11\n"), "{text}");
+    assert!(!text.contains("transfer-encoding: chunked\n"), "{text}");
+    assert!(text.contains("HELLO WORLD"), "{text}");
+
+    let text = raw_exchange(
+        &s.addr,
+        b"GET /direct/x HTTP/1.1\r\nhost: a\r\nhost: b\r\nconnection: close\r\n\r\n",
+    );
+    assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+}
+
+/// `auth` vouches for `x-user`: one the client sent never survives it, in any case, and two
+/// tokens are refused rather than one of them picked.
+#[test]
+fn a_client_sent_identity_never_survives_auth() {
+    let s = Server::start(&app("wasi-http"));
+    let bob = ("authorization", "Bearer opensesame");
+    for claim in ["x-user", "X-User", "X-USER"] {
+        let r = s.get("/api/v1/hi", &[bob, (claim, "alice")]);
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.text(), "hello bob at GET /hi\n", "{claim}");
+    }
+    let r = s.get("/api/v1/hi", &[("x-user", "alice")]);
+    assert_eq!(r.status, 401, "{}", r.text());
+    let r = s.get("/api/v1/hi", &[bob, ALICE]);
+    assert_eq!(r.status, 401, "{}", r.text());
 }
 
 /// A deployment of the WASI 0.3 handler `http-wasi-p3-hello` as `p3` on `/`, with the
@@ -2784,5 +3111,272 @@ fn a_wasi_p3_handler_sends_requests_only_to_granted_origins() {
         )
     };
     assert_eq!([count("sent"), count("denied")], [1.0, 2.0], "{m}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Opens a connection and sends the head of a request whose body (`len` bytes) is yet to
+/// come.
+fn body_pending(addr: &str, path: &str, len: usize) -> TcpStream {
+    let mut c = TcpStream::connect(addr).expect("connect");
+    c.write_all(
+        format!("POST {path} HTTP/1.1\r\nhost: a\r\ncontent-length: {len}\r\n\r\n").as_bytes(),
+    )
+    .expect("send the head");
+    c
+}
+
+/// Writes one byte to each of `conns` every `every` until `stop` is set (errors, once the
+/// server closed a connection, are ignored).
+fn trickle(
+    conns: Vec<TcpStream>,
+    every: Duration,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut conns = conns;
+        while !stop.load(Ordering::Relaxed) {
+            for c in &mut conns {
+                let _ = c.write_all(b"x");
+            }
+            std::thread::sleep(every);
+        }
+    })
+}
+
+/// All the server sends on `c` until it closes the connection; `None` when it is still open
+/// after `within`.
+fn read_until_closed(c: &mut TcpStream, within: Duration) -> Option<String> {
+    c.set_read_timeout(Some(within)).expect("timeout");
+    let mut out = Vec::new();
+    match c.read_to_end(&mut out) {
+        Ok(_) => Some(String::from_utf8_lossy(&out).into_owned()),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+            Some(String::from_utf8_lossy(&out).into_owned())
+        }
+        Err(_) => None,
+    }
+}
+
+/// A body sent a few bytes a second never stalls (`body-timeout`), but falls below the
+/// minimum rate after its grace: answered 408 and its connection closed, both when the
+/// plugins read the body whole and when it streams to a `wasi:http` handler. The 408s are
+/// counted.
+#[test]
+fn a_body_below_the_minimum_rate_is_answered_408_and_its_connection_closed() {
+    let dir = scratch("min-rate");
+    let config = write_config(
+        &dir,
+        "[serve]\nmin-body-rate-grace = \"1s\"\n\
+         [domains.hello]\nguest = \"http-hello\"\n\
+         exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+         [domains.stream]\nguest = \"http-wasi-stream\"\n\
+         exports = [{ interface = \"wasi:http/incoming-handler\" }]\n\
+         [[routes]]\nprefix = \"/stream\"\nchain = [\"stream\"]\n\
+         [[routes]]\nprefix = \"/\"\nchain = [\"hello\"]\n",
+    );
+    let s = Server::start(&config);
+    // Keep-alive connections (HTTP/1.1's default): only the server can close them.
+    let whole = body_pending(&s.addr, "/x", 1000);
+    let streamed = body_pending(&s.addr, "/stream/sum", 1000);
+    let conns = vec![
+        whole.try_clone().expect("clone"),
+        streamed.try_clone().expect("clone"),
+    ];
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // A byte every 200 ms: 5 bytes a second, far below 240, and never a 10 s stall.
+    let writer = trickle(conns, Duration::from_millis(200), stop.clone());
+    let start = Instant::now();
+    for (what, mut c) in [("whole", whole), ("streamed", streamed)] {
+        // (Both trickle at once: the second is closed by the time the first is read.)
+        // The grace (1 s), plus a wide margin for a loaded machine, and still below the
+        // body's own end (1000 bytes at 5 a second: 200 s).
+        let answer = read_until_closed(&mut c, Duration::from_secs(60))
+            .unwrap_or_else(|| panic!("{what}: the connection is still open"));
+        assert!(answer.starts_with("HTTP/1.1 408"), "{what}: {answer}");
+        assert!(
+            answer.to_ascii_lowercase().contains("connection: close"),
+            "{what}: {answer}"
+        );
+    }
+    // A handler that answered before the body failed (`/echo` sends its head first): the
+    // answer can not change, but the connection closes all the same.
+    let mut echoed = body_pending(&s.addr, "/stream/echo", 1000);
+    let stop_echo = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let echo_writer = trickle(
+        vec![echoed.try_clone().expect("clone")],
+        Duration::from_millis(200),
+        stop_echo.clone(),
+    );
+    let answer = read_until_closed(&mut echoed, Duration::from_secs(60))
+        .expect("echo: the connection is still open");
+    assert!(answer.starts_with("HTTP/1.1 "), "echo: {answer}");
+    stop_echo.store(true, Ordering::Relaxed);
+    echo_writer.join().expect("the writer");
+    assert!(start.elapsed() < Duration::from_secs(120));
+    stop.store(true, Ordering::Relaxed);
+    writer.join().expect("the writer");
+    assert_eq!(
+        s.metric("lrpc_http_requests_total{route=\"/\",code=\"408\"}"),
+        1.0
+    );
+    assert_eq!(
+        s.metric("lrpc_http_requests_total{route=\"/stream\",code=\"408\"}"),
+        1.0
+    );
+    // A body at a fair rate is served as before.
+    assert_eq!(
+        request(&s.addr, "POST", "/x", &[], &[b'y'; 500]).status,
+        200
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// 200 clients sending their bodies a byte at a time do not hold the server (default
+/// budgets): a normal request is answered meanwhile, and the slow ones are answered 408
+/// once the grace of the minimum rate is over.
+#[test]
+fn slow_bodies_can_not_hold_the_server() {
+    let dir = scratch("slow-bodies");
+    let config = hello_with(&dir, "");
+    let s = Server::start(&config);
+    let slow: Vec<TcpStream> = (0..200)
+        .map(|_| body_pending(&s.addr, "/x", 1000))
+        .collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = trickle(
+        slow.iter().map(|c| c.try_clone().expect("clone")).collect(),
+        Duration::from_millis(500),
+        stop.clone(),
+    );
+    let r = s.get("/x", &[]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    // Each is answered 408 after the grace (5 s); a wide margin for a loaded machine.
+    let until = Instant::now() + Duration::from_secs(90);
+    for (i, mut c) in slow.into_iter().enumerate() {
+        let left = until
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_secs(1));
+        let answer = read_until_closed(&mut c, left)
+            .unwrap_or_else(|| panic!("slow client {i}: still open"));
+        assert!(
+            answer.starts_with("HTTP/1.1 408"),
+            "slow client {i}: {answer}"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().expect("the writer");
+    assert_eq!(s.get("/x", &[]).status, 200);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// With an open-file limit below `max-connections`, the server lowers the cap and says so
+/// once, and serves.
+#[test]
+fn max_connections_is_clamped_to_the_open_file_limit_with_one_warning() {
+    let dir = scratch("fd-limit");
+    let config = hello_with(&dir, "max-connections = 4096");
+    let _beside = ALONE
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // `ulimit -n` sets both the soft and the hard limit: the server can not raise it.
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -n 256 && exec \"$0\" serve \"$1\" --listen 127.0.0.1:0")
+        .arg(LRPC)
+        .arg(&config)
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start lrpc serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the address");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    // More connections than the lowered cap: they wait in the accept queue, and requests
+    // are still served as they close.
+    let held: Vec<TcpStream> = (0..300)
+        .filter_map(|_| TcpStream::connect(&addr).ok())
+        .collect();
+    drop(held);
+    let r = request(&addr, "GET", "/x", &[], b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut log)
+        .expect("read the log");
+    let warnings = log
+        .lines()
+        .filter(|l| l.contains("max-connections lowered"))
+        .count();
+    assert_eq!(warnings, 1, "{log}");
+    assert!(log.contains("open-file limit is 256"), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The processor time `pid` has used (user and system, from `/proc/PID/stat`).
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    // Fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')').expect("a command") + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    let ticks: u64 = f[11].parse::<u64>().expect("utime") + f[12].parse::<u64>().expect("stime");
+    // `getconf CLK_TCK` is 100 on Linux.
+    Duration::from_millis(ticks * 10)
+}
+
+/// 200 clients ask for half a second of computation each and hang up: the requests still
+/// waiting for a worker are dropped, not run, so the server's processor time stops growing
+/// within seconds (run to the end, they would take 100 s of it).
+#[test]
+fn requests_of_clients_that_went_away_are_not_run() {
+    let dir = scratch("gone");
+    let config = write_config(
+        &dir,
+        "[domains.faulty]\nguest = \"http-faulty\"\n\
+         exports = [{ interface = \"lrpc:http/plugin\", deadline = \"60s\" }]\n\
+         [[routes]]\nprefix = \"/faulty\"\nchain = [\"faulty\"]\n",
+    );
+    // The requests that run before the route leaves the reactor keep both processors busy
+    // for a while: no other timing test runs beside it.
+    let _alone = alone();
+    let s = Server::start_alone(&config);
+    let pid = s.child.id();
+    let clients: Vec<TcpStream> = (0..200)
+        .map(|_| {
+            let mut c = TcpStream::connect(&s.addr).expect("connect");
+            c.write_all(b"GET /faulty/busy/500 HTTP/1.1\r\nhost: a\r\n\r\n")
+                .expect("send");
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    drop(clients);
+    // Those already running finish (a few, each half a second); then the server idles.
+    // Look for two quiet seconds within 60 s: using less than half a second of processor
+    // time in two seconds of wall-clock time.
+    let until = Instant::now() + Duration::from_secs(60);
+    let mut quiet = false;
+    while Instant::now() < until {
+        let before = cpu_time(pid);
+        std::thread::sleep(Duration::from_secs(2));
+        let used = cpu_time(pid).saturating_sub(before);
+        if used < Duration::from_millis(500) {
+            quiet = true;
+            break;
+        }
+    }
+    assert!(quiet, "the server kept computing after its clients left");
+    assert_eq!(s.get("/faulty/busy/1", &[]).status, 200);
     let _ = std::fs::remove_dir_all(&dir);
 }

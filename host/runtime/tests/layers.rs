@@ -3,10 +3,13 @@
 #[path = "../../tests/layering/mod.rs"]
 mod layering;
 
-/// Bottom to top: the HTTP listener and its budgets; the config and value text; metrics; the HTTP records; supervision and the
-/// deployment's error; serving to the network and `wasi:http` handlers; the deployment;
-/// reload and the edge server on top; the command's own parts.
+/// Bottom to top: TLS; a request body's clock; the HTTP listener and its budgets; the
+/// config and value text; metrics; the HTTP records; supervision and the deployment's error;
+/// serving to the network and `wasi:http` handlers; the deployment; reload and the edge
+/// server on top; the command's own parts.
 const ORDER: &[&str] = &[
+    "tls",
+    "body_rate",
     "listener",
     "config",
     "value",

@@ -4,6 +4,7 @@
 use crate::error::{Error, Fault};
 use crate::state::domain::{Domain, DomainFunc, pick_replica};
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 use wasmtime::{WasmParams, WasmResults};
 
 impl Domain {
@@ -18,6 +19,21 @@ impl Domain {
 impl<P: WasmParams, R: WasmResults> DomainFunc<P, R> {
     /// Calls the export on the first free replica under the kernel's default deadline.
     pub fn call(&self, params: P) -> Result<R, Error> {
+        self.call_ticks(params, None)
+    }
+
+    /// Calls the export on the first free replica under `deadline` instead of the kernel's
+    /// default. An embedder whose export calls other domains gives it a deadline that covers
+    /// theirs: the caller's deadline keeps running while its callees run.
+    pub fn call_within(&self, params: P, deadline: Duration) -> Result<R, Error> {
+        let ticks = match self.domain.kernel.upgrade() {
+            Some(kernel) => kernel.ticks_for(deadline),
+            None => return Err(Error::Fault(Fault::Terminated)),
+        };
+        self.call_ticks(params, Some(ticks))
+    }
+
+    fn call_ticks(&self, params: P, ticks: Option<u64>) -> Result<R, Error> {
         let shared = &self.domain.shared;
         if shared.core.terminated.load(Ordering::Acquire) {
             return Err(Error::Fault(Fault::Terminated));
@@ -29,7 +45,7 @@ impl<P: WasmParams, R: WasmResults> DomainFunc<P, R> {
         data.deadline_tick = data
             .ticks
             .load(Ordering::Relaxed)
-            .saturating_add(data.default_deadline_ticks);
+            .saturating_add(ticks.unwrap_or(data.default_deadline_ticks));
         let result = self.funcs[i].call(&mut *store, params);
         store.data_mut().deadline_tick = 0;
         shared.replicas[i].flush_deferred();

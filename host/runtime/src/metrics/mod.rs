@@ -232,6 +232,11 @@ impl Metrics {
         }
     }
 
+    /// A request no route serves, answered with `code` (counted with an empty route).
+    pub fn unrouted(&self, code: u16) {
+        self.requests.get_or_create(&route_code("", code)).inc();
+    }
+
     /// The call counter of plugin `name`, to keep and increment without a lookup per call.
     pub fn call_counter(&self, name: &str) -> sharded::Counter {
         self.calls.get_or_create_owned(&domain(name))

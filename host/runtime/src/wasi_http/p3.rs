@@ -559,8 +559,8 @@ impl HttpHandler {
                         let _ = super::stream(tx, parts, body, until);
                     }
                     Ok(Err(f)) => {
-                        let too_large = over.is_some_and(|o| o.load(Ordering::Acquire));
-                        let _ = tx.send(me.p3_failed(f, too_large, generation).into());
+                        let refusal = over.and_then(|o| o.refusal());
+                        let _ = tx.send(me.p3_failed(f, refusal, generation).into());
                     }
                     Err(_) => {
                         let _ = tx.send(me.p3_fail(500, "other", "went away").into());
@@ -577,10 +577,11 @@ impl HttpHandler {
     }
 
     /// The answer to a request that failed with `f`.
-    fn p3_failed(self: &Arc<Self>, f: Failure, too_large: bool, generation: u64) -> Answer {
-        if too_large {
+    /// (`refusal`, when the request body caused it: too large or too late).
+    fn p3_failed(self: &Arc<Self>, f: Failure, refusal: Option<Answer>, generation: u64) -> Answer {
+        if let Some(answer) = refusal {
             self.supervision.metrics.failure(&self.name, "malformed");
-            return Answer::text(413, "request body too large\n".into());
+            return answer;
         }
         match f {
             Failure::Instantiate(e) => {
@@ -590,11 +591,13 @@ impl HttpHandler {
             }
             Failure::Deadline => self.p3_fail(504, "deadline", "ran past its deadline"),
             Failure::Trap(e) => {
-                tracing::warn!(plugin = self.name, "trapped: {e}");
+                crate::supervise::report_failure(&self.name, || format!("trapped: {e}"));
                 self.p3_fail(500, "trap", "trapped")
             }
             Failure::Error(e) => {
-                tracing::warn!(plugin = self.name, "answered with an error: {e}");
+                crate::supervise::report_failure(&self.name, || {
+                    format!("answered with an error: {e}")
+                });
                 self.p3_fail(502, "malformed", "answered with an error")
             }
         }
