@@ -35,6 +35,7 @@
 //!
 //! [serve]
 //! listen = "127.0.0.1:8080"
+//! recycle-above = "16MiB"         # a plugin or edge driver grown past it is replaced fresh
 //!
 //! [domains.stamp]
 //! guest = "comp-http-stamp"      # an HTTP plugin may be a component too
@@ -93,6 +94,10 @@ const MAX_REASON: usize = 240;
 /// The longest deadline a config may give: a domain that spins holds its thread at most this
 /// long, whatever the config says.
 pub const MAX_DEADLINE: Duration = Duration::from_secs(3600);
+
+/// `[serve] recycle-above` when the config does not set it: a domain that grew past 16 MiB
+/// for a peak is replaced after it.
+pub const DEFAULT_RECYCLE_ABOVE: usize = 16 << 20;
 
 /// The interface of HTTP plugins (`wit/http.wit`).
 pub const PLUGIN_INTERFACE: &str = "lrpc:http/plugin";
@@ -283,6 +288,8 @@ struct RawServe {
     body_timeout: Option<Spanned<String>>,
     #[serde(rename = "shutdown-grace")]
     shutdown_grace: Option<Spanned<String>>,
+    #[serde(rename = "recycle-above")]
+    recycle_above: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -633,6 +640,9 @@ pub struct Config {
     pub max_body: usize,
     /// The budgets of the edge server's connections.
     pub connections: crate::listener::Connections,
+    /// `[serve] recycle-above`: after a request, a plugin domain or an edge driver whose
+    /// linear memory grew past this many bytes is replaced by a fresh one (`None`: never).
+    pub recycle_above: Option<usize>,
     /// HTTP routes.
     pub routes: Vec<Route>,
     /// Exports of other kernels the clients bind to, by name.
@@ -1051,6 +1061,11 @@ impl Config {
             Some(m) => cx.count(m, "max-body", 1 << 30)?,
             None => 16 << 20,
         };
+        let recycle_above = match &raw.serve.recycle_above {
+            None => Some(DEFAULT_RECYCLE_ABOVE),
+            Some(v) if matches!(v.get_ref(), toml::Value::Boolean(false)) => None,
+            Some(v) => Some(usize::try_from(cx.size(v, "recycle-above")?).unwrap_or(usize::MAX)),
+        };
         let mut connections = crate::listener::Connections::default();
         if let Some(m) = &raw.serve.max_connections {
             connections.max = cx.count(m, "max-connections", 65_536)?;
@@ -1173,6 +1188,7 @@ impl Config {
             admin,
             max_body,
             connections,
+            recycle_above,
             routes,
             remotes,
             network,
