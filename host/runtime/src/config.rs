@@ -1821,6 +1821,29 @@ mod tests {
     }
 
     #[test]
+    fn recycle_above_is_a_size_or_false() {
+        let c = |v: &str| {
+            Config::parse(
+                Path::new("app.toml"),
+                &format!("[serve]\nrecycle-above = {v}\n"),
+            )
+            .map(|c| c.recycle_above)
+        };
+        let none = Config::parse(Path::new("app.toml"), "").expect("empty");
+        assert_eq!(none.recycle_above, Some(DEFAULT_RECYCLE_ABOVE));
+        assert_eq!(c("\"32MiB\"").expect("32MiB"), Some(32 << 20));
+        assert_eq!(c("1048576").expect("bytes"), Some(1 << 20));
+        assert_eq!(c("false").expect("off"), None);
+        for bad in ["true", "0", "\"lots\"", "-1"] {
+            let e = err(&format!("[serve]\nrecycle-above = {bad}\n"));
+            assert!(
+                e.starts_with("app.toml:2: recycle-above is a positive size"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
     fn routes_are_distinct_and_bounded() {
         let hello = "[domains.h]\nguest = \"http-hello\"\n\
                      exports = [{ interface = \"lrpc:http/plugin\" }]\n";
