@@ -292,3 +292,34 @@ fn the_instance_quota_sends_a_trusting_client_down_the_isolated_path() {
         "no room: isolated, and still correct"
     );
 }
+
+#[test]
+fn the_kernel_counts_linear_memory_and_segments_without_entering_domains() {
+    let _guard = crate::shared();
+    let (kernel, server, client) = crate::bench_pair();
+    // Read from the Stores' limiters: the same as asking each replica.
+    assert_eq!(client.memory_bytes(), client.memory_size().unwrap());
+    assert_eq!(server.memory_bytes(), server.memory_size().unwrap());
+    assert_eq!(
+        kernel.memory_bytes(),
+        client.memory_bytes() + server.memory_bytes()
+    );
+    let usage = client.usage();
+    assert_eq!(kernel.segment_bytes(), usage.astack_bytes + usage.oob_bytes);
+    // A big argument adds an out-of-band segment, mapped over pages grown in both memories.
+    let before = (client.memory_bytes(), kernel.segment_bytes());
+    assert!(
+        client
+            .call::<(i32, i32), i64>("big_in", (200_000, 2))
+            .unwrap()
+            >= 0
+    );
+    assert!(kernel.segment_bytes() >= before.1 + 200_000);
+    assert!(client.memory_bytes() >= before.0 + 200_000);
+    assert_eq!(client.memory_bytes(), client.memory_size().unwrap());
+    // Terminating the client gives its memory and its bindings' segments back.
+    kernel.terminate(&client);
+    assert_eq!(client.memory_bytes(), 0);
+    assert_eq!(kernel.segment_bytes(), 0);
+    assert_eq!(kernel.memory_bytes(), server.memory_bytes());
+}

@@ -37,6 +37,7 @@
 //! listen = "127.0.0.1:8080"
 //! # tls-cert = "cert.pem"         # HTTPS: PEM files, reloaded when they change or on SIGHUP
 //! # tls-key = "key.pem"
+//! recycle-above = "16MiB"         # a plugin or edge driver grown past it is replaced fresh
 //!
 //! [domains.stamp]
 //! guest = "comp-http-stamp"      # an HTTP plugin may be a component too
@@ -96,6 +97,10 @@ const MAX_REASON: usize = 240;
 /// The longest deadline a config may give: a domain that spins holds its thread at most this
 /// long, whatever the config says.
 pub const MAX_DEADLINE: Duration = Duration::from_secs(3600);
+
+/// `[serve] recycle-above` when the config does not set it: a domain that grew past 16 MiB
+/// for a peak is replaced after it.
+pub const DEFAULT_RECYCLE_ABOVE: usize = 16 << 20;
 
 /// The interface of HTTP plugins (`wit/http.wit`).
 pub const PLUGIN_INTERFACE: &str = "lrpc:http/plugin";
@@ -296,6 +301,8 @@ struct RawServe {
     min_body_rate: Option<Spanned<toml::Value>>,
     #[serde(rename = "min-body-rate-grace")]
     min_body_rate_grace: Option<Spanned<String>>,
+    #[serde(rename = "recycle-above")]
+    recycle_above: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -652,6 +659,9 @@ pub struct Config {
     pub connections: crate::listener::Connections,
     /// The certificate and key the edge server serves TLS with; `None`: plain HTTP.
     pub tls: Option<crate::tls::TlsFiles>,
+    /// `[serve] recycle-above`: after a request, a plugin domain or an edge driver whose
+    /// linear memory grew past this many bytes is replaced by a fresh one (`None`: never).
+    pub recycle_above: Option<usize>,
     /// HTTP routes.
     pub routes: Vec<Route>,
     /// Exports of other kernels the clients bind to, by name.
@@ -1112,6 +1122,11 @@ impl Config {
             Some(m) => cx.count(m, "max-body", 1 << 30)?,
             None => 16 << 20,
         };
+        let recycle_above = match &raw.serve.recycle_above {
+            None => Some(DEFAULT_RECYCLE_ABOVE),
+            Some(v) if matches!(v.get_ref(), toml::Value::Boolean(false)) => None,
+            Some(v) => Some(usize::try_from(cx.size(v, "recycle-above")?).unwrap_or(usize::MAX)),
+        };
         let mut connections = crate::listener::Connections::default();
         if let Some(m) = &raw.serve.max_connections {
             connections.max = cx.count(m, "max-connections", 65_536)?;
@@ -1245,6 +1260,7 @@ impl Config {
             max_body,
             connections,
             tls,
+            recycle_above,
             routes,
             remotes,
             network,
@@ -1926,6 +1942,29 @@ mod tests {
             err(&r(65)),
             "app.toml:3: replicas must be between 1 and 64, not 65"
         );
+    }
+
+    #[test]
+    fn recycle_above_is_a_size_or_false() {
+        let c = |v: &str| {
+            Config::parse(
+                Path::new("app.toml"),
+                &format!("[serve]\nrecycle-above = {v}\n"),
+            )
+            .map(|c| c.recycle_above)
+        };
+        let none = Config::parse(Path::new("app.toml"), "").expect("empty");
+        assert_eq!(none.recycle_above, Some(DEFAULT_RECYCLE_ABOVE));
+        assert_eq!(c("\"32MiB\"").expect("32MiB"), Some(32 << 20));
+        assert_eq!(c("1048576").expect("bytes"), Some(1 << 20));
+        assert_eq!(c("false").expect("off"), None);
+        for bad in ["true", "0", "\"lots\"", "-1"] {
+            let e = err(&format!("[serve]\nrecycle-above = {bad}\n"));
+            assert!(
+                e.starts_with("app.toml:2: recycle-above is a positive size"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

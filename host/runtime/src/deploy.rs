@@ -6,7 +6,7 @@ use crate::config::{
 };
 use crate::metrics::Metrics;
 pub use crate::supervise::DeployError;
-use crate::supervise::{Supervised, Supervision, died, lock, read, reload};
+use crate::supervise::{Supervised, Supervision, died, lock, read, recycle, reload};
 use lrpc_kernel::{Domain, DomainOptions, ExportOptions, Kernel, KernelConfig, Serving};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -440,22 +440,35 @@ pub struct PluginInstance {
 }
 
 impl PluginInstance {
+    /// Bytes of linear memory the generation holds: every replica of a core plugin (the
+    /// pages its A-stack windows are mapped over included), every memory of a component
+    /// plugin's instance. Read without entering the domain.
+    pub fn memory(&self) -> usize {
+        match &self.domain {
+            PluginDomain::Core(d) => d.memory_bytes(),
+            PluginDomain::Component(c) => c.memory_size(),
+        }
+    }
+
+    fn terminated(&self) -> bool {
+        match &self.domain {
+            PluginDomain::Core(d) => d.is_terminated(),
+            PluginDomain::Component(c) => c.is_terminated(),
+        }
+    }
+
+    fn terminate(&self) {
+        match &self.domain {
+            PluginDomain::Core(d) => self.kernel.terminate(d),
+            PluginDomain::Component(d) => self.kernel.terminate(d),
+        }
+    }
+
     /// The core-module domain, when the plugin is one.
     pub fn core(&self) -> Option<&Domain> {
         match &self.domain {
             PluginDomain::Core(d) => Some(d),
             PluginDomain::Component(_) => None,
-        }
-    }
-}
-
-impl PluginInstance {
-    /// Terminates the generation's domain: code running in it stops at the next epoch tick,
-    /// and its calls fail (idempotent).
-    fn terminate(&self) {
-        match &self.domain {
-            PluginDomain::Core(d) => self.kernel.terminate(d),
-            PluginDomain::Component(d) => self.kernel.terminate(d),
         }
     }
 }
@@ -476,6 +489,13 @@ pub struct Plugin {
     kernel: Kernel,
     current: Mutex<Arc<PluginInstance>>,
     supervision: Supervision,
+    /// After a request, a generation whose memory grew past this many bytes is replaced
+    /// (`[serve] recycle-above`, at least four times what the first generation held at start).
+    mark: Option<usize>,
+    /// The routes whose chains hold the plugin, and the longest of their requests may take
+    /// (see [`Plugin::retire`]).
+    routes: Vec<String>,
+    grace: std::time::Duration,
 }
 
 impl Supervised for Plugin {
@@ -489,13 +509,17 @@ impl Supervised for Plugin {
     fn replace(&self, generation: u64) -> Result<(), DeployError> {
         let wasm = read(&self.spec.source)?;
         let next = instantiate(&self.kernel, &self.spec, &self.bind, &wasm, generation)?;
-        let mut current = lock(&self.current);
-        *current = Arc::new(next);
-        // Made while the server stopped it (see `Plugin::stop`, which takes the same lock
-        // after it marks the plugin stopped): it runs nothing either.
-        if self.supervision.stopped() {
-            current.terminate();
-        }
+        let old = {
+            let mut current = lock(&self.current);
+            let old = std::mem::replace(&mut *current, Arc::new(next));
+            // Made while the server stopped it (see `Plugin::stop`, which takes the same
+            // lock after it marks the plugin stopped): it runs nothing either.
+            if self.supervision.stopped() {
+                current.terminate();
+            }
+            old
+        };
+        self.retire(old);
         Ok(())
     }
 }
@@ -510,6 +534,36 @@ impl Plugin {
         let wasm = read(&spec.source)?;
         let bind = component_binds(config, spec);
         let first = instantiate(kernel, spec, &bind, &wasm, 1)?;
+        let mark = config
+            .recycle_above
+            .map(|m| m.max(first.memory().saturating_mul(4)));
+        // A request that took this generation before it was replaced ends within its
+        // driver's deadline: a second for the driver plus, per plugin of its chain, a wait
+        // for a busy replica and a call (as `edge::chain_deadline` sets it).
+        let deadline = |name: &String| {
+            config
+                .domains
+                .get(name)
+                .and_then(|d| d.plugin())
+                .and_then(|e| e.deadline)
+                .unwrap_or(kernel.config().deadline)
+        };
+        let chains = config
+            .routes
+            .iter()
+            .filter(|r| r.chain.contains(&spec.name));
+        let grace = chains
+            .clone()
+            .map(|r| {
+                r.chain
+                    .iter()
+                    .fold(std::time::Duration::from_secs(1), |sum, p| {
+                        sum.saturating_add(deadline(p).saturating_mul(2))
+                    })
+            })
+            .max()
+            .unwrap_or_default()
+            .min(std::time::Duration::from_secs(24 * 60 * 60));
         Ok(Arc::new(Plugin {
             name: spec.name.clone(),
             spec: spec.clone(),
@@ -517,7 +571,65 @@ impl Plugin {
             kernel: kernel.clone(),
             current: Mutex::new(Arc::new(first)),
             supervision: Supervision::new(metrics),
+            mark,
+            routes: chains.map(|r| r.prefix.clone()).collect(),
+            grace,
         }))
+    }
+
+    /// Called after a request that ran on generation `instance`: when it grew past the
+    /// memory mark, schedules its replacement by a fresh generation (see
+    /// [`crate::supervise::recycle`]); whether it did.
+    pub fn recycle_if_grown(self: &Arc<Self>, instance: &PluginInstance) -> bool {
+        let Some(mark) = self.mark else { return false };
+        if instance.memory() <= mark || instance.generation != self.generation() {
+            return false;
+        }
+        recycle(self, instance.generation, "memory");
+        true
+    }
+
+    /// Lets a replaced generation go: at once when it is dead or nothing holds it; else,
+    /// on a thread of its own, terminated (its memories and segments going back to the
+    /// system) once no request runs on the plugin's routes, or at the latest after the
+    /// longest a request that took it may still run. Seats that hold it without a request
+    /// (idle ones) would otherwise keep it until their next request. A request that took it
+    /// just before the swap and is terminated under it runs again on the fresh generation,
+    /// as after a reload.
+    fn retire(&self, old: Arc<PluginInstance>) {
+        if old.terminated() {
+            return;
+        }
+        let weak = Arc::downgrade(&old);
+        drop(old);
+        let old = weak;
+        if old.strong_count() == 0 {
+            return;
+        }
+        let metrics = self.supervision.metrics.clone();
+        let routes = self.routes.clone();
+        let grace = self.grace;
+        let spawned = std::thread::Builder::new()
+            .name(format!("retire-{}", self.name))
+            .spawn(move || {
+                let since = std::time::Instant::now();
+                while old.strong_count() > 0 {
+                    let idle = routes.iter().all(|r| metrics.in_flight(r) <= 0);
+                    if idle || since.elapsed() >= grace {
+                        if let Some(i) = old.upgrade() {
+                            i.terminate();
+                        }
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::error!(
+                plugin = self.name,
+                "can not start a thread to retire a generation: {e}"
+            );
+        }
     }
 
     /// Whether a restart is scheduled or under way.
@@ -584,14 +696,9 @@ impl Plugin {
         died(self, generation);
     }
 
-    /// Bytes of linear memory of the current generation: a core plugin's first replica, or
-    /// all the memories of a component plugin's instance (`None` while a call runs in that
-    /// replica: this does not wait).
-    pub fn memory(&self) -> Option<usize> {
-        match &self.current().domain {
-            PluginDomain::Core(d) => d.memory_size_now(),
-            PluginDomain::Component(c) => Some(c.memory_size()),
-        }
+    /// Bytes of linear memory of the current generation ([`PluginInstance::memory`]).
+    pub fn memory(&self) -> usize {
+        self.current().memory()
     }
 }
 

@@ -1179,23 +1179,32 @@ async fn whole(reply: Reply, max: usize) -> Answer {
 async fn metrics(State(edge): State<Edge>) -> Response {
     let dep = edge.inner.deployment.clone();
     let text = tokio::task::spawn_blocking(move || {
+        // Core domains (plugins, drivers, other domains, generations not yet released) are
+        // counted by the kernel; components and handlers here.
+        let core = dep.kernel.memory_bytes();
+        let mut total = core;
         for p in dep.plugins.values() {
-            if let Some(m) = p.memory() {
-                dep.metrics.memory(&p.name, m);
+            let current = p.current();
+            let m = current.memory();
+            dep.metrics.memory(&p.name, m);
+            if current.core().is_none() {
+                total = total.saturating_add(m);
             }
         }
         for (n, d) in &dep.domains {
-            // A domain busy with a call keeps its last value: a scrape does not wait.
-            if let Some(m) = d.memory_size_now() {
-                dep.metrics.memory(n, m);
-            }
+            dep.metrics.memory(n, d.memory_bytes());
         }
         for (n, c) in &dep.components {
-            dep.metrics.memory(n, c.memory_size());
+            let m = c.memory_size();
+            dep.metrics.memory(n, m);
+            total = total.saturating_add(m);
         }
         for (n, h) in &dep.handlers {
-            dep.metrics.memory(n, h.memory());
+            let m = h.memory();
+            dep.metrics.memory(n, m);
+            total = total.saturating_add(m);
         }
+        dep.metrics.totals(core, dep.kernel.segment_bytes(), total);
         dep.metrics.compilations(dep.kernel.compilations());
         dep.metrics.encode()
     })
@@ -1517,6 +1526,9 @@ struct Seat {
     trapped: bool,
     /// When [`Worker::set_up`] began work this request, if it did.
     setup_began: Option<Instant>,
+    /// The route's gauge of its drivers' memory, and what this seat's driver added to it.
+    drivers: prometheus_client::metrics::gauge::Gauge,
+    counted: i64,
 }
 
 impl Seat {
@@ -1536,6 +1548,51 @@ impl Seat {
             setup: Duration::ZERO,
             trapped: false,
             setup_began: None,
+            drivers: rt.meters.drivers.clone(),
+            counted: 0,
+        }
+    }
+
+    /// After a request: lets go of plugin generations that were replaced (so that they can
+    /// be released), has a plugin generation whose memory grew past `[serve] recycle-above`
+    /// replaced, and drops the driver when its own memory did (its bindings, and their
+    /// segments, go with it; a fresh driver starts at the next request). Reads atomics only,
+    /// unless something is to be replaced.
+    fn tidy(&mut self, dep: &Deployment, rt: &RouteRt) {
+        for (b, plugin) in self.bound.iter_mut().zip(&rt.plugins) {
+            if let Some(inst) = b {
+                if inst.generation != plugin.generation() {
+                    *b = None;
+                } else if plugin.recycle_if_grown(inst) {
+                    // Its replacement comes in a moment; the seat binds to it then.
+                    tracing::debug!(plugin = plugin.name, "recycling a grown plugin");
+                }
+            }
+        }
+        let memory = self
+            .driver
+            .as_ref()
+            .map_or(0, |d| d.domain().memory_bytes());
+        if let Some(mark) = dep.config.recycle_above
+            && memory > mark
+            && let Some(d) = self.driver.take()
+        {
+            tracing::debug!(driver = self.name, memory, "replacing a grown edge driver");
+            dep.kernel.terminate(d.domain());
+            self.bound.iter_mut().for_each(|b| *b = None);
+            dep.metrics.recycled("edge-driver", "memory");
+            self.count_driver(0);
+        } else {
+            self.count_driver(memory);
+        }
+    }
+
+    /// Sets this seat's share of the route's driver memory gauge to `bytes`.
+    fn count_driver(&mut self, bytes: usize) {
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        if bytes != self.counted {
+            self.drivers.inc_by(bytes - self.counted);
+            self.counted = bytes;
         }
     }
 
@@ -1586,7 +1643,15 @@ impl Seat {
                 w.drop_driver();
                 Answer::text(500, "internal error\n".into())
             });
-        (answer, w.reply)
+        let reply = w.reply;
+        self.tidy(dep, rt);
+        (answer, reply)
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        self.count_driver(0);
     }
 }
 

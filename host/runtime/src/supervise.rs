@@ -122,6 +122,8 @@ pub(crate) struct Supervision {
     restarting: AtomicBool,
     /// The server is shutting down: no restart starts, no request waits for one.
     stopped: AtomicBool,
+    /// A recycle ([`recycle`]) is running.
+    recycling: AtomicBool,
     /// Consecutive restarts without a quiet period, for the backoff.
     streak: Mutex<(u32, Instant)>,
     /// Serializes reloads and restarts.
@@ -140,6 +142,7 @@ impl Supervision {
             generation: AtomicU64::new(1),
             restarting: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
+            recycling: AtomicBool::new(false),
             streak: Mutex::new((0, Instant::now())),
             swap: Mutex::new(()),
             metrics,
@@ -263,6 +266,49 @@ fn restart<D: Supervised>(d: &D, dead: u64, wait: Duration) {
         // The next request that finds the domain dead schedules another attempt, with a
         // longer wait.
         Err(e) => tracing::error!(plugin = d.name(), "restart failed: {e}"),
+    }
+}
+
+/// Replaces generation `generation` of `d`, which grew past its memory mark, with a fresh
+/// one on a thread of its own, at once (no backoff: nothing failed). Counted as a recycle
+/// (`reason`), not as a restart or a failure; requests in flight finish on the old
+/// generation. Does nothing when `generation` is not the current one, a recycle runs, or
+/// the server is shutting down.
+pub(crate) fn recycle<D: Supervised>(d: &Arc<D>, generation: u64, reason: &'static str) {
+    let r = d.supervision();
+    if r.stopped() || r.generation() != generation || r.recycling.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let me = d.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("recycle-{}", d.name()))
+        .spawn(move || {
+            let r = me.supervision();
+            let result = {
+                let _g = lock(&r.swap);
+                // A reload or restart replaced it meanwhile: nothing to do.
+                (r.generation() == generation)
+                    .then(|| r.renew(|g| me.replace(g)).map(|_| me.renewed()))
+            };
+            r.recycling.store(false, Ordering::Release);
+            match result {
+                Some(Ok(())) => {
+                    r.metrics.recycled(me.name(), reason);
+                    tracing::info!(
+                        plugin = me.name(),
+                        generation = generation + 1,
+                        reason,
+                        "{} replaced by a fresh generation",
+                        D::KIND
+                    );
+                }
+                Some(Err(e)) => tracing::error!(plugin = me.name(), "recycle failed: {e}"),
+                None => {}
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!(plugin = d.name(), "can not start a recycle thread: {e}");
+        r.recycling.store(false, Ordering::Release);
     }
 }
 

@@ -134,6 +134,31 @@ impl Kernel {
         lock(&self.inner.code).compiled
     }
 
+    /// Bytes of linear memory the kernel's core domains hold now, over all their replicas
+    /// (a terminated domain's count 0: its memory went back to the system). Component
+    /// domains count their own
+    /// ([`ComponentDomain::memory_size`](crate::ComponentDomain::memory_size)).
+    pub fn memory_bytes(&self) -> usize {
+        self.inner
+            .live_domains()
+            .iter()
+            .map(|d| d.memory_bytes())
+            .fold(0, usize::saturating_add)
+    }
+
+    /// Bytes of A-stack and out-of-band segments the kernel's bindings hold now, each segment
+    /// once (it is mapped into two memories, over pages [`Kernel::memory_bytes`] counts).
+    pub fn segment_bytes(&self) -> u64 {
+        self.inner
+            .live_domains()
+            .iter()
+            .map(|d| {
+                let used = d.core.account.used();
+                used.astack_bytes.saturating_add(used.oob_bytes)
+            })
+            .fold(0, u64::saturating_add)
+    }
+
     /// `wasm` compiled as a component on the kernel's engine, from memory when the same bytes
     /// were compiled before (for an embedder that instantiates components itself, as the
     /// edge server's `wasi:http` handlers do).
@@ -233,6 +258,7 @@ impl Kernel {
             terminated: AtomicBool::new(false),
             book: Mutex::new(Default::default()),
             account,
+            memory: Default::default(),
         });
         let mut replicas = Vec::with_capacity(options.replicas);
         for i in 0..options.replicas {

@@ -53,7 +53,7 @@ pub struct DomainData {
     pub(crate) deadline_tick: u64,
     pub(crate) ticks: Arc<AtomicU64>,
     /// The store's resource limits (memory size, instances, tables: the domain's quotas).
-    pub(crate) limits: StoreLimits,
+    pub(crate) limits: crate::quota::MeteredLimits,
     /// The domain module's `memory` export as an index, so that the imports find the calling
     /// instance's memory without a lookup by name (a direct-linked server copy in this store
     /// is another module: for it, the index does not match and the name is looked up).
@@ -85,6 +85,9 @@ pub(crate) struct DomainCore {
     pub book: Mutex<Book>,
     /// The domain's quotas and what its bindings hold.
     pub account: Arc<crate::quota::Account>,
+    /// Bytes of linear memory its replicas' Stores hold (every memory of each, direct-linked
+    /// server copies included), counted by their resource limiters as memories grow.
+    pub memory: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Bookkeeping touched at bind, unbind and termination time, never on the call path.
@@ -147,6 +150,16 @@ impl DomainShared {
         for r in self.replicas.iter() {
             r.release_memory();
         }
+    }
+}
+
+impl DomainShared {
+    /// See [`Domain::memory_bytes`].
+    pub(crate) fn memory_bytes(&self) -> usize {
+        if self.core.terminated.load(Ordering::Acquire) {
+            return 0;
+        }
+        self.core.memory.load(Ordering::Relaxed)
     }
 }
 
@@ -262,7 +275,10 @@ pub(crate) fn instantiate(
         default_deadline_ticks: kernel.ticks_for(kernel.config.deadline),
         deadline_tick: kernel.deadline_tick(start),
         ticks: kernel.ticks.clone(),
-        limits: store_limits(&core.account.limits),
+        limits: crate::quota::MeteredLimits::new(
+            store_limits(&core.account.limits),
+            core.memory.clone(),
+        ),
         memory_export: module.get_export_index("memory"),
         has_deferred: Arc::new(AtomicBool::new(false)),
         waiting: Arc::new(AtomicU32::new(0)),
@@ -486,6 +502,13 @@ impl Domain {
     /// replica 0 (for gauges, which keep their last value rather than wait for a call).
     pub fn memory_size_now(&self) -> Option<usize> {
         lock_or_reenter_size(&self.shared.replicas[0], Duration::ZERO)
+    }
+
+    /// Bytes of linear memory all the domain's replicas hold (each replica's memories, the
+    /// host-grown pages its windows are mapped over included), read without entering any
+    /// of them; 0 once the domain is terminated (its memory goes back to the system then).
+    pub fn memory_bytes(&self) -> usize {
+        self.shared.memory_bytes()
     }
 
     /// What the domain's bindings hold now, counted against its quotas.

@@ -467,6 +467,7 @@ impl KernelInner {
             terminated: AtomicBool::new(false),
             book: Mutex::new(Default::default()),
             account: Arc::new(Account::new(name, self.config.quotas)),
+            memory: Default::default(),
         });
         let shared = Arc::new(DomainShared {
             core,

@@ -35,6 +35,12 @@ struct OutgoingResult {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DomainReason {
+    domain: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Failure {
     domain: String,
     kind: String,
@@ -52,7 +58,12 @@ pub struct Metrics {
     failures: Family<Failure, Counter>,
     restarts: Family<DomainLabel, Counter>,
     reloads: Family<DomainLabel, Counter>,
+    recycled: Family<DomainReason, Counter>,
     memory: Family<DomainLabel, Gauge>,
+    drivers: Family<RouteLabel, Gauge>,
+    core_memory: Gauge,
+    segments: Gauge,
+    total: Gauge,
     outgoing: Family<OutgoingResult, Counter>,
     compilations: Gauge,
 }
@@ -105,10 +116,40 @@ impl Default for Metrics {
             "domain_reloads",
             "Plugin domains replaced by a reload",
         );
+        let recycled = family(
+            &mut registry,
+            "domain_recycled",
+            "Plugin domains replaced by a fresh generation after a request, by reason (memory: it grew past `recycle-above`), and edge drivers replaced (domain=\"edge-driver\")",
+        );
         let memory = family(
             &mut registry,
             "domain_memory_bytes",
-            "Linear memory of each domain (a core domain's first replica; every memory of a component's instance; a wasi:http handler's instances)",
+            "Linear memory of each domain (every replica of a core domain; every memory of a component's instance; a wasi:http handler's instances)",
+        );
+        let drivers = family(
+            &mut registry,
+            "edge_driver_memory_bytes",
+            "Linear memory of the edge's driver domains, by route (A-stack windows to the plugins included)",
+        );
+        let gauge = |registry: &mut Registry, name: &str, help: &str| {
+            let g = Gauge::default();
+            registry.register(name, help, g.clone());
+            g
+        };
+        let core_memory = gauge(
+            &mut registry,
+            "kernel_core_memory_bytes",
+            "Linear memory of every core domain of the kernel: plugins, other core domains, edge drivers, generations not yet released",
+        );
+        let segments = gauge(
+            &mut registry,
+            "kernel_segment_bytes",
+            "A-stack and out-of-band segments of the kernel's bindings, each once (they are mapped over pages of two linear memories, which kernel_core_memory_bytes counts)",
+        );
+        let total = gauge(
+            &mut registry,
+            "memory_bytes",
+            "Every byte of wasm memory the deployment holds: kernel_core_memory_bytes plus the component domains' and the wasi:http handlers' memories",
         );
         let outgoing = family(
             &mut registry,
@@ -132,7 +173,12 @@ impl Default for Metrics {
             failures,
             restarts,
             reloads,
+            recycled,
             memory,
+            drivers,
+            core_memory,
+            segments,
+            total,
             outgoing,
             compilations,
         }
@@ -177,6 +223,8 @@ pub struct RouteMeters {
     ok: sharded::Counter,
     on_reactor: Gauge,
     handoffs: Counter,
+    /// The linear memory of the route's edge drivers.
+    pub drivers: Gauge,
 }
 
 impl RouteMeters {
@@ -229,12 +277,22 @@ impl Metrics {
             ok: self.requests.get_or_create_owned(&route_code(route, 200)),
             on_reactor: self.on_reactor.get_or_create_owned(&label),
             handoffs: self.handoffs.get_or_create_owned(&label),
+            drivers: self.drivers.get_or_create_owned(&label),
         }
     }
 
     /// A request no route serves, answered with `code` (counted with an empty route).
     pub fn unrouted(&self, code: u16) {
         self.requests.get_or_create(&route_code("", code)).inc();
+    }
+
+    /// Requests on `route` received and not yet answered.
+    pub fn in_flight(&self, route: &str) -> i64 {
+        self.in_flight
+            .get_or_create(&RouteLabel {
+                route: route.to_string(),
+            })
+            .get()
     }
 
     /// The call counter of plugin `name`, to keep and increment without a lookup per call.
@@ -260,6 +318,25 @@ impl Metrics {
     /// Plugin `name` was reloaded.
     pub fn reload(&self, name: &str) {
         self.reloads.get_or_create(&domain(name)).inc();
+    }
+
+    /// Domain `name` was replaced by a fresh generation for `reason`.
+    pub fn recycled(&self, name: &str, reason: &str) {
+        self.recycled
+            .get_or_create(&DomainReason {
+                domain: name.to_string(),
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// The kernel-wide memory gauges: core domains' linear memory, segments, and the
+    /// deployment's total.
+    pub fn totals(&self, core: usize, segments: u64, total: usize) {
+        let g = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        self.core_memory.set(g(core as u64));
+        self.segments.set(g(segments));
+        self.total.set(g(total as u64));
     }
 
     /// Domain `name` has `bytes` of linear memory.
