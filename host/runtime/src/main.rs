@@ -1,4 +1,7 @@
 //! The `lrpc` command line.
+//!
+//! Its one `unsafe` block sets the C allocator's mmap threshold at start
+//! (`give_large_buffers_back`), so that large request buffers go back to the system.
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
