@@ -94,8 +94,19 @@ const MAX_REASON: usize = 240;
 /// long, whatever the config says.
 pub const MAX_DEADLINE: Duration = Duration::from_secs(3600);
 
-/// The interface of HTTP plugins (`wit/http.wit`).
+/// The interface of HTTP plugins whose header values are strings (`wit/http.wit`): such a
+/// plugin can not see a value that is not UTF-8, so a route with one answers 400 to it.
 pub const PLUGIN_INTERFACE: &str = "lrpc:http/plugin";
+
+/// The interface of HTTP plugins whose header values are bytes (`wit/http-bytes.wit`): they
+/// see every byte of a request.
+pub const PLUGIN_INTERFACE_BYTES: &str = "lrpc:http/plugin@0.2.0";
+
+/// Whether `interface` is one of the HTTP plugin interfaces ([`PLUGIN_INTERFACE`] or
+/// [`PLUGIN_INTERFACE_BYTES`]); a chain may mix both.
+pub fn is_plugin_interface(interface: &str) -> bool {
+    interface == PLUGIN_INTERFACE || interface == PLUGIN_INTERFACE_BYTES
+}
 
 /// The interface of an off-the-shelf `wasi:http` handler component, which may end a chain.
 pub const HANDLER_INTERFACE: &str = "wasi:http/incoming-handler";
@@ -509,7 +520,7 @@ impl DomainSpec {
     pub fn plugin(&self) -> Option<&Export> {
         self.exports
             .iter()
-            .find(|e| e.interface == PLUGIN_INTERFACE)
+            .find(|e| is_plugin_interface(&e.interface))
     }
 
     /// Whether the domain is a `wasi:http/incoming-handler` component (served by the edge
@@ -1105,8 +1116,8 @@ impl Config {
                         return Err(cx.err(
                             p,
                             format!(
-                                "domain `{}` exports neither `{PLUGIN_INTERFACE}` nor \
-                                 `{HANDLER_INTERFACE}`",
+                                "domain `{}` exports neither `{PLUGIN_INTERFACE}` (or \
+                                 `{PLUGIN_INTERFACE_BYTES}`) nor `{HANDLER_INTERFACE}`",
                                 p.get_ref()
                             ),
                         ));
@@ -1454,7 +1465,7 @@ fn domain_spec(
     for e in &r.exports {
         let er = e.get_ref();
         let interface = er.interface.get_ref().clone();
-        let plugin = interface == PLUGIN_INTERFACE;
+        let plugin = is_plugin_interface(&interface);
         let name = match &er.name {
             Some(n) if plugin => {
                 return Err(cx.err(
@@ -1592,7 +1603,7 @@ fn component_domain(
     for e in &r.exports {
         let er = e.get_ref();
         let interface = er.interface.get_ref().clone();
-        let plugin = interface == PLUGIN_INTERFACE;
+        let plugin = is_plugin_interface(&interface);
         if plugin && let Some(n) = &er.name {
             return Err(cx.err(
                 n,
