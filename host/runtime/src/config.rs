@@ -38,7 +38,8 @@
 //!
 //! [domains.stamp]
 //! guest = "comp-http-stamp"      # an HTTP plugin may be a component too
-//! exports = [{ interface = "lrpc:http/plugin" }]
+//! exports = [{ interface = "lrpc:http/plugin@0.2.0" }]   # header values as bytes; the
+//!                                 # older "lrpc:http/plugin" has them as strings
 //!
 //! [domains.handler]
 //! wasm = "handler.wasm"           # a wasi:http/proxy component, served with wasmtime-wasi-http
@@ -49,7 +50,7 @@
 //!
 //! [[routes]]
 //! prefix = "/api"
-//! chain = ["auth", "rewrite", "hello"]   # domains exporting lrpc:http/plugin …
+//! chain = ["auth", "rewrite", "hello"]   # domains exporting lrpc:http/plugin (either) …
 //!
 //! [[routes]]
 //! prefix = "/app"
