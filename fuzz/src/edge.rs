@@ -5,9 +5,13 @@
 //!
 //! An input's first byte picks the mode: 0, the rest are raw bytes for both decoders
 //! ([`check_raw`]); anything else, the rest builds a request and a response from parts
-//! ([`Parts`], [`check_parts`]). The oracle for both is the plan of `lrpc:http/plugin`
-//! (`wit/http.wit`): the host's hand-written codec must lay out exactly the plan's
-//! encoding, which the plan's own reader (`lrpc_remote::wire::to_wire`) checks.
+//! ([`Parts`], [`check_parts`]). The oracle for both is the plan of
+//! `lrpc:http/plugin@0.2.0` (`wit/http-bytes.wit`, header values as bytes): the host's
+//! hand-written codec must lay out exactly the plan's encoding, which the plan's own reader
+//! (`lrpc_remote::wire::to_wire`) checks. The plan of the string version
+//! (`lrpc:http/plugin`, `wit/http.wit`) must accept exactly the requests whose header values
+//! are all UTF-8: the two versions share the encoding, so the driver passes requests between
+//! them unchanged.
 
 use crate::alloc::counted;
 use arbitrary::{Arbitrary, Unstructured};
@@ -20,9 +24,11 @@ use std::sync::OnceLock;
 /// The longest input looked at.
 pub const MAX_INPUT: usize = 64 << 10;
 
-/// The plugin interface's plan, `handle`'s parameter types and the `response` record.
+/// The plugin interface's plan, `handle`'s parameter types and the `response` record; and the
+/// plan of the string version.
 struct Plugin {
     plan: InterfacePlan,
+    strings: InterfacePlan,
     handle: usize,
     response: Ty,
 }
@@ -34,8 +40,11 @@ impl Plugin {
             let wit = Wit::load_sources(lrpc_kernel::domain::EMBEDDED_WIT)
                 .expect("the embedded WIT loads");
             let plan = wit
-                .interface(lrpc_runtime::config::PLUGIN_INTERFACE)
+                .interface(lrpc_runtime::config::PLUGIN_INTERFACE_BYTES)
                 .expect("the plugin interface plans");
+            let strings = wit
+                .interface(lrpc_runtime::config::PLUGIN_INTERFACE)
+                .expect("the string version plans");
             let handle = plan
                 .procs
                 .iter()
@@ -48,6 +57,7 @@ impl Plugin {
                 .expect("plugins answer a `response`");
             Plugin {
                 plan,
+                strings,
                 handle,
                 response: Ty::Named(response),
             }
@@ -55,7 +65,11 @@ impl Plugin {
     }
 
     fn handle_params(&self) -> Vec<&Ty> {
-        self.plan.procs[self.handle]
+        self.handle_params_of(&self.plan)
+    }
+
+    fn handle_params_of<'a>(&self, plan: &'a InterfacePlan) -> Vec<&'a Ty> {
+        plan.procs[self.handle]
             .params
             .iter()
             .map(|(_, t)| t)
@@ -70,8 +84,8 @@ pub struct Parts {
     pub method: String,
     /// Its path and query.
     pub path: String,
-    /// Header lines of both.
-    pub headers: Vec<(String, String)>,
+    /// Header lines of both (values as bytes, UTF-8 or not).
+    pub headers: Vec<(String, Vec<u8>)>,
     /// Body of both.
     pub body: Vec<u8>,
     /// The response's status (any: the decoder refuses those outside 100..=999).
@@ -100,7 +114,7 @@ pub fn run(data: &[u8]) {
 
 /// A `response` record in the plan's encoding (what a plugin's stub writes): status, the
 /// header lines, the body, with `u32` lengths and counts.
-pub fn encode_response(status: u16, headers: &[(String, String)], body: &[u8]) -> Vec<u8> {
+pub fn encode_response(status: u16, headers: &[(String, Vec<u8>)], body: &[u8]) -> Vec<u8> {
     fn bytes(out: &mut Vec<u8>, b: &[u8]) {
         out.extend_from_slice(&(b.len() as u32).to_le_bytes());
         out.extend_from_slice(b);
@@ -109,7 +123,7 @@ pub fn encode_response(status: u16, headers: &[(String, String)], body: &[u8]) -
     out.extend_from_slice(&(headers.len() as u32).to_le_bytes());
     for (n, v) in headers {
         bytes(&mut out, n.as_bytes());
-        bytes(&mut out, v.as_bytes());
+        bytes(&mut out, v);
     }
     bytes(&mut out, body);
     out
@@ -174,6 +188,18 @@ pub fn check_raw(b: &[u8]) {
     if let Some(r) = &req {
         assert_eq!(encode_request(&r.method, &r.path, &r.headers, &r.body), b);
     }
+    // The string version reads the same bytes, and its values must be UTF-8.
+    let strings_ok = to_wire(&pl.strings, &pl.handle_params_of(&pl.strings), b);
+    let all_text = req.as_ref().is_some_and(|r| {
+        r.headers
+            .iter()
+            .all(|(_, v)| std::str::from_utf8(v).is_ok())
+    });
+    assert_eq!(
+        strings_ok.is_ok(),
+        all_text,
+        "decode_request {req:?}, the string version's plan {strings_ok:?}"
+    );
 
     let (resp, asked) = counted(|| decode_response(b));
     assert!(

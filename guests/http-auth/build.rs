@@ -2,7 +2,7 @@
 //! (`server.toml`: borrowed types).
 fn main() {
     lrpc_presentation::build::guest_presented(&[(
-        "lrpc:http/plugin",
+        "lrpc:http/plugin@0.2.0",
         None,
         Some("server.toml".as_ref()),
     )]);

@@ -305,6 +305,7 @@ fn interfaces_are_listed_by_full_name() {
         [
             "lrpc:bench/bench",
             "lrpc:http/plugin",
+            "lrpc:http/plugin@0.2.0",
             "lrpc:kv/store",
             "lrpc:test/faulty",
             "lrpc:test/node"

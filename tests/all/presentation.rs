@@ -469,7 +469,7 @@ fn special_parameters_are_marshaled_by_the_programmers_own_routines() {
     }
 }
 
-/// `lrpc:http/plugin#handle` from a client that speaks the raw ABI to `http-hello`, which
+/// `lrpc:http/plugin@0.2.0#handle` from a client that speaks the raw ABI to `http-hello`, which
 /// promises `in.body = "preserved"`: the request holds strings (the head), so the server
 /// copies the head into private memory and reads the body in place. While another thread
 /// rewrites the A-stack mid-call, the server never traps: a head that no longer decodes is
@@ -477,7 +477,7 @@ fn special_parameters_are_marshaled_by_the_programmers_own_routines() {
 /// handler, which the promise allows).
 #[test]
 fn a_server_borrowing_a_body_beside_strings_copies_the_head_and_survives_a_scribbler() {
-    const PLUGIN: &str = "lrpc:http/plugin";
+    const PLUGIN: &str = "lrpc:http/plugin@0.2.0";
     let _guard = shared();
     let kernel = Kernel::new().unwrap();
     let hello = kernel.domain("hello", lrpc_artifacts::HTTP_HELLO).unwrap();

@@ -1,6 +1,8 @@
-//! `lrpc:http/plugin` as a component (wit-bindgen, `wasm32-wasip2`), so that a chain can mix
-//! plugins of both kinds: it stamps the request (the path gains a `/stamped` prefix and the
-//! head an `x-stamp` header) and passes it on; it answers 403 itself on paths under
+//! `lrpc:http/plugin@0.2.0` as a component (wit-bindgen, `wasm32-wasip2`), so that a chain
+//! can mix plugins of both kinds: it stamps the request (the path gains a `/stamped` prefix
+//! and the head an `x-stamp` header, and each `x-echo` value comes back as an `x-echoed`
+//! line of the same bytes; on `/latin1` it adds `x-latin1: caf\xe9`, a value that is not
+//! UTF-8) and passes it on; it answers 403 itself on paths under
 //! `/deny`, and replaces the body with `stamped\n` on `/rebody`; `/trap` traps and `/spin`
 //! computes forever, for the edge's failure tests.
 
@@ -8,8 +10,8 @@
 /// what the world names.
 mod bindings {
     wit_bindgen::generate!({
-        inline: "package lrpc:comp-http; world plugin { export lrpc:http/plugin; }",
-        path: ["../../wit/http.wit"],
+        inline: "package lrpc:comp-http; world plugin { export lrpc:http/plugin@0.2.0; }",
+        path: ["../../wit/http-bytes.wit"],
         world: "lrpc:comp-http/plugin",
     });
 }
@@ -29,7 +31,7 @@ impl Guest for Stamp {
                     status: 403,
                     headers: vec![Header {
                         name: "content-type".into(),
-                        value: "text/plain".into(),
+                        value: b"text/plain".to_vec(),
                     }],
                     body: b"stamp: denied\n".to_vec(),
                 });
@@ -37,11 +39,28 @@ impl Guest for Stamp {
             _ => {}
         }
         let rebody = head.path == "/rebody";
+        if head.path == "/latin1" {
+            head.headers.push(Header {
+                name: "x-latin1".into(),
+                value: b"caf\xe9".to_vec(),
+            });
+        }
         head.path = format!("/stamped{}", head.path);
         head.headers.push(Header {
             name: "x-stamp".into(),
-            value: "component".into(),
+            value: b"component".to_vec(),
         });
+        // Header values are bytes: one that is not UTF-8 is seen and passed on as it is.
+        let echoed: Vec<Header> = head
+            .headers
+            .iter()
+            .filter(|h| h.name.eq_ignore_ascii_case("x-echo"))
+            .map(|h| Header {
+                name: "x-echoed".into(),
+                value: h.value.clone(),
+            })
+            .collect();
+        head.headers.extend(echoed);
         if rebody {
             return Action::Rewrite((head, b"stamped\n".to_vec()));
         }

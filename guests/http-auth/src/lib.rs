@@ -1,4 +1,4 @@
-//! An `lrpc:http/plugin` that lets a request through only with a known bearer token: it
+//! An `lrpc:http/plugin@0.2.0` that lets a request through only with a known bearer token: it
 //! answers 401 itself otherwise, and passes the request on with the token replaced by an
 //! `x-user` header.
 //!
@@ -6,6 +6,10 @@
 //! the client sent is removed first, whatever its case. Otherwise bob's token with
 //! `x-user: alice` would reach the handler as alice. A request with more than one
 //! `authorization` header is refused: which one counts would be a guess.
+//!
+//! Header values are bytes (version 0.2.0 of the interface), so a value that is not UTF-8
+//! reaches this plugin too: such an `authorization` matches no token, and such an `x-user` is
+//! removed as any other.
 
 include!(concat!(env!("OUT_DIR"), "/stubs.rs"));
 
@@ -15,6 +19,7 @@ include!(concat!(env!("OUT_DIR"), "/stubs.rs"));
 static ALLOC: lrpc_sdk::alloc::Pools = lrpc_sdk::alloc::Pools::new();
 
 use plugin::{Action, Head, Header, Response};
+use std::borrow::Cow;
 
 /// The header that names the user to the plugins and handler after this one.
 const IDENTITY: &str = "x-user";
@@ -34,7 +39,10 @@ impl plugin::Server for Auth {
             .iter()
             .filter(|h| h.name.eq_ignore_ascii_case("authorization"));
         let user = match (tokens.next(), tokens.next()) {
-            (Some(h), None) => TOKENS.iter().find(|(t, _)| *t == h.value).map(|(_, u)| *u),
+            (Some(h), None) => TOKENS
+                .iter()
+                .find(|(t, _)| t.as_bytes() == &*h.value)
+                .map(|(_, u)| *u),
             _ => None,
         };
         let Some(user) = user else {
@@ -42,7 +50,7 @@ impl plugin::Server for Auth {
                 status: 401,
                 headers: vec![Header {
                     name: "www-authenticate".into(),
-                    value: "Bearer".into(),
+                    value: Cow::Borrowed(b"Bearer"),
                 }],
                 body: b"auth: missing or unknown token\n".into(),
             });
@@ -54,7 +62,7 @@ impl plugin::Server for Auth {
         });
         head.headers.push(Header {
             name: IDENTITY.into(),
-            value: user.into(),
+            value: Cow::Borrowed(user.as_bytes()),
         });
         Action::Continue(head)
     }

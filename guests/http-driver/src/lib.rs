@@ -9,6 +9,12 @@
 //! action and the framing of a changed head, and stops at the first plugin that answers.
 //! Every value is decoded and validated by the plugins' own stubs and, at the end, by the
 //! host; here the framing is checked before any length is used.
+//!
+//! Both versions of the interface share the encoding: a header value is a `u32` length then
+//! its bytes, a `string` in `lrpc:http/plugin` and a `list<u8>` in `lrpc:http/plugin@0.2.0`.
+//! So a chain may mix plugins of both versions and the driver passes the bytes between them
+//! unchanged; each slot is bound with its own plugin's fingerprint, and a string plugin's
+//! stub refuses a value that is not UTF-8.
 
 use lrpc_sdk::rt::{self, Writer};
 use lrpc_sdk::{Binding, CallError};

@@ -1,4 +1,4 @@
-//! An `lrpc:http/plugin` at the end of a chain: it answers every request with a greeting
+//! An `lrpc:http/plugin@0.2.0` at the end of a chain: it answers every request with a greeting
 //! naming the path and the user, followed by the request body (echoed).
 
 include!(concat!(env!("OUT_DIR"), "/stubs.rs"));
@@ -9,6 +9,7 @@ include!(concat!(env!("OUT_DIR"), "/stubs.rs"));
 static ALLOC: lrpc_sdk::alloc::Pools = lrpc_sdk::alloc::Pools::new();
 
 use plugin::{Action, Head, Header, Response};
+use std::borrow::Cow;
 
 #[derive(Default)]
 struct Hello;
@@ -21,10 +22,10 @@ impl plugin::Server for Hello {
             .headers
             .iter()
             .find(|h| h.name.eq_ignore_ascii_case("x-user"))
-            .map_or("anonymous", |h| &h.value);
+            .map_or(&b"anonymous"[..], |h| &h.value);
         let parts: [&[u8]; 7] = [
             b"hello ",
-            user.as_bytes(),
+            user,
             b" at ",
             head.method.as_bytes(),
             b" ",
@@ -41,11 +42,11 @@ impl plugin::Server for Hello {
             headers: vec![
                 Header {
                     name: "content-type".into(),
-                    value: "text/plain".into(),
+                    value: Cow::Borrowed(b"text/plain"),
                 },
                 Header {
                     name: "x-plugin".into(),
-                    value: "hello".into(),
+                    value: Cow::Borrowed(b"hello"),
                 },
             ],
             body: out.into(),

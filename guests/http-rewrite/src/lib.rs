@@ -1,4 +1,4 @@
-//! An `lrpc:http/plugin` that rewrites requests on their way: it drops a leading `/v1` from
+//! An `lrpc:http/plugin@0.2.0` that rewrites requests on their way: it drops a leading `/v1` from
 //! the path, tags the request with `x-rewritten`, and upper-cases the body when the request
 //! asks for it with `x-upper`.
 
@@ -23,7 +23,7 @@ impl plugin::Server for Rewrite {
         head.path = strip_v1(std::mem::take(&mut head.path));
         head.headers.push(Header {
             name: "x-rewritten".into(),
-            value: "1".into(),
+            value: Cow::Borrowed(b"1"),
         });
         let upper = head
             .headers

@@ -5,8 +5,8 @@
 //! `wasmtime serve` peer of the edge benchmark.
 //!
 //! Two paths make it fail, for the edge's tests: `/trap` traps, `/spin` computes forever.
-//! `/headers` answers the request's authority and header lines as it sees them, one a line,
-//! instead of the greeting.
+//! A path ending in `/headers` answers the request's authority and header lines as it sees
+//! them, one a line (values as their bytes), instead of the greeting.
 
 use wasip2::exports::http::incoming_handler::Guest;
 use wasip2::http::types::{
@@ -39,12 +39,17 @@ impl Guest for Hello {
             "/spin" => spin(),
             _ => {}
         }
-        let mut answer = if path == "/headers" {
-            let mut text = format!("authority {}\n", request.authority().unwrap_or_default());
+        let mut answer = if path.ends_with("/headers") {
+            let mut text =
+                format!("authority {}\n", request.authority().unwrap_or_default()).into_bytes();
+            // Each value's bytes as they arrived, UTF-8 or not.
             for (name, value) in request.headers().entries() {
-                text.push_str(&format!("{name}: {}\n", String::from_utf8_lossy(&value)));
+                text.extend_from_slice(name.as_bytes());
+                text.extend_from_slice(b": ");
+                text.extend_from_slice(&value);
+                text.push(b'\n');
             }
-            text.into_bytes()
+            text
         } else {
             format!("hello {user} at {method} {path}\n").into_bytes()
         };

@@ -72,24 +72,25 @@ guest!(
     "http_driver.wasm"
 );
 guest!(
-    /// `lrpc:http/plugin`: answers 401 without a known bearer token, else passes the request
-    /// on with an `x-user` header.
+    /// `lrpc:http/plugin@0.2.0`: answers 401 without a known bearer token, else passes the
+    /// request on with an `x-user` header.
     HTTP_AUTH,
     "http_auth.wasm"
 );
 guest!(
-    /// `lrpc:http/plugin`: drops a leading `/v1` from the path, tags the request, upper-cases
-    /// the body on `x-upper`.
+    /// `lrpc:http/plugin@0.2.0`: drops a leading `/v1` from the path, tags the request,
+    /// upper-cases the body on `x-upper`.
     HTTP_REWRITE,
     "http_rewrite.wasm"
 );
 guest!(
-    /// `lrpc:http/plugin`: answers with a greeting and echoes the body.
+    /// `lrpc:http/plugin@0.2.0`: answers with a greeting and echoes the body.
     HTTP_HELLO,
     "http_hello.wasm"
 );
 guest!(
-    /// `lrpc:http/plugin`: traps on `/trap`, loops on `/spin`, works on `/busy/<ms>`.
+    /// `lrpc:http/plugin` (header values as strings): traps on `/trap`, loops on `/spin`,
+    /// works on `/busy/<ms>`.
     HTTP_FAULTY,
     "http_faulty.wasm"
 );
@@ -169,7 +170,7 @@ guest!(
     "http_wasi_p3_hello.wasm"
 );
 guest!(
-    /// `lrpc:http/plugin` as a component: stamps the request's path and headers, answers 403
+    /// `lrpc:http/plugin@0.2.0` as a component: stamps the request's path and headers, answers 403
     /// under `/deny`; `/trap` and `/spin` fail.
     COMP_HTTP_STAMP,
     "comp_http_stamp.wasm"

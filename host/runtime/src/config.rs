@@ -41,7 +41,8 @@
 //!
 //! [domains.stamp]
 //! guest = "comp-http-stamp"      # an HTTP plugin may be a component too
-//! exports = [{ interface = "lrpc:http/plugin" }]
+//! exports = [{ interface = "lrpc:http/plugin@0.2.0" }]   # header values as bytes; the
+//!                                 # older "lrpc:http/plugin" has them as strings
 //!
 //! [domains.handler]
 //! wasm = "handler.wasm"           # a wasi:http/proxy component, served with wasmtime-wasi-http
@@ -52,7 +53,7 @@
 //!
 //! [[routes]]
 //! prefix = "/api"
-//! chain = ["auth", "rewrite", "hello"]   # domains exporting lrpc:http/plugin …
+//! chain = ["auth", "rewrite", "hello"]   # domains exporting lrpc:http/plugin (either) …
 //!
 //! [[routes]]
 //! prefix = "/app"
@@ -102,8 +103,19 @@ pub const MAX_DEADLINE: Duration = Duration::from_secs(3600);
 /// for a peak is replaced after it.
 pub const DEFAULT_RECYCLE_ABOVE: usize = 16 << 20;
 
-/// The interface of HTTP plugins (`wit/http.wit`).
+/// The interface of HTTP plugins whose header values are strings (`wit/http.wit`): such a
+/// plugin can not see a value that is not UTF-8, so a route with one answers 400 to it.
 pub const PLUGIN_INTERFACE: &str = "lrpc:http/plugin";
+
+/// The interface of HTTP plugins whose header values are bytes (`wit/http-bytes.wit`): they
+/// see every byte of a request.
+pub const PLUGIN_INTERFACE_BYTES: &str = "lrpc:http/plugin@0.2.0";
+
+/// Whether `interface` is one of the HTTP plugin interfaces ([`PLUGIN_INTERFACE`] or
+/// [`PLUGIN_INTERFACE_BYTES`]); a chain may mix both.
+pub fn is_plugin_interface(interface: &str) -> bool {
+    interface == PLUGIN_INTERFACE || interface == PLUGIN_INTERFACE_BYTES
+}
 
 /// The interface of an off-the-shelf `wasi:http` handler component, which may end a chain.
 pub const HANDLER_INTERFACE: &str = "wasi:http/incoming-handler";
@@ -529,7 +541,7 @@ impl DomainSpec {
     pub fn plugin(&self) -> Option<&Export> {
         self.exports
             .iter()
-            .find(|e| e.interface == PLUGIN_INTERFACE)
+            .find(|e| is_plugin_interface(&e.interface))
     }
 
     /// Whether the domain is a `wasi:http/incoming-handler` component (served by the edge
@@ -1191,8 +1203,8 @@ impl Config {
                         return Err(cx.err(
                             p,
                             format!(
-                                "domain `{}` exports neither `{PLUGIN_INTERFACE}` nor \
-                                 `{HANDLER_INTERFACE}`",
+                                "domain `{}` exports neither `{PLUGIN_INTERFACE}` (or \
+                                 `{PLUGIN_INTERFACE_BYTES}`) nor `{HANDLER_INTERFACE}`",
                                 p.get_ref()
                             ),
                         ));
@@ -1594,7 +1606,7 @@ fn domain_spec(
     for e in &r.exports {
         let er = e.get_ref();
         let interface = er.interface.get_ref().clone();
-        let plugin = interface == PLUGIN_INTERFACE;
+        let plugin = is_plugin_interface(&interface);
         let name = match &er.name {
             Some(n) if plugin => {
                 return Err(cx.err(
@@ -1732,7 +1744,7 @@ fn component_domain(
     for e in &r.exports {
         let er = e.get_ref();
         let interface = er.interface.get_ref().clone();
-        let plugin = interface == PLUGIN_INTERFACE;
+        let plugin = is_plugin_interface(&interface);
         if plugin && let Some(n) = &er.name {
             return Err(cx.err(
                 n,

@@ -3,6 +3,7 @@
 
 use crate::config::{
     CompileCache, Config, DomainSpec, Export, PLUGIN_INTERFACE, ServingMode, Source,
+    is_plugin_interface,
 };
 use crate::metrics::Metrics;
 pub use crate::supervise::DeployError;
@@ -243,12 +244,13 @@ impl Deployment {
 
     /// The name `interface` is exported under in this deployment.
     fn export_name(&self, interface: &str) -> Option<String> {
-        if interface == PLUGIN_INTERFACE {
-            // HTTP plugins: the current generation of the first one, by domain name.
+        if is_plugin_interface(interface) {
+            // HTTP plugins: the current generation of the first one of that version, by
+            // domain name.
             return self
                 .plugins
                 .values()
-                .next()
+                .find(|p| p.interface() == interface)
                 .map(|p| p.current().export.clone());
         }
         self.config
@@ -525,6 +527,20 @@ impl Supervised for Plugin {
 }
 
 impl Plugin {
+    /// The plugin interface the domain exports: [`PLUGIN_INTERFACE`] (header values as
+    /// strings) or [`crate::config::PLUGIN_INTERFACE_BYTES`] (as bytes).
+    pub fn interface(&self) -> &str {
+        self.spec
+            .plugin()
+            .map_or(PLUGIN_INTERFACE, |e| e.interface.as_str())
+    }
+
+    /// Whether the plugin's header values are strings: it can not be given a value that is
+    /// not UTF-8.
+    pub fn speaks_strings(&self) -> bool {
+        self.interface() == PLUGIN_INTERFACE
+    }
+
     fn start(
         kernel: &Kernel,
         config: &Config,
@@ -724,7 +740,7 @@ fn instantiate(
             .map_err(kerr(format!("plugin `{}`", spec.name)))?;
         if let Err(e) = kernel.export_as(
             &d,
-            PLUGIN_INTERFACE,
+            &export.interface,
             &name,
             lrpc_kernel::ExportOptions::default(),
         ) {
@@ -749,7 +765,7 @@ fn instantiate(
                 .with_start_deadline(start_deadline(spec)),
         )
         .map_err(kerr(format!("plugin `{}`", spec.name)))?;
-    if let Err(e) = kernel.export_as(&domain, PLUGIN_INTERFACE, &name, opts) {
+    if let Err(e) = kernel.export_as(&domain, &export.interface, &name, opts) {
         kernel.terminate(&domain);
         return Err(kerr(format!("plugin `{}`", spec.name))(e));
     }

@@ -62,7 +62,7 @@
 //! then waited for with a bound ([`Edge::shutdown_within`]).
 
 use crate::body_rate::{BodyClock, Late};
-use crate::config::{PLUGIN_INTERFACE, Route};
+use crate::config::Route;
 use crate::deploy::{Deployment, Plugin, PluginInstance};
 use crate::driver::{BindError, ChainEnd, Driver};
 use crate::http::{Answer, Incoming, Reply};
@@ -521,9 +521,9 @@ impl Edge {
         whole(self.dispatch_with(method, path, headers, body).await, max).await
     }
 
-    /// [`Edge::dispatch`] with header lines of any string type (the server passes the ones
-    /// it received without copying them into strings of their own).
-    async fn dispatch_with<N: AsRef<str>, V: AsRef<str>>(
+    /// [`Edge::dispatch`] with header names of any string type and values of any byte type
+    /// (the server passes the ones it received without copying them).
+    async fn dispatch_with<N: AsRef<str>, V: AsRef<[u8]>>(
         &self,
         method: &str,
         path: &str,
@@ -548,7 +548,7 @@ impl Edge {
     }
 
     /// [`Edge::dispatch_with`] on the route that serves `path`, found already.
-    async fn dispatch_on<N: AsRef<str>, V: AsRef<str>>(
+    async fn dispatch_on<N: AsRef<str>, V: AsRef<[u8]>>(
         &self,
         route: &Arc<RouteRt>,
         method: &str,
@@ -1072,25 +1072,26 @@ async fn handle(State(edge): State<Edge>, req: Request) -> Response {
     };
     // A streamed body that came too late: the connection closes after the answer.
     let late = stream.as_ref().map(RequestBody::state);
-    // Header values as UTF-8 text (a plugin's header is a WIT string): values with bytes
-    // past ASCII pass when they are UTF-8. A value that is not can not reach the plugins,
-    // and nothing may pass around them (a plugin that strips or checks a header would be
-    // bypassed by the same header with one byte above 0x7F), so the request is refused
+    // Header values go to the plugins as bytes. A plugin of `lrpc:http/plugin` takes them as
+    // WIT strings, so a value that is not UTF-8 can not reach it; and nothing may pass
+    // around a plugin (one that strips or checks a header would be bypassed by the same
+    // header with a byte above 0x7F), so a route with such a plugin refuses the request
     // before any plugin runs. (A handler alone took them all above, as bytes.)
-    let mut headers: Vec<(&str, &str)> = Vec::with_capacity(parts.headers.len());
+    let strict = route.is_some_and(|r| r.plugins.iter().any(|p| p.speaks_strings()));
+    let mut headers: Vec<(&str, &[u8])> = Vec::with_capacity(parts.headers.len());
     for (n, v) in &parts.headers {
-        match std::str::from_utf8(v.as_bytes()) {
-            Ok(text) => headers.push((n.as_str(), text)),
-            Err(_) => {
-                return (
+        if strict && std::str::from_utf8(v.as_bytes()).is_err() {
+            return refused(
+                (
                     StatusCode::BAD_REQUEST,
                     format!(
                         "the value of header `{n}` is not UTF-8, which the plugins can not read\n"
                     ),
                 )
-                    .into_response();
-            }
+                    .into_response(),
+            );
         }
+        headers.push((n.as_str(), v.as_bytes()));
     }
 
     let reply = match route {
@@ -1168,7 +1169,7 @@ async fn whole(reply: Reply, max: usize) -> Answer {
             headers: parts
                 .headers
                 .iter()
-                .filter_map(|(n, v)| Some((n.to_string(), v.to_str().ok()?.to_string())))
+                .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
                 .collect(),
             body: b.to_bytes().to_vec(),
         },
@@ -1882,9 +1883,10 @@ impl Worker<'_> {
         let Some(driver) = &self.seat.driver else {
             return Err(Stop::Answer(Answer::text(500, "no driver\n".into())));
         };
-        // The interface's plan (its fingerprint and procedures), made only when a plugin
-        // needs binding: planning an interface costs more than a whole chain of calls.
-        let mut plan = None;
+        // The interfaces' plans (fingerprint and procedures; one per plugin version, strings
+        // and bytes), made only when a plugin needs binding: planning an interface costs
+        // more than a whole chain of calls.
+        let mut plans: [Option<(u64, usize)>; 2] = [None, None];
         for (slot, plugin) in self.rt.plugins.iter().enumerate() {
             // The generation count first: it is read by every request and written only by
             // a reload or restart, where taking the current instance writes a lock and a
@@ -1900,9 +1902,10 @@ impl Worker<'_> {
                 continue;
             }
             self.seat.setup_began.get_or_insert_with(Instant::now);
-            let (fingerprint, procs) = match &plan {
+            let plan = &mut plans[usize::from(!plugin.speaks_strings())];
+            let (fingerprint, procs) = match plan {
                 Some(p) => *p,
-                None => match self.dep.kernel.interface(PLUGIN_INTERFACE) {
+                None => match self.dep.kernel.interface(plugin.interface()) {
                     Ok(p) => *plan.insert((p.fingerprint, p.procs.len())),
                     Err(e) => return Err(Stop::Answer(Answer::text(500, format!("{e}\n")))),
                 },
@@ -1959,18 +1962,20 @@ impl Worker<'_> {
 }
 
 /// The arguments of `lrpc:http/plugin#handle` (see `lrpc_presentation::plan` for the
-/// encoding): the head record, then the body.
+/// encoding): the head record, then the body. Both versions of the interface share it: a
+/// header value is a length then its bytes, as a string (`lrpc:http/plugin`) or as a byte
+/// list (`lrpc:http/plugin@0.2.0`); only a string must be UTF-8.
 pub fn encode_request(
     method: &str,
     path: &str,
-    headers: &[(String, String)],
+    headers: &[(String, Vec<u8>)],
     body: &[u8],
 ) -> Vec<u8> {
     encode_request_with(method, path, headers, body)
 }
 
-/// [`encode_request`] with header lines of any string type.
-fn encode_request_with<N: AsRef<str>, V: AsRef<str>>(
+/// [`encode_request`] with header names of any string type and values of any byte type.
+fn encode_request_with<N: AsRef<str>, V: AsRef<[u8]>>(
     method: &str,
     path: &str,
     headers: &[(N, V)],
@@ -1990,42 +1995,56 @@ fn encode_request_with<N: AsRef<str>, V: AsRef<str>>(
     out.extend_from_slice(&(headers.len() as u32).to_le_bytes());
     for (n, v) in headers {
         string(&mut out, n.as_ref().as_bytes());
-        string(&mut out, v.as_ref().as_bytes());
+        string(&mut out, v.as_ref());
     }
     string(&mut out, body);
     out
 }
 
-/// Decodes `handle`'s encoded arguments (the inverse of [`encode_request`]); `None` when
-/// they are malformed.
-pub fn decode_request(b: &[u8]) -> Option<Incoming> {
-    struct Cursor<'a>(&'a [u8]);
-    impl<'a> Cursor<'a> {
-        fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-            let (head, rest) = self.0.split_at_checked(n)?;
-            self.0 = rest;
-            Some(head)
-        }
-        fn len(&mut self) -> Option<usize> {
-            usize::try_from(u32::from_le_bytes(self.take(4)?.try_into().ok()?)).ok()
-        }
-        fn string(&mut self) -> Option<String> {
-            let n = self.len()?;
-            String::from_utf8(self.take(n)?.to_vec()).ok()
-        }
+/// A reader of encoded records that believes no length before the bytes are there.
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = self.0.split_at_checked(n)?;
+        self.0 = rest;
+        Some(head)
     }
+    fn len(&mut self) -> Option<usize> {
+        usize::try_from(u32::from_le_bytes(self.take(4)?.try_into().ok()?)).ok()
+    }
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = self.len()?;
+        self.take(n)
+    }
+    fn string(&mut self) -> Option<String> {
+        std::str::from_utf8(self.bytes()?).ok().map(str::to_owned)
+    }
+    /// A list of header lines (name a string, value bytes): a count the bytes left can not
+    /// hold (two lengths each) is refused before anything is allocated.
+    fn headers(&mut self) -> Option<Vec<(String, Vec<u8>)>> {
+        let n = self.len()?;
+        if n > self.0.len() / 8 {
+            return None;
+        }
+        let mut headers = Vec::with_capacity(n);
+        for _ in 0..n {
+            let name = self.string()?;
+            let value = self.bytes()?.to_vec();
+            headers.push((name, value));
+        }
+        Some(headers)
+    }
+}
+
+/// Decodes `handle`'s encoded arguments (the inverse of [`encode_request`]), header values as
+/// `lrpc:http/plugin@0.2.0` reads them (any bytes); `None` when they are malformed.
+pub fn decode_request(b: &[u8]) -> Option<Incoming> {
     let mut c = Cursor(b);
     let method = c.string()?;
     let path = c.string()?;
-    let n = c.len()?;
-    let mut headers = Vec::new();
-    for _ in 0..n {
-        let name = c.string()?;
-        let value = c.string()?;
-        headers.push((name, value));
-    }
-    let l = c.len()?;
-    let body = c.take(l)?.to_vec();
+    let headers = c.headers()?;
+    let body = c.bytes()?.to_vec();
     c.0.is_empty().then_some(Incoming {
         method,
         path,
@@ -2034,31 +2053,17 @@ pub fn decode_request(b: &[u8]) -> Option<Incoming> {
     })
 }
 
-/// Decodes an encoded `response` record; `None` when it is malformed.
+/// Decodes an encoded `response` record, header values as bytes; `None` when it is
+/// malformed.
 pub fn decode_response(b: &[u8]) -> Option<Answer> {
-    let mut pos = 0usize;
-    let mut take = |n: usize| -> Option<&[u8]> {
-        let end = pos.checked_add(n)?;
-        let s = b.get(pos..end)?;
-        pos = end;
-        Some(s)
-    };
-    let status = u16::from_le_bytes(take(2)?.try_into().ok()?);
+    let mut c = Cursor(b);
+    let status = u16::from_le_bytes(c.take(2)?.try_into().ok()?);
     if !(100..=999).contains(&status) {
         return None;
     }
-    let n = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
-    let mut headers = Vec::new();
-    for _ in 0..n {
-        let l = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
-        let name = std::str::from_utf8(take(l)?).ok()?.to_string();
-        let l = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
-        let value = std::str::from_utf8(take(l)?).ok()?.to_string();
-        headers.push((name, value));
-    }
-    let l = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
-    let body = take(l)?.to_vec();
-    (pos == b.len()).then_some(Answer {
+    let headers = c.headers()?;
+    let body = c.bytes()?.to_vec();
+    c.0.is_empty().then_some(Answer {
         status,
         headers,
         body,
@@ -2178,7 +2183,10 @@ mod tests {
 
     #[test]
     fn requests_decode_strictly() {
-        let headers = [("a".to_string(), "b".to_string())];
+        let headers = [
+            ("a".to_string(), b"b".to_vec()),
+            ("x-user".to_string(), b"caf\xe9".to_vec()),
+        ];
         let b = encode_request("POST", "/x?y", &headers, b"body");
         let r = decode_request(&b).expect("valid");
         assert_eq!(
@@ -2196,25 +2204,31 @@ mod tests {
         let mut long = b.clone();
         long.push(0);
         assert_eq!(decode_request(&long), None);
+        // The method, path and names are strings; only values are bytes.
         let bad = encode_request("G\u{e9}T", "/", &[], b"");
         let mut bad_utf8 = bad.clone();
         bad_utf8[5] = 0xff;
         assert_eq!(decode_request(&bad_utf8), None);
+        let named = encode_request("GET", "/", &[("n\u{e9}".to_string(), Vec::new())], b"");
+        let mut bad_name = named.clone();
+        bad_name[21] = 0xff;
+        assert!(decode_request(&named).is_some());
+        assert_eq!(decode_request(&bad_name), None);
     }
 
     #[test]
     fn responses_decode_strictly() {
         let mut b = 200u16.to_le_bytes().to_vec();
         b.extend_from_slice(&1u32.to_le_bytes());
-        for s in ["a", "b"] {
+        for s in [&b"a"[..], b"\xff"] {
             b.extend_from_slice(&1u32.to_le_bytes());
-            b.extend_from_slice(s.as_bytes());
+            b.extend_from_slice(s);
         }
         b.extend_from_slice(&2u32.to_le_bytes());
         b.extend_from_slice(b"hi");
         let a = decode_response(&b).expect("valid");
         assert_eq!(a.status, 200);
-        assert_eq!(a.headers, [("a".to_string(), "b".to_string())]);
+        assert_eq!(a.headers, [("a".to_string(), b"\xff".to_vec())]);
         assert_eq!(a.body, b"hi");
         for cut in 0..b.len() {
             assert_eq!(decode_response(&b[..cut]), None);

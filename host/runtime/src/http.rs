@@ -8,8 +8,9 @@ pub struct Incoming {
     pub method: String,
     /// Path (below the route's prefix) and query.
     pub path: String,
-    /// Header lines.
-    pub headers: Vec<(String, String)>,
+    /// Header lines: names, and values as bytes (a plugin of `lrpc:http/plugin@0.2.0` may
+    /// pass on a value that is not UTF-8).
+    pub headers: Vec<(String, Vec<u8>)>,
     /// Body.
     pub body: Vec<u8>,
 }
@@ -19,8 +20,8 @@ pub struct Incoming {
 pub struct Answer {
     /// Status code.
     pub status: u16,
-    /// Header lines.
-    pub headers: Vec<(String, String)>,
+    /// Header lines: names, and values as bytes.
+    pub headers: Vec<(String, Vec<u8>)>,
     /// Body.
     pub body: Vec<u8>,
 }
@@ -29,7 +30,7 @@ impl Answer {
     pub(crate) fn text(status: u16, body: String) -> Answer {
         Answer {
             status,
-            headers: vec![("content-type".into(), "text/plain".into())],
+            headers: vec![("content-type".into(), b"text/plain".to_vec())],
             body: body.into_bytes(),
         }
     }

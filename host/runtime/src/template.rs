@@ -1,6 +1,7 @@
 //! `lrpc new`: starts a crate from a template that builds and serves as it is.
 //!
-//! `lrpc new plugin NAME` writes an HTTP plugin crate (`lrpc:http/plugin`) into the folder
+//! `lrpc new plugin NAME` writes an HTTP plugin crate (`lrpc:http/plugin@0.2.0`, header values
+//! as bytes) into the folder
 //! `NAME`: a core module built with the guest SDK, or with `--component` a `wasm32-wasip2`
 //! component built with wit-bindgen, each with an `lrpc.toml` that serves it. The template
 //! files are real files under `host/runtime/templates/`, embedded here, with placeholders:
@@ -21,7 +22,7 @@ pub struct New {
 /// What `lrpc new` starts.
 #[derive(Debug, clap::Subcommand)]
 pub enum What {
-    /// An HTTP plugin crate (`lrpc:http/plugin`) with an `lrpc.toml` that serves it.
+    /// An HTTP plugin crate (`lrpc:http/plugin@0.2.0`) with an `lrpc.toml` that serves it.
     Plugin(Plugin),
 }
 
@@ -46,8 +47,8 @@ pub struct Plugin {
 /// The lrpc checkout this command was built from (`host/runtime` → `../..`).
 pub const BUILT_ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
-/// `lrpc:http/plugin`'s WIT, which the component template carries in its `wit/` folder.
-const HTTP_WIT: &str = include_str!("../../../wit/http.wit");
+/// `lrpc:http/plugin@0.2.0`'s WIT, which the component template carries in its `wit/` folder.
+const HTTP_WIT: &str = include_str!("../../../wit/http-bytes.wit");
 
 /// The core plugin's files: path in the crate, text with placeholders.
 const CORE: &[(&str, &str)] = &[
@@ -99,7 +100,7 @@ const COMPONENT: &[(&str, &str)] = &[
         "lrpc.toml",
         include_str!("../templates/plugin-component/lrpc.toml"),
     ),
-    ("wit/http.wit", HTTP_WIT),
+    ("wit/http-bytes.wit", HTTP_WIT),
 ];
 
 /// Names the generated crate can not take: Rust's keywords and reserved crate names (its
@@ -297,7 +298,7 @@ fn find_root(given: Option<PathBuf>) -> anyhow::Result<String> {
     for needed in [
         "guests/sdk/Cargo.toml",
         "presentation/Cargo.toml",
-        "wit/http.wit",
+        "wit/http-bytes.wit",
     ] {
         if !abs.join(needed).is_file() {
             bail!(
@@ -408,7 +409,16 @@ mod tests {
                 .replace("@NAME@", "")
                 .replace("@CRATE@", "")
                 .replace("@ROOT@", "");
-            assert!(!filled.contains('@'), "{path}: an unknown placeholder");
+            // A placeholder is `@` and capitals then `@`; other `@`s are text (versions).
+            let unknown = filled.split('@').skip(1).any(|rest| {
+                let caps = rest.len()
+                    - rest
+                        .trim_start_matches(|c: char| c.is_ascii_uppercase() || c == '_')
+                        .len();
+                caps > 0 && rest[caps..].starts_with('@')
+            });
+            assert!(!unknown, "{path}: an unknown placeholder");
+            assert!(!filled.contains("@@"), "{path}: an empty placeholder");
         }
     }
 }

@@ -1471,7 +1471,8 @@ fn hyper_request(
             .headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case("host"))
-            .map_or("localhost", |(_, v)| v.as_str()),
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+            .unwrap_or("localhost"),
     };
     let path = if req.path.starts_with('/') {
         req.path.clone()
@@ -1509,7 +1510,8 @@ fn hyper_request(
                 }
                 let name =
                     HeaderName::from_bytes(n.as_bytes()).map_err(|e| format!("`{n}`: {e}"))?;
-                let value = HeaderValue::from_str(v).map_err(|e| format!("`{n}`: {e}"))?;
+                // Exactly the bytes the last plugin passed on.
+                let value = HeaderValue::from_bytes(v).map_err(|e| format!("`{n}`: {e}"))?;
                 b = b.header(name, value);
             }
             match &body {

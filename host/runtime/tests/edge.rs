@@ -653,7 +653,7 @@ fn hot_reload_under_concurrent_requests_drops_none() {
     let config = write_config(
         &dir,
         "[domains.handler]\nwasm = \"handler.wasm\"\nreplicas = 2\n\
-         exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+         exports = [{ interface = \"lrpc:http/plugin@0.2.0\" }]\n\
          [serve]\nadmin = true\nadmin-token = \"test-admin-token-0123\"\n\
          [[routes]]\nprefix = \"/\"\nchain = [\"handler\"]\nworkers = 3\n",
     );
@@ -668,7 +668,13 @@ fn hot_reload_under_concurrent_requests_drops_none() {
             sc.spawn(|| {
                 while !stop.load(Ordering::Relaxed) {
                     let r = s.get("/a", &[]);
-                    if r.status != 200 {
+                    // hello's greeting, or auth's refusal (no token) once swapped in.
+                    let answered = match r.status {
+                        200 => r.text().starts_with("hello"),
+                        401 => r.text().starts_with("auth: "),
+                        _ => false,
+                    };
+                    if !answered {
                         failed.fetch_add(1, Ordering::Relaxed);
                         let mut f = first_failure.lock().expect("lock");
                         f.get_or_insert_with(|| format!("{} {}", r.status, r.text()));
@@ -679,13 +685,14 @@ fn hot_reload_under_concurrent_requests_drops_none() {
         }
         // Replace the file (by a rename, as deploy tools do): the watcher reloads it.
         let tmp = dir.join("handler.wasm.new");
-        std::fs::write(&tmp, lrpc_artifacts::HTTP_FAULTY).expect("write");
+        // (auth: a plugin of the same interface version as hello.)
+        std::fs::write(&tmp, lrpc_artifacts::HTTP_AUTH).expect("write");
         std::fs::rename(&tmp, &plugin).expect("rename");
-        let swapped = eventually(|| s.get("/a", &[]).text().starts_with("faulty ok"));
+        let swapped = eventually(|| s.get("/a", &[]).text().starts_with("auth: "));
         // And back, through the admin endpoint.
         std::fs::write(&tmp, lrpc_artifacts::HTTP_HELLO).expect("write");
         let r = request(&s.addr, "POST", "/admin/reload/handler", &[ADMIN], b"");
-        let admin_ok = r.status == 200 && s.get("/a", &[]).text().starts_with("faulty ok");
+        let admin_ok = r.status == 200 && s.get("/a", &[]).text().starts_with("auth: ");
         std::fs::rename(&tmp, &plugin).expect("rename");
         let back = eventually(|| s.get("/a", &[]).text().starts_with("hello"));
         stop.store(true, Ordering::Relaxed);
@@ -1480,7 +1487,7 @@ fn config_mistakes_name_file_and_line() {
     let config = dir.join("bad.toml");
     std::fs::write(
         &config,
-        "[domains.a]\nguest = \"http-hello\"\nexports = [{ interface = \"lrpc:http/plugin\" }]\n\n\
+        "[domains.a]\nguest = \"http-hello\"\nexports = [{ interface = \"lrpc:http/plugin@0.2.0\" }]\n\n\
          [[routes]]\nprefix = \"/\"\nchain = [\"a\", \"b\"]\n",
     )
     .expect("write");
@@ -1579,9 +1586,9 @@ async fn embedded_chain_lends_the_body_to_every_plugin() {
         &dir,
         &format!(
             "[domains.rewrite]\nguest = \"http-rewrite\"\n\
-             exports = [{{ interface = \"lrpc:http/plugin\" }}]\n\
+             exports = [{{ interface = \"lrpc:http/plugin@0.2.0\" }}]\n\
              [domains.hello]\nguest = \"http-hello\"\n\
-             exports = [{{ interface = \"lrpc:http/plugin\", presentation = {:?} }}]\n\
+             exports = [{{ interface = \"lrpc:http/plugin@0.2.0\", presentation = {:?} }}]\n\
              [[routes]]\nprefix = \"/\"\nchain = [\"rewrite\", \"hello\"]\nworkers = 1\n",
             preserved.display().to_string()
         ),
@@ -1650,7 +1657,7 @@ async fn a_long_request_on_the_reactor_hands_its_other_work_over() {
         "[domains.slow]\nguest = \"http-faulty\"\n\
          exports = [{ interface = \"lrpc:http/plugin\", deadline = \"10s\" }]\n\
          [domains.hello]\nguest = \"http-hello\"\n\
-         exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+         exports = [{ interface = \"lrpc:http/plugin@0.2.0\" }]\n\
          [[routes]]\nprefix = \"/slow\"\nchain = [\"slow\"]\n\
          [[routes]]\nprefix = \"/fast\"\nchain = [\"hello\"]\n",
     );
@@ -1742,7 +1749,7 @@ fn the_admin_endpoint_is_closed_by_default_and_needs_its_token() {
     let dir = scratch("admin");
     std::fs::write(dir.join("handler.wasm"), lrpc_artifacts::HTTP_HELLO).expect("write");
     let domain = "[domains.handler]\nwasm = \"handler.wasm\"\n\
-                  exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+                  exports = [{ interface = \"lrpc:http/plugin@0.2.0\" }]\n\
                   [[routes]]\nprefix = \"/app\"\nchain = [\"handler\"]\n";
     let config = write_config(&dir, domain);
     let s = Server::start(&config);
@@ -1799,7 +1806,7 @@ fn a_malformed_chunked_body_is_a_bad_request_and_a_large_one_too_large() {
         &dir,
         "[serve]\nmax-body = 1024\n\
          [domains.hello]\nguest = \"http-hello\"\n\
-         exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+         exports = [{ interface = \"lrpc:http/plugin@0.2.0\" }]\n\
          [[routes]]\nprefix = \"/\"\nchain = [\"hello\"]\n",
     );
     let s = Server::start(&config);
@@ -1830,7 +1837,7 @@ fn hello_with(dir: &Path, serve: &str) -> PathBuf {
         dir,
         &format!(
             "[serve]\n{serve}\n[domains.hello]\nguest = \"http-hello\"\n\
-             exports = [{{ interface = \"lrpc:http/plugin\" }}]\n\
+             exports = [{{ interface = \"lrpc:http/plugin@0.2.0\" }}]\n\
              [[routes]]\nprefix = \"/\"\nchain = [\"hello\"]\n"
         ),
     )
@@ -1895,7 +1902,7 @@ fn compiled_code_is_cached_per_user_by_default() {
     let config = write_config(
         &dir,
         "[kernel]\ncache-dir = false\n[domains.hello]\nguest = \"http-hello\"\n\
-         exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+         exports = [{ interface = \"lrpc:http/plugin@0.2.0\" }]\n\
          [[routes]]\nprefix = \"/\"\nchain = [\"hello\"]\n",
     );
     serve_once_with_cache_home(&config, &off);
@@ -2039,7 +2046,7 @@ fn a_route_has_its_own_body_cap_and_request_cap() {
     let config = write_config(
         &dir,
         "[domains.hello]\nguest = \"http-hello\"\n\
-         exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+         exports = [{ interface = \"lrpc:http/plugin@0.2.0\" }]\n\
          [domains.faulty]\nguest = \"http-faulty\"\n\
          exports = [{ interface = \"lrpc:http/plugin\", deadline = \"20s\" }]\n\
          [[routes]]\nprefix = \"/small\"\nchain = [\"hello\"]\nmax-body = 100\n\
@@ -2122,7 +2129,7 @@ fn expect_100_continue_follows_the_route_s_body_cap() {
     let config = write_config(
         &dir,
         "[domains.hello]\nguest = \"http-hello\"\n\
-         exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+         exports = [{ interface = \"lrpc:http/plugin@0.2.0\" }]\n\
          [[routes]]\nprefix = \"/small\"\nchain = [\"hello\"]\nmax-body = 100\n",
     );
     let s = Server::start(&config);
@@ -2809,11 +2816,11 @@ fn bodyless_config(tag: &str) -> (PathBuf, PathBuf) {
     let config = write_config(
         &dir,
         "[domains.auth]\nguest = \"http-auth\"\nbody = \"none\"\n\
-         exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+         exports = [{ interface = \"lrpc:http/plugin@0.2.0\" }]\n\
          [domains.rewrite]\nguest = \"http-rewrite\"\nbody = \"none\"\n\
-         exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+         exports = [{ interface = \"lrpc:http/plugin@0.2.0\" }]\n\
          [domains.stamp]\nguest = \"comp-http-stamp\"\nbody = \"none\"\n\
-         exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+         exports = [{ interface = \"lrpc:http/plugin@0.2.0\" }]\n\
          [domains.stream]\nguest = \"http-wasi-stream\"\n\
          exports = [{ interface = \"wasi:http/incoming-handler\" }]\n\
          [domains.stream.limits]\ndeadline = \"120s\"\n\
@@ -2931,56 +2938,180 @@ fn a_header_value_that_is_not_utf8_reaches_a_lone_handler_as_bytes() {
 
 /// Sends `head` (a whole HTTP/1.1 request head, `connection: close`) and returns the reply.
 fn raw_exchange(addr: &str, head: &[u8]) -> String {
+    String::from_utf8_lossy(&raw_bytes(addr, head)).into_owned()
+}
+
+/// [`raw_exchange`], the reply as its bytes.
+fn raw_bytes(addr: &str, head: &[u8]) -> Vec<u8> {
     let mut c = TcpStream::connect(addr).expect("connect");
     c.set_read_timeout(Some(Duration::from_secs(30)))
         .expect("timeout");
     c.write_all(head).expect("send");
     let mut raw = Vec::new();
     c.read_to_end(&mut raw).expect("read the reply");
-    String::from_utf8_lossy(&raw).into_owned()
+    raw
 }
 
-/// Plugins see headers as WIT strings, so a value that is not UTF-8 can not reach them. It
-/// may not pass around them either: a plugin that strips or checks a header would be
-/// bypassed by the same header with a byte above 0x7F. Such a request is refused with 400
-/// before any plugin runs, on chains of core and component plugins, with or without a
-/// handler at the end; the handler alone still gets it.
+/// Whether `hay` holds `needle`.
+fn holds(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Plugins of `lrpc:http/plugin@0.2.0` take header values as bytes: a value that is not
+/// UTF-8 reaches a core plugin, a component plugin and the handler after them byte for byte.
+#[test]
+fn header_values_that_are_not_utf8_reach_plugins_and_the_handler_as_bytes() {
+    let dir = scratch("bytes");
+    let s = Server::start(&write_config(&dir, MIXED_VERSIONS));
+    // A core plugin greets the user it sees, bytes and all.
+    let r = raw_bytes(
+        &s.addr,
+        b"GET /greet/hi HTTP/1.1\r\nhost: x\r\nconnection: close\r\nx-user: caf\xe9\r\n\r\n",
+    );
+    assert!(
+        r.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&r)
+    );
+    assert!(
+        r.ends_with(b"\r\n\r\nhello caf\xe9 at GET /hi\n"),
+        "{}",
+        String::from_utf8_lossy(&r)
+    );
+    // A component plugin copies `x-echo`'s bytes into `x-echoed`; the handler gets both, and
+    // the client's `x-user`, exactly.
+    let r = raw_bytes(
+        &s.addr,
+        b"GET /seen/headers HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+          x-user: caf\xe9\r\nx-echo: \xff\xfe\r\n\r\n",
+    );
+    let text = String::from_utf8_lossy(&r);
+    assert!(r.starts_with(b"HTTP/1.1 200"), "{text}");
+    for line in [
+        &b"\nx-user: caf\xe9\n"[..],
+        b"\nx-echo: \xff\xfe\n",
+        b"\nx-echoed: \xff\xfe\n",
+    ] {
+        assert!(
+            holds(&r, line),
+            "{:?} in {text}",
+            String::from_utf8_lossy(line)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `auth` (`lrpc:http/plugin@0.2.0`) sees a value that is not UTF-8 too: such an
+/// `authorization` matches no token, and a client's `x-user` in any byte form or case is
+/// removed, so neither reaches the handler.
+#[test]
+fn auth_strips_identity_headers_that_are_not_utf8() {
+    let dir = scratch("auth-bytes");
+    let s = Server::start(&write_config(&dir, MIXED_VERSIONS));
+    let r = raw_bytes(
+        &s.addr,
+        b"GET /auth/headers HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+          authorization: Bearer letmein\r\nx-user: caf\xe9\r\nX-User: \xff\xfeadmin\r\n\
+          X-USER: \xe9\r\n\r\n",
+    );
+    let text = String::from_utf8_lossy(&r);
+    assert!(r.starts_with(b"HTTP/1.1 200"), "{text}");
+    let body = &r[r.windows(4).position(|w| w == b"\r\n\r\n").expect("a head") + 4..];
+    let users: Vec<&[u8]> = body
+        .split(|b| *b == b'\n')
+        .filter(|l| l.to_ascii_lowercase().starts_with(b"x-user"))
+        .collect();
+    assert_eq!(users, [&b"x-user: alice"[..]], "{text}");
+    assert!(
+        !holds(&body.to_ascii_lowercase(), b"authorization"),
+        "{text}"
+    );
+    assert!(!body.iter().any(|b| *b >= 0x80), "{text}");
+    assert!(!holds(body, b"admin"), "{text}");
+    // A token that is not UTF-8 is no token; beside a good one, it makes two.
+    for head in [
+        &b"GET /auth/headers HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+           authorization: Bearer letmein\xe9\r\n\r\n"[..],
+        b"GET /auth/headers HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+          authorization: Bearer letmein\r\nAuthorization: Bearer \xff\r\n\r\n",
+    ] {
+        let text = raw_exchange(&s.addr, head);
+        assert!(text.starts_with("HTTP/1.1 401"), "{text}");
+        assert!(!text.contains("authority"), "{text}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A chain may mix plugins of both versions. One of `lrpc:http/plugin` (values as strings)
+/// can not see a value that is not UTF-8, and nothing may pass around it: its route answers
+/// 400 to such a request before any plugin runs. A value that a plugin of the byte version
+/// sets on the way fails the string plugin's call cleanly: 502 naming it.
 #[test]
 fn a_header_value_that_is_not_utf8_never_passes_around_plugins() {
-    let s = Server::start(&app("wasi-http"));
-    let cases: [&[u8]; 4] = [
-        // auth strips `authorization`: a second one in another byte form must not reach
-        // the handler.
-        b"GET /api/v1/hi HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
-          authorization: Bearer letmein\r\nauthorization: Bearer \xff\r\n\r\n",
-        // auth sets `x-user`: the client's must not arrive beside it.
-        b"GET /api/v1/hi HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
-          authorization: Bearer letmein\r\nx-user: \xff\xfeadmin\r\n\r\n",
-        // The component plugin `stamp`, then the handler.
-        b"GET /stamp/hi HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
-          x-user: caf\xe9\r\nx-other: ok\r\n\r\n",
-        // Plugins with no handler after them.
-        b"GET /mixed/hi HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
-          authorization: Bearer letmein\r\nX-User: \xe9\r\n\r\n",
-    ];
-    for head in cases {
-        let text = raw_exchange(&s.addr, head);
-        assert!(text.starts_with("HTTP/1.1 400"), "{text}");
-        assert!(text.contains("not UTF-8"), "{text}");
+    let dir = scratch("old-plugin");
+    let s = Server::start(&write_config(&dir, MIXED_VERSIONS));
+    for path in ["/old/hi", "/mix/hi"] {
+        let head = [
+            format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n").as_bytes(),
+            b"x-user: caf\xe9\r\n\r\n",
+        ]
+        .concat();
+        let text = raw_exchange(&s.addr, &head);
+        assert!(text.starts_with("HTTP/1.1 400"), "{path}: {text}");
+        assert!(text.contains("not UTF-8"), "{path}: {text}");
     }
-    // No plugin ran: none of them counted a call.
     let m = s.get("/metrics", &[]).text();
-    for d in ["auth", "stamp", "hello"] {
+    for d in ["faulty", "stamp"] {
         let calls = metric_value(&m, &format!("lrpc_plugin_calls_total{{domain=\"{d}\"}}"));
         assert_eq!(calls, 0.0, "{d}\n{m}");
     }
-    // A handler no plugin comes before gets the bytes.
-    let text = raw_exchange(
-        &s.addr,
-        b"GET /direct/hi HTTP/1.1\r\nhost: x\r\nconnection: close\r\nx-user: caf\xe9\r\n\r\n",
-    );
-    assert!(text.ends_with("hello caf\u{fffd} at GET /hi\n"), "{text}");
+    // UTF-8 values pass, through both versions.
+    let r = s.get("/mix/hi", &[("x-user", "caf\u{e9}")]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), "faulty ok /stamped/hi\n");
+    // `stamp` sets `x-latin1: caf\xe9` on `/latin1`: `faulty` can not take it.
+    let r = s.get("/mix/latin1", &[]);
+    assert_eq!(r.status, 502, "{}", r.text());
+    assert!(r.text().contains("faulty"), "{}", r.text());
+    // The server is fine after it.
+    assert_eq!(s.get("/mix/hi", &[]).status, 200);
+    let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Plugins of both versions: `auth`, `stamp` (a component) and `greet` speak
+/// `lrpc:http/plugin@0.2.0`, `faulty` the string version; `hello` is a `wasi:http` handler.
+const MIXED_VERSIONS: &str = "\
+[domains.auth]
+guest = \"http-auth\"
+exports = [{ interface = \"lrpc:http/plugin@0.2.0\" }]
+[domains.stamp]
+guest = \"comp-http-stamp\"
+exports = [{ interface = \"lrpc:http/plugin@0.2.0\" }]
+[domains.greet]
+guest = \"http-hello\"
+exports = [{ interface = \"lrpc:http/plugin@0.2.0\" }]
+[domains.faulty]
+guest = \"http-faulty\"
+exports = [{ interface = \"lrpc:http/plugin\" }]
+[domains.hello]
+guest = \"http-wasi-hello\"
+exports = [{ interface = \"wasi:http/incoming-handler\" }]
+[[routes]]
+prefix = \"/greet\"
+chain = [\"greet\"]
+[[routes]]
+prefix = \"/seen\"
+chain = [\"stamp\", \"hello\"]
+[[routes]]
+prefix = \"/auth\"
+chain = [\"auth\", \"hello\"]
+[[routes]]
+prefix = \"/old\"
+chain = [\"faulty\"]
+[[routes]]
+prefix = \"/mix\"
+chain = [\"stamp\", \"faulty\"]
+";
 
 /// The handler sees what the last plugin passed on, and the plugins see what the handler
 /// will: one authority (an absolute-form target's, not a `host` line beside it), and the

@@ -1,4 +1,5 @@
-//! Rust shapes of the records and variants of `lrpc:http/plugin`, for the typed path
+//! Rust shapes of the records and variants of `lrpc:http/plugin` (both versions: header
+//! values as strings and, in `@0.2.0`, as bytes), for the typed path
 //! (`typed`): a core client's call of a component plugin's `handle` crosses with its head's
 //! strings and its body as copies, not as one dynamic value per byte. Each shape lifts and
 //! lowers with the canonical ABI (derived) and reads and writes the A-stack layout (`Flat`).
@@ -9,59 +10,162 @@
 //! before the bytes that remain could hold its elements.
 
 use super::codec::Flat;
-use wasmtime::component::{ComponentType, Lift, Lower};
 
-/// The interface whose `handle` the shapes carry.
+/// The interfaces whose `handle` the shapes carry: header values as strings (`strings`) and
+/// as bytes (`bytes`). Both lay a value out the same way, a `u32` length then its bytes; only
+/// a string must be UTF-8.
 pub(super) const HTTP_PLUGIN: &str = "lrpc:http/plugin";
+pub(super) const HTTP_PLUGIN_BYTES: &str = "lrpc:http/plugin@0.2.0";
 
-/// `header`.
-#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq)]
-#[component(record)]
-pub(super) struct Header {
-    name: String,
-    value: String,
+/// The shapes of `handle` with header values of type `$value`.
+macro_rules! http_shapes {
+    ($value:ty) => {
+        use super::super::codec::Flat;
+        use wasmtime::component::{ComponentType, Lift, Lower};
+
+        /// `header`.
+        #[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq)]
+        #[component(record)]
+        pub(in crate::component) struct Header {
+            pub(in crate::component) name: String,
+            pub(in crate::component) value: $value,
+        }
+
+        /// `head`.
+        #[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq)]
+        #[component(record)]
+        pub(in crate::component) struct Head {
+            pub(in crate::component) method: String,
+            pub(in crate::component) path: String,
+            pub(in crate::component) headers: Vec<Header>,
+        }
+
+        /// `response`.
+        #[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq)]
+        #[component(record)]
+        pub(in crate::component) struct Response {
+            pub(in crate::component) status: u16,
+            pub(in crate::component) headers: Vec<Header>,
+            pub(in crate::component) body: Vec<u8>,
+        }
+
+        /// `action`.
+        #[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq)]
+        #[component(variant)]
+        pub(in crate::component) enum Action {
+            #[component(name = "continue")]
+            Continue(Head),
+            #[component(name = "rewrite")]
+            Rewrite((Head, Vec<u8>)),
+            #[component(name = "respond")]
+            Respond(Response),
+        }
+
+        impl Action {
+            /// What a failed call answers, as on the general path: the first case with a zero
+            /// payload.
+            pub(in crate::component) fn zero() -> Action {
+                Action::Continue(Head {
+                    method: String::new(),
+                    path: String::new(),
+                    headers: Vec::new(),
+                })
+            }
+        }
+
+        impl Flat for Header {
+            fn put(&self, out: &mut Vec<u8>) {
+                self.name.put(out);
+                self.value.put(out);
+            }
+            fn get(src: &mut &[u8]) -> Option<Header> {
+                Some(Header {
+                    name: String::get(src)?,
+                    value: <$value>::get(src)?,
+                })
+            }
+        }
+
+        impl Flat for Vec<Header> {
+            fn put(&self, out: &mut Vec<u8>) {
+                super::put_list(self, out);
+            }
+            fn get(src: &mut &[u8]) -> Option<Vec<Header>> {
+                // Two lengths at least.
+                super::get_list(src, 8)
+            }
+        }
+
+        impl Flat for Head {
+            fn put(&self, out: &mut Vec<u8>) {
+                self.method.put(out);
+                self.path.put(out);
+                self.headers.put(out);
+            }
+            fn get(src: &mut &[u8]) -> Option<Head> {
+                Some(Head {
+                    method: String::get(src)?,
+                    path: String::get(src)?,
+                    headers: Vec::<Header>::get(src)?,
+                })
+            }
+        }
+
+        impl Flat for Response {
+            fn put(&self, out: &mut Vec<u8>) {
+                self.status.put(out);
+                self.headers.put(out);
+                self.body.put(out);
+            }
+            fn get(src: &mut &[u8]) -> Option<Response> {
+                Some(Response {
+                    status: u16::get(src)?,
+                    headers: Vec::<Header>::get(src)?,
+                    body: Vec::<u8>::get(src)?,
+                })
+            }
+        }
+
+        impl Flat for Action {
+            fn put(&self, out: &mut Vec<u8>) {
+                match self {
+                    Action::Continue(h) => {
+                        out.push(0);
+                        h.put(out);
+                    }
+                    Action::Rewrite((h, body)) => {
+                        out.push(1);
+                        h.put(out);
+                        body.put(out);
+                    }
+                    Action::Respond(r) => {
+                        out.push(2);
+                        r.put(out);
+                    }
+                }
+            }
+            fn get(src: &mut &[u8]) -> Option<Action> {
+                let (&tag, rest) = src.split_first()?;
+                *src = rest;
+                Some(match tag {
+                    0 => Action::Continue(Head::get(src)?),
+                    1 => Action::Rewrite((Head::get(src)?, Vec::<u8>::get(src)?)),
+                    2 => Action::Respond(Response::get(src)?),
+                    _ => return None,
+                })
+            }
+        }
+    };
 }
 
-/// `head`.
-#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq)]
-#[component(record)]
-pub(super) struct Head {
-    method: String,
-    path: String,
-    headers: Vec<Header>,
+/// `lrpc:http/plugin`'s shapes: header values as strings.
+pub(super) mod strings {
+    http_shapes!(String);
 }
 
-/// `response`.
-#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq)]
-#[component(record)]
-pub(super) struct Response {
-    status: u16,
-    headers: Vec<Header>,
-    body: Vec<u8>,
-}
-
-/// `action`.
-#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq)]
-#[component(variant)]
-pub(super) enum Action {
-    #[component(name = "continue")]
-    Continue(Head),
-    #[component(name = "rewrite")]
-    Rewrite((Head, Vec<u8>)),
-    #[component(name = "respond")]
-    Respond(Response),
-}
-
-impl Action {
-    /// What a failed call answers, as on the general path: the first case with a zero
-    /// payload.
-    pub(super) fn zero() -> Action {
-        Action::Continue(Head {
-            method: String::new(),
-            path: String::new(),
-            headers: Vec::new(),
-        })
-    }
+/// `lrpc:http/plugin@0.2.0`'s shapes: header values as bytes.
+pub(super) mod bytes {
+    http_shapes!(Vec<u8>);
 }
 
 impl Flat for u16 {
@@ -72,19 +176,6 @@ impl Flat for u16 {
         let (b, rest) = src.split_first_chunk::<2>()?;
         *src = rest;
         Some(u16::from_le_bytes(*b))
-    }
-}
-
-impl Flat for Header {
-    fn put(&self, out: &mut Vec<u8>) {
-        self.name.put(out);
-        self.value.put(out);
-    }
-    fn get(src: &mut &[u8]) -> Option<Header> {
-        Some(Header {
-            name: String::get(src)?,
-            value: String::get(src)?,
-        })
     }
 }
 
@@ -104,76 +195,6 @@ fn get_list<T: Flat>(src: &mut &[u8], min: usize) -> Option<Vec<T>> {
         return None;
     }
     (0..n).map(|_| T::get(src)).collect()
-}
-
-impl Flat for Vec<Header> {
-    fn put(&self, out: &mut Vec<u8>) {
-        put_list(self, out);
-    }
-    fn get(src: &mut &[u8]) -> Option<Vec<Header>> {
-        // Two lengths at least.
-        get_list(src, 8)
-    }
-}
-
-impl Flat for Head {
-    fn put(&self, out: &mut Vec<u8>) {
-        self.method.put(out);
-        self.path.put(out);
-        self.headers.put(out);
-    }
-    fn get(src: &mut &[u8]) -> Option<Head> {
-        Some(Head {
-            method: String::get(src)?,
-            path: String::get(src)?,
-            headers: Vec::<Header>::get(src)?,
-        })
-    }
-}
-
-impl Flat for Response {
-    fn put(&self, out: &mut Vec<u8>) {
-        self.status.put(out);
-        self.headers.put(out);
-        self.body.put(out);
-    }
-    fn get(src: &mut &[u8]) -> Option<Response> {
-        Some(Response {
-            status: u16::get(src)?,
-            headers: Vec::<Header>::get(src)?,
-            body: Vec::<u8>::get(src)?,
-        })
-    }
-}
-
-impl Flat for Action {
-    fn put(&self, out: &mut Vec<u8>) {
-        match self {
-            Action::Continue(h) => {
-                out.push(0);
-                h.put(out);
-            }
-            Action::Rewrite((h, body)) => {
-                out.push(1);
-                h.put(out);
-                body.put(out);
-            }
-            Action::Respond(r) => {
-                out.push(2);
-                r.put(out);
-            }
-        }
-    }
-    fn get(src: &mut &[u8]) -> Option<Action> {
-        let (&tag, rest) = src.split_first()?;
-        *src = rest;
-        Some(match tag {
-            0 => Action::Continue(Head::get(src)?),
-            1 => Action::Rewrite((Head::get(src)?, Vec::<u8>::get(src)?)),
-            2 => Action::Respond(Response::get(src)?),
-            _ => return None,
-        })
-    }
 }
 
 /// The interface whose every function the `kv` shapes carry.
@@ -432,8 +453,9 @@ pub(super) mod kv {
 
 #[cfg(test)]
 mod tests {
-    use super::super::codec::FlatList as _;
-    use super::*;
+    use super::super::codec::{Flat, FlatList as _};
+    use super::HTTP_PLUGIN;
+    use super::strings::*;
     use wasmtime::component::Val;
 
     fn plan() -> lrpc_presentation::InterfacePlan {
@@ -528,6 +550,46 @@ mod tests {
             assert_eq!(got, want, "{action:?}");
             assert_eq!(Action::get(&mut &want[..]), Some(action));
         }
+    }
+
+    /// The byte version's shapes agree with its codec, for a value that is not UTF-8 too;
+    /// the string version's refuse that value.
+    #[test]
+    fn byte_values_agree_with_the_codec() {
+        use super::bytes as v2;
+        let wit = lrpc_presentation::Wit::load_sources(&[(
+            "http-bytes.wit",
+            include_str!("../../../wit/http-bytes.wit"),
+        )])
+        .unwrap();
+        let plan = wit.interface(super::HTTP_PLUGIN_BYTES).unwrap();
+        let p = plan.procs.iter().find(|p| p.name == "handle").unwrap();
+        let tys: Vec<&_> = p.params.iter().map(|(_, t)| t).collect();
+        let header = Val::Record(vec![
+            ("name".into(), s("x-user")),
+            ("value".into(), bytes(b"caf\xe9")),
+        ]);
+        let head_val = Val::Record(vec![
+            ("method".into(), s("GET")),
+            ("path".into(), s("/")),
+            ("headers".into(), Val::List(vec![header])),
+        ]);
+        let mut want = Vec::new();
+        super::super::codec::encode(&plan, &tys, &[head_val, bytes(b"")], &mut want).unwrap();
+        let head = v2::Head {
+            method: "GET".into(),
+            path: "/".into(),
+            headers: vec![v2::Header {
+                name: "x-user".into(),
+                value: b"caf\xe9".to_vec(),
+            }],
+        };
+        let mut got = Vec::new();
+        (head.clone(), Vec::<u8>::new()).put_all(&mut got);
+        assert_eq!(got, want);
+        let back = <(v2::Head, Vec<u8>) as super::super::codec::FlatList>::get(&want, true);
+        assert_eq!(back, Some((head, Vec::new())));
+        assert!(<(Head, Vec<u8>) as super::super::codec::FlatList>::get(&want, true).is_none());
     }
 
     /// Truncated or lying bytes are refused, never a panic or a large allocation.

@@ -16,7 +16,8 @@
 //! list parameter is lowered into the component from where the client's stub put it
 //! ([`serve_lent`], `super::lent`), and a byte list result goes to the client from the
 //! vector it was lifted into. Both ways also
-//! carry `lrpc:http/plugin`'s `handle` and `lrpc:kv/store` with the shapes of `super::shapes`.
+//! carry `lrpc:http/plugin`'s `handle` (both versions) and `lrpc:kv/store` with the shapes of
+//! `super::shapes`.
 //!
 //! The binding's checks, the server's deadline and fuel, and the failure answers are the same
 //! on both paths: a failed call answers the result type's zero value (0, an empty string or
@@ -174,8 +175,11 @@ pub(super) enum Signature {
         params: Vec<Kind>,
         result: Option<Kind>,
     },
-    /// `lrpc:http/plugin`'s `handle`, carried with the shapes of `super::shapes`.
+    /// `lrpc:http/plugin`'s `handle`, carried with the shapes of `super::shapes::strings`.
     HttpHandle,
+    /// `lrpc:http/plugin@0.2.0`'s `handle` (header values as bytes), carried with the shapes
+    /// of `super::shapes::bytes`.
+    HttpHandleBytes,
     /// A function of `lrpc:kv/store`, carried with the shapes of `super::shapes::kv`.
     Kv(KvFn),
 }
@@ -206,6 +210,9 @@ pub(super) fn plan_signature(plan: &InterfacePlan, p: &ProcPlan) -> Option<Signa
     // The kernel's own WIT defines the interface, so its types are the shapes'.
     if plan.name == super::shapes::HTTP_PLUGIN && p.name == "handle" {
         return Some(Signature::HttpHandle);
+    }
+    if plan.name == super::shapes::HTTP_PLUGIN_BYTES && p.name == "handle" {
+        return Some(Signature::HttpHandleBytes);
     }
     if plan.name == super::shapes::KV_STORE {
         let f = match p.name.as_str() {
@@ -281,7 +288,20 @@ pub(super) fn serve_flat(
             });
         }
         Signature::HttpHandle => {
-            use super::shapes::{Action, Head};
+            use super::shapes::strings::{Action, Head};
+            let mut src = request;
+            let head = Head::get(&mut src).ok_or(Status::ServerRejected)?;
+            let body = last_bytes(src, exact).ok_or(Status::ServerRejected)?;
+            let (action,) = server
+                .run_typed_by::<(Head, &'static [u8]), (Action,), _>(idx, |f, store| {
+                    let f: TypedFunc<(Head, &[u8]), (Action,)> = f;
+                    f.call(store, (head, body))
+                })
+                .map_err(|e| e.status())?;
+            action.put(reply);
+        }
+        Signature::HttpHandleBytes => {
+            use super::shapes::bytes::{Action, Head};
             let mut src = request;
             let head = Head::get(&mut src).ok_or(Status::ServerRejected)?;
             let body = last_bytes(src, exact).ok_or(Status::ServerRejected)?;
@@ -404,7 +424,7 @@ pub(super) fn link_view<F: ViewForwarder>(
     f: F,
 ) -> wasmtime::Result<bool> {
     use super::shapes::kv::{Access, Entry, Error, Kind as KvKind};
-    use super::shapes::{Action, Head};
+    use super::shapes::{bytes, strings};
     type Failed<T> = Result<T, Error>;
     fn not_found<T>() -> (Failed<T>,) {
         (Err(Error::NotFound(String::new())),)
@@ -415,9 +435,17 @@ pub(super) fn link_view<F: ViewForwarder>(
             li,
             name,
             f,
-            F::call::<(Head, WasmList<u8>), (Action,)>,
+            F::call::<(strings::Head, WasmList<u8>), (strings::Action,)>,
             F::names,
-            || (Action::zero(),),
+            || (strings::Action::zero(),),
+        )?,
+        Some(Signature::HttpHandleBytes) => wrap(
+            li,
+            name,
+            f,
+            F::call::<(bytes::Head, WasmList<u8>), (bytes::Action,)>,
+            F::names,
+            || (bytes::Action::zero(),),
         )?,
         Some(Signature::Kv(kv)) => match kv {
             KvFn::Put => wrap(

@@ -25,6 +25,10 @@ pub const EMBEDDED_WIT: &[(&str, &str)] = &[
     ("kv.wit", include_str!("../../../wit/kv.wit")),
     ("test.wit", include_str!("../../../wit/test.wit")),
     ("http.wit", include_str!("../../../wit/http.wit")),
+    (
+        "http-bytes.wit",
+        include_str!("../../../wit/http-bytes.wit"),
+    ),
 ];
 
 /// Options for a new domain.

@@ -1,4 +1,4 @@
-//! @NAME@: an HTTP plugin of the lrpc edge server (`lrpc:http/plugin`).
+//! @NAME@: an HTTP plugin of the lrpc edge server (`lrpc:http/plugin@0.2.0`).
 //!
 //! A route sends each request through its chain of plugins, in order, until one answers.
 //! This plugin answers requests itself, except those under `/pass/`: it passes them on to
@@ -18,6 +18,7 @@ struct Plugin;
 
 impl plugin::Server for Plugin {
     /// Sees one request: its head (method, path below the route's prefix, headers) and body.
+    /// Header names are strings; values are bytes (`Vec<u8>`), UTF-8 or not.
     fn handle(&self, mut head: Head, _body: &[u8]) -> Action {
         // Under `/pass/`: drop `/pass` from the path, add a header, and pass the request on.
         if let Some(rest) = head.path.strip_prefix("/pass/") {
