@@ -119,7 +119,7 @@ pub fn run(config: &NodeConfig) -> Result<(), ServeError> {
                     format!("listening tcp:{at}")
                 }
                 Endpoint::Unix(p) => {
-                    let l = crate::bind_unix_private(p).map_err(io(e))?;
+                    let l = crate::endpoint::bind_unix_private(p).map_err(io(e))?;
                     tokio::spawn(server.clone().listen_unix(l));
                     format!("listening {e}")
                 }
