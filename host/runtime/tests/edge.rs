@@ -816,11 +816,11 @@ fn large_body_chain(tag: &str, extra: &str) -> (PathBuf, PathBuf) {
         &format!(
             "[serve]\nmax-body = 16777216\n{extra}\n\
              [domains.stamp]\nguest = \"comp-http-stamp\"\n\
-             exports = [{{ interface = \"lrpc:http/plugin\" }}]\n\
+             exports = [{{ interface = \"lrpc:http/plugin@0.2.0\" }}]\n\
              [domains.rewrite]\nguest = \"http-rewrite\"\n\
-             exports = [{{ interface = \"lrpc:http/plugin\" }}]\n\
+             exports = [{{ interface = \"lrpc:http/plugin@0.2.0\" }}]\n\
              [domains.hello]\nguest = \"http-hello\"\n\
-             exports = [{{ interface = \"lrpc:http/plugin\" }}]\n\
+             exports = [{{ interface = \"lrpc:http/plugin@0.2.0\" }}]\n\
              [[routes]]\nprefix = \"/big\"\nchain = [\"stamp\", \"rewrite\", \"hello\"]\n"
         ),
     );
@@ -997,7 +997,7 @@ fn spin_config(dir: &Path, workers: usize, serve: &str) -> PathBuf {
             "[serve]\n{serve}\n[domains.faulty]\nguest = \"http-faulty\"\nreplicas = 2\n\
              exports = [{{ interface = \"lrpc:http/plugin\", deadline = \"3600s\" }}]\n\
              [domains.hello]\nguest = \"http-hello\"\n\
-             exports = [{{ interface = \"lrpc:http/plugin\" }}]\n\
+             exports = [{{ interface = \"lrpc:http/plugin@0.2.0\" }}]\n\
              [[routes]]\nprefix = \"/faulty\"\nchain = [\"faulty\"]\nworkers = {workers}\n\
              [[routes]]\nprefix = \"/hello\"\nchain = [\"hello\"]\n"
         ),
@@ -3451,7 +3451,7 @@ fn a_body_below_the_minimum_rate_is_answered_408_and_its_connection_closed() {
         &dir,
         "[serve]\nmin-body-rate-grace = \"1s\"\n\
          [domains.hello]\nguest = \"http-hello\"\n\
-         exports = [{ interface = \"lrpc:http/plugin\" }]\n\
+         exports = [{ interface = \"lrpc:http/plugin@0.2.0\" }]\n\
          [domains.stream]\nguest = \"http-wasi-stream\"\n\
          exports = [{ interface = \"wasi:http/incoming-handler\" }]\n\
          [[routes]]\nprefix = \"/stream\"\nchain = [\"stream\"]\n\

@@ -227,7 +227,7 @@ fn hello_config(dir: &Path, serve: &str) -> PathBuf {
         format!(
             "[serve]\n{serve}\n\
              [domains.handler]\nwasm = \"handler.wasm\"\n\
-             exports = [{{ interface = \"lrpc:http/plugin\" }}]\n\
+             exports = [{{ interface = \"lrpc:http/plugin@0.2.0\" }}]\n\
              [[routes]]\nprefix = \"/\"\nchain = [\"handler\"]\n"
         ),
     )
