@@ -1,5 +1,6 @@
 //! `lrpc serve` and `lrpc run`, the real binary, on loopback with the example deployments.
 
+use std::ffi::OsStr;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -81,7 +82,7 @@ impl Server {
 
     /// [`Server::start`] for a test that holds [`alone`].
     fn start_alone(config: &Path) -> Server {
-        Server::spawn(config, Stdio::inherit())
+        Server::spawn(config, Stdio::inherit(), &[])
     }
 
     /// [`Server::start`] with the server's log written to the file `log`.
@@ -90,16 +91,18 @@ impl Server {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let file = std::fs::File::create(log).expect("create the log file");
-        let mut s = Server::spawn(config, file.into());
+        let mut s = Server::spawn(config, file.into(), &[("RUST_LOG", OsStr::new("info"))]);
         s._beside = Some(beside);
         s
     }
 
-    fn spawn(config: &Path, stderr: Stdio) -> Server {
+    /// `lrpc serve config` with `env` set, its log to `stderr`.
+    fn spawn(config: &Path, stderr: Stdio, env: &[(&str, &OsStr)]) -> Server {
         let mut child = Command::new(LRPC)
             .arg("serve")
             .arg(config)
             .args(["--listen", "127.0.0.1:0"])
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
@@ -1004,36 +1007,6 @@ fn spin_config(dir: &Path, workers: usize, serve: &str) -> PathBuf {
     )
 }
 
-/// [`Server::start`] with the server's log written to `log`.
-fn start_logged(config: &Path, log: &Path) -> Server {
-    let beside = ALONE
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let mut child = Command::new(LRPC)
-        .arg("serve")
-        .arg(config)
-        .args(["--listen", "127.0.0.1:0"])
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(log).expect("the log file"))
-        .spawn()
-        .expect("start lrpc serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read the address");
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
-    Server {
-        child,
-        addr,
-        _beside: Some(beside),
-    }
-}
-
 /// Sends SIGTERM to the server.
 fn sigterm(s: &Server) {
     let kill = Command::new("kill")
@@ -1053,7 +1026,7 @@ fn sigterm_terminates_calls_still_running_at_the_end_of_the_grace() {
     let dir = scratch("sigterm-spin");
     let config = spin_config(&dir, 2, "shutdown-grace = \"2s\"");
     let log = dir.join("log");
-    let mut s = start_logged(&config, &log);
+    let mut s = Server::start_logging(&config, &log);
     // A request of half a second moves the route off the reactor to its two workers.
     assert_eq!(s.get("/faulty/busy/500", &[]).status, 200);
     let on_reactor = "lrpc_http_route_on_reactor{route=\"/faulty\"}";
@@ -1110,7 +1083,7 @@ fn sigterm_stops_a_wasi_http_handler_still_running_at_the_end_of_the_grace() {
          [[routes]]\nprefix = \"/direct\"\nchain = [\"hello\"]\n",
     );
     let log = dir.join("log");
-    let mut s = start_logged(&config, &log);
+    let mut s = Server::start_logging(&config, &log);
     let addr = s.addr.clone();
     let spin = std::thread::spawn(move || request(&addr, "GET", "/direct/spin", &[], b""));
     let in_flight = "lrpc_http_requests_in_flight{route=\"/direct\"}";
@@ -1863,26 +1836,14 @@ fn serve_once_with_cache_home(config: &Path, cache_home: &Path) {
     let _beside = ALONE
         .read()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let mut child = Command::new(LRPC)
-        .arg("serve")
-        .arg(config)
-        .args(["--listen", "127.0.0.1:0"])
-        .env("XDG_CACHE_HOME", cache_home)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start lrpc serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read the address");
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .expect("an address");
-    assert_eq!(request(addr, "GET", "/x", &[], b"").status, 200);
-    let _ = child.kill();
-    let _ = child.wait();
+    let mut s = Server::spawn(
+        config,
+        Stdio::inherit(),
+        &[("XDG_CACHE_HOME", cache_home.as_os_str())],
+    );
+    assert_eq!(s.get("/x", &[]).status, 200);
+    let _ = s.child.kill();
+    let _ = s.child.wait();
 }
 
 /// The compile cache is on by default, in the per-user cache folder (`XDG_CACHE_HOME`
