@@ -1,0 +1,320 @@
+//! A request served by its route's pool of worker threads: the queue that feeds them, the
+//! worker's loop, its processor-time meter, giving way to short requests, and bringing a
+//! route back to the reactor.
+
+use super::LONG_REQUEST;
+use super::chain::Seat;
+use super::reactor::{Pace, note_short_request};
+use super::router::RouteRt;
+use crate::deploy::Deployment;
+use crate::http::Reply;
+use crate::supervise::lock;
+use crate::wasi_http::RequestBody;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+pub(super) struct Job {
+    pub(super) request: Vec<u8>,
+    pub(super) reply: oneshot::Sender<Reply>,
+    /// The request body, when it streams to a handler (then `request` has none).
+    pub(super) body: Option<RequestBody>,
+    pub(super) span: tracing::Span,
+}
+
+/// Short requests a route's worker serves, after the route left the reactor, before the
+/// route comes back to it (see [`Return`]); doubled each time it left again, at most
+/// [`RETURN_DOUBLINGS`] times (about a million requests).
+const RETURN_AFTER: u64 = 1024;
+const RETURN_DOUBLINGS: u32 = 10;
+
+/// What a route's worker has seen since the route left the reactor: the pace of the
+/// requests it served, their processor time, and how many there were. The route comes back
+/// to the reactor once a worker has served enough of them ([`RETURN_AFTER`], doubled each
+/// time the route left before) and they are clearly short, both in wall-clock time
+/// ([`Pace::is_short`]) and in processor time: a route that left on a spell of load, when
+/// the system ran other threads in the middle of its requests, does not stay off the
+/// reactor for good, and one whose requests are long does not come back.
+#[derive(Default)]
+struct Return {
+    /// The count of the route's departures this evidence is about.
+    left: u32,
+    pace: Pace,
+    seen: u64,
+}
+
+impl Return {
+    /// Counts a request of `rt` that took `took`, its worker's processor time per request
+    /// averaging `cpu`; whether the route should come back to the reactor now.
+    fn add(&mut self, rt: &RouteRt, took: Duration, cpu: Duration) -> bool {
+        let left = rt.reactor.left.load(Ordering::Relaxed);
+        if left != self.left {
+            *self = Return {
+                left,
+                ..Return::default()
+            };
+        }
+        self.pace.add(took);
+        self.seen += 1;
+        let needed = RETURN_AFTER << left.saturating_sub(1).min(RETURN_DOUBLINGS);
+        self.seen >= needed && self.pace.is_short() && cpu < LONG_REQUEST / 4
+    }
+}
+
+/// a channel that spins and yields before it parks (crossbeam's), the reused `wasi:http`
+/// handler of the load benchmark served about 15% fewer requests on a 2-core machine, where
+/// idle workers, the reactor and the load share the cores. Closed, the queue gives out what
+/// it holds, then nothing.
+#[derive(Default)]
+pub(super) struct JobQueue {
+    /// The requests, and whether the queue is closed.
+    state: Mutex<(std::collections::VecDeque<Job>, bool)>,
+    ready: std::sync::Condvar,
+}
+
+impl JobQueue {
+    /// Queues `job` for a worker; false when the queue is closed.
+    pub(super) fn send(&self, job: Job) -> bool {
+        let mut s = lock(&self.state);
+        if s.1 {
+            return false;
+        }
+        s.0.push_back(job);
+        drop(s);
+        self.ready.notify_one();
+        true
+    }
+
+    /// The next request, waiting for one; `None` once the queue is closed and empty.
+    fn recv(&self) -> Option<Job> {
+        let mut s = lock(&self.state);
+        loop {
+            if let Some(job) = s.0.pop_front() {
+                return Some(job);
+            }
+            if s.1 {
+                return None;
+            }
+            s = self
+                .ready
+                .wait(s)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    /// Takes no more requests; the workers finish those queued, then stop.
+    pub(super) fn close(&self) {
+        lock(&self.state).1 = true;
+        self.ready.notify_all();
+    }
+
+    /// Takes no more requests, and takes back those queued (the workers then stop).
+    pub(super) fn close_and_take(&self) -> std::collections::VecDeque<Job> {
+        let taken = {
+            let mut s = lock(&self.state);
+            s.1 = true;
+            std::mem::take(&mut s.0)
+        };
+        self.ready.notify_all();
+        taken
+    }
+}
+
+/// A worker: owns a seat on the route; runs queued requests. `short` counts the requests
+/// that short requests' threads have started, on every route.
+pub(super) fn worker(
+    dep: &Deployment,
+    rt: &RouteRt,
+    k: usize,
+    rx: &JobQueue,
+    short: &Arc<AtomicU64>,
+) {
+    let mut seat = Seat::new(
+        format!("edge-driver{}#{k}", rt.route.prefix.replace('/', "-")),
+        rt,
+    );
+    let mut demoted = false;
+    let mut meter = CpuMeter::new();
+    // A route that may run on the reactor and left it: what this worker sees of its requests.
+    let mut back = Return::default();
+    loop {
+        let Some(job) = rx.recv() else { return };
+        // The client went away while the request waited: it is not run.
+        if job.reply.is_closed() {
+            continue;
+        }
+        if !demoted {
+            note_short_request(short);
+        }
+        // A request that starts this worker's driver pays for it: it is not measured.
+        let measured = !seat.cold(rt);
+        let began = Instant::now();
+        let (answer, unsent) = job
+            .span
+            .in_scope(|| seat.serve(dep, rt, &job.request, Some(job.reply), job.body));
+        let counted = seat.route_time(began.elapsed());
+        // Unless a handler's streamed head went out already.
+        if let Some(tx) = unsent {
+            let _ = tx.send(answer.into());
+        }
+        seat.handler.tidy();
+        if demoted {
+            continue;
+        }
+        if !measured {
+            meter.restart();
+            continue;
+        }
+        let cpu = meter.done();
+        if cpu >= LONG_REQUEST {
+            demoted = true;
+            tracing::info!(
+                route = rt.route.prefix,
+                worker = k,
+                "requests take over {LONG_REQUEST:?} of processor time: this worker's guest \
+                 code now gives way while short requests arrive"
+            );
+            give_way_while_short_requests_arrive(short.clone());
+        } else if let Some(took) = counted
+            && rt.handler.is_none()
+            && !rt.reactor.on.load(Ordering::Relaxed)
+            && back.add(rt, took, cpu)
+        {
+            rt.reactor.come_back(&rt.route.prefix, &rt.meters);
+        }
+    }
+}
+
+/// A worker's processor time per request: a moving average over about the last 16
+/// requests, so that one cold request (faulting in a fresh replica's pages) does not count.
+/// The thread's clock is read once per batch of requests, not per request (reading it is a
+/// system call): a batch ends after [`CpuMeter::BATCH`] requests, or at the first request
+/// that ends [`LONG_REQUEST`] of wall-clock time after the batch began (processor time
+/// never exceeds wall-clock time, so a long request never hides in a long batch).
+struct CpuMeter {
+    /// The thread's processor time when the batch began.
+    cpu: std::time::Duration,
+    /// When the batch began.
+    began: Instant,
+    /// Requests done in this batch.
+    done: u32,
+    /// The moving average, in seconds.
+    average: f64,
+}
+
+impl CpuMeter {
+    const BATCH: u32 = 8;
+
+    fn new() -> CpuMeter {
+        CpuMeter {
+            cpu: thread_cpu_time(),
+            began: Instant::now(),
+            done: 0,
+            average: 0.0,
+        }
+    }
+
+    /// Begins a new batch now (what ran since the last one began is not counted).
+    fn restart(&mut self) {
+        *self = CpuMeter {
+            average: self.average,
+            ..CpuMeter::new()
+        };
+    }
+
+    /// Counts a request done; the average so far.
+    fn done(&mut self) -> std::time::Duration {
+        self.done += 1;
+        if self.done >= Self::BATCH || self.began.elapsed() >= LONG_REQUEST {
+            let now = thread_cpu_time();
+            let per = now.saturating_sub(self.cpu).as_secs_f64() / f64::from(self.done);
+            // As if each of the batch's requests, at its mean, entered the average in turn
+            // with weight 1/16.
+            let keep = (15.0f64 / 16.0).powi(self.done as i32);
+            self.average = self.average * keep + per * (1.0 - keep);
+            self.cpu = now;
+            self.began = Instant::now();
+            self.done = 0;
+        }
+        std::time::Duration::from_secs_f64(self.average)
+    }
+}
+
+/// The processor time this thread has used.
+pub(super) fn thread_cpu_time() -> std::time::Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// How long a demoted worker's guest computation pauses at a time while short requests
+/// keep arriving, and at most in a row (then it runs for one epoch tick before it pauses
+/// again): a long computation gets at least about a fiftieth of a processor however busy
+/// the other routes are.
+const PAUSE_STEP: std::time::Duration = std::time::Duration::from_millis(1);
+const MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// A worker whose requests take [`LONG_REQUEST`] of processor time on average serves a route
+/// of long computations. It keeps its thread's scheduling class and priority: the server
+/// orders its own work, and hands none of its processor time to other processes on the
+/// host. (Moving such a thread to `SCHED_IDLE` or nice 19 did favour short requests, but it
+/// also let any busy process on the host take a long request's processor, and an
+/// unprivileged thread could never come back.) Instead its thread pauses its guest
+/// computation at each epoch tick (`lrpc_kernel::pace`) for as long as short requests have started since its last
+/// look, [`PAUSE_STEP`] at a time and [`MAX_PAUSE`] at most, and not while another thread
+/// waits for the Store it is in (a short request to the same plugin domain). The pause counts
+/// toward the call's deadline: routes of long computations need deadlines that allow for it.
+fn give_way_while_short_requests_arrive(short: Arc<AtomicU64>) {
+    let mut seen = short.load(Ordering::Relaxed);
+    let hook = move |wanted: bool| {
+        // Another thread waits for the Store this computation holds: pausing would hold
+        // that request up too.
+        if wanted {
+            return;
+        }
+        let mut paused = std::time::Duration::ZERO;
+        loop {
+            let now = short.load(Ordering::Relaxed);
+            let active = now != seen;
+            seen = now;
+            if !active || paused >= MAX_PAUSE {
+                return;
+            }
+            std::thread::sleep(PAUSE_STEP);
+            paused += PAUSE_STEP;
+        }
+    };
+    lrpc_kernel::pace::set_tick_hook(Some(Box::new(hook)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Spends `d` of this thread's processor time.
+    fn spin(d: std::time::Duration) {
+        let t = thread_cpu_time();
+        while thread_cpu_time().saturating_sub(t) < d {
+            std::hint::spin_loop();
+        }
+    }
+
+    #[test]
+    fn a_cpu_meter_tells_long_requests_from_short_ones() {
+        let mut m = CpuMeter::new();
+        for _ in 0..64 {
+            spin(std::time::Duration::from_micros(20));
+            let avg = m.done();
+            assert!(avg < LONG_REQUEST / 4, "short requests averaged {avg:?}");
+        }
+        // Requests of 5 ms: the average passes 1 ms on the fourth (weights of 1/16 each).
+        let long = (1..=8).find(|_| {
+            spin(std::time::Duration::from_millis(5));
+            m.done() >= LONG_REQUEST
+        });
+        assert!(
+            long.is_some_and(|n| (3..=5).contains(&n)),
+            "found long after {long:?} requests"
+        );
+    }
+}

@@ -1,0 +1,126 @@
+//! Stopping: taking no more requests, the end of a shutdown's grace (every call still
+//! running terminated, queued requests answered 503), waiting for the workers with a bound,
+//! and the signals that start it.
+
+use super::Edge;
+use super::response::shutting_down;
+use crate::supervise::lock;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// What [`Edge::end_grace`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GraceEnded {
+    /// Requests a seat was serving (their calls into plugins or handlers are terminated).
+    pub running: usize,
+    /// Requests queued for a worker, not started, answered 503.
+    pub queued: usize,
+}
+
+impl Edge {
+    /// Stops taking requests and waits for the workers to finish the ones queued.
+    pub fn shutdown(&self) {
+        self.inner.stopped.store(true, Ordering::Relaxed);
+        for r in &self.inner.routes {
+            r.queue.close();
+        }
+        for r in &self.inner.routes {
+            let hs = std::mem::take(&mut *lock(&r.workers));
+            for h in hs {
+                let _ = h.join();
+            }
+        }
+    }
+
+    /// Ends a shutdown's grace period: stops every plugin and `wasi:http` handler of the
+    /// deployment for good (the calls still running in them are terminated at their next
+    /// epoch tick, on whatever thread runs them, and answer 503; nothing is restarted),
+    /// answers 503 to the requests queued for a worker and to those waiting for a worker's
+    /// answer, and refuses new ones with 503. Returns at once: the calls stop on their own
+    /// threads. What it did is logged; `None` when it was done before.
+    pub fn end_grace(&self) -> Option<GraceEnded> {
+        let inner = &self.inner;
+        inner.stopped.store(true, Ordering::SeqCst);
+        if inner.ended.swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        inner.ended_now.notify_waiters();
+        let mut ended = GraceEnded::default();
+        for r in &inner.routes {
+            for job in r.queue.close_and_take() {
+                let _ = job.reply.send(shutting_down().into());
+                ended.queued += 1;
+            }
+            ended.running += r.running.load(Ordering::SeqCst);
+        }
+        let dep = &inner.deployment;
+        // Marked stopped first, so that none of them restarts another's generation.
+        for p in dep.plugins.values() {
+            p.stop();
+        }
+        for h in dep.handlers.values() {
+            h.stop();
+        }
+        tracing::warn!(
+            running = ended.running,
+            queued = ended.queued,
+            "the grace period ended: {} calls still running in plugins or handlers were \
+             terminated and {} queued requests answered 503",
+            ended.running,
+            ended.queued
+        );
+        Some(ended)
+    }
+
+    /// Whether [`Edge::end_grace`] was called.
+    pub fn grace_ended(&self) -> bool {
+        self.inner.ended.load(Ordering::SeqCst)
+    }
+
+    /// Stops taking requests and waits at most `wait` for the route workers to finish the
+    /// requests queued and stop; the number of workers still running then, which are left
+    /// to the end of the process. (After [`Edge::end_grace`], a worker runs on only where
+    /// a handler waits outside its guest code, for a slow client or an outgoing request.)
+    pub fn shutdown_within(&self, wait: Duration) -> usize {
+        self.inner.stopped.store(true, Ordering::Relaxed);
+        for r in &self.inner.routes {
+            r.queue.close();
+        }
+        let until = Instant::now() + wait;
+        let mut left = Vec::new();
+        for r in &self.inner.routes {
+            left.append(&mut lock(&r.workers));
+        }
+        loop {
+            left.retain(|h| !h.is_finished());
+            if left.is_empty() || Instant::now() >= until {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        left.len()
+    }
+}
+
+/// Waits for ctrl-c or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}
