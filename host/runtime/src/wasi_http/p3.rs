@@ -14,7 +14,7 @@
 //! **A request.** Each goes to `handle` as a `wasi:http/types.request` whose body streams from
 //! the client (capped at the route's `max-body`), through wasmtime-wasi-http's `Prepared`
 //! call. The head of the response goes out when `handle` returns it, and its body streams
-//! behind it while the instance keeps running ([`super::StreamedBody`], cut off at the
+//! behind it while the instance keeps running ([`super::body::StreamedBody`], cut off at the
 //! request's deadline).
 //!
 //! **Failure.** A request with no response by its deadline answers 504 (the instance then
@@ -25,8 +25,11 @@
 //! instance, which is dropped; an `error-code` answers 502. An instance that could not be
 //! made answers 503 and restarts the domain with backoff, as for p2.
 
-use super::{HttpHandler, HttpState, RequestBody, hyper_request, lock};
+use super::heads::stream;
+use super::request::hyper_request;
+use super::{HttpHandler, HttpState, RequestBody};
 use crate::http::{Answer, Incoming, Reply};
+use crate::supervise::lock;
 use futures::stream::{FuturesUnordered, StreamExt as _};
 use std::collections::{HashMap, VecDeque};
 use std::pin::pin;
@@ -101,7 +104,7 @@ pub(super) fn exports_handler(wasm: &[u8]) -> bool {
 /// imports `wasi:cli@0.2`, also in p3 components).
 pub(super) struct Pre {
     pre: ProxyPre<HttpState>,
-    engine: Engine,
+    pub(super) engine: Engine,
 }
 
 /// Compiles `wasm` (or takes the kernel's code of the same bytes) and links it.
@@ -492,7 +495,7 @@ struct Open<'a> {
 }
 
 impl Open<'_> {
-    fn set(&mut self, on: bool) {
+    pub(super) fn set(&mut self, on: bool) {
         if on == self.on {
             return;
         }
@@ -556,7 +559,7 @@ impl HttpHandler {
                 match outcome {
                     Ok(Ok(response)) => {
                         let (parts, body) = response.into_parts();
-                        let _ = super::stream(tx, parts, body, until);
+                        let _ = stream(tx, parts, body, until);
                     }
                     Ok(Err(f)) => {
                         let refusal = over.and_then(|o| o.refusal());
