@@ -30,7 +30,7 @@ pub(super) struct Seat {
     /// The last request ended in a plugin's trap: its time is mostly the kernel's
     /// terminating the plugin, not the route's.
     trapped: bool,
-    /// When [`Worker::set_up`] began work this request, if it did.
+    /// When [`ChainRun::set_up`] began work this request, if it did.
     setup_began: Option<Instant>,
     /// The route's gauge of its drivers' memory, and what this seat's driver added to it.
     drivers: prometheus_client::metrics::gauge::Gauge,
@@ -112,7 +112,7 @@ impl Seat {
     /// Starts the driver and binds it to the route's plugins, ahead of any request; whether
     /// that worked.
     pub(super) fn warm(&mut self, dep: &Deployment, rt: &RouteRt) -> bool {
-        let mut w = Worker {
+        let mut w = ChainRun {
             dep,
             rt,
             seat: self,
@@ -136,7 +136,7 @@ impl Seat {
         body: Option<RequestBody>,
     ) -> (Answer, Option<oneshot::Sender<Reply>>) {
         let _running = Serving::new(&rt.running);
-        let mut w = Worker {
+        let mut w = ChainRun {
             dep,
             rt,
             seat: self,
@@ -193,8 +193,9 @@ fn chain_deadline(plugins: &[Arc<Plugin>]) -> Duration {
         .min(CAP)
 }
 
-/// A seat at work on a route of a deployment.
-struct Worker<'a> {
+/// A seat at work on one request of a route: the chain's plugins in order, then the
+/// route's `wasi:http` handler.
+struct ChainRun<'a> {
     dep: &'a Deployment,
     rt: &'a RouteRt,
     seat: &'a mut Seat,
@@ -217,7 +218,7 @@ struct Restarting {
     generation: u64,
 }
 
-impl Worker<'_> {
+impl ChainRun<'_> {
     fn serve(&mut self, request: &[u8]) -> Answer {
         if self.rt.plugins.is_empty() {
             // A `wasi:http` handler alone.
@@ -365,7 +366,7 @@ impl Worker<'_> {
         r
     }
 
-    /// [`Worker::ready`]'s work; notes in `setup_began` when it began starting a driver or
+    /// [`ChainRun::ready`]'s work; notes in `setup_began` when it began starting a driver or
     /// binding a plugin (the clock is read only then).
     fn set_up(&mut self) -> Result<(), Stop> {
         if self.seat.driver.is_none() {

@@ -1,6 +1,38 @@
 //! The HTTP edge server: a route maps a path prefix to a chain of plugin domains; each
 //! request goes through the chain's plugins in order until one answers.
 //!
+//! **A request's path**, file by file:
+//!
+//! ```text
+//!  admission.rs  handle: one authority (router.rs), the route's cap on requests,
+//!       │        its body (body.rs: read whole, or streamed to a handler), header values
+//!       ▼
+//!  mod.rs        Edge::dispatch_on: the route (router.rs: longest prefix, path below it),
+//!       │        the request encoded (codec.rs)
+//!       ├── route on the reactor ──▶ reactor.rs  this thread's seat; hands the reactor's
+//!       │                                        other work over when guest code runs long
+//!       └── else ── JobQueue ──────▶ pool.rs     a pool worker thread takes it; its seat
+//!                                    │
+//!                                    ▼
+//!                      chain.rs  Seat::serve ─▶ ChainRun: plugins in order, then the
+//!                                    │           handler (crate::wasi_http); restarts
+//!                                    ▼
+//!  response.rs   the HTTP response (none of a body to HEAD)
+//!
+//!  admin.rs: /metrics, /admin/reload          shutdown.rs: stop, end of grace, signals
+//! ```
+//!
+//! **Names**, one line each:
+//! - `Seat` (chain.rs): what a thread keeps between a route's requests: driver, bindings,
+//!   handler instance.
+//! - `ThreadSlot` (reactor.rs): a reactor thread's place on a route, holding its seat.
+//! - `Seated` (reactor.rs): what a slot, or the spare seats, hold: seats and their times.
+//! - `RequestTimes` (reactor.rs): a route's recent wall-clock times (not `lrpc_kernel::pace`).
+//! - `pool_worker` (pool.rs): a thread of the route's pool (`workers` in the config).
+//! - `ChainRun` (chain.rs): a seat at work on one request, plugins then handler.
+//! - `ComeBack` (pool.rs): what a pool worker saw that brings its route back to the reactor.
+//! - `JobQueue` (pool.rs): a route's requests (each a `Job`) waiting for its pool workers.
+//!
 //! **Where wasm runs.** A request of a short route runs on the reactor thread that received
 //! it: calls migrate into the plugins on that thread, as a native handler's code would run
 //! there, with no hand-over to another thread and back (that hop alone costs a third of the
@@ -14,12 +46,12 @@
 //!   request alone.
 //! - **Per route:** a route whose requests turn out long on the reactor (they average
 //!   [`LONG_REQUEST`] of wall-clock time and one in eight takes half of it, or they average
-//!   eight times it: see `Pace`) leaves it; from then on its own pool of worker threads
+//!   eight times it: see `RequestTimes`) leaves it; from then on its own pool of worker threads
 //!   (`workers` in the config) serves it, each owning a driver domain bound to the route's
 //!   plugins, a request handed to the pool over a queue and its answer back on a oneshot
 //!   channel. A worker that then sees the route's requests clearly short, in wall-clock and
 //!   in processor time, over a thousand of them (more each time the route left before),
-//!   brings it back to the reactor (`Return`): on a loaded machine the system may run other
+//!   brings it back to the reactor (`ComeBack`): on a loaded machine the system may run other
 //!   threads in the middle of a short request, and a spell of that must not cost the route
 //!   the reactor for good. Routes ending in a
 //!   `wasi:http` handler (which runs on a runtime of its own) and runtimes that can not hand
@@ -84,8 +116,8 @@ use admission::{InFlight, handle};
 use axum::Router;
 use axum::routing::{get, post};
 use codec::encode_request_with;
-use pool::{Job, JobQueue, worker};
-use reactor::{Held, OnReactor, SEATS, Slot, add_seat, reactor_may_hand_off};
+use pool::{Job, JobQueue, pool_worker};
+use reactor::{OnReactor, SEATS, Seated, ThreadSlot, add_seat, reactor_may_hand_off};
 use response::{no_route, shutting_down, whole};
 use router::{RouteRt, matches, strip};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -164,9 +196,9 @@ impl Edge {
                     // entered from the reactor.
                     on: AtomicBool::new(on_reactor),
                     slots: (0..SEATS)
-                        .map(|_| Slot(Mutex::new(Held::default())))
+                        .map(|_| ThreadSlot(Mutex::new(Seated::default())))
                         .collect(),
-                    spare: Mutex::new(Held::default()),
+                    spare: Mutex::new(Seated::default()),
                     made: AtomicUsize::new(0),
                     left: AtomicU32::new(0),
                     making: AtomicBool::new(false),
@@ -179,7 +211,7 @@ impl Edge {
                 let short = short.clone();
                 let h = std::thread::Builder::new()
                     .name(format!("edge{}#{k}", route.prefix))
-                    .spawn(move || worker(&dep, &rt2, k, &rx, &short))?;
+                    .spawn(move || pool_worker(&dep, &rt2, k, &rx, &short))?;
                 lock(&rt.workers).push(h);
             }
             // A seat for each of the processors (a multi-thread runtime's default number of

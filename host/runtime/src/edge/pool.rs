@@ -4,7 +4,7 @@
 
 use super::LONG_REQUEST;
 use super::chain::Seat;
-use super::reactor::{Pace, note_short_request};
+use super::reactor::{RequestTimes, note_short_request};
 use super::router::RouteRt;
 use crate::deploy::Deployment;
 use crate::http::Reply;
@@ -24,41 +24,41 @@ pub(super) struct Job {
 }
 
 /// Short requests a route's worker serves, after the route left the reactor, before the
-/// route comes back to it (see [`Return`]); doubled each time it left again, at most
-/// [`RETURN_DOUBLINGS`] times (about a million requests).
-const RETURN_AFTER: u64 = 1024;
-const RETURN_DOUBLINGS: u32 = 10;
+/// route comes back to it (see [`ComeBack`]); doubled each time it left again, at most
+/// [`COME_BACK_DOUBLINGS`] times (about a million requests).
+const COME_BACK_AFTER: u64 = 1024;
+const COME_BACK_DOUBLINGS: u32 = 10;
 
-/// What a route's worker has seen since the route left the reactor: the pace of the
+/// What a route's worker has seen since the route left the reactor: the times of the
 /// requests it served, their processor time, and how many there were. The route comes back
-/// to the reactor once a worker has served enough of them ([`RETURN_AFTER`], doubled each
+/// to the reactor once a worker has served enough of them ([`COME_BACK_AFTER`], doubled each
 /// time the route left before) and they are clearly short, both in wall-clock time
-/// ([`Pace::is_short`]) and in processor time: a route that left on a spell of load, when
+/// ([`RequestTimes::is_short`]) and in processor time: a route that left on a spell of load, when
 /// the system ran other threads in the middle of its requests, does not stay off the
 /// reactor for good, and one whose requests are long does not come back.
 #[derive(Default)]
-struct Return {
+struct ComeBack {
     /// The count of the route's departures this evidence is about.
     left: u32,
-    pace: Pace,
+    times: RequestTimes,
     seen: u64,
 }
 
-impl Return {
+impl ComeBack {
     /// Counts a request of `rt` that took `took`, its worker's processor time per request
     /// averaging `cpu`; whether the route should come back to the reactor now.
     fn add(&mut self, rt: &RouteRt, took: Duration, cpu: Duration) -> bool {
         let left = rt.reactor.left.load(Ordering::Relaxed);
         if left != self.left {
-            *self = Return {
+            *self = ComeBack {
                 left,
-                ..Return::default()
+                ..ComeBack::default()
             };
         }
-        self.pace.add(took);
+        self.times.add(took);
         self.seen += 1;
-        let needed = RETURN_AFTER << left.saturating_sub(1).min(RETURN_DOUBLINGS);
-        self.seen >= needed && self.pace.is_short() && cpu < LONG_REQUEST / 4
+        let needed = COME_BACK_AFTER << left.saturating_sub(1).min(COME_BACK_DOUBLINGS);
+        self.seen >= needed && self.times.is_short() && cpu < LONG_REQUEST / 4
     }
 }
 
@@ -121,9 +121,10 @@ impl JobQueue {
     }
 }
 
-/// A worker: owns a seat on the route; runs queued requests. `short` counts the requests
+/// A thread of the route's pool (a worker: `workers` in the config): owns a seat on the
+/// route; runs queued requests. `short` counts the requests
 /// that short requests' threads have started, on every route.
-pub(super) fn worker(
+pub(super) fn pool_worker(
     dep: &Deployment,
     rt: &RouteRt,
     k: usize,
@@ -137,7 +138,7 @@ pub(super) fn worker(
     let mut demoted = false;
     let mut meter = CpuMeter::new();
     // A route that may run on the reactor and left it: what this worker sees of its requests.
-    let mut back = Return::default();
+    let mut back = ComeBack::default();
     loop {
         let Some(job) = rx.recv() else { return };
         // The client went away while the request waited: it is not run.

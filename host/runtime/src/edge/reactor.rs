@@ -22,10 +22,10 @@ pub(super) struct OnReactor {
     /// One seat per thread (a thread uses slot `thread_index() % SEATS`), each on a cache
     /// line of its own: a thread takes its own seat's lock, which no other thread touches
     /// while the two run on different slots.
-    pub(super) slots: Box<[Slot]>,
+    pub(super) slots: Box<[ThreadSlot]>,
     /// Seats made and not yet taken by a thread (and the seats a thread borrows when its
     /// own slot is busy).
-    pub(super) spare: Mutex<Held<Vec<Seat>>>,
+    pub(super) spare: Mutex<Seated<Vec<Seat>>>,
     /// Seats made so far (each has a driver domain of its own name).
     pub(super) made: AtomicUsize,
     /// Times the route left the reactor.
@@ -38,15 +38,17 @@ pub(super) struct OnReactor {
 /// thread that finds its slot busy borrows a spare seat.
 pub(super) const SEATS: usize = 32;
 
-/// A thread's seat on a route and the moving average of its requests' wall-clock time.
+/// A reactor thread's place on a route (by its thread index): its seat, and the times of
+/// the requests served on it.
 #[repr(align(128))]
-pub(super) struct Slot(pub(super) Mutex<Held>);
+pub(super) struct ThreadSlot(pub(super) Mutex<Seated>);
 
-/// Seats and the pace of the requests served on them.
+/// What a [`ThreadSlot`], or the route's spare seats, hold: the seat (or seats) and the
+/// times of the requests served on them.
 #[derive(Default)]
-pub(super) struct Held<S = Option<Seat>> {
+pub(super) struct Seated<S = Option<Seat>> {
     seat: S,
-    pace: Pace,
+    times: RequestTimes,
 }
 
 /// The recent wall-clock time of a route's requests: moving averages, each request entering
@@ -61,14 +63,14 @@ pub(super) struct Held<S = Option<Seat>> {
 /// requests average [`LONG_REQUEST`] and at least one in eight of them is long, or when
 /// they average eight times [`LONG_REQUEST`].
 #[derive(Clone, Copy, Default, Debug, PartialEq)]
-pub(super) struct Pace {
+pub(super) struct RequestTimes {
     /// Seconds.
     average: f64,
     /// The share of long requests, from 0 to 1.
     long: f64,
 }
 
-impl Pace {
+impl RequestTimes {
     /// Counts a request that took `took`.
     pub(super) fn add(&mut self, took: Duration) {
         let long = if took >= LONG_REQUEST / 2 { 1.0 } else { 0.0 };
@@ -83,7 +85,7 @@ impl Pace {
     }
 
     /// Whether these are clearly the requests of a short route: a route that left the
-    /// reactor comes back only on this, well away from [`Pace::is_long`], so that it does
+    /// reactor comes back only on this, well away from [`RequestTimes::is_long`], so that it does
     /// not go back and forth.
     pub(super) fn is_short(&self) -> bool {
         self.average < LONG_REQUEST.as_secs_f64() / 4.0 && self.long < 1.0 / 32.0
@@ -91,15 +93,21 @@ impl Pace {
 }
 
 impl OnReactor {
-    /// Counts a request that took `took` on a reactor thread into its slot's pace (`pace`);
-    /// a route whose requests turn out long ([`Pace::is_long`]) leaves the reactor for its
-    /// workers, until they find its requests short again ([`Return`]). (A request counts
+    /// Counts a request that took `took` on a reactor thread into `times` (its slot's);
+    /// a route whose requests turn out long ([`RequestTimes::is_long`]) leaves the reactor for its
+    /// workers, until they find its requests short again ([`ComeBack`]). (A request counts
     /// without its seat's setup, and not at all, `None`, when it ended in a plugin's trap:
     /// see `Seat::route_time`.)
-    fn took(&self, pace: &mut Pace, took: Option<Duration>, prefix: &str, meters: &RouteMeters) {
+    fn took(
+        &self,
+        times: &mut RequestTimes,
+        took: Option<Duration>,
+        prefix: &str,
+        meters: &RouteMeters,
+    ) {
         let Some(took) = took else { return };
-        pace.add(took);
-        if pace.is_long() && self.on.swap(false, Ordering::Relaxed) {
+        times.add(took);
+        if times.is_long() && self.on.swap(false, Ordering::Relaxed) {
             self.left.fetch_add(1, Ordering::Relaxed);
             meters.on_reactor(false);
             tracing::info!(
@@ -112,9 +120,9 @@ impl OnReactor {
     /// Brings a route that left the reactor back to it, with its seats' paces cleared.
     pub(super) fn come_back(&self, prefix: &str, meters: &RouteMeters) {
         for slot in &self.slots {
-            lock(&slot.0).pace = Pace::default();
+            lock(&slot.0).times = RequestTimes::default();
         }
-        lock(&self.spare).pace = Pace::default();
+        lock(&self.spare).times = RequestTimes::default();
         if !self.on.swap(true, Ordering::Relaxed) {
             meters.on_reactor(true);
             tracing::info!(
@@ -147,23 +155,28 @@ impl Edge {
             Err(std::sync::TryLockError::WouldBlock) => None,
         };
         let (answer, took) = match mine.as_deref_mut() {
-            Some(held) => {
-                if held.seat.is_none() {
-                    held.seat = lock(&reactor.spare).seat.pop();
+            Some(seated) => {
+                if seated.seat.is_none() {
+                    seated.seat = lock(&reactor.spare).seat.pop();
                 }
-                let Some(seat) = held.seat.as_mut() else {
+                let Some(seat) = seated.seat.as_mut() else {
                     // No seat for this thread, and none spare.
                     self.make_seat(route);
                     return None;
                 };
                 let (answer, took, counted, handed) =
                     self.serve_seated(route, seat, request, start);
-                reactor.took(&mut held.pace, counted, &route.route.prefix, &route.meters);
+                reactor.took(
+                    &mut seated.times,
+                    counted,
+                    &route.route.prefix,
+                    &route.meters,
+                );
                 if handed {
                     // This thread handed its share of the reactor to a new one and leaves
                     // when this request ends: its seat goes to the spare pool, where the new
                     // thread (another slot) finds it instead of making one.
-                    lock(&reactor.spare).seat.extend(held.seat.take());
+                    lock(&reactor.spare).seat.extend(seated.seat.take());
                 }
                 (answer, took)
             }
@@ -177,7 +190,12 @@ impl Edge {
                     self.serve_seated(route, &mut seat, request, start);
                 let mut spare = lock(&reactor.spare);
                 spare.seat.push(seat);
-                reactor.took(&mut spare.pace, counted, &route.route.prefix, &route.meters);
+                reactor.took(
+                    &mut spare.times,
+                    counted,
+                    &route.route.prefix,
+                    &route.meters,
+                );
                 (answer, took)
             }
         };
@@ -382,20 +400,20 @@ mod tests {
     fn a_route_is_long_on_many_long_requests_not_on_a_few_preempted_ones() {
         let us = Duration::from_micros;
         let ms = Duration::from_millis;
-        let fed = |pace: &mut Pace, took: Duration, n: usize| {
-            (0..n).for_each(|_| pace.add(took));
-            *pace
+        let fed = |times: &mut RequestTimes, took: Duration, n: usize| {
+            (0..n).for_each(|_| times.add(took));
+            *times
         };
         // Short requests, one in twenty preempted for 5 ms: the average passes 1 ms at times,
         // but long ones are too few.
-        let mut p = Pace::default();
+        let mut p = RequestTimes::default();
         for _ in 0..50 {
             fed(&mut p, us(5), 19);
             p.add(ms(5));
             assert!(!p.is_long(), "{p:?}");
         }
         // Once every few requests, the route is long.
-        let mut p = Pace::default();
+        let mut p = RequestTimes::default();
         let long = (1..=20).find(|_| {
             fed(&mut p, us(5), 3);
             p.add(ms(5));
@@ -403,11 +421,11 @@ mod tests {
         });
         assert!(long.is_some(), "{p:?}");
         // Requests of 5 ms: long from the fourth (the average passes 1 ms there).
-        let mut p = Pace::default();
+        let mut p = RequestTimes::default();
         let n = (1..=8).find(|_| fed(&mut p, ms(5), 1).is_long());
         assert_eq!(n, Some(4), "{p:?}");
         // One request of 200 ms (a guest that waits, or a spin up to its deadline) is enough.
-        let mut p = fed(&mut Pace::default(), us(5), 100);
+        let mut p = fed(&mut RequestTimes::default(), us(5), 100);
         p.add(ms(200));
         assert!(p.is_long());
         // Clearly short only after the long ones have faded.
@@ -415,7 +433,7 @@ mod tests {
         assert!(fed(&mut p, us(5), 200).is_short(), "{p:?}");
         // A preempted request now and then: the route is clearly short again a few requests
         // after each.
-        let mut p = Pace::default();
+        let mut p = RequestTimes::default();
         for _ in 0..20 {
             p.add(ms(3));
             assert!(!p.is_short(), "{p:?}");

@@ -29,14 +29,15 @@
 //! hands it, as they left it, to the handler: an `incoming-request` whose authority is the
 //! request's `host` header, and a `response-outparam`. When no plugin in front takes the
 //! body (none does, or all say `body = "none"`), the body is not collected: it streams from
-//! the client as the guest reads it ([`RequestBody`], capped at the route's `max-body`).
+//! the client as the guest reads it ([`RequestBody`], request.rs, capped at the route's
+//! `max-body`).
 //!
-//! **The response.** The response the guest sets is held back (see [`Outparam`]): a guest
-//! that finishes its body and returns, as most do, has it sent whole, in one hand-over to
-//! the client's connection. A guest still running a tick or two of the [`watch`] thread
-//! later gets its head sent then, over the worker's reply channel, and its body streams
-//! behind it ([`StreamedBody`]) through wasmtime-wasi-http's bounded channel, so a slow
-//! client slows the guest's writes.
+//! **The response.** The response the guest sets is held back (see `Outparam`, heads.rs):
+//! a guest that finishes its body and returns, as most do, has it sent whole, in one
+//! hand-over to the client's connection. A guest still running a tick or two of the watch
+//! thread (heads.rs) later gets its head sent then, over the worker's reply channel, and its
+//! body streams behind it (`StreamedBody`, body.rs) through wasmtime-wasi-http's bounded
+//! channel, so a slow client slows the guest's writes.
 //!
 //! **Failure.** A trap answers 500, a call past the deadline 504, both naming the domain;
 //! the instance is dropped (its Store is poisoned) and the next request gets a fresh one, as
@@ -46,6 +47,12 @@
 //! the deadline and when the guest returns with the body unfinished. A guest that answers
 //! nothing, or an `error-code`, answers 502, and its instance is dropped (the domain is not
 //! restarted).
+//!
+//! **Files.** mod.rs: the Store's data, generations, the instance pool's size;
+//! handler.rs: the domain under supervision and its Stores; p2.rs: a WASI 0.2 instance
+//! serving a request; p3.rs: WASI 0.3 instances; request.rs: the request and its streamed
+//! body; heads.rs: response heads held back and their watch thread; body.rs: response
+//! bodies, whole or streamed; outgoing.rs: the handler's outgoing HTTP.
 
 mod body;
 mod handler;
