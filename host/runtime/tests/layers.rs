@@ -31,3 +31,92 @@ fn every_module_imports_only_modules_below_it() {
     // `driver` is the root's re-export of the `lrpc-driver` crate.
     layering::check(&src, ORDER, &["driver"]);
 }
+
+/// The files of the edge (`edge/`), bottom to top, as a request's path runs through them:
+/// the records it passes and its answers; its body and route; a seat at work on the chain;
+/// serving on the reactor, or on the route's pool; the way in; the edge's own endpoints and
+/// its stopping. `mod.rs` (the `Edge` facade, the records every file shares, the module doc
+/// that draws the path) is on top.
+const EDGE: &[&str] = &[
+    "codec",
+    "response",
+    "body",
+    "router",
+    "chain",
+    "reactor",
+    "pool",
+    "admission",
+    "admin",
+    "shutdown",
+];
+
+/// The files of `wasi_http/`, bottom to top: the handler's outgoing HTTP, its response
+/// bodies, the request it gets, the response heads held back; WASI 0.3 instances, the
+/// supervised handler, a WASI 0.2 instance serving. `mod.rs` is on top.
+const WASI_HTTP: &[&str] = &[
+    "outgoing", "body", "request", "heads", "p3", "handler", "p2",
+];
+
+/// The one import against the order: a WASI 0.3 instance's service holds its handler
+/// (weakly, to serve through it), and the handler keeps its WASI 0.3 limits.
+const WASI_HTTP_BACK: &[(&str, &str)] = &[("p3", "handler")];
+
+/// Checks that the folder `dir` holds `mod.rs` and exactly the files of `order`, that its
+/// `mod.rs` names each file in its doc, and that each file imports (as `super::file`) only
+/// files before it in `order`, but for `back` (importer, imported). Items of `mod.rs`
+/// (`super::Name`) may be used anywhere.
+fn check_folder(dir: &std::path::Path, order: &[&str], back: &[(&str, &str)]) {
+    let mut present: Vec<String> = std::fs::read_dir(dir)
+        .expect("read the folder")
+        .flatten()
+        .filter_map(|e| {
+            let p = e.path();
+            let rs = p.extension().is_some_and(|x| x == "rs");
+            rs.then(|| p.file_stem()?.to_str().map(str::to_owned))?
+        })
+        .filter(|n| n != "mod")
+        .collect();
+    present.sort();
+    let mut listed: Vec<String> = order.iter().map(|f| f.to_string()).collect();
+    listed.sort();
+    assert_eq!(
+        present,
+        listed,
+        "{} must hold exactly the files listed",
+        dir.display()
+    );
+    let doc: String = std::fs::read_to_string(dir.join("mod.rs"))
+        .expect("read mod.rs")
+        .lines()
+        .filter(|l| l.starts_with("//!"))
+        .collect();
+    let mut wrong = Vec::new();
+    for (i, file) in order.iter().enumerate() {
+        if !doc.contains(&format!("{file}.rs")) {
+            wrong.push(format!("mod.rs's doc does not name {file}.rs"));
+        }
+        let text = std::fs::read_to_string(dir.join(format!("{file}.rs"))).expect("read a file");
+        // Unit tests import their own file (`super::*`), not the folder's.
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for h in layering::paths_after(code, "super::") {
+            let sibling = order.contains(&h.as_str());
+            let below = order[..i].contains(&h.as_str());
+            if sibling && !below && !back.contains(&(*file, h.as_str())) {
+                wrong.push(format!("{file}.rs imports {h}.rs"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{}: files import only files below them (order: {order:?}):\n{}",
+        dir.display(),
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_edge_and_wasi_http_files_follow_a_request_s_path() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    check_folder(&src.join("edge"), EDGE, &[]);
+    check_folder(&src.join("wasi_http"), WASI_HTTP, WASI_HTTP_BACK);
+}

@@ -3,9 +3,10 @@
 //! read; then [`Edge::dispatch_on`] runs it.
 
 use super::Edge;
+use super::RouteRt;
 use super::body::{closing, read_body, too_large};
 use super::response::{no_route, response};
-use super::router::{RouteRt, one_authority};
+use super::router::one_authority;
 use crate::body_rate::BodyClock;
 use crate::wasi_http::RequestBody;
 use axum::extract::{Request, State};

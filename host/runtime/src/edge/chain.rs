@@ -2,9 +2,9 @@
 //! handler instance), and one request through the chain's plugins, then its handler, with
 //! restarts waited for and the driver's deadline.
 
+use super::RouteRt;
 use super::codec::{decode_request, decode_response};
 use super::response::shutting_down;
-use super::router::RouteRt;
 use crate::deploy::{Deployment, Plugin, PluginInstance};
 use crate::driver::{BindError, ChainEnd, Driver};
 use crate::http::{Answer, Reply};

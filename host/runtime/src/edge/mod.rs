@@ -108,10 +108,12 @@ pub use admin::ADMIN_SPACING;
 pub use codec::{decode_request, decode_response, encode_request};
 pub use shutdown::{GraceEnded, shutdown_signal};
 
+use crate::config::Route;
 use crate::deploy::{Deployment, Plugin};
 use crate::http::{Answer, Reply};
+use crate::metrics::RouteMeters;
 use crate::supervise::lock;
-use crate::wasi_http::RequestBody;
+use crate::wasi_http::{HttpHandler, RequestBody};
 use admission::{InFlight, handle};
 use axum::Router;
 use axum::routing::{get, post};
@@ -119,11 +121,44 @@ use codec::encode_request_with;
 use pool::{Job, JobQueue, pool_worker};
 use reactor::{OnReactor, SEATS, Seated, ThreadSlot, add_seat, reactor_may_hand_off};
 use response::{no_route, shutting_down, whole};
-use router::{RouteRt, matches, strip};
+use router::{matches, strip};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::Instant;
 use tokio::sync::oneshot;
+/// A route at run time: its chain, its queue and pool workers, its seats on the reactor,
+/// its meters and counts.
+struct RouteRt {
+    route: Route,
+    /// The chain's plugins (without a `wasi:http` handler that ends it).
+    plugins: Vec<Arc<Plugin>>,
+    /// The `wasi:http` handler at the end of the chain, if it has one.
+    handler: Option<Arc<HttpHandler>>,
+    /// The plugins that take no body (`body = "none"`), bit `slot` each: they get an empty
+    /// one and may not pass one on.
+    bodyless: u32,
+    queue: Arc<JobQueue>,
+    /// The route's metrics, and each plugin's call counter (in chain order).
+    meters: RouteMeters,
+    calls: Vec<crate::metrics::sharded::Counter>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+    /// The route's requests on the reactor's threads.
+    reactor: OnReactor,
+    /// Requests admitted and not yet answered (bounded by the route's `max_in_flight`).
+    admitted: AtomicUsize,
+    /// Requests a seat is serving now (on the reactor or a worker).
+    running: AtomicUsize,
+}
+
+impl RouteRt {
+    /// Whether a plugin takes the body, which is then read whole before the chain runs.
+    /// Otherwise it streams to the handler, if there is one, and is not read if not.
+    fn reads_body(&self) -> bool {
+        (self.bodyless.count_ones() as usize) < self.plugins.len()
+    }
+}
+
 struct EdgeInner {
     deployment: Arc<Deployment>,
     routes: Vec<Arc<RouteRt>>,

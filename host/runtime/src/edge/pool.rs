@@ -3,9 +3,9 @@
 //! route back to the reactor.
 
 use super::LONG_REQUEST;
+use super::RouteRt;
 use super::chain::Seat;
-use super::reactor::{RequestTimes, note_short_request};
-use super::router::RouteRt;
+use super::reactor::{RequestTimes, note_short_request, thread_cpu_time};
 use crate::deploy::Deployment;
 use crate::http::Reply;
 use crate::supervise::lock;
@@ -240,12 +240,6 @@ impl CpuMeter {
         }
         std::time::Duration::from_secs_f64(self.average)
     }
-}
-
-/// The processor time this thread has used.
-pub(super) fn thread_cpu_time() -> std::time::Duration {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 /// How long a demoted worker's guest computation pauses at a time while short requests

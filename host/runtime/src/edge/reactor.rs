@@ -3,9 +3,7 @@
 //! route leave the reactor for its workers (see the module docs of [`super`]).
 
 use super::chain::Seat;
-use super::pool::thread_cpu_time;
-use super::router::RouteRt;
-use super::{Edge, LONG_REQUEST};
+use super::{Edge, LONG_REQUEST, RouteRt};
 use crate::deploy::Deployment;
 use crate::http::Answer;
 use crate::metrics::RouteMeters;
@@ -390,6 +388,12 @@ fn hand_off() -> bool {
         });
         rx.recv_timeout(HAND_OFF_WAIT).is_ok()
     })
+}
+
+/// The processor time this thread has used.
+pub(super) fn thread_cpu_time() -> std::time::Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 #[cfg(test)]

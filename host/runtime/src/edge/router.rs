@@ -1,46 +1,6 @@
-//! The routes at run time, and how a request finds its own: the longest prefix that
-//! matches its path, the path below that prefix, and one authority for the whole chain.
+//! How a request finds its route: the longest prefix that matches its path, the path below that prefix, and one authority for the whole chain.
 
-use super::pool::JobQueue;
-use super::reactor::OnReactor;
-use crate::config::Route;
-use crate::deploy::Plugin;
-use crate::metrics::RouteMeters;
-use crate::wasi_http::HttpHandler;
 use axum::http::HeaderValue;
-use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-
-pub(super) struct RouteRt {
-    pub(super) route: Route,
-    /// The chain's plugins (without a `wasi:http` handler that ends it).
-    pub(super) plugins: Vec<Arc<Plugin>>,
-    /// The `wasi:http` handler at the end of the chain, if it has one.
-    pub(super) handler: Option<Arc<HttpHandler>>,
-    /// The plugins that take no body (`body = "none"`), bit `slot` each: they get an empty
-    /// one and may not pass one on.
-    pub(super) bodyless: u32,
-    pub(super) queue: Arc<JobQueue>,
-    /// The route's metrics, and each plugin's call counter (in chain order).
-    pub(super) meters: RouteMeters,
-    pub(super) calls: Vec<crate::metrics::sharded::Counter>,
-    pub(super) workers: Mutex<Vec<JoinHandle<()>>>,
-    /// The route's requests on the reactor's threads.
-    pub(super) reactor: OnReactor,
-    /// Requests admitted and not yet answered (bounded by the route's `max_in_flight`).
-    pub(super) admitted: AtomicUsize,
-    /// Requests a seat is serving now (on the reactor or a worker).
-    pub(super) running: AtomicUsize,
-}
-
-impl RouteRt {
-    /// Whether a plugin takes the body, which is then read whole before the chain runs.
-    /// Otherwise it streams to the handler, if there is one, and is not read if not.
-    pub(super) fn reads_body(&self) -> bool {
-        (self.bodyless.count_ones() as usize) < self.plugins.len()
-    }
-}
 
 pub(super) fn matches(prefix: &str, path: &str) -> bool {
     prefix == "/"

@@ -3,9 +3,11 @@
 //! response, trap or deadline answer.
 
 use super::body::drain;
+use super::handler::HttpHandler;
 use super::heads::{Outparam, Sent, stream, watch};
+use super::request::RequestBody;
 use super::request::hyper_request;
-use super::{Generation, HttpHandler, HttpState, PastDeadline, Pre, RequestBody, ShutDown};
+use super::{Generation, HttpState, PastDeadline, Pre, ShutDown};
 use crate::http::{Answer, Incoming, Reply};
 use crate::supervise::{lock, report_failure};
 use std::sync::atomic::Ordering;

@@ -25,9 +25,11 @@
 //! instance, which is dropped; an `error-code` answers 502. An instance that could not be
 //! made answers 503 and restarts the domain with backoff, as for p2.
 
+use super::HttpState;
+use super::handler::HttpHandler;
 use super::heads::stream;
+use super::request::RequestBody;
 use super::request::hyper_request;
-use super::{HttpHandler, HttpState, RequestBody};
 use crate::http::{Answer, Incoming, Reply};
 use crate::supervise::lock;
 use futures::stream::{FuturesUnordered, StreamExt as _};
