@@ -17,7 +17,7 @@
 
 use crate::error::Interrupt;
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use wasmtime::UpdateDeadline;
 
 /// A hook run at epoch ticks (see the module docs). Its argument, `wanted`, says whether
@@ -63,20 +63,20 @@ pub(crate) fn on_wait() {
 }
 
 /// What a Store (core replica or component) does at an epoch tick: interrupts guest code
-/// whose domain was `terminated` or whose call has passed its `deadline_tick` (0: none) on
-/// the kernel's `ticks`, and otherwise runs this thread's hook (told whether any thread is
-/// `waiting` for the Store) and lets the guest go on to the next tick.
+/// whose domain was `terminated` or whose call has passed its `deadline_tick` (0: none) at
+/// tick `now`, and otherwise runs this thread's hook (told whether any thread is `waiting`
+/// for the Store) and lets the guest go on to the next tick.
 #[inline]
 pub(crate) fn at_tick(
     terminated: &AtomicBool,
     deadline_tick: u64,
-    ticks: &AtomicU64,
+    now: u64,
     waiting: &AtomicU32,
 ) -> wasmtime::Result<UpdateDeadline> {
     if terminated.load(Ordering::Relaxed) {
         return Err(wasmtime::Error::new(Interrupt::Terminated));
     }
-    if deadline_tick != 0 && ticks.load(Ordering::Relaxed) >= deadline_tick {
+    if deadline_tick != 0 && now >= deadline_tick {
         return Err(wasmtime::Error::new(Interrupt::Deadline));
     }
     on_tick(waiting.load(Ordering::Relaxed) != 0);

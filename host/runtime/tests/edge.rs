@@ -3624,3 +3624,36 @@ fn requests_of_clients_that_went_away_are_not_run() {
     assert_eq!(s.get("/faulty/busy/1", &[]).status, 200);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// CPU time `pid`'s threads have run, in nanoseconds (each thread's `schedstat`).
+fn cpu_nanos(pid: u32) -> u64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the server's threads");
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+#[test]
+fn an_idle_server_takes_under_a_fifth_of_a_percent_of_a_core() {
+    // Plugins and a wasi:http handler, each having served: then 30 s with no requests.
+    let s = Server::start(&app("wasi-http"));
+    let r = s.get("/api/v1/hi", &[ALICE]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    // The epoch ticker rests 100 ticks after the last guest code ran.
+    std::thread::sleep(Duration::from_secs(2));
+    let (before, at) = (cpu_nanos(s.child.id()), Instant::now());
+    std::thread::sleep(Duration::from_secs(30));
+    let used = cpu_nanos(s.child.id()).saturating_sub(before);
+    let share = used as f64 / at.elapsed().as_nanos() as f64;
+    assert!(
+        share < 0.002,
+        "idle for {:?}, the server ran {:.1} ms: {:.3}% of a core",
+        at.elapsed(),
+        used as f64 / 1e6,
+        share * 100.0
+    );
+    // And the first request after the rest is served as before.
+    let r = s.get("/api/v1/hi", &[ALICE]);
+    assert_eq!(r.status, 200, "{}", r.text());
+}

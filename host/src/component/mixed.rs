@@ -205,7 +205,7 @@ pub(crate) struct CoreBinding {
     pub(super) export: Arc<ExportEntry>,
     kernel: Weak<KernelInner>,
     pub(super) revoked: AtomicBool,
-    ticks: Arc<std::sync::atomic::AtomicU64>,
+    ticks: Arc<crate::tick::Clock>,
     deadline_ticks: u64,
     /// Bytes of the A-stack window: the largest A-stack of the plan's procedures.
     astack_len: usize,
@@ -452,10 +452,7 @@ impl CoreBinding {
         // Every `in` parameter may be read in place (borrow mask all ones): only the kernel
         // writes this A-stack, and it waits for the call.
         let entry_args = (addr(astack)?, addr(size)?, addr(oob.0)?, addr(oob.1)?, -1);
-        let deadline = self
-            .ticks
-            .load(Ordering::Relaxed)
-            .saturating_add(self.deadline_ticks);
+        let deadline = self.ticks.now().saturating_add(self.deadline_ticks);
         let saved = std::mem::replace(&mut ctx.data_mut().deadline_tick, deadline);
         let key = replica.key;
         let outcome = {

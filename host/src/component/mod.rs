@@ -182,7 +182,7 @@ pub(crate) struct ComponentData {
     table: ResourceTable,
     limits: limits::MeteredLimits,
     deadline_tick: u64,
-    ticks: Arc<AtomicU64>,
+    ticks: Arc<crate::tick::Clock>,
     terminated: Arc<AtomicBool>,
     failures: Vec<CallFailure>,
     /// Threads waiting for this Store (`Shared::waiting`), for the tick hook (`pace`).
@@ -273,7 +273,7 @@ pub(crate) struct Shared {
     fused: Vec<String>,
     component: Component,
     engine: Engine,
-    ticks: Arc<AtomicU64>,
+    ticks: Arc<crate::tick::Clock>,
     options: ComponentOptions,
     /// `(interface, function)` of every exported function, by index into `Live::funcs`.
     export_funcs: Vec<(String, String)>,
@@ -495,7 +495,7 @@ impl Shared {
 
     /// Sets the deadline (and fuel) of a call about to enter the Store.
     fn arm(&self, store: &mut Store<ComponentData>) {
-        let now = self.ticks.load(Ordering::Relaxed);
+        let now = self.ticks.now();
         store.data_mut().deadline_tick = now.saturating_add(self.deadline_ticks);
         if let Some(fuel) = self.options.limits.fuel {
             // Only domains with a fuel limit live on the metering engine.
@@ -989,7 +989,12 @@ fn instantiate(kernel: &Arc<KernelInner>, shared: &Arc<Shared>) -> Result<Live, 
     store.limiter(|d| &mut d.limits);
     store.epoch_deadline_callback(|ctx| {
         let d = ctx.data();
-        crate::pace::at_tick(&d.terminated, d.deadline_tick, &d.ticks, &d.waiting)
+        crate::pace::at_tick(
+            &d.terminated,
+            d.deadline_tick,
+            d.ticks.at_tick(),
+            &d.waiting,
+        )
     });
     store.set_epoch_deadline(1);
     let mut linker: Linker<ComponentData> = Linker::new(&shared.engine);

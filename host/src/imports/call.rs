@@ -132,7 +132,7 @@ pub(super) fn call_in(
     // read off the binding the call already holds rather than off the domain's core.
     let client_key = p.binding.get().client_key;
     debug_assert_eq!(client_key, data.key(), "a slot's binding is this replica's");
-    let now = data.ticks.load(Ordering::Relaxed);
+    let now = data.ticks.now();
     let mut status = transfer(caller, client_key, raw, &p, proc as u32, now);
     if status == Status::Ok && !p.binding.get().is_live() {
         // Unbound or revoked while the call was in flight: its A-stack left both memories,

@@ -192,7 +192,7 @@ fn route(caller: &mut Caller<'_, DomainData>, m: &Member, proc: i32) -> Result<R
             let args = (0..b.server.replicas.len())
                 .map(|r| call::args_in(e, local, r, borrow))
                 .collect();
-            let now = data.ticks.load(Ordering::Relaxed);
+            let now = data.ticks.now();
             Ok(Route::Helper(Detached {
                 binding: b.clone(),
                 client_key: data.key(),

@@ -44,7 +44,7 @@ impl<P: WasmParams, R: WasmResults> DomainFunc<P, R> {
         let data = store.data_mut();
         data.deadline_tick = data
             .ticks
-            .load(Ordering::Relaxed)
+            .now()
             .saturating_add(ticks.unwrap_or(data.default_deadline_ticks));
         let result = self.funcs[i].call(&mut *store, params);
         store.data_mut().deadline_tick = 0;

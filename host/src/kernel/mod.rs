@@ -109,6 +109,16 @@ impl Kernel {
         &self.inner.engine
     }
 
+    /// Tells the epoch ticker that guest code is about to run in a Store of the embedder's
+    /// own on one of the kernel's engines (a `wasi:http` handler's, say).
+    ///
+    /// The ticker rests while no guest code runs: it ticks every 50 ms instead of every
+    /// [`KernelConfig::tick`]. The kernel's own calls wake it; a Store it does not know of
+    /// would otherwise see its first epoch callbacks up to 50 ms apart.
+    pub fn wake_ticker(&self) {
+        self.inner.ticks.now();
+    }
+
     /// Makes the WIT packages in `dir` (every `*.wit` file) known to the kernel.
     pub fn add_wit_dir(&self, dir: &Path) -> Result<(), Error> {
         let w = Wit::load_dir(dir)?;

@@ -23,7 +23,7 @@ use crate::slot::Slot;
 use crate::sync::lock;
 use lrpc_lock::{Guard, TryLock};
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use wasmtime::{
@@ -51,7 +51,7 @@ pub struct DomainData {
     pub(crate) default_deadline_ticks: u64,
     /// Tick at which the code running now must stop (0: no deadline).
     pub(crate) deadline_tick: u64,
-    pub(crate) ticks: Arc<AtomicU64>,
+    pub(crate) ticks: Arc<crate::tick::Clock>,
     /// The store's resource limits (memory size, instances, tables: the domain's quotas).
     pub(crate) limits: crate::quota::MeteredLimits,
     /// The domain module's `memory` export as an index, so that the imports find the calling
@@ -287,7 +287,12 @@ pub(crate) fn instantiate(
     store.limiter(|d| &mut d.limits);
     store.epoch_deadline_callback(|ctx| {
         let d = ctx.data();
-        crate::pace::at_tick(&d.core.terminated, d.deadline_tick, &d.ticks, &d.waiting)
+        crate::pace::at_tick(
+            &d.core.terminated,
+            d.deadline_tick,
+            d.ticks.at_tick(),
+            &d.waiting,
+        )
     });
     store.set_epoch_deadline(1);
     let instance =

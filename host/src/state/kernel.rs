@@ -10,7 +10,7 @@ use crate::ext::Extensions;
 use crate::quota::{Account, Quotas};
 use crate::sync::lock;
 use lrpc_presentation::{InterfacePlan, Wit, plan::Presentation};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 use wasmtime::{Engine, Linker, Module};
@@ -21,7 +21,9 @@ use wasmtime::{Engine, Linker, Module};
 pub struct KernelConfig {
     /// Default deadline of a call into a domain (per export overridable).
     pub deadline: Duration,
-    /// Epoch tick: the resolution of deadlines and of asynchronous termination.
+    /// Epoch tick: the resolution of deadlines and of asynchronous termination. While no
+    /// guest code runs the ticker rests, ticking every 50 ms, and the first call wakes it
+    /// ([`Kernel::wake_ticker`](crate::Kernel::wake_ticker)).
     pub tick: Duration,
     /// Largest out-of-band segment one A-stack may get, in bytes.
     pub max_oob: usize,
@@ -194,7 +196,7 @@ pub(crate) struct KernelInner {
     pub engine: Engine,
     pub linker: Linker<DomainData>,
     pub config: KernelConfig,
-    pub ticks: Arc<AtomicU64>,
+    pub ticks: Arc<crate::tick::Clock>,
     pub clerk: Clerk,
     /// The fuel-metering engine of component domains with a fuel limit, made on first use
     /// (ticked by `ticker` too).
@@ -262,7 +264,7 @@ impl KernelInner {
             engine,
             linker,
             config,
-            ticks: ticker.ticks(),
+            ticks: ticker.clock(),
             clerk: Clerk::default(),
             fueled: OnceLock::new(),
             pooled: OnceLock::new(),
@@ -412,9 +414,7 @@ impl KernelInner {
 
     /// The tick at which something started now with `deadline` must stop.
     pub(crate) fn deadline_tick(&self, deadline: Duration) -> u64 {
-        self.ticks
-            .load(Ordering::Relaxed)
-            .saturating_add(self.ticks_for(deadline))
+        self.ticks.now().saturating_add(self.ticks_for(deadline))
     }
 
     /// A live domain by id.

@@ -20,7 +20,7 @@ pub struct HttpHandler {
     source: Source,
     pub(super) engine: Engine,
     /// The kernel, whose compiled code a restart or reload of the same bytes reuses.
-    kernel: lrpc_kernel::Kernel,
+    pub(super) kernel: lrpc_kernel::Kernel,
     grants: lrpc_kernel::component::WasiGrants,
     memory: Option<usize>,
     pub(super) deadline: Duration,

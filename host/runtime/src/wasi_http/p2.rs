@@ -141,6 +141,9 @@ impl HttpHandler {
                 "was stopped: the server is shutting down",
             );
         }
+        // Its guest code runs in a Store the kernel does not call: wake a resting ticker, so
+        // the deadline is checked at every tick from the start.
+        self.kernel.wake_ticker();
         let current = self.current();
         if self.down.load(Ordering::Acquire) {
             // Schedules another attempt if the last restart failed.
