@@ -645,6 +645,15 @@ impl std::fmt::Debug for AdminToken {
     }
 }
 
+/// A folder of WIT packages named in `[kernel] wit`.
+#[derive(Debug, Clone)]
+pub struct WitFolder {
+    /// The folder.
+    pub path: PathBuf,
+    /// The config's line that names it.
+    pub line: usize,
+}
+
 /// A checked deployment config.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -653,7 +662,7 @@ pub struct Config {
     /// Default call deadline.
     pub deadline: Option<Duration>,
     /// Folders of WIT packages the kernel loads beside its embedded WIT (`[kernel] wit`).
-    pub wit: Vec<PathBuf>,
+    pub wit: Vec<WitFolder>,
     /// Where compiled code is kept across process starts (`[kernel] cache-dir`).
     pub cache: CompileCache,
     /// Domains, by name.
@@ -943,7 +952,10 @@ impl Config {
             if !dir.is_dir() {
                 return Err(cx.err(w, format!("no WIT folder {}", dir.display())));
             }
-            wit.push(dir);
+            wit.push(WitFolder {
+                path: dir,
+                line: cx.line(w.span().start),
+            });
         }
         let cache = match raw.kernel.cache_dir.as_ref().map(|d| (d, d.get_ref())) {
             Some((_, RawCacheDir::On(false))) => CompileCache::Off,

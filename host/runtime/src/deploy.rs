@@ -66,8 +66,9 @@ impl Deployment {
         let kernel = Kernel::with_config(kc).map_err(kerr("starting the kernel"))?;
         for dir in &config.wit {
             kernel
-                .add_wit_dir(dir)
-                .map_err(kerr(format!("loading the WIT in {}", dir.display())))?;
+                .add_wit_dir(&dir.path)
+                .map_err(kerr(format!("loading the WIT in {}", dir.path.display())))
+                .map_err(|e| e.at(&config.file, dir.line))?;
         }
         // Remote exports first: guests bind to them by name like to local ones.
         let mut network = crate::network::Network::start(&kernel, &config)?;
