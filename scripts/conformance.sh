@@ -3,19 +3,18 @@
 # exports wasi:http/incoming-handler itself, `js-fetch` uses StarlingMonkey's fetch event),
 # Python and Rust (guests/conformance/), served by `lrpc serve` and by `wasmtime serve`; the
 # same requests to both; their answers compared. Writes bench-results/conformance.json and
-# bench-results/CONFORMANCE.md. Not part of scripts/test.sh: it needs wasmtime-cli and npm.
+# bench-results/CONFORMANCE.md. Not part of scripts/test.sh: it needs wasmtime and npm.
 #
 #   scripts/conformance.sh          build the handlers, run every case, write the results
 #   scripts/conformance.sh build    only build the handlers, into target/conformance/
 #
 # Needs Rust, Python 3, and Node.js with npm (for the JavaScript handlers; without them those
-# handlers are reported as not built). Installs, each once: wasmtime-cli (cargo install),
+# handlers are reported as not built). Installs, each once: wasmtime (scripts/wasmtime.sh),
 # componentize-js (npm, into target/tools/componentize-js) and componentize-py (pip, into
 # target/tools/venv, as scripts/test.sh does). Takes a few minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-WASMTIME_VERSION=48.0.8
 COMPONENTIZE_JS_VERSION=0.23.0
 COMPONENTIZE_PY_VERSION=0.25.1
 # One deadline for a handler under both servers: lrpc's `deadline`, wasmtime's `-W timeout`.
@@ -144,10 +143,9 @@ if [ "${1:-}" = build ]; then
     exit 0
 fi
 
-if ! wasmtime --version 2>/dev/null | grep -q "$WASMTIME_VERSION"; then
-    say "installing wasmtime-cli $WASMTIME_VERSION"
-    cargo install --locked wasmtime-cli --version "$WASMTIME_VERSION"
-fi
+# The peer, wasmtime 48.0.2, prebuilt (scripts/wasmtime.sh); first on PATH.
+wasmtime_bin=$(scripts/wasmtime.sh)
+export PATH="$(dirname "$wasmtime_bin"):$PATH"
 build_all
 say "building lrpc"
 cargo build -q --release -p lrpc-runtime

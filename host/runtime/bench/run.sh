@@ -13,8 +13,8 @@
 # back to back and with the caches written over between requests. Then two figures of the
 # wasi:http handlers: the server's RSS growth while a client downloads a 50 MiB streamed
 # response, and the time from a trap's answer to the next 200 of the largest handler that
-# scripts/conformance.sh builds (instances reused). Uses wrk (Debian) and wasmtime-cli 48
-# (crates.io), installed here if missing. Writes bench-results/edge.json and merges the edge
+# scripts/conformance.sh builds (instances reused). Uses wrk (Debian) and wasmtime 48
+# (scripts/wasmtime.sh), installed here if missing. Writes bench-results/edge.json and merges the edge
 # ratios into bench-results/summary.json.
 #
 #   host/runtime/bench/run.sh [SECONDS_PER_CASE]
@@ -25,14 +25,13 @@ addr=127.0.0.1:18181
 wt_addr=127.0.0.1:18182
 wt_pool_addr=127.0.0.1:18183
 wt_reuse_addr=127.0.0.1:18184
-wasmtime_version=48.0.8
 
 if ! command -v wrk >/dev/null; then
     if [ "$(id -u)" -eq 0 ]; then apt-get install -y wrk >/dev/null; else sudo apt-get install -y wrk >/dev/null; fi
 fi
-if ! wasmtime --version 2>/dev/null | grep -q "$wasmtime_version"; then
-    cargo install --locked wasmtime-cli --version "$wasmtime_version"
-fi
+# The peer, wasmtime 48.0.2, prebuilt (scripts/wasmtime.sh); first on PATH.
+wasmtime_bin=$(scripts/wasmtime.sh)
+export PATH="$(dirname "$wasmtime_bin"):$PATH"
 cargo build --release -q -p lrpc-runtime --example embed
 # `lrpc` itself serves the restart case's handler (below).
 cargo build --release -q -p lrpc-runtime
