@@ -1104,6 +1104,60 @@ fn sigterm_stops_a_wasi_http_handler_still_running_at_the_end_of_the_grace() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A WASI 0.3 handler is stopped at the end of the grace too, whether its guest code
+/// computes (`/spin`) or waits (for a backend that never answers): both clients get 503, and
+/// the process exits 0 within 6 s of SIGTERM with a 2 s grace.
+#[test]
+fn sigterm_stops_a_wasi_p3_handler_computing_or_waiting_at_the_end_of_the_grace() {
+    // Takes connections (the kernel's backlog) and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let dir = scratch("sigterm-p3");
+    let config = write_config(
+        &dir,
+        &format!(
+            "[serve]\nshutdown-grace = \"2s\"\n\
+             [domains.p3]\nguest = \"http-wasi-p3-hello\"\n\
+             exports = [{{ interface = \"wasi:http/incoming-handler\" }}]\n\
+             [domains.p3.limits]\ndeadline = \"3600s\"\n\
+             [domains.p3.wasi]\nhttp = [\"http://127.0.0.1:{}\"]\n\
+             [[routes]]\nprefix = \"/\"\nchain = [\"p3\"]\nworkers = 2\n",
+            silent.local_addr().expect("address").port()
+        ),
+    );
+    let log = dir.join("log");
+    let mut s = Server::start_logging(&config, &log);
+    let addr = s.addr.clone();
+    let spin = std::thread::spawn(move || request(&addr, "GET", "/spin", &[], b""));
+    let addr = s.addr.clone();
+    let target = format!("http://{}/", silent.local_addr().expect("address"));
+    let waiting = std::thread::spawn(move || {
+        request(
+            &addr,
+            "GET",
+            "/proxy",
+            &[("x-target", target.as_str())],
+            b"",
+        )
+    });
+    let in_flight = "lrpc_http_requests_in_flight{route=\"/\"}";
+    assert!(eventually(|| s.metric(in_flight) >= 2.0));
+    let start = Instant::now();
+    sigterm(&s);
+    assert_eq!(s.wait_exit(), Some(0));
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(6), "exited after {took:?}");
+    for t in [spin, waiting] {
+        let r = t.join().expect("a request");
+        assert_eq!(r.status, 503, "{}", r.text());
+    }
+    let log = std::fs::read_to_string(&log).expect("the log");
+    assert!(
+        log.contains("shut down at the end of the grace period"),
+        "{log}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// At SIGTERM a connection that sent half a request head, and an idle keep-alive one, are
 /// closed at once (well within the 10 s grace, while a request in flight keeps the server
 /// in it); that request's client gets 503 when the grace ends.

@@ -37,6 +37,8 @@ pub struct HttpHandler {
     /// Set at shutdown ([`HttpHandler::stop`]): the guest code of WASI 0.2 instances stops
     /// at its next epoch tick.
     pub(super) stopped: Arc<AtomicBool>,
+    /// Woken at shutdown: WASI 0.3 instances waiting for I/O stop too.
+    pub(super) stopping: Arc<tokio::sync::Notify>,
     pub(super) supervision: Supervision,
     /// The handler's call counter (looked up once).
     pub(super) calls: crate::metrics::sharded::Counter,
@@ -112,6 +114,7 @@ impl HttpHandler {
             current: Mutex::new(Arc::new(generation_of(pre, me.clone(), 1, limits))),
             down: AtomicBool::new(false),
             stopped: Arc::default(),
+            stopping: Arc::default(),
             calls: metrics.call_counter(&spec.name),
             origins: c.http.into(),
             outgoing: metrics.outgoing(&spec.name),
@@ -159,12 +162,13 @@ impl HttpHandler {
         died(self, generation);
     }
 
-    /// Stops the handler for good, at shutdown: the guest code of its WASI 0.2 instances stops
-    /// at the next epoch tick (their requests answer 503), no request starts on it, and it
-    /// is not restarted. (A WASI 0.3 instance runs on until the process ends; the edge
-    /// answers its requests 503.)
+    /// Stops the handler for good, at shutdown: the guest code of its instances stops (a WASI
+    /// 0.2 instance's at the next epoch tick; a WASI 0.3 instance's at once when it waits,
+    /// else at the next tick), their requests answer 503, no request starts on it, and it is
+    /// not restarted.
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
+        self.stopping.notify_waiters();
         self.supervision.stop();
     }
 

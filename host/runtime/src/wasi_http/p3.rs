@@ -23,7 +23,9 @@
 //! request's deadline is stopped: its instance is dropped with every request on it (504 for
 //! those past their deadline, 500 for the others). A trap answers 500 to the requests on the
 //! instance, which is dropped; an `error-code` answers 502. An instance that could not be
-//! made answers 503 and restarts the domain with backoff, as for p2.
+//! made answers 503 and restarts the domain with backoff, as for p2. At the end of a
+//! shutdown's grace ([`HttpHandler::stop`]) every instance is dropped, whether its guest code
+//! computes or waits, and its requests answer 503.
 
 use super::HttpState;
 use super::handler::HttpHandler;
@@ -139,6 +141,8 @@ pub(super) enum Failure {
     Deadline,
     /// The instance trapped (or was dropped with another request on it).
     Trap(String),
+    /// The server is shutting down: the instance was stopped.
+    Stopped,
     /// The guest answered with an `error-code`, or with a response that could not be sent.
     Error(String),
 }
@@ -232,6 +236,13 @@ impl Service {
             self.fail_queued(|| Failure::Instantiate("the handler is gone".into()));
             return;
         };
+        let (stopped, stopping) = (handler.stopped.clone(), handler.stopping.clone());
+        // Registered before the flag is read: a stop after the read wakes it.
+        let mut stop = pin!(stopping.notified());
+        if stopped.load(Ordering::Acquire) {
+            self.fail_queued(|| Failure::Stopped);
+            return;
+        }
         let store = handler.new_store(&self.pre.engine, handler.memory_counter());
         drop(handler);
         let mut store = match store {
@@ -398,6 +409,11 @@ impl Service {
                 if let Poll::Ready(r) = run.as_mut().poll(cx) {
                     return Poll::Ready(r.and_then(|r| r));
                 }
+                // Shutdown: guest code that keeps the processor comes back here at every
+                // tick; one that waits is woken by the stop.
+                if stopped.load(Ordering::Acquire) || stop.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Err(wasmtime::Error::new(super::ShutDown)));
+                }
                 // Outside the instance's event loop, which guest code that keeps the
                 // processor holds: the deadlines of requests it has not answered.
                 let (due, late) = {
@@ -432,6 +448,7 @@ impl Service {
         let left: Vec<_> = lock(&senders).drain().map(|(_, v)| v).collect();
         for (until, tx) in left {
             let failure = match &result {
+                Err(e) if e.is::<super::ShutDown>() => Failure::Stopped,
                 Err(e) if e.is::<super::PastDeadline>() && until <= now => Failure::Deadline,
                 Err(e) => Failure::Trap(format!("{e:#}")),
                 Ok(()) => Failure::Trap("the instance ended first".into()),
@@ -595,6 +612,11 @@ impl HttpHandler {
                 self.p3_fail(503, "terminated", "is restarting")
             }
             Failure::Deadline => self.p3_fail(504, "deadline", "ran past its deadline"),
+            Failure::Stopped => self.p3_fail(
+                503,
+                "terminated",
+                "was stopped: the server is shutting down",
+            ),
             Failure::Trap(e) => {
                 crate::supervise::report_failure(&self.name, || format!("trapped: {e}"));
                 self.p3_fail(500, "trap", "trapped")
