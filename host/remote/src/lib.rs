@@ -72,5 +72,5 @@ pub use error::{RemoteError, ServeError};
 pub use forward::{Forward, export_remote};
 pub use local::{LocalExport, LocalPool};
 pub use multi::{Member, MultiOutcome, multi_call};
-pub use nats::{NatsEndpoint, NatsListener, ServedCount};
+pub use nats::{NatsAuth, NatsCredentials, NatsEndpoint, NatsListener, NatsTls, ServedCount};
 pub use server::{RemoteServer, ServeOptions};
