@@ -299,3 +299,57 @@ fn a_nats_token_comes_from_the_environment() {
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A NATS server that speaks TLS only, its certificate signed by a CA made here: an
+/// endpoint `tls://…` with `tls = { ca }` naming that CA serves and calls; without the CA
+/// (the system's roots only) the call is refused.
+#[test]
+fn tls_to_the_nats_server_trusts_the_configured_ca() {
+    let dir = scratch("tls");
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "test NATS CA");
+    let ca_key = rcgen::KeyPair::generate().expect("CA key");
+    let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()])
+        .expect("params");
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = leaf.signed_by(&key, &issuer).expect("certificate");
+    std::fs::write(dir.join("ca.pem"), ca_cert.pem()).expect("write");
+    std::fs::write(dir.join("nats.pem"), cert.pem()).expect("write");
+    std::fs::write(dir.join("nats.key"), key.serialize_pem()).expect("write");
+    let conf = dir.join("nats.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "tls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n}}\n",
+            dir.join("nats.pem").display(),
+            dir.join("nats.key").display()
+        ),
+    )
+    .expect("write");
+    let (_bus, port) = nats_server(&["-c", conf.to_str().expect("utf-8 path")], &[]);
+    let at = format!("tls://127.0.0.1:{port}/t");
+    let store = serve(
+        &store_config(&dir, "store", &at, ", tls = { ca = \"ca.pem\" }"),
+        &[],
+    )
+    .expect("serves over TLS");
+    let (ok, out, err, _) = run(
+        &client_config(&dir, "client", &at, "tls = { ca = \"ca.pem\" }"),
+        &[],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out, "0\n", "{err}");
+    // Not trusting the CA: no connection, and the error names the endpoint.
+    let (_, out, err, _) = run(&client_config(&dir, "untrusting", &at, ""), &[]);
+    assert_ne!(out, "0\n");
+    assert!(
+        err.contains(&format!("no peer at {at}")) && err.contains("certificate"),
+        "{err}"
+    );
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
