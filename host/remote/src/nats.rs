@@ -27,7 +27,7 @@
 //!   and their callers see their deadline pass. A call's parameters are bounded by
 //!   `ServeOptions::max_request` and `read_deadline`; nothing buffers without bound.
 //!
-//! **Security** is the NATS server's own ([`auth`](self::NatsAuth)): an endpoint presents
+//! **Security** is the NATS server's own ([`NatsAuth`]): an endpoint presents
 //! credentials (a creds file, an nkey seed, a user and password, or a token) and may require
 //! TLS; every subject a connection uses sits under the endpoint's prefix, its inboxes
 //! (`PREFIX._INBOX.…`) included, so a NATS user confined to `PREFIX.>` serves and calls
@@ -680,6 +680,10 @@ impl Inflows {
     }
 }
 
+/// How long a listener waits for its probe to come back through the NATS server
+/// ([`RemoteServer::bind_nats`]).
+const PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// What a call's parameter subject ends with (after its own subject).
 const PARAMS: &str = ".params";
 
@@ -841,17 +845,34 @@ impl RemoteServer {
                 invocations.push(sub.map(move |msg| (slot, msg)).boxed());
             }
         }
-        // A round trip: the NATS server handles a connection's messages in order, so once
-        // it answers (here: nobody serves a fresh inbox), it has every subscription above
-        // and routes calls from other connections here.
-        match nats.request(nats.new_inbox(), Bytes::new()).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => {}
-            Err(e) => return Err(listen_err(&e)),
+        // A round trip that also shows the inbox receives: an empty message to a probe
+        // call's parameters comes back once the NATS server has handled every subscription
+        // above (it handles a connection's messages in order), so calls from other
+        // connections are routed here from then on. When the server's permissions refuse
+        // the inbox (or the probe), its error about that comes instead.
+        let mut probe = inflows.start(Bytes::new(), MESSAGE_COST);
+        let probe_subject = param_subject(&probe.route.subject);
+        let mut violations = violations;
+        let since = violations.borrow_and_update().count;
+        nats.publish(probe_subject.clone(), Bytes::new())
+            .await
+            .map_err(|e| listen_err(&e))?;
+        tokio::select! {
+            _ = probe.rx.recv() => {}
+            refused = violations.wait_for(|v| v.refusing(since, &probe_subject).is_some()) => {
+                let m = refused
+                    .ok()
+                    .and_then(|v| v.refusing(since, &probe_subject).map(str::to_owned))
+                    .unwrap_or_else(|| "the connection closed".to_owned());
+                return Err(listen_err(&format!("the NATS server refused: {m}")));
+            }
+            () = tokio::time::sleep(PROBE_WAIT) => {
+                return Err(listen_err(&"the NATS server did not answer"));
+            }
         }
-        // A subscription the server's permissions refuse: reported before the answer above,
-        // and seen here once the connection's event task has passed it on (it runs beside
-        // this one; a refusal it passes on later is still logged as an error).
+        // A refused subscription of an invocation subject: reported before the probe came
+        // back, and seen here once the connection's event task has passed it on (it runs
+        // beside this one; one it passes on later is still logged as an error).
         tokio::task::yield_now().await;
         if let Some(m) = violations.borrow().subscription.clone() {
             return Err(listen_err(&format!("the NATS server refused: {m}")));

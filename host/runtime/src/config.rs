@@ -63,6 +63,9 @@
 //! interface = "lrpc:kv/store"     # (clients: binds = [{ interface = "lrpc:kv/store", server = "kv" }])
 //! endpoint = "tcp:10.0.0.2:7000"  # or "unix:/run/kv.sock", "nats://HOST:4222/PREFIX"
 //! deadline = "2s"                 # per call, network included
+//! # nkey-seed = "kv.nk"           # nats:// only: a credential for the NATS server (or `creds`,
+//!                                 # `user-env` + `password-env`, `token-env`), and
+//!                                 # tls = { ca = "ca.pem" }; the same keys in a listen table
 //!
 //! [network]                       # this kernel's exports, served to other kernels over wRPC
 //! listen = ["tcp:127.0.0.1:7000"] # or "unix:PATH", or "nats://HOST:4222[/PREFIX]" (behind a

@@ -192,8 +192,8 @@ fn client_config(dir: &Path, name: &str, endpoint: &str, auth: &str) -> PathBuf 
 
 /// With the documented config: `a` (an nkey) serves under its prefix and calls its own
 /// export; a kernel without a credential can neither serve nor call; `b` (a user and a
-/// password from the environment) is let in but can not call `a`'s export, and learns it
-/// at once, not at its deadline.
+/// password from the environment) is let in but can neither serve under `a`'s prefix nor
+/// call `a`'s export, and learns it at once, not at a deadline.
 #[test]
 fn the_documented_nats_config_confines_each_deployment_to_its_prefix() {
     let dir = scratch("confined");
@@ -249,6 +249,23 @@ fn the_documented_nats_config_confines_each_deployment_to_its_prefix() {
     assert_ne!(out, "0\n");
     assert!(err.contains("no server subscribes"), "{err}");
     assert!(!err.contains("refused"), "{err}");
+
+    // `b` can not serve under `a`'s prefix either: the start fails and says why.
+    let b_as_a = store_config(
+        &dir,
+        "b-as-a",
+        &at_a,
+        ", user-env = \"LRPC_B_USER\", password-env = \"LRPC_B_PASSWORD\"",
+    );
+    let err = serve(&b_as_a, &b_env)
+        .err()
+        .expect("b served under a's prefix");
+    assert!(
+        err.contains(&format!(
+            "listening on {at_a}: the NATS server refused: Permissions Violation"
+        )),
+        "{err}"
+    );
 
     // `b` calling `a`'s export is refused by the server's permissions, well before the
     // call's deadline (60 s).
