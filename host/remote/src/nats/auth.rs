@@ -322,6 +322,27 @@ mod tests {
         assert!(NatsCredentials::creds("not creds").is_err());
     }
 
+    /// A seed and a creds file in the forms `nk` and `nsc` write them are taken; a seed of
+    /// another kind (an account's) is not a user's.
+    #[test]
+    fn seeds_and_creds_files_are_checked_when_given() {
+        let user = nkeys::KeyPair::new_user().seed().expect("a seed");
+        NatsCredentials::nkey_seed(&format!("{user}\n")).expect("a user seed, with a newline");
+        let account = nkeys::KeyPair::new_account().seed().expect("a seed");
+        let e = NatsCredentials::nkey_seed(&account).expect_err("an account seed");
+        assert!(e.contains("user"), "{e}");
+        let creds = format!(
+            "-----BEGIN NATS USER JWT-----\neyJhbGciOiJlZDI1NTE5In0.e30.c2ln\n\
+             ------END NATS USER JWT------\n\n\
+             ************************* IMPORTANT *************************\n\n\
+             -----BEGIN USER NKEY SEED-----\n{user}\n------END USER NKEY SEED------\n"
+        );
+        let c = NatsCredentials::creds(&creds).expect("a creds file");
+        assert!(!format!("{c:?}").contains(&user));
+        let no_seed = creds.replace(&user, "");
+        assert!(NatsCredentials::creds(&no_seed).is_err());
+    }
+
     #[test]
     fn inboxes_sit_under_the_prefix() {
         assert_eq!(inbox_prefix(""), "_INBOX");
