@@ -11,7 +11,9 @@
 //! The server refuses in two ways, both reported with the endpoint's address:
 //!
 //! * a connection without valid credentials: the connection attempt fails with
-//!   "authorization violation", at once and without retrying ([`refused_connect`]);
+//!   "authorization violation", at once and without retrying ([`refused_connect`]); when a
+//!   reconnection is refused so (the credentials were revoked), `async-nats` keeps trying,
+//!   and calls fail at once until the server accepts it again;
 //! * a publication or subscription outside the permissions: the connection stays open, and
 //!   the server sends an error naming the subject. [`Violations`] keeps these, so a call
 //!   whose invocation (or whose inbox) was refused fails at once instead of at its deadline.
@@ -235,11 +237,14 @@ pub(crate) struct Violations {
     recent: VecDeque<(u64, String)>,
     /// The first refused subscription.
     pub(crate) subscription: Option<String>,
+    /// Why the server refuses the connection as it reconnects (its credentials no longer
+    /// accepted), until it is accepted again. `async-nats` keeps trying meanwhile.
+    refused: Option<String>,
 }
 
 impl Violations {
     /// The first refusal after the first `since` that names `subject` (a publication to it),
-    /// else the refused subscription.
+    /// else the refused subscription, else the refused reconnection.
     pub(crate) fn refusing(&self, since: u64, subject: &str) -> Option<&str> {
         let quoted = format!("\"{subject}\"");
         self.recent
@@ -248,6 +253,7 @@ impl Violations {
             .map(|(_, m)| m.as_str())
             .find(|m| m.contains("Publish") && m.contains(&quoted))
             .or(self.subscription.as_deref())
+            .or(self.refused.as_deref())
     }
 
     fn note(&mut self, message: String) {
@@ -268,15 +274,33 @@ pub(crate) fn watch_violations(
     addr: String,
     options: async_nats::ConnectOptions,
 ) -> (async_nats::ConnectOptions, watch::Receiver<Violations>) {
+    use async_nats::{ClientError, Event, ServerError};
     let (tx, rx) = watch::channel(Violations::default());
     let options = options.event_callback(move |event| {
-        if let async_nats::Event::ServerError(async_nats::ServerError::Other(m)) = &event
-            && m.to_ascii_lowercase().contains("permissions violation")
-        {
-            // The server's text, cut short: it names a subject we chose, but bound it anyway.
-            let m: String = m.chars().take(512).collect();
-            tracing::error!(endpoint = %addr, "the NATS server refused: {m}");
-            tx.send_modify(|v| v.note(m));
+        // The server's text, cut short: it names a subject we chose, but bound it anyway.
+        let bounded = |m: &str| m.chars().take(512).collect::<String>();
+        match &event {
+            Event::ServerError(ServerError::Other(m))
+                if m.to_ascii_lowercase().contains("permissions violation") =>
+            {
+                let m = bounded(m);
+                tracing::error!(endpoint = %addr, "the NATS server refused: {m}");
+                tx.send_modify(|v| v.note(m));
+            }
+            // A reconnection refused for its credentials: calls fail at once until one is
+            // accepted, instead of waiting for their deadlines.
+            Event::ClientError(ClientError::Other(m))
+                if m.to_ascii_lowercase().contains("authorization violation") =>
+            {
+                let m = format!("reconnecting: {}", bounded(m));
+                tracing::error!(endpoint = %addr, "the NATS server refused: {m}");
+                tx.send_modify(|v| v.refused = Some(m));
+            }
+            // Accepted again (the refusal is cleared as the guard is checked).
+            Event::Connected if tx.send_if_modified(|v| v.refused.take().is_some()) => {
+                tracing::info!(endpoint = %addr, "the NATS server accepts the connection again");
+            }
+            _ => {}
         }
         async {}
     });
@@ -305,6 +329,14 @@ mod tests {
         }
         assert_eq!(v.recent.len(), KEPT);
         assert!(v.subscription.is_some());
+        let v = Violations {
+            refused: Some("reconnecting: authorization violation".into()),
+            ..Violations::default()
+        };
+        assert_eq!(
+            v.refusing(0, "a.wrpc.0.0.1.x.f"),
+            Some("reconnecting: authorization violation")
+        );
     }
 
     #[test]
