@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 /// Where a remote export listens: `tcp:HOST:PORT` (or just `HOST:PORT`), `unix:PATH`, or
-/// `nats://HOST:PORT[/PREFIX]` (a NATS server and subject prefix, see [`NatsEndpoint`]).
+/// `nats://HOST:PORT[/PREFIX]` (a NATS server and subject prefix, see [`NatsEndpoint`];
+/// `tls://HOST:PORT[/PREFIX]` reaches it over TLS).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Endpoint {
     /// A TCP address, `host:port`.
@@ -23,7 +24,7 @@ impl FromStr for Endpoint {
         if let Some(p) = s.strip_prefix("unix:") {
             return Ok(Endpoint::Unix(p.into()));
         }
-        if s.starts_with("nats://") {
+        if s.starts_with("nats://") || s.starts_with("tls://") {
             return s.parse().map(Endpoint::Nats);
         }
         let a = s.strip_prefix("tcp:").unwrap_or(s);
@@ -33,7 +34,8 @@ impl FromStr for Endpoint {
             Ok(Endpoint::Tcp(a.to_owned()))
         } else {
             Err(format!(
-                "`{s}` is neither tcp:HOST:PORT, unix:PATH nor nats://HOST:PORT[/PREFIX]"
+                "`{s}` is neither tcp:HOST:PORT, unix:PATH nor nats://HOST:PORT[/PREFIX] \
+                 (or tls://HOST:PORT[/PREFIX])"
             ))
         }
     }

@@ -14,6 +14,16 @@ pub enum RemoteError {
         /// What the connection attempt said.
         source: std::io::Error,
     },
+    /// The NATS server behind the endpoint refused: the connection's credentials
+    /// (an authorization violation), or its subject permissions (a permission violation
+    /// naming the subject the call needed).
+    #[error("the NATS server of {addr} refused: {reason}")]
+    Denied {
+        /// The endpoint.
+        addr: String,
+        /// What the server said.
+        reason: String,
+    },
     /// The peer closed or reset the connection before the whole result arrived: it died, or
     /// its server failed the call.
     #[error("the peer failed the call: {0}")]
@@ -45,10 +55,13 @@ pub enum RemoteError {
 impl RemoteError {
     /// The kernel status a guest's stub sees for this failure: a dead peer is
     /// `ServerTerminated` (call-failed), a timeout `DeadlineExceeded`, an unreachable peer
-    /// `UnknownInterface` (the bind refusal), a malformed reply `BadReply`.
+    /// or a NATS server's refusal `UnknownInterface` (the bind refusal), a malformed reply
+    /// `BadReply`.
     pub fn status(&self) -> Status {
         match self {
-            RemoteError::Unreachable { .. } => Status::UnknownInterface,
+            RemoteError::Unreachable { .. } | RemoteError::Denied { .. } => {
+                Status::UnknownInterface
+            }
             RemoteError::PeerFailed(_) | RemoteError::Abandoned => Status::ServerTerminated,
             RemoteError::Timeout(_) => Status::DeadlineExceeded,
             RemoteError::BadReply(_) => Status::BadReply,

@@ -17,7 +17,10 @@
 //! (`nats://HOST:PORT[/PREFIX]`) a binding calls whichever kernels serve the export behind a
 //! NATS server, over one shared connection that reconnects by itself;
 //! [`RemoteServer::bind_nats`] subscribes a kernel's exports in a queue group, so several
-//! kernels serving one interface share its calls. Arguments arriving over NATS go through
+//! kernels serving one interface share its calls. Who may call is the NATS server's to say:
+//! an endpoint presents credentials and TLS settings ([`NatsAuth`]), and every subject it
+//! uses sits under its prefix, so the server's permissions can confine a deployment to it.
+//! Arguments arriving over NATS go through
 //! the same checking translation ([`wire`]) and the same driver pool as over TCP, with the
 //! calls in progress bounded.
 //!
@@ -72,5 +75,5 @@ pub use error::{RemoteError, ServeError};
 pub use forward::{Forward, export_remote};
 pub use local::{LocalExport, LocalPool};
 pub use multi::{Member, MultiOutcome, multi_call};
-pub use nats::{NatsEndpoint, NatsListener, ServedCount};
+pub use nats::{NatsAuth, NatsCredentials, NatsEndpoint, NatsListener, NatsTls, ServedCount};
 pub use server::{RemoteServer, ServeOptions};

@@ -27,6 +27,14 @@
 //!   and their callers see their deadline pass. A call's parameters are bounded by
 //!   `ServeOptions::max_request` and `read_deadline`; nothing buffers without bound.
 //!
+//! **Security** is the NATS server's own ([`NatsAuth`]): an endpoint presents
+//! credentials (a creds file, an nkey seed, a user and password, or a token) and may require
+//! TLS; every subject a connection uses sits under the endpoint's prefix, its inboxes
+//! (`PREFIX._INBOX.…`) included, so a NATS user confined to `PREFIX.>` serves and calls
+//! that prefix's exports and nothing else. The server's refusals end a call at once as
+//! [`RemoteError::Denied`]: a refused connection on its first attempt, a refused subject
+//! when the server reports the violation.
+//!
 //! Both sides speak the protocol over `async-nats` itself, each with one subscription on an
 //! inbox of its own and a routing task handing its messages to the calls. A call is entered
 //! in the routing table before anything that makes its peer send to it is published (the
@@ -55,7 +63,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, ReadBuf};
-use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore, mpsc, watch};
+
+mod auth;
+
+use auth::Violations;
+pub use auth::{NatsAuth, NatsCredentials, NatsTls};
 
 /// A NATS server and a subject prefix: `nats://HOST:PORT` or `nats://HOST:PORT/PREFIX`,
 /// e.g. `nats://127.0.0.1:4222/lrpc.prod`. The prefix (dot-separated tokens, no spaces,
@@ -65,11 +78,18 @@ use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore, mpsc};
 ///
 /// Clones share one connection, opened by the first call (see the module docs) on the tokio
 /// runtime that makes it, which must outlive the endpoint's use.
+///
+/// `tls://HOST:PORT[/PREFIX]` is the same over TLS. What the kernel presents to the NATS
+/// server (credentials, a CA, a client certificate) is a [`NatsAuth`], given with
+/// [`NatsEndpoint::with_auth`].
 #[derive(Clone)]
 pub struct NatsEndpoint {
     server: String,
     prefix: String,
-    conn: Arc<OnceCell<Caller>>,
+    /// `tls://`: TLS required.
+    tls: bool,
+    auth: Arc<NatsAuth>,
+    conn: Arc<OnceCell<Client>>,
 }
 
 impl NatsEndpoint {
@@ -93,8 +113,39 @@ impl NatsEndpoint {
         Ok(NatsEndpoint {
             server: server.to_owned(),
             prefix: prefix.to_owned(),
+            tls: false,
+            auth: Arc::default(),
             conn: Arc::default(),
         })
+    }
+
+    /// The same endpoint presenting `auth` to the NATS server (a connection of its own: the
+    /// clones made before do not share it).
+    pub fn with_auth(self, auth: NatsAuth) -> NatsEndpoint {
+        NatsEndpoint {
+            auth: Arc::new(auth),
+            conn: Arc::default(),
+            ..self
+        }
+    }
+
+    /// The same endpoint over TLS (`tls://`).
+    pub fn with_tls_required(self) -> NatsEndpoint {
+        NatsEndpoint {
+            tls: true,
+            conn: Arc::default(),
+            ..self
+        }
+    }
+
+    /// What it presents to the NATS server.
+    pub fn auth(&self) -> &NatsAuth {
+        &self.auth
+    }
+
+    /// Whether TLS is required (`tls://`, or TLS settings in its [`NatsAuth`]).
+    pub fn requires_tls(&self) -> bool {
+        self.tls || self.auth.tls.is_some()
     }
 
     /// The server's `host:port`.
@@ -108,7 +159,22 @@ impl NatsEndpoint {
     }
 
     fn url(&self) -> String {
-        format!("nats://{}", self.server)
+        let scheme = if self.tls { "tls" } else { "nats" };
+        format!("{scheme}://{}", self.server)
+    }
+
+    /// The options of a connection: inboxes under the prefix, credentials, TLS, and a watch
+    /// on the permission violations the server reports.
+    fn connect_options(
+        &self,
+    ) -> Result<(async_nats::ConnectOptions, watch::Receiver<Violations>), RemoteError> {
+        let options = auth::connect_options(&self.prefix, self.tls, &self.auth).map_err(|e| {
+            RemoteError::Denied {
+                addr: self.to_string(),
+                reason: format!("the credentials are not usable: {e}"),
+            }
+        })?;
+        Ok(auth::watch_violations(self.to_string(), options))
     }
 
     fn unreachable(&self, kind: std::io::ErrorKind, what: impl fmt::Display) -> RemoteError {
@@ -120,16 +186,18 @@ impl NatsEndpoint {
 
     /// The shared connection, opened on first use; a failed attempt is not kept, so the next
     /// call tries again.
-    async fn caller(&self) -> Result<&Caller, RemoteError> {
+    async fn caller(&self) -> Result<&Client, RemoteError> {
         self.conn
             .get_or_try_init(|| async {
-                let nats = async_nats::ConnectOptions::new()
+                let (options, violations) = self.connect_options()?;
+                let nats = options
                     .connect(self.url())
                     .await
-                    .map_err(|e| self.unreachable(std::io::ErrorKind::ConnectionRefused, e))?;
-                Caller::new(nats, ">", route)
-                    .await
-                    .map_err(|e| RemoteError::PeerFailed(format!("subscribing to the inbox: {e}")))
+                    .map_err(|e| auth::refused_connect(&self.to_string(), &e))?;
+                let inbox = Caller::new(nats, ">", route).await.map_err(|e| {
+                    RemoteError::PeerFailed(format!("subscribing to the inbox: {e}"))
+                })?;
+                Ok(Client { inbox, violations })
             })
             .await
     }
@@ -149,6 +217,13 @@ impl NatsEndpoint {
 /// Here a call is entered in the routing table before its invocation is published, so its
 /// answers always find it.
 type Caller = Inbox<mpsc::Sender<async_nats::Message>>;
+
+/// An endpoint's connection: its inbox, and the permission violations the NATS server
+/// reported on it (a call whose invocation or inbox the server refuses fails at once).
+struct Client {
+    inbox: Caller,
+    violations: watch::Receiver<Violations>,
+}
 
 /// An inbox of a connection's own (`_INBOX.<unique>.`) and the calls whose messages arrive on
 /// it, each under its number (`<inbox><call>`, and subjects below that): a routing task
@@ -357,7 +432,7 @@ impl AsyncRead for Results {
 
 impl PartialEq for NatsEndpoint {
     fn eq(&self, other: &NatsEndpoint) -> bool {
-        self.server == other.server && self.prefix == other.prefix
+        self.server == other.server && self.prefix == other.prefix && self.tls == other.tls
     }
 }
 
@@ -367,6 +442,7 @@ impl Hash for NatsEndpoint {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.server.hash(state);
         self.prefix.hash(state);
+        self.tls.hash(state);
     }
 }
 
@@ -378,7 +454,8 @@ impl fmt::Debug for NatsEndpoint {
 
 impl fmt::Display for NatsEndpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "nats://{}", self.server)?;
+        let scheme = if self.tls { "tls" } else { "nats" };
+        write!(f, "{scheme}://{}", self.server)?;
         if !self.prefix.is_empty() {
             write!(f, "/{}", self.prefix)?;
         }
@@ -389,11 +466,14 @@ impl fmt::Display for NatsEndpoint {
 impl FromStr for NatsEndpoint {
     type Err = String;
     fn from_str(s: &str) -> Result<NatsEndpoint, String> {
-        let rest = s
-            .strip_prefix("nats://")
-            .ok_or_else(|| format!("`{s}` is not nats://HOST:PORT[/PREFIX]"))?;
+        let (rest, tls) = match (s.strip_prefix("nats://"), s.strip_prefix("tls://")) {
+            (Some(rest), _) => (rest, false),
+            (None, Some(rest)) => (rest, true),
+            (None, None) => return Err(format!("`{s}` is not nats://HOST:PORT[/PREFIX]")),
+        };
         let (server, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        NatsEndpoint::new(server, prefix).map_err(|e| format!("`{s}`: {e}"))
+        let e = NatsEndpoint::new(server, prefix).map_err(|e| format!("`{s}`: {e}"))?;
+        Ok(if tls { e.with_tls_required() } else { e })
     }
 }
 
@@ -414,8 +494,20 @@ pub(crate) async fn call(
     tys: &[&Ty],
     max_reply: usize,
 ) -> Result<Vec<u8>, RemoteError> {
-    let caller = endpoint.caller().await?;
+    let client = endpoint.caller().await?;
+    let caller = &client.inbox;
     let failed = |e: &dyn fmt::Display| RemoteError::PeerFailed(e.to_string());
+    let denied = |reason: &str| RemoteError::Denied {
+        addr: endpoint.to_string(),
+        reason: reason.to_owned(),
+    };
+    let to = invocation_subject(&endpoint.prefix, instance, func);
+    // The server's refusals from now on (and a refused inbox, whenever it was refused).
+    let mut violations = client.violations.clone();
+    let since = violations.borrow_and_update().count;
+    if let Some(m) = violations.borrow().refusing(since, &to) {
+        return Err(denied(m));
+    }
     let mut call = caller.start();
     let chunk = caller
         .nats
@@ -424,17 +516,28 @@ pub(crate) async fn call(
         .saturating_sub(call.entry.subject.len())
         .max(1);
     let first = params.split_to(chunk.min(params.len()));
-    let to = invocation_subject(&endpoint.prefix, instance, func);
     caller
         .nats
-        .publish_with_reply(to, call.entry.subject.clone(), first)
+        .publish_with_reply(to.clone(), call.entry.subject.clone(), first)
         .await
         .map_err(|e| failed(&e))?;
     // The handshake's answer: NATS answers here when no server subscribes to the function.
+    // A publication the server's permissions refuse is dropped without an answer: the
+    // server's error about it ends the call instead.
+    let mut watching = true;
     let answer = loop {
-        let msg = call.rx.recv().await.ok_or_else(|| {
-            RemoteError::PeerFailed("the connection closed before the result".into())
-        })?;
+        let msg = tokio::select! {
+            msg = call.rx.recv() => msg.ok_or_else(|| {
+                RemoteError::PeerFailed("the connection closed before the result".into())
+            })?,
+            changed = violations.changed(), if watching => {
+                watching = changed.is_ok();
+                if let Some(m) = violations.borrow_and_update().refusing(since, &to) {
+                    return Err(denied(m));
+                }
+                continue;
+            }
+        };
         if msg.subject.as_str() == call.entry.subject {
             break msg;
         }
@@ -577,6 +680,10 @@ impl Inflows {
     }
 }
 
+/// How long a listener waits for its probe to come back through the NATS server
+/// ([`RemoteServer::bind_nats`]).
+const PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// What a call's parameter subject ends with (after its own subject).
 const PARAMS: &str = ".params";
 
@@ -707,14 +814,18 @@ impl RemoteServer {
             source: std::io::Error::other(e.to_string()),
         };
         let max = self.options.max_connections.max(1);
-        let nats = async_nats::ConnectOptions::new()
+        let (options, violations) = endpoint.connect_options().map_err(|e| listen_err(&e))?;
+        let nats = options
             .subscription_capacity(
                 max.saturating_mul(WAITING_PER_CALL)
                     .max(MIN_SUBSCRIPTION_BUFFER),
             )
             .connect(endpoint.url())
             .await
-            .map_err(|e| listen_err(&e))?;
+            .map_err(|e| match auth::refused_connect(&endpoint.to_string(), &e) {
+                RemoteError::Denied { reason, .. } => listen_err(&reason),
+                _ => listen_err(&e),
+            })?;
         let inflows = Inflows::new(nats.clone(), &format!("*{PARAMS}"), route_params)
             .await
             .map_err(|e| listen_err(&format!("subscribing to the inbox: {e}")))?;
@@ -734,13 +845,37 @@ impl RemoteServer {
                 invocations.push(sub.map(move |msg| (slot, msg)).boxed());
             }
         }
-        // A round trip: the NATS server handles a connection's messages in order, so once
-        // it answers (here: nobody serves a fresh inbox), it has every subscription above
-        // and routes calls from other connections here.
-        match nats.request(nats.new_inbox(), Bytes::new()).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => {}
-            Err(e) => return Err(listen_err(&e)),
+        // A round trip that also shows the inbox receives: an empty message to a probe
+        // call's parameters comes back once the NATS server has handled every subscription
+        // above (it handles a connection's messages in order), so calls from other
+        // connections are routed here from then on. When the server's permissions refuse
+        // the inbox (or the probe), its error about that comes instead.
+        let mut probe = inflows.start(Bytes::new(), MESSAGE_COST);
+        let probe_subject = param_subject(&probe.route.subject);
+        let mut violations = violations;
+        let since = violations.borrow_and_update().count;
+        nats.publish(probe_subject.clone(), Bytes::new())
+            .await
+            .map_err(|e| listen_err(&e))?;
+        tokio::select! {
+            _ = probe.rx.recv() => {}
+            refused = violations.wait_for(|v| v.refusing(since, &probe_subject).is_some()) => {
+                let m = refused
+                    .ok()
+                    .and_then(|v| v.refusing(since, &probe_subject).map(str::to_owned))
+                    .unwrap_or_else(|| "the connection closed".to_owned());
+                return Err(listen_err(&format!("the NATS server refused: {m}")));
+            }
+            () = tokio::time::sleep(PROBE_WAIT) => {
+                return Err(listen_err(&"the NATS server did not answer"));
+            }
+        }
+        // A refused subscription of an invocation subject: reported before the probe came
+        // back, and seen here once the connection's event task has passed it on (it runs
+        // beside this one; one it passes on later is still logged as an error).
+        tokio::task::yield_now().await;
+        if let Some(m) = violations.borrow().subscription.clone() {
+            return Err(listen_err(&format!("the NATS server refused: {m}")));
         }
         Ok(NatsListener {
             endpoint: endpoint.clone(),

@@ -876,3 +876,62 @@ fn a_call_s_parameter_messages_are_bounded() -> Result<()> {
     assert_eq!(served.get(), 1);
     Ok(())
 }
+
+/// The NATS server's security, through the host API: a token it does not accept is refused
+/// on the first call as `Denied` ("authorization violation"), naming the endpoint; the right
+/// one connects. When the server comes back wanting another token, the endpoint's
+/// reconnection is refused, and calls fail at once (not at their minute-long deadline)
+/// until it is accepted.
+#[test]
+fn a_refused_credential_fails_calls_at_once_even_on_reconnection() -> Result<()> {
+    use lrpc_remote::{NatsAuth, NatsCredentials};
+    let _one = one_at_a_time();
+    let (_kernel, pool) = local()?;
+    let rt = runtime();
+    let add = proc_of(&pool, BENCH, "add");
+    let port = free_port()?;
+    let mut nats = NatsServer::start_with(port, &["--auth", "first-token"])?;
+    let at = |token: &str| -> Result<Endpoint> {
+        let n: NatsEndpoint = format!("nats://127.0.0.1:{port}/sec")
+            .parse()
+            .map_err(anyhow::Error::msg)?;
+        Ok(Endpoint::Nats(n.with_auth(
+            NatsAuth::new().with_credentials(NatsCredentials::token(token)),
+        )))
+    };
+    let minute = RemoteOptions {
+        deadline: Duration::from_secs(60),
+        ..Default::default()
+    };
+    let wrong = binding(&pool, &at("not-the-token")?, BENCH, minute.clone());
+    let err = rt
+        .block_on(wrong.call(add, &u32s(&[1, 2])))
+        .expect_err("a wrong token");
+    assert!(matches!(err, RemoteError::Denied { .. }), "{err:?}");
+    let shown = err.to_string();
+    assert!(
+        shown.contains(&format!("nats://127.0.0.1:{port}/sec"))
+            && shown.contains("authorization violation"),
+        "{shown}"
+    );
+    // The right token connects: nobody serves, which NATS says at once.
+    let right = binding(&pool, &at("first-token")?, BENCH, minute);
+    let err = rt
+        .block_on(right.call(add, &u32s(&[1, 2])))
+        .expect_err("nobody serves");
+    assert!(matches!(err, RemoteError::Unreachable { .. }), "{err:?}");
+    // The server returns wanting another token: the kept connection's reconnection is
+    // refused, and a call says so well before its deadline.
+    nats.kill();
+    let _nats = NatsServer::start_with(port, &["--auth", "second-token"])?;
+    let t = Instant::now();
+    let err = rt
+        .block_on(right.call(add, &u32s(&[1, 2])))
+        .expect_err("the token is no longer accepted");
+    assert!(
+        matches!(&err, RemoteError::Denied { reason, .. } if reason.contains("authorization violation")),
+        "{err:?}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(40), "{:?}", t.elapsed());
+    Ok(())
+}

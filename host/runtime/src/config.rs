@@ -63,6 +63,9 @@
 //! interface = "lrpc:kv/store"     # (clients: binds = [{ interface = "lrpc:kv/store", server = "kv" }])
 //! endpoint = "tcp:10.0.0.2:7000"  # or "unix:/run/kv.sock", "nats://HOST:4222/PREFIX"
 //! deadline = "2s"                 # per call, network included
+//! # nkey-seed = "kv.nk"           # nats:// only: a credential for the NATS server (or `creds`,
+//!                                 # `user-env` + `password-env`, `token-env`), and
+//!                                 # tls = { ca = "ca.pem" }; the same keys in a listen table
 //!
 //! [network]                       # this kernel's exports, served to other kernels over wRPC
 //! listen = ["tcp:127.0.0.1:7000"] # or "unix:PATH", or "nats://HOST:4222[/PREFIX]" (behind a
@@ -157,6 +160,17 @@ struct RawRemote {
     interface: Spanned<String>,
     endpoint: Spanned<String>,
     deadline: Option<Spanned<String>>,
+    // What a `nats://` endpoint presents to the NATS server (see `nats_auth`).
+    creds: Option<Spanned<String>>,
+    #[serde(rename = "nkey-seed")]
+    nkey_seed: Option<Spanned<String>>,
+    #[serde(rename = "user-env")]
+    user_env: Option<Spanned<String>>,
+    #[serde(rename = "password-env")]
+    password_env: Option<Spanned<String>>,
+    #[serde(rename = "token-env")]
+    token_env: Option<Spanned<String>>,
+    tls: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -1343,10 +1357,21 @@ fn endpoint(cx: &Ctx<'_>, s: &Spanned<String>) -> Result<lrpc_remote::Endpoint, 
 
 fn remote(cx: &Ctx<'_>, name: &str, r: &Spanned<RawRemote>) -> Result<RemoteSpec, ConfigError> {
     let rr = r.get_ref();
+    fn keyed(v: &Option<Spanned<String>>) -> Option<(&str, usize)> {
+        v.as_ref().map(|v| (v.get_ref().as_str(), v.span().start))
+    }
+    let keys = NatsKeys {
+        creds: keyed(&rr.creds),
+        nkey_seed: keyed(&rr.nkey_seed),
+        user_env: keyed(&rr.user_env),
+        password_env: keyed(&rr.password_env),
+        token_env: keyed(&rr.token_env),
+        tls: rr.tls.as_ref().map(|v| (v.get_ref(), v.span().start)),
+    };
     Ok(RemoteSpec {
         name: name.to_string(),
         interface: rr.interface.get_ref().clone(),
-        endpoint: endpoint(cx, &rr.endpoint)?,
+        endpoint: nats_auth(cx, endpoint(cx, &rr.endpoint)?, &keys)?,
         deadline: rr.deadline.as_ref().map(|d| cx.duration(d)).transpose()?,
         line: cx.line(r.span().start),
     })
@@ -1363,12 +1388,13 @@ fn listen_endpoint(
 ) -> Result<(lrpc_remote::Endpoint, bool), ConfigError> {
     const FORMS: &str = "an address is a string like \"tcp:127.0.0.1:7000\", or a table \
                          `{ address = \"tcp:0.0.0.0:7000\", insecure = true }`";
+    let mut keys = NatsKeys::default();
     let (address, insecure) = match l.get_ref() {
         toml::Value::String(a) => (a.as_str(), None),
         toml::Value::Table(t) => {
             if let Some(k) = t
                 .keys()
-                .find(|k| !matches!(k.as_str(), "address" | "insecure"))
+                .find(|k| !matches!(k.as_str(), "address" | "insecure") && !is_nats_key(k))
             {
                 return Err(cx.err(l, format!("unknown key `{k}`: {FORMS}")));
             }
@@ -1380,11 +1406,13 @@ fn listen_endpoint(
                 Some(toml::Value::Boolean(b)) => *b,
                 Some(_) => return Err(cx.err(l, "`insecure` is `true` or `false`")),
             };
+            keys = NatsKeys::in_table(cx, t, l.span().start)?;
             (a.as_str(), Some(insecure))
         }
         _ => return Err(cx.err(l, FORMS)),
     };
     let e: lrpc_remote::Endpoint = address.parse().map_err(|e: String| cx.err(l, e))?;
+    let e = nats_auth(cx, e, &keys)?;
     let reachable = matches!(e, lrpc_remote::Endpoint::Tcp(_)) && !e.is_local();
     match insecure {
         Some(true) if reachable => Ok((e, true)),
@@ -1398,6 +1426,177 @@ fn listen_endpoint(
         )),
         _ => Ok((e, false)),
     }
+}
+
+/// The keys of an endpoint that say what it presents to a NATS server, each with where it
+/// is written: `creds`, `nkey-seed`, `user-env` with `password-env`, `token-env` (at most
+/// one kind of credential), and `tls = { ca, cert, key }`.
+#[derive(Default)]
+struct NatsKeys<'a> {
+    creds: Option<(&'a str, usize)>,
+    nkey_seed: Option<(&'a str, usize)>,
+    user_env: Option<(&'a str, usize)>,
+    password_env: Option<(&'a str, usize)>,
+    token_env: Option<(&'a str, usize)>,
+    tls: Option<(&'a toml::Value, usize)>,
+}
+
+/// Whether `k` is one of the NATS keys of an endpoint ([`NatsKeys`]).
+fn is_nats_key(k: &str) -> bool {
+    matches!(
+        k,
+        "creds" | "nkey-seed" | "user-env" | "password-env" | "token-env" | "tls"
+    )
+}
+
+impl<'a> NatsKeys<'a> {
+    /// The NATS keys of a `[network] listen` table written at `at`.
+    fn in_table(cx: &Ctx<'_>, t: &'a toml::Table, at: usize) -> Result<NatsKeys<'a>, ConfigError> {
+        let text = |k: &str| match t.get(k) {
+            None => Ok(None),
+            Some(toml::Value::String(v)) => Ok(Some((v.as_str(), at))),
+            Some(_) => Err(cx.err_at(at, format!("`{k}` is a string"))),
+        };
+        Ok(NatsKeys {
+            creds: text("creds")?,
+            nkey_seed: text("nkey-seed")?,
+            user_env: text("user-env")?,
+            password_env: text("password-env")?,
+            token_env: text("token-env")?,
+            tls: t.get("tls").map(|v| (v, at)),
+        })
+    }
+
+    /// The first key given, with its name.
+    fn first(&self) -> Option<(&'static str, usize)> {
+        [
+            ("creds", self.creds.map(|c| c.1)),
+            ("nkey-seed", self.nkey_seed.map(|c| c.1)),
+            ("user-env", self.user_env.map(|c| c.1)),
+            ("password-env", self.password_env.map(|c| c.1)),
+            ("token-env", self.token_env.map(|c| c.1)),
+            ("tls", self.tls.map(|c| c.1)),
+        ]
+        .into_iter()
+        .find_map(|(k, at)| Some((k, at?)))
+    }
+}
+
+/// `endpoint` presenting what `keys` say to its NATS server: files relative to the config
+/// (read and checked now), secrets from environment variables (read now; never from the
+/// config itself). A missing file, an unset variable or a key on an endpoint that is not
+/// `nats://` or `tls://` is an error at its line.
+fn nats_auth(
+    cx: &Ctx<'_>,
+    endpoint: lrpc_remote::Endpoint,
+    keys: &NatsKeys<'_>,
+) -> Result<lrpc_remote::Endpoint, ConfigError> {
+    use lrpc_remote::{NatsAuth, NatsCredentials};
+    let Some((first, at)) = keys.first() else {
+        return Ok(endpoint);
+    };
+    let lrpc_remote::Endpoint::Nats(nats) = endpoint else {
+        return Err(cx.err_at(
+            at,
+            format!("`{first}` is for nats:// and tls:// endpoints (a NATS server's security)"),
+        ));
+    };
+    let file = |(p, at): (&str, usize), what: &str| {
+        let path = cx.dir.join(p);
+        std::fs::read_to_string(&path)
+            .map_err(|e| cx.err_at(at, format!("{what} `{}`: {e}", path.display())))
+    };
+    let env = |(name, at): (&str, usize)| {
+        std::env::var(name)
+            .map_err(|_| cx.err_at(at, format!("the environment variable `{name}` is not set")))
+    };
+    let given = [
+        keys.creds.map(|c| ("creds", c.1)),
+        keys.nkey_seed.map(|c| ("nkey-seed", c.1)),
+        keys.user_env
+            .or(keys.password_env)
+            .map(|c| ("user-env", c.1)),
+        keys.token_env.map(|c| ("token-env", c.1)),
+    ];
+    let mut kinds = given.iter().flatten();
+    if let (Some((a, _)), Some((b, at))) = (kinds.next(), kinds.next()) {
+        return Err(cx.err_at(
+            *at,
+            format!("give one NATS credential: `{a}` or `{b}`, not both"),
+        ));
+    }
+    let checked = |at: usize, r: Result<NatsCredentials, String>| r.map_err(|e| cx.err_at(at, e));
+    let credentials = match (keys.creds, keys.nkey_seed, keys.user_env, keys.password_env) {
+        (Some(c), ..) => Some(checked(
+            c.1,
+            NatsCredentials::creds(&file(c, "credentials file")?),
+        )?),
+        (_, Some(k), ..) => Some(checked(
+            k.1,
+            NatsCredentials::nkey_seed(&file(k, "nkey seed file")?),
+        )?),
+        (_, _, Some(u), Some(p)) => Some(NatsCredentials::user_password(&env(u)?, &env(p)?)),
+        (_, _, Some((_, at)), None) => {
+            return Err(cx.err_at(at, "`user-env` needs `password-env` beside it"));
+        }
+        (_, _, None, Some((_, at))) => {
+            return Err(cx.err_at(at, "`password-env` needs `user-env` beside it"));
+        }
+        (None, None, None, None) => keys
+            .token_env
+            .map(env)
+            .transpose()?
+            .map(|t| NatsCredentials::token(&t)),
+    };
+    let mut auth = NatsAuth::new();
+    if let Some(c) = credentials {
+        auth = auth.with_credentials(c);
+    }
+    if let Some((v, at)) = keys.tls {
+        auth = auth.with_tls(nats_tls(cx, v, at)?);
+    }
+    Ok(lrpc_remote::Endpoint::Nats(nats.with_auth(auth)))
+}
+
+/// `tls = { ca = "ca.pem", cert = "client.pem", key = "client.key" }` of a NATS endpoint:
+/// every key optional (no `ca`: the system's CAs), `cert` and `key` together; the files
+/// must exist.
+fn nats_tls(cx: &Ctx<'_>, v: &toml::Value, at: usize) -> Result<lrpc_remote::NatsTls, ConfigError> {
+    const FORM: &str = "`tls` of a NATS endpoint is a table `{ ca = \"ca.pem\", cert = \"client.pem\", \
+                        key = \"client.key\" }` (each key optional; `cert` and `key` together)";
+    let toml::Value::Table(t) = v else {
+        return Err(cx.err_at(at, FORM));
+    };
+    if let Some(k) = t
+        .keys()
+        .find(|k| !matches!(k.as_str(), "ca" | "cert" | "key"))
+    {
+        return Err(cx.err_at(at, format!("unknown key `{k}`: {FORM}")));
+    }
+    let file = |k: &str| -> Result<Option<PathBuf>, ConfigError> {
+        match t.get(k) {
+            None => Ok(None),
+            Some(toml::Value::String(p)) => {
+                let path = cx.dir.join(p);
+                if path.is_file() {
+                    Ok(Some(path))
+                } else {
+                    Err(cx.err_at(at, format!("`tls` {k} `{}` not found", path.display())))
+                }
+            }
+            Some(_) => Err(cx.err_at(at, FORM)),
+        }
+    };
+    let mut tls = lrpc_remote::NatsTls::new();
+    if let Some(ca) = file("ca")? {
+        tls = tls.with_ca(&ca);
+    }
+    match (file("cert")?, file("key")?) {
+        (Some(c), Some(k)) => tls = tls.with_client_certificate(&c, &k),
+        (None, None) => {}
+        _ => return Err(cx.err_at(at, FORM)),
+    }
+    Ok(tls)
 }
 
 fn network(
@@ -2476,6 +2675,86 @@ mod tests {
                  exports = [{ interface = \"lrpc:http/plugin\", name = \"x\" }]\n")
             .starts_with("app.toml:3: plugins are exported under names the runtime chooses")
         );
+    }
+
+    /// A NATS endpoint's credential comes from a file beside the config or from the
+    /// environment, one kind at a time; every mistake names its line.
+    #[test]
+    fn nats_credentials_are_files_or_environment_variables_checked_at_their_line() {
+        let dir = std::env::temp_dir().join(format!("lrpc-config-nats-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary folder");
+        let seed = nkeys::KeyPair::new_user().seed().expect("a seed");
+        let seed = seed.as_str();
+        std::fs::write(dir.join("u.nk"), format!("{seed}\n")).expect("write the seed");
+        std::fs::write(dir.join("bad.nk"), "not a seed").expect("write");
+        let at = dir.join("app.toml");
+        let remote = |keys: &str| {
+            format!(
+                "[remotes.kv]\ninterface = \"lrpc:kv/store\"\n\
+                 endpoint = \"nats://127.0.0.1:4222/a\"\n{keys}\n"
+            )
+        };
+        let parse = |text: &str| Config::parse(&at, text);
+        let e = |text: &str| {
+            let e = parse(text).expect_err("the config is wrong").to_string();
+            e.strip_prefix(&format!("{}:", at.display()))
+                .unwrap_or_else(|| panic!("{e}"))
+                .to_string()
+        };
+        let c = parse(&remote("nkey-seed = \"u.nk\"")).expect("a seed file");
+        let lrpc_remote::Endpoint::Nats(n) = &c.remotes["kv"].endpoint else {
+            panic!("not NATS");
+        };
+        assert!(n.auth().credentials.is_some());
+        assert!(!format!("{c:?}").contains(seed), "the seed shows");
+        assert!(e(&remote("nkey-seed = \"none.nk\"")).starts_with("4: nkey seed file `"));
+        assert!(e(&remote("nkey-seed = \"bad.nk\"")).starts_with("4: not an nkey seed"));
+        assert!(e(&remote("creds = \"bad.nk\"")).starts_with("4: not a NATS credentials file"));
+        assert_eq!(
+            e(&remote("token-env = \"LRPC_TEST_SURELY_UNSET_VAR\"")),
+            "4: the environment variable `LRPC_TEST_SURELY_UNSET_VAR` is not set"
+        );
+        assert_eq!(
+            e(&remote("user-env = \"USER_X\"")),
+            "4: `user-env` needs `password-env` beside it"
+        );
+        assert_eq!(
+            e(&remote("nkey-seed = \"u.nk\"\ntoken-env = \"T\"")),
+            "5: give one NATS credential: `nkey-seed` or `token-env`, not both"
+        );
+        assert!(e(&remote("tls = { ca = \"none.pem\" }")).starts_with("4: `tls` ca `"));
+        assert!(e(&remote("tls = { cert = \"u.nk\" }")).starts_with("4: `tls` of a NATS"));
+        let tcp = "[remotes.kv]\ninterface = \"lrpc:kv/store\"\nendpoint = \"tcp:127.0.0.1:7000\"\n\
+                   nkey-seed = \"u.nk\"\n";
+        assert!(e(tcp).starts_with("4: `nkey-seed` is for nats:// and tls:// endpoints"));
+        // In a `[network] listen` entry, at the entry's line.
+        let net = |entry: &str| {
+            format!(
+                "[domains.kv]\nguest = \"kv-server\"\n\
+                 exports = [{{ interface = \"lrpc:kv/store\" }}]\n\
+                 [network]\nlisten = [{entry}]\n"
+            )
+        };
+        let c = parse(&net(
+            "{ address = \"tls://127.0.0.1:4222/a\", nkey-seed = \"u.nk\", tls = { ca = \"u.nk\" } }",
+        ))
+        .expect("a listen entry with a seed and TLS");
+        let lrpc_remote::Endpoint::Nats(n) = &c.network.expect("network").listen[0] else {
+            panic!("not NATS");
+        };
+        assert!(n.requires_tls() && n.auth().tls.is_some());
+        assert_eq!(n.to_string(), "tls://127.0.0.1:4222/a");
+        assert!(
+            e(&net(
+                "{ address = \"nats://127.0.0.1:4222/a\", nkey-seed = \"none.nk\" }"
+            ))
+            .starts_with("5: nkey seed file")
+        );
+        assert!(
+            e(&net("{ address = \"nats://127.0.0.1:4222/a\", creds = 1 }"))
+                .starts_with("5: `creds` is a string")
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -119,6 +119,9 @@ impl Network {
                     // Behind a NATS server: this kernel joins the exports' queue group, and
                     // the kernels in it share the calls.
                     Endpoint::Nats(n) => {
+                        if n.auth().credentials.is_none() {
+                            tracing::warn!(endpoint = %n, "serving exports on NATS without a credential: whoever may publish on this NATS server may call them");
+                        }
                         let l = server
                             .bind_nats(n, &spec.group)
                             .await
