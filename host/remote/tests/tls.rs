@@ -273,6 +273,66 @@ fn a_kept_session_over_tls_makes_many_calls_on_one_connection() -> Result<()> {
     Ok(())
 }
 
+/// One plain wRPC invocation of the bench export's `add(40, 2)` over TLS, presenting `me`
+/// (not a session): the result's bytes, empty when the connection closed without one.
+fn plain_add(s: &Served, ca: &Ca, me: &Leaf) -> Result<Vec<u8>> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from_pem_slice(ca.pem.as_bytes())?)?;
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_client_auth_cert(
+        vec![CertificateDer::from_pem_slice(me.cert.as_bytes())?],
+        PrivateKeyDer::from_pem_slice(me.key.as_bytes())?,
+    )?;
+    let Endpoint::Tcp(addr) = &s.endpoint else {
+        anyhow::bail!("not TCP");
+    };
+    s.rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(addr.as_str()).await?;
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(ServerName::try_from("localhost")?, tcp)
+            .await?;
+        let (r, w) = tokio::io::split(tls);
+        let paths: [&[Option<usize>]; 0] = [];
+        // add(40, 2): two u32 in the value encoding (LEB128).
+        let (mut out, mut inc) = wrpc_transport::frame::invoke(
+            w,
+            tokio::io::BufReader::new(r),
+            BENCH,
+            "add",
+            bytes::Bytes::from_static(&[40, 2]),
+            paths,
+        )
+        .await?;
+        let _ = out.shutdown().await;
+        let mut result = Vec::new();
+        let _ = inc.read_to_end(&mut result).await;
+        Ok(result)
+    })
+}
+
+#[test]
+fn plain_wrpc_invocations_over_tls_are_checked_too() -> Result<()> {
+    let ca = Ca::new("deployment");
+    let s = serve(
+        &ca,
+        &ca.issue("server", vec![dns("localhost")]),
+        &["CN=billing"],
+    )?;
+    assert_eq!(plain_add(&s, &ca, &ca.issue("billing", vec![]))?, [42]);
+    // Plain wRPC has no error channel: the refused invocation's connection closes without a
+    // result, and the refusal is counted.
+    assert_eq!(plain_add(&s, &ca, &ca.issue("intruder", vec![]))?, [0u8; 0]);
+    assert_eq!(s.refused(), 1);
+    Ok(())
+}
+
 #[test]
 fn tls_files_that_do_not_load_name_the_file() -> Result<()> {
     let dir = std::env::temp_dir().join(format!("lrpc-remote-tls-{}", std::process::id()));
