@@ -5,6 +5,10 @@
 //! Both need a tokio runtime; the deployment owns a small one for them, so that `lrpc run`
 //! (which has none) and `lrpc serve` (whose runtime serves HTTP) work alike. Guests calling a
 //! remote export wait on their own threads while the call is on the network.
+//!
+//! With `[network] tls`, every `tcp:` address is served over TLS, and the exports' allow
+//! lists decide who may call ([`lrpc_remote::RemoteServer::with_allow`]); the server's
+//! refusals are read into `/metrics` at each scrape. A remote with `tls` is called over TLS.
 
 use crate::config::{Config, NetworkSpec};
 use crate::supervise::DeployError;
