@@ -16,10 +16,14 @@
 //! * **Remote Null**: a null call through a remote binding over loopback TCP (a session: one
 //!   kept connection) against the out-of-process gRPC peer over a Unix socket
 //!   (`lrpc-grpc-peer`, one kept connection), measured in the same run, interleaved.
+//! * **Remote Null over TLS**: the same null call to a node serving over TLS with client
+//!   certificates (a kept session: the handshake paid once) beside plain TCP, interleaved;
+//!   `remote_null_tls_over_tcp` (target ≤ 1.3). `-- --test` runs only this, briefly, and
+//!   writes nothing.
 //!
 //! Writes `bench-results/remote.json`, `bench-results/REMOTE.md`, `bench-results/multirpc.png`,
-//! and adds `multirpc_model_max_rel_error` (n ≤ 32) and `remote_null_over_grpc_uds_null` to
-//! the ratios of `bench-results/summary.json`.
+//! and adds `multirpc_model_max_rel_error` (n ≤ 32), `remote_null_over_grpc_uds_null` and
+//! `remote_null_tls_over_tcp` to the ratios of `bench-results/summary.json`.
 //!
 //! `cargo bench -p lrpc-benches --bench remote` (about a minute).
 
@@ -53,6 +57,10 @@ struct Node {
 
 impl Node {
     fn start(wait_us: u64) -> Node {
+        Node::start_with(wait_us, &[])
+    }
+
+    fn start_with(wait_us: u64, more: &[&str]) -> Node {
         let mut child = Command::new(env!("CARGO_BIN_EXE_lrpc-bench-remote-node"))
             .args([
                 "--listen",
@@ -60,6 +68,7 @@ impl Node {
                 "--wait-us",
                 &wait_us.to_string(),
             ])
+            .args(more)
             .stdout(Stdio::piped())
             .spawn()
             .expect("starting a node");
@@ -101,6 +110,113 @@ fn time(reps: usize, mut f: impl FnMut()) -> f64 {
     )
 }
 
+/// A node serving over TLS with client certificates, and a client's TLS settings for it (a
+/// CA, the server's certificate and the client's, made here). The files live in a scratch
+/// folder while the node reads them at start.
+fn tls_node() -> (Node, Arc<lrpc_remote::ClientTls>) {
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "bench CA");
+    let ca_key = rcgen::KeyPair::generate().expect("CA key");
+    let ca_pem = ca.self_signed(&ca_key).expect("CA").pem();
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let leaf = |names: Vec<String>, cn: &str| {
+        let mut p = rcgen::CertificateParams::new(names).expect("params");
+        p.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = p.signed_by(&key, &issuer).expect("certificate");
+        (cert.pem(), key.serialize_pem())
+    };
+    let (server, server_key) = leaf(vec!["localhost".into()], "bench node");
+    let (client, client_key) = leaf(vec![], "bench client");
+    let dir = std::env::temp_dir().join(format!("lrpc-bench-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch folder");
+    let file = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).expect("a PEM file");
+        p.to_string_lossy().into_owned()
+    };
+    let node = Node::start_with(
+        0,
+        &[
+            "--tls-cert",
+            &file("server.pem", &server),
+            "--tls-key",
+            &file("server.key", &server_key),
+            "--tls-client-ca",
+            &file("ca.pem", &ca_pem),
+        ],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let tls = lrpc_remote::ClientTls::from_pem(
+        ca_pem.as_bytes(),
+        Some((client.as_bytes(), client_key.as_bytes())),
+        Some("localhost"),
+    )
+    .expect("the client's TLS");
+    (node, tls)
+}
+
+/// The remote Null over TLS and over plain TCP, each a kept session, on a current-thread
+/// runtime, `reps` interleaved runs of `calls` calls: (TLS ns per call, TCP ns per call).
+fn tls_null(
+    plan: &Arc<lrpc_kernel::presentation::InterfacePlan>,
+    null: usize,
+    calls: usize,
+    reps: usize,
+) -> (f64, f64) {
+    let st = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let (tls_node, tls) = tls_node();
+    let tcp_node = Node::start(0);
+    let options = || RemoteOptions {
+        deadline: Duration::from_secs(30),
+        ..Default::default()
+    };
+    let over_tls = RemoteBinding::with_tls(
+        tls_node.endpoint.clone(),
+        BENCH,
+        plan.clone(),
+        options(),
+        Some(tls),
+    );
+    let over_tcp = RemoteBinding::new(tcp_node.endpoint.clone(), BENCH, plan.clone(), options());
+    let run = |b: &RemoteBinding| {
+        st.block_on(async {
+            for _ in 0..calls {
+                b.call(null, &[]).await.expect("a remote null");
+            }
+        })
+    };
+    run(&over_tls);
+    run(&over_tcp);
+    let (mut t, mut p) = (Vec::new(), Vec::new());
+    for _ in 0..reps {
+        t.push(time(1, || run(&over_tls)) / calls as f64);
+        p.push(time(1, || run(&over_tcp)) / calls as f64);
+    }
+    assert_eq!(over_tls.kept_connections(), 1, "one kept TLS session");
+    eprintln!(
+        "null runs (µs): TLS {:.1?}, TCP {:.1?}",
+        t.iter().map(|x| x / 1e3).collect::<Vec<_>>(),
+        p.iter().map(|x| x / 1e3).collect::<Vec<_>>()
+    );
+    (median(t), median(p))
+}
+
+/// The remote Null's figures.
+struct Nulls {
+    remote: f64,
+    grpc: f64,
+    ratio: f64,
+    tls: f64,
+    tcp_beside_tls: f64,
+    tls_ratio: f64,
+}
+
 struct Row {
     wait_us: u64,
     server_ns: f64,
@@ -118,6 +234,8 @@ fn main() {
     }
     let quick = std::env::var_os("LRPC_BENCH_QUICK").is_some();
     let reps = if quick { 3 } else { 7 };
+    // `-- --test`: the TLS Null beside TCP, briefly, nothing written.
+    let smoke = std::env::args().any(|a| a == "--test");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -132,6 +250,16 @@ fn main() {
             .expect("proc")
     };
     let (null, add) = (proc("null"), proc("add"));
+    if smoke {
+        let (tls, tcp) = tls_null(&plan, null, 200, 3);
+        eprintln!(
+            "remote null over TLS {:.1} µs, over TCP {:.1} µs, remote_null_tls_over_tcp {:.2} (target ≤ 1.3)",
+            tls / 1e3,
+            tcp / 1e3,
+            tls / tcp
+        );
+        return;
+    }
     let args: Vec<u8> = [40u32, 2].iter().flat_map(|x| x.to_le_bytes()).collect();
     let mut nodes: Vec<Node> = WAITS_US.iter().map(|&w| Node::start(w)).collect();
     let binding = |node: &Node| {
@@ -292,6 +420,21 @@ fn main() {
         grpc_null / 1e3
     );
     drop(nodes);
+    let (tls_ns, tcp_ns) = tls_null(&plan, null, calls, reps);
+    let nulls = Nulls {
+        remote: remote_null,
+        grpc: grpc_null,
+        ratio: null_ratio,
+        tls: tls_ns,
+        tcp_beside_tls: tcp_ns,
+        tls_ratio: tls_ns / tcp_ns,
+    };
+    eprintln!(
+        "remote null over TLS {:.1} µs, over TCP {:.1} µs, ratio {:.2}",
+        tls_ns / 1e3,
+        tcp_ns / 1e3,
+        nulls.tls_ratio
+    );
 
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -299,8 +442,8 @@ fn main() {
         .join("bench-results");
     std::fs::create_dir_all(&root).expect("bench-results");
     let errs = (max_err, max_err_cpu);
-    write_json(&root, c, &rows, errs, remote_null, grpc_null, null_ratio);
-    write_markdown(&root, c, &rows, errs, remote_null, grpc_null, null_ratio);
+    write_json(&root, c, &rows, errs, &nulls);
+    write_markdown(&root, c, &rows, errs, &nulls);
     plots::init();
     if let Err(e) = plot(&root.join("multirpc.png"), &rows) {
         eprintln!("multirpc.png: {e}");
@@ -310,24 +453,25 @@ fn main() {
         &[
             ("multirpc_model_max_rel_error", max_err),
             ("remote_null_over_grpc_uds_null", null_ratio),
+            ("remote_null_tls_over_tcp", nulls.tls_ratio),
         ],
     );
 }
 
-fn write_json(
-    root: &Path,
-    c: f64,
-    rows: &[Row],
-    (max_err, max_err_cpu): (f64, f64),
-    remote_null: f64,
-    grpc_null: f64,
-    null_ratio: f64,
-) {
+fn write_json(root: &Path, c: f64, rows: &[Row], (max_err, max_err_cpu): (f64, f64), n: &Nulls) {
+    let (remote_null, grpc_null, null_ratio) = (n.remote, n.grpc, n.ratio);
     let mut j = String::from("{\n");
     let _ = writeln!(j, "  \"client_ns_per_call\": {c:.1},");
     let _ = writeln!(j, "  \"remote_null_tcp_ns\": {remote_null:.1},");
     let _ = writeln!(j, "  \"grpc_uds_null_ns\": {grpc_null:.1},");
     let _ = writeln!(j, "  \"remote_null_over_grpc_uds_null\": {null_ratio:.3},");
+    let _ = writeln!(j, "  \"remote_null_tls_ns\": {:.1},", n.tls);
+    let _ = writeln!(
+        j,
+        "  \"remote_null_tcp_beside_tls_ns\": {:.1},",
+        n.tcp_beside_tls
+    );
+    let _ = writeln!(j, "  \"remote_null_tls_over_tcp\": {:.3},", n.tls_ratio);
     let _ = writeln!(j, "  \"multirpc_model_max_rel_error\": {max_err:.3},");
     let _ = writeln!(
         j,
@@ -358,10 +502,9 @@ fn write_markdown(
     c: f64,
     rows: &[Row],
     (max_err, max_err_cpu): (f64, f64),
-    remote_null: f64,
-    grpc_null: f64,
-    null_ratio: f64,
+    n: &Nulls,
 ) {
+    let (remote_null, grpc_null, null_ratio) = (n.remote, n.grpc, n.ratio);
     let mut m = String::from("# Remote calls: MultiRPC and the remote Null\n\n");
     let _ = writeln!(
         m,
@@ -411,7 +554,11 @@ fn write_markdown(
          (tonic, one kept connection) | {grpc_null:.0} |\n\nBoth clients run on a \
          current-thread tokio runtime; the median of 7 runs of 2000 calls each, the runs of \
          the two interleaved.\n\n`remote_null_over_grpc_uds_null`: {null_ratio:.3} \
-         (target ≤ 0.5)."
+         (target ≤ 0.5).\n\n| Null, kept session | ns per call |\n| --- | ---: |\n| over TLS \
+         with client certificates (TLS 1.3, the handshake paid once) | {:.0} |\n| over plain \
+         TCP, measured beside it | {:.0} |\n\nTwo nodes, one serving over TLS; the runs of \
+         the two interleaved, as above.\n\n`remote_null_tls_over_tcp`: {:.3} (target ≤ 1.3).",
+        n.tls, n.tcp_beside_tls, n.tls_ratio
     );
     std::fs::write(root.join("REMOTE.md"), m).expect("REMOTE.md");
 }

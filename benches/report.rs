@@ -917,6 +917,7 @@ fn main() {
     let others = [
         ("multirpc_model_max_rel_error", "≤ 0.2"),
         ("remote_null_over_grpc_uds_null", "≤ 0.5"),
+        ("remote_null_tls_over_tcp", "≤ 1.3"),
         ("edge_chain3_over_wasmtime_serve_rps", "≥ 1.5"),
         // Retired as a target: a chain of three isolated plugins on a 2-core machine where
         // wrk shares the processors; the figure stays in the report.

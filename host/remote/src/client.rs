@@ -96,9 +96,29 @@ impl RemoteBinding {
         plan: Arc<InterfacePlan>,
         options: RemoteOptions,
     ) -> RemoteBinding {
+        RemoteBinding::with_tls(endpoint, instance, plan, options, None)
+    }
+
+    /// [`RemoteBinding::new`], calling a `tcp:` endpoint over TLS when `tls` is given (other
+    /// endpoints ignore it): every connection, kept sessions and plain wRPC invocations
+    /// alike, is a TLS connection whose handshake checks the server's certificate and
+    /// presents ours.
+    pub fn with_tls(
+        endpoint: Endpoint,
+        instance: &str,
+        plan: Arc<InterfacePlan>,
+        options: RemoteOptions,
+        tls: Option<Arc<crate::tls::ClientTls>>,
+    ) -> RemoteBinding {
+        let tls = tls.filter(|_| matches!(endpoint, Endpoint::Tcp(_)));
         RemoteBinding {
             inner: Arc::new(Inner {
-                pool: Pool::new(endpoint.clone(), options.keep_connections, options.keep_for),
+                pool: Pool::new(
+                    endpoint.clone(),
+                    options.keep_connections,
+                    options.keep_for,
+                    tls,
+                ),
                 endpoint,
                 instance: instance.to_owned(),
                 permits: Semaphore::new(options.max_in_flight.max(1)),
@@ -172,6 +192,20 @@ impl RemoteBinding {
 
     async fn invoke(&self, func: &str, params: Bytes) -> Result<(Outgoing, Incoming), RemoteError> {
         let paths: [&[Option<usize>]; 0] = [];
+        if self.inner.pool.tls() {
+            // One invocation on a connection of our own: wRPC's TCP client has no TLS.
+            let (r, w) = self.inner.pool.connect().await?.into_split();
+            let r = wrpc_transport::frame::invoke(
+                w,
+                tokio::io::BufReader::new(r),
+                &self.inner.instance,
+                func,
+                params,
+                paths,
+            )
+            .await;
+            return r.map_err(|e| RemoteError::PeerFailed(format!("{e:#}")));
+        }
         let r = match &self.inner.endpoint {
             Endpoint::Tcp(a) => {
                 wrpc_transport::tcp::Client::from(a.as_str())

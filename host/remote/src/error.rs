@@ -46,6 +46,22 @@ pub enum RemoteError {
     /// The local driver domain faulted or is gone.
     #[error("the local driver failed: {0}")]
     Driver(String),
+    /// The peer's export refused this caller: the identity in its TLS certificate is not on
+    /// the export's allow list (or it presented none).
+    #[error("the peer's export `{export}` does not allow this caller")]
+    NotAllowed {
+        /// The export that refused.
+        export: String,
+    },
+    /// The TLS handshake with the peer failed: its certificate is not trusted, or it refused
+    /// ours (none, or not signed by its client CA).
+    #[error("TLS with {addr}: {reason}")]
+    Tls {
+        /// The address.
+        addr: String,
+        /// What the handshake said.
+        reason: String,
+    },
     /// A MultiRPC stopped before this member answered (the handler ended the call early, or
     /// the overall timeout passed).
     #[error("the call ended before this member answered")]
@@ -54,14 +70,15 @@ pub enum RemoteError {
 
 impl RemoteError {
     /// The kernel status a guest's stub sees for this failure: a dead peer is
-    /// `ServerTerminated` (call-failed), a timeout `DeadlineExceeded`, an unreachable peer
-    /// or a NATS server's refusal `UnknownInterface` (the bind refusal), a malformed reply
-    /// `BadReply`.
+    /// `ServerTerminated` (call-failed), a timeout `DeadlineExceeded`, an unreachable peer,
+    /// one that refuses this caller or a NATS server's refusal `UnknownInterface` (the bind
+    /// refusal), a malformed reply `BadReply`.
     pub fn status(&self) -> Status {
         match self {
-            RemoteError::Unreachable { .. } | RemoteError::Denied { .. } => {
-                Status::UnknownInterface
-            }
+            RemoteError::Unreachable { .. }
+            | RemoteError::Denied { .. }
+            | RemoteError::NotAllowed { .. }
+            | RemoteError::Tls { .. } => Status::UnknownInterface,
             RemoteError::PeerFailed(_) | RemoteError::Abandoned => Status::ServerTerminated,
             RemoteError::Timeout(_) => Status::DeadlineExceeded,
             RemoteError::BadReply(_) => Status::BadReply,

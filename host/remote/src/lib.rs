@@ -32,6 +32,12 @@
 //! the pool lends ([`LocalPool`]); both sides keep their thread awake briefly for a peer that
 //! answers within microseconds (`session::SPIN`).
 //!
+//! **TLS** ([`tls`]): a `tcp:` listener may serve over TLS ([`RemoteServer::listen_tls`])
+//! and ask callers for certificates signed by a CA; a caller's certificate names who it is,
+//! and an export's allow list ([`RemoteServer::with_allow`]) says who may call it. A binding
+//! made with [`RemoteBinding::with_tls`] calls over TLS, plain wRPC and sessions alike; a
+//! session keeps its TLS connection between calls.
+//!
 //! [`multi_call`] is MultiRPC for embedders: one call to N members (local, remote or mixed)
 //! with the arguments encoded once, a handler per reply in arrival order that may end the
 //! call, and an overall timeout. Guests have their own (`Client::multi_<method>` in every
@@ -61,6 +67,7 @@ pub mod nats;
 pub mod node;
 mod pool;
 mod server;
+pub mod tls;
 // Public only for the fuzz targets (`fuzz/`): the session framing and the reading of values
 // off a stream take bytes from the network.
 #[doc(hidden)]
@@ -77,3 +84,6 @@ pub use local::{LocalExport, LocalPool};
 pub use multi::{Member, MultiOutcome, multi_call};
 pub use nats::{NatsAuth, NatsCredentials, NatsEndpoint, NatsListener, NatsTls, ServedCount};
 pub use server::{RemoteServer, ServeOptions};
+pub use tls::{
+    ClientTls, ClientTlsFiles, Identity, Principal, ServerTls, ServerTlsFiles, TlsError,
+};

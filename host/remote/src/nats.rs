@@ -969,6 +969,11 @@ impl RemoteServer {
             return false;
         }
         let results = result_subject(&caller);
+        // A NATS caller has no certificate: an export with an allow list refuses it.
+        if !self.admits(&export.name, None) {
+            let _ = inflows.nats.publish(results, Bytes::new()).await;
+            return false;
+        }
         let Some(bytes) = self.answer(export, proc, params).await else {
             // The end of the results without a value.
             let _ = inflows.nats.publish(results, Bytes::new()).await;

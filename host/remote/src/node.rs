@@ -6,11 +6,16 @@
 //! subscribes its exports in a queue group (`--group NAME`, default `lrpc`), so every node
 //! in that group shares the calls, and it answers the line `served` on its standard input
 //! with `served N`: the calls it has answered with a result over NATS.
+//!
+//! With `--tls-cert` and `--tls-key` its `tcp:` listeners serve over TLS (with
+//! `--tls-client-ca`, callers need a certificate that CA signed). A `tcp:` listener that other
+//! machines can reach is refused in clear unless `--insecure` is given.
 
 use crate::endpoint::Endpoint;
 use crate::error::ServeError;
 use crate::local::LocalPool;
 use crate::server::{RemoteServer, ServeOptions};
+use crate::tls::{ServerTls, ServerTlsFiles};
 use lrpc_artifacts as artifacts;
 use lrpc_kernel::{DomainOptions, Kernel};
 use std::io::Write as _;
@@ -28,23 +33,41 @@ pub struct NodeConfig {
     pub wait: Duration,
     /// The NATS queue group the node serves in.
     pub group: String,
+    /// TLS on its `tcp:` listeners (`--tls-cert`, `--tls-key`, `--tls-client-ca`).
+    pub tls: Option<ServerTlsFiles>,
+    /// Whether a `tcp:` listener reachable from other machines may serve in clear
+    /// (`--insecure`).
+    pub insecure: bool,
 }
 
 impl NodeConfig {
     /// Parses `--listen tcp:HOST:PORT | unix:PATH | nats://HOST:PORT[/PREFIX]` (repeatable;
     /// `--nats URL` is `--listen` for a NATS URL), `--group NAME`, `--workers N`,
-    /// `--wait-us N`.
+    /// `--wait-us N`, `--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]`, `--insecure`.
+    ///
+    /// A `tcp:` listener that other machines can reach (not loopback) is refused without TLS
+    /// unless `--insecure` is given, as `[network] listen` in a deployment's config.
     pub fn from_args(args: impl IntoIterator<Item = String>) -> Result<NodeConfig, String> {
         let mut c = NodeConfig {
             listen: Vec::new(),
             workers: 2,
             wait: Duration::ZERO,
             group: "lrpc".into(),
+            tls: None,
+            insecure: false,
         };
+        let (mut cert, mut key, mut client_ca) = (None, None, None);
         let mut args = args.into_iter();
         while let Some(a) = args.next() {
+            if a == "--insecure" {
+                c.insecure = true;
+                continue;
+            }
             let v = args.next().ok_or_else(|| format!("{a} needs a value"))?;
             match a.as_str() {
+                "--tls-cert" => cert = Some(v.into()),
+                "--tls-key" => key = Some(v.into()),
+                "--tls-client-ca" => client_ca = Some(v.into()),
                 "--listen" => c.listen.push(v.parse()?),
                 "--nats" => c.listen.push(Endpoint::Nats(v.parse()?)),
                 "--group" => {
@@ -63,6 +86,27 @@ impl NodeConfig {
         }
         if c.listen.is_empty() {
             c.listen.push(Endpoint::Tcp("127.0.0.1:0".into()));
+        }
+        c.tls = match (cert, key, client_ca) {
+            (Some(cert), Some(key), client_ca) => Some(ServerTlsFiles {
+                cert,
+                key,
+                client_ca,
+            }),
+            (None, None, None) => None,
+            _ => return Err("TLS needs both --tls-cert and --tls-key".into()),
+        };
+        if c.tls.is_none()
+            && !c.insecure
+            && let Some(e) = c
+                .listen
+                .iter()
+                .find(|e| matches!(e, Endpoint::Tcp(_)) && !e.is_local())
+        {
+            return Err(format!(
+                "`{e}` is reachable from other machines: serve it over TLS (--tls-cert, \
+                 --tls-key, --tls-client-ca) or in clear with --insecure"
+            ));
         }
         Ok(c)
     }
@@ -97,6 +141,13 @@ pub fn run(config: &NodeConfig) -> Result<(), ServeError> {
         .enable_all()
         .build()
         .map_err(io(&Endpoint::Tcp("runtime".into())))?;
+    let tls = match &config.tls {
+        Some(files) => Some(ServerTls::load(files).map_err(|e| ServeError::Listen {
+            addr: "TLS".into(),
+            source: std::io::Error::other(e),
+        })?),
+        None => None,
+    };
     rt.block_on(async {
         let server = RemoteServer::new(
             pool,
@@ -115,7 +166,10 @@ pub fn run(config: &NodeConfig) -> Result<(), ServeError> {
                         .await
                         .map_err(io(e))?;
                     let at = l.local_addr().map_err(io(e))?;
-                    tokio::spawn(server.clone().listen_tcp(l));
+                    match &tls {
+                        Some(tls) => tokio::spawn(server.clone().listen_tls(l, tls.clone())),
+                        None => tokio::spawn(server.clone().listen_tcp(l)),
+                    };
                     format!("listening tcp:{at}")
                 }
                 Endpoint::Unix(p) => {

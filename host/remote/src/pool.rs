@@ -8,15 +8,22 @@
 //! one; a request that could not be written on a kept connection reached nobody and is sent
 //! once more on a fresh connection. A peer that does not open sessions (a foreign wRPC
 //! server) is called in plain wRPC, and asked again after [`REPROBE`].
+//!
+//! With TLS (`tls.rs`) a connection is a TLS connection: the handshake is made when it is
+//! opened, and a kept session keeps it. A handshake that fails, or a peer that refuses our
+//! certificate (its alert arrives with the first read), is a [`RemoteError::Tls`], never a
+//! reason to fall back to plain wRPC.
 
 use crate::endpoint::Endpoint;
 use crate::error::RemoteError;
 use crate::session::{
-    self, ACCEPT, FAILED, REQUEST, RETURNED, SESSION_FUNC, SESSION_INSTANCE, Stream,
+    self, ACCEPT, FAILED, NOT_ALLOWED, REQUEST, RETURNED, SESSION_FUNC, SESSION_INSTANCE, Stream,
 };
+use crate::tls::ClientTls;
 use crate::wire::CodecError;
 use bytes::BytesMut;
 use lrpc_lock::lock;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, BufReader};
@@ -58,6 +65,8 @@ pub(crate) struct Pool {
     idle: Mutex<Vec<(Conn, Instant)>>,
     /// When the peer last refused a session.
     plain_since: Mutex<Option<Instant>>,
+    /// TLS to a `tcp:` endpoint.
+    tls: Option<Arc<ClientTls>>,
 }
 
 fn peer_failed(e: &std::io::Error) -> RemoteError {
@@ -69,13 +78,31 @@ fn peer_failed(e: &std::io::Error) -> RemoteError {
 }
 
 impl Pool {
-    pub(crate) fn new(endpoint: Endpoint, keep: usize, keep_for: Duration) -> Pool {
+    pub(crate) fn new(
+        endpoint: Endpoint,
+        keep: usize,
+        keep_for: Duration,
+        tls: Option<Arc<ClientTls>>,
+    ) -> Pool {
         Pool {
             endpoint,
             keep,
             keep_for,
             idle: Mutex::new(Vec::new()),
             plain_since: Mutex::new(None),
+            tls,
+        }
+    }
+
+    /// Whether connections are made over TLS.
+    pub(crate) fn tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    fn tls_failed(&self, e: &std::io::Error) -> RemoteError {
+        RemoteError::Tls {
+            addr: self.endpoint.to_string(),
+            reason: e.to_string(),
         }
     }
 
@@ -89,7 +116,8 @@ impl Pool {
         lock(&self.idle).len()
     }
 
-    async fn connect(&self) -> Result<Stream, RemoteError> {
+    /// A fresh connection to the endpoint (its TLS handshake made).
+    pub(crate) async fn connect(&self) -> Result<Stream, RemoteError> {
         let unreachable = |source| RemoteError::Unreachable {
             addr: self.endpoint.to_string(),
             source,
@@ -100,7 +128,16 @@ impl Pool {
                     .await
                     .map_err(unreachable)?;
                 s.set_nodelay(true).map_err(unreachable)?;
-                Ok(Stream::Tcp(s))
+                let Some(tls) = &self.tls else {
+                    return Ok(Stream::Tcp(s));
+                };
+                let name = tls.server_name(a).map_err(|e| self.tls_failed(&e))?;
+                let s = tls
+                    .connector
+                    .connect(name, s)
+                    .await
+                    .map_err(|e| self.tls_failed(&e))?;
+                Ok(Stream::TlsClient(Box::new(s)))
             }
             Endpoint::Unix(p) => tokio::net::UnixStream::connect(p)
                 .await
@@ -119,10 +156,11 @@ impl Pool {
         let mut hello = BytesMut::new();
         wrpc_transport::frame::encode_invocation(&mut hello, SESSION_INSTANCE, SESSION_FUNC, 0)
             .map_err(|e| RemoteError::PeerFailed(e.to_string()))?;
-        io.get_mut()
-            .write_all(&hello)
-            .await
-            .map_err(|e| peer_failed(&e))?;
+        let written = async {
+            io.get_mut().write_all(&hello).await?;
+            io.get_mut().flush().await
+        };
+        written.await.map_err(|e| self.refused_or_failed(&e))?;
         let mut answer = [0u8; ACCEPT.len()];
         match io.read_exact(&mut answer).await {
             Ok(_) if answer == ACCEPT => Ok(Conn {
@@ -133,6 +171,11 @@ impl Pool {
             // A wRPC server without the session function closes the connection (or answers
             // something else): it is called in plain wRPC.
             Ok(_) => Err(Fail::NotSession),
+            // A TLS peer's alert (our certificate refused) arrives here, after our side of
+            // the handshake ended.
+            Err(e) if self.tls() && e.kind() == std::io::ErrorKind::InvalidData => {
+                Err(self.tls_failed(&e).into())
+            }
             Err(e)
                 if matches!(
                     e.kind(),
@@ -145,6 +188,15 @@ impl Pool {
                 Err(Fail::NotSession)
             }
             Err(e) => Err(peer_failed(&e).into()),
+        }
+    }
+
+    /// A failed write: a TLS alert from the peer, or a failed call.
+    fn refused_or_failed(&self, e: &std::io::Error) -> RemoteError {
+        if self.tls() && e.kind() == std::io::ErrorKind::InvalidData {
+            self.tls_failed(e)
+        } else {
+            peer_failed(e)
         }
     }
 
@@ -204,7 +256,11 @@ impl Pool {
                 .map_err(|e| RemoteError::PeerFailed(e.to_string()))?;
             crate::wire::put_uleb(&mut req, u64::from(len));
             req.extend_from_slice(params);
-            if let Err(e) = c.io.get_mut().write_all(&req).await {
+            let written = async {
+                c.io.get_mut().write_all(&req).await?;
+                c.io.get_mut().flush().await
+            };
+            if let Err(e) = written.await {
                 if reused {
                     // Nothing of this request was taken by a server that is still there: it
                     // goes once more on a fresh connection.
@@ -247,6 +303,22 @@ impl Pool {
                 FAILED => {
                     self.put_back(c);
                     return Err(RemoteError::PeerFailed("the peer failed the call".into()).into());
+                }
+                NOT_ALLOWED => {
+                    let mut scratch = Vec::new();
+                    let n = session::read_leb_u32(&mut c.io)
+                        .await
+                        .ok()
+                        .and_then(|n| usize::try_from(n).ok())
+                        .filter(|&n| n <= session::MAX_NAME)
+                        .ok_or(RemoteError::BadReply(CodecError::Malformed("export name")))?;
+                    session::read_exact_into(&mut c.io, &mut scratch, n)
+                        .await
+                        .map_err(|e| peer_failed(&e))?;
+                    let export = String::from_utf8(scratch)
+                        .map_err(|_| RemoteError::BadReply(CodecError::Malformed("export name")))?;
+                    self.put_back(c);
+                    return Err(RemoteError::NotAllowed { export }.into());
                 }
                 _ => {
                     return Err(

@@ -15,16 +15,29 @@
 //! with blocking reads and writes: it reads a request, makes the call itself with a driver
 //! the pool lends ([`LocalPool::call_blocking`]) and writes the reply, so no other thread is
 //! woken on a call's path. Sessions are bounded by [`ServeOptions::max_connections`].
+//!
+//! **Who may call.** On a TLS listener ([`RemoteServer::listen_tls`]) a caller's verified
+//! certificate is its [`Identity`]. An export with an allow list
+//! ([`RemoteServer::with_allow`]) serves only callers whose identity carries a name on it;
+//! the check is made where a call's export is found, for every call. A refused call on a
+//! session is answered `not allowed` with the export's name (the client's
+//! [`crate::RemoteError::NotAllowed`]) and the session goes on; a plain wRPC invocation has
+//! no error channel, so its connection closes. Callers without an identity (no TLS, a Unix
+//! socket, NATS) are refused by such exports. Refusals are counted per export
+//! ([`RemoteServer::refused`]).
 
 use crate::error::ServeError;
 use crate::local::{LocalExport, LocalPool};
 use crate::session::{
-    self, ACCEPT, BlockingStream, FAILED, REQUEST, RETURNED, SESSION_FUNC, SESSION_INSTANCE, Stream,
+    self, ACCEPT, BlockingStream, FAILED, NOT_ALLOWED, REQUEST, RETURNED, SESSION_FUNC,
+    SESSION_INSTANCE, Stream,
 };
+use crate::tls::{Identity, Principal, ServerTls};
 use crate::values::{param_types, read_values, result_types};
 use crate::wire;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::{TcpListener, UnixListener};
@@ -70,7 +83,12 @@ pub struct RemoteServer {
     /// Instance (export name) -> function name -> the export and the procedure's index.
     functions: HashMap<String, HashMap<String, (LocalExport, usize)>>,
     permits: Arc<Semaphore>,
+    /// Export name -> who may call it, and the calls refused.
+    allow: HashMap<String, (Vec<Principal>, AtomicU64)>,
 }
+
+/// A connection's caller, when its TLS certificate says who it is.
+type Peer = Option<Arc<Identity>>;
 
 impl RemoteServer {
     /// Serves every procedure of every export of `pool` (connections are accepted by
@@ -79,6 +97,17 @@ impl RemoteServer {
     pub async fn new(
         pool: Arc<LocalPool>,
         options: ServeOptions,
+    ) -> Result<Arc<RemoteServer>, ServeError> {
+        RemoteServer::with_allow(pool, options, HashMap::new()).await
+    }
+
+    /// [`RemoteServer::new`], with allow lists: export name -> the names a caller's
+    /// certificate must carry one of (see the module docs). An export not named serves every
+    /// caller that reaches it.
+    pub async fn with_allow(
+        pool: Arc<LocalPool>,
+        options: ServeOptions,
+        allow: HashMap<String, Vec<Principal>>,
     ) -> Result<Arc<RemoteServer>, ServeError> {
         let mut functions: HashMap<String, HashMap<String, (LocalExport, usize)>> = HashMap::new();
         for export in pool.exports() {
@@ -98,11 +127,22 @@ impl RemoteServer {
                 "the name of the session function".into(),
             ));
         }
+        if let Some(name) = allow.keys().find(|n| !functions.contains_key(*n)) {
+            return Err(ServeError::Register(
+                name.clone(),
+                "an allow list for an export not served".into(),
+            ));
+        }
+        let allow = allow
+            .into_iter()
+            .map(|(n, list)| (n, (list, AtomicU64::new(0))))
+            .collect();
         Ok(Arc::new(RemoteServer {
             permits: Arc::new(Semaphore::new(options.max_connections.max(1))),
             pool,
             options,
             functions,
+            allow,
         }))
     }
 
@@ -110,9 +150,34 @@ impl RemoteServer {
         self.functions.get(instance)?.get(func)
     }
 
+    /// Whether `peer` may call `export`; a refusal is counted.
+    pub(crate) fn admits(&self, export: &str, peer: Option<&Identity>) -> bool {
+        let Some((list, refused)) = self.allow.get(export) else {
+            return true;
+        };
+        if peer.is_some_and(|id| list.iter().any(|p| p.matches(id))) {
+            return true;
+        }
+        refused.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(export, ?peer, "caller not on the export's allow list");
+        false
+    }
+
+    /// The calls refused so far by each export with an allow list (export name, count),
+    /// sorted by name.
+    pub fn refused(&self) -> Vec<(String, u64)> {
+        let mut r: Vec<(String, u64)> = self
+            .allow
+            .iter()
+            .map(|(n, (_, c))| (n.clone(), c.load(Ordering::Relaxed)))
+            .collect();
+        r.sort();
+        r
+    }
+
     /// Serves one connection: a plain wRPC invocation, or a session (handed to a thread of
     /// its own, which takes the connection's permit with it).
-    async fn serve(self: Arc<Self>, mut conn: Stream, permit: Cx) {
+    async fn serve(self: Arc<Self>, mut conn: Stream, permit: Cx, peer: Peer) {
         let deadline = self.options.read_deadline;
         let mut rx = BufReader::new(&mut conn);
         let Ok(Ok(Header { instance, name })) =
@@ -129,7 +194,11 @@ impl RemoteServer {
             }
             // What the client sent ahead of the answer stays first in line.
             let early = rx.buffer().to_vec();
-            match tokio::time::timeout(deadline, conn.write_all(&ACCEPT)).await {
+            let accept = async {
+                conn.write_all(&ACCEPT).await?;
+                conn.flush().await
+            };
+            match tokio::time::timeout(deadline, accept).await {
                 Ok(Ok(())) => {}
                 _ => return,
             }
@@ -140,7 +209,7 @@ impl RemoteServer {
             let spawned = std::thread::Builder::new()
                 .name("lrpc-session".into())
                 .spawn(move || {
-                    me.session(stream, early);
+                    me.session(stream, early, peer.as_deref());
                     drop(permit);
                 });
             if let Err(e) = spawned {
@@ -153,6 +222,10 @@ impl RemoteServer {
             tracing::debug!(instance, name, "no such function");
             return;
         };
+        // No error channel in plain wRPC: a refused call's connection closes.
+        if !self.admits(&instance, peer.as_deref()) {
+            return;
+        }
         let early = rx.buffer().to_vec();
         let (r, w) = conn.into_split();
         let r: session::BoxedRead = Box::pin(std::io::Cursor::new(early).chain(r));
@@ -167,7 +240,7 @@ impl RemoteServer {
     /// connection (its parameters within [`ServeOptions::read_deadline`]), made on this
     /// thread and answered; the session ends when the client closes it, sends something else
     /// than a request or stays idle for [`ServeOptions::session_idle`].
-    fn session(&self, stream: BlockingStream, early: Vec<u8>) {
+    fn session(&self, stream: BlockingStream, early: Vec<u8>, peer: Option<&Identity>) {
         let opts = &self.options;
         let Ok(mut tx) = stream.try_clone() else {
             return;
@@ -226,8 +299,11 @@ impl RemoteServer {
             if read.is_err() {
                 return;
             }
-            let reply = self.session_call(&instance, &func, &params);
-            if std::io::Write::write_all(&mut tx, &reply).is_err() {
+            let reply = self.session_call(&instance, &func, &params, peer);
+            if std::io::Write::write_all(&mut tx, &reply)
+                .and_then(|()| std::io::Write::flush(&mut tx))
+                .is_err()
+            {
                 return;
             }
             idle_since = Instant::now();
@@ -235,11 +311,24 @@ impl RemoteServer {
     }
 
     /// One call of a session, made on this thread; its reply.
-    fn session_call(&self, instance: &str, func: &str, params: &[u8]) -> Vec<u8> {
+    fn session_call(
+        &self,
+        instance: &str,
+        func: &str,
+        params: &[u8],
+        peer: Option<&Identity>,
+    ) -> Vec<u8> {
         let Some((export, proc)) = self.function(instance, func) else {
             tracing::debug!(instance, func, "no such function");
             return vec![FAILED];
         };
+        if !self.admits(instance, peer) {
+            let mut reply = vec![NOT_ALLOWED];
+            return match session::put_name(&mut reply, instance) {
+                Ok(()) => reply,
+                Err(_) => vec![FAILED],
+            };
+        }
         let (plan, proc) = (&export.plan, *proc);
         let Ok(ptys) = param_types(plan, proc) else {
             return vec![FAILED];
@@ -326,6 +415,42 @@ impl RemoteServer {
         }
     }
 
+    /// Accepts TLS connections on `listener` until the task is dropped. The handshake must
+    /// end within [`ServeOptions::read_deadline`]; with a client CA, a caller without a
+    /// certificate it signed is refused there. A caller's certificate is its [`Identity`].
+    pub async fn listen_tls(self: Arc<Self>, listener: TcpListener, tls: Arc<ServerTls>) {
+        loop {
+            let Ok(permit) = self.permits.clone().acquire_owned().await else {
+                return;
+            };
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let (me, tls) = (self.clone(), tls.clone());
+            // The handshake in the connection's own task: a caller that stalls in it never
+            // holds up the accept loop.
+            tokio::spawn(async move {
+                let handshake = tls.acceptor.accept(stream);
+                let s = match tokio::time::timeout(me.options.read_deadline, handshake).await {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => {
+                        tracing::debug!("TLS handshake refused: {e}");
+                        return;
+                    }
+                    Err(_) => return,
+                };
+                let peer = s
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .and_then(|c| c.first())
+                    .map(|c| Arc::new(Identity::of(c)));
+                me.serve(Stream::TlsServer(Box::new(s)), permit, peer).await;
+            });
+        }
+    }
+
     /// Accepts connections on `listener` until the task is dropped.
     pub async fn listen_unix(self: Arc<Self>, listener: UnixListener) {
         loop {
@@ -343,7 +468,7 @@ impl RemoteServer {
         let me = self.clone();
         // A task per connection before its header is read: a connection opened ahead of its
         // calls never holds up the accept loop.
-        tokio::spawn(me.serve(conn, permit));
+        tokio::spawn(me.serve(conn, permit, None));
     }
 }
 

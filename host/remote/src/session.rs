@@ -15,7 +15,11 @@
 //! request:  0x01, instance (LEB128 length, UTF-8), function (same), LEB128 length, parameters
 //! reply:    0x00, LEB128 length, results       (the call returned)
 //!           0x01                               (the call failed: refused, trapped, unknown)
+//!           0x02, export (LEB128 length, UTF-8) (the caller is not on the export's allow list)
 //! ```
+//!
+//! Over TLS (`tls.rs`) the session is the same inside the TLS connection, which is kept
+//! with the session: a kept session pays the handshake once.
 //!
 //! Parameters and results are in the component model's value encoding, exactly as in a wRPC
 //! invocation, and the server checks the parameters the same way (`wire.rs`).
@@ -39,6 +43,9 @@ pub(crate) const REQUEST: u8 = 0x01;
 pub(crate) const RETURNED: u8 = 0x00;
 /// A reply's first byte: the call failed.
 pub(crate) const FAILED: u8 = 0x01;
+/// A reply's first byte: the caller is not on the export's allow list; the export's name
+/// follows.
+pub(crate) const NOT_ALLOWED: u8 = 0x02;
 /// Longest instance or function name accepted in a request.
 pub const MAX_NAME: usize = 1024;
 
@@ -71,10 +78,12 @@ pub(crate) type BoxedRead = Pin<Box<dyn AsyncRead + Send + Sync>>;
 /// A connection's writing half, boxed.
 pub(crate) type BoxedWrite = Pin<Box<dyn AsyncWrite + Send + Sync>>;
 
-/// A connection: TCP or Unix.
+/// A connection: TCP or Unix, or TLS over TCP (a server's or a client's side).
 pub(crate) enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    TlsServer(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    TlsClient(Box<tokio_rustls::client::TlsStream<TcpStream>>),
 }
 
 impl Stream {
@@ -85,6 +94,10 @@ impl Stream {
         let r = match self {
             Stream::Tcp(s) => socket2::SockRef::from(s).peek(&mut b),
             Stream::Unix(s) => socket2::SockRef::from(s).peek(&mut b),
+            // Neither side sends anything between calls (no session tickets, see `tls.rs`):
+            // a byte waiting is the peer's close.
+            Stream::TlsServer(s) => socket2::SockRef::from(s.get_ref().0).peek(&mut b),
+            Stream::TlsClient(s) => socket2::SockRef::from(s.get_ref().0).peek(&mut b),
         };
         matches!(r, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
@@ -102,6 +115,14 @@ impl Stream {
                 let (r, w) = s.into_split();
                 (Box::pin(r), Box::pin(w))
             }
+            Stream::TlsServer(s) => {
+                let (r, w) = tokio::io::split(*s);
+                (Box::pin(r), Box::pin(w))
+            }
+            Stream::TlsClient(s) => {
+                let (r, w) = tokio::io::split(*s);
+                (Box::pin(r), Box::pin(w))
+            }
         }
     }
 
@@ -110,19 +131,47 @@ impl Stream {
         let s = match self {
             Stream::Tcp(s) => BlockingStream::Tcp(s.into_std()?),
             Stream::Unix(s) => BlockingStream::Unix(s.into_std()?),
+            // The TLS state goes with the socket: what rustls holds (read and not yet
+            // taken, or not yet written) stays in it.
+            Stream::TlsServer(s) => {
+                let (tcp, conn) = s.into_inner();
+                let tcp = tcp.into_std()?;
+                tcp.set_nonblocking(false)?;
+                let socket = tcp.try_clone()?;
+                return Ok(BlockingStream::Tls(std::sync::Arc::new(BlockingTls {
+                    socket,
+                    conn: std::sync::Mutex::new(rustls::StreamOwned::new(conn, tcp)),
+                })));
+            }
+            Stream::TlsClient(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "a client's TLS connection is not served on a thread",
+                ));
+            }
         };
         match &s {
             BlockingStream::Tcp(t) => t.set_nonblocking(false)?,
             BlockingStream::Unix(u) => u.set_nonblocking(false)?,
+            BlockingStream::Tls(_) => {}
         }
         Ok(s)
     }
+}
+
+/// A server's TLS connection served by a blocking thread: the TLS state with the socket, and
+/// a second handle on the socket for its settings and for polling it.
+pub(crate) struct BlockingTls {
+    socket: std::net::TcpStream,
+    conn: std::sync::Mutex<rustls::StreamOwned<rustls::ServerConnection, std::net::TcpStream>>,
 }
 
 /// A connection served by a blocking thread (the server's side of a session).
 pub(crate) enum BlockingStream {
     Tcp(std::net::TcpStream),
     Unix(std::os::unix::net::UnixStream),
+    /// Shared by the reading and the writing handle of the one thread that serves it.
+    Tls(std::sync::Arc<BlockingTls>),
 }
 
 impl BlockingStream {
@@ -130,6 +179,7 @@ impl BlockingStream {
         Ok(match self {
             BlockingStream::Tcp(s) => BlockingStream::Tcp(s.try_clone()?),
             BlockingStream::Unix(s) => BlockingStream::Unix(s.try_clone()?),
+            BlockingStream::Tls(s) => BlockingStream::Tls(s.clone()),
         })
     }
 
@@ -144,6 +194,10 @@ impl BlockingStream {
                 s.set_read_timeout(Some(t))?;
                 s.set_write_timeout(Some(t))
             }
+            BlockingStream::Tls(s) => {
+                s.socket.set_read_timeout(Some(t))?;
+                s.socket.set_write_timeout(Some(t))
+            }
         }
     }
 }
@@ -153,6 +207,7 @@ impl std::os::fd::AsFd for BlockingStream {
         match self {
             BlockingStream::Tcp(s) => s.as_fd(),
             BlockingStream::Unix(s) => s.as_fd(),
+            BlockingStream::Tls(s) => s.socket.as_fd(),
         }
     }
 }
@@ -162,6 +217,8 @@ impl std::os::fd::AsFd for Stream {
         match self {
             Stream::Tcp(s) => s.as_fd(),
             Stream::Unix(s) => s.as_fd(),
+            Stream::TlsServer(s) => s.get_ref().0.as_fd(),
+            Stream::TlsClient(s) => s.get_ref().0.as_fd(),
         }
     }
 }
@@ -171,6 +228,7 @@ impl Read for BlockingStream {
         match self {
             BlockingStream::Tcp(s) => s.read(buf),
             BlockingStream::Unix(s) => s.read(buf),
+            BlockingStream::Tls(s) => lrpc_lock::lock(&s.conn).read(buf),
         }
     }
 }
@@ -180,10 +238,14 @@ impl io::Write for BlockingStream {
         match self {
             BlockingStream::Tcp(s) => s.write(buf),
             BlockingStream::Unix(s) => s.write(buf),
+            BlockingStream::Tls(s) => io::Write::write(&mut *lrpc_lock::lock(&s.conn), buf),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+        match self {
+            BlockingStream::Tls(s) => io::Write::flush(&mut *lrpc_lock::lock(&s.conn)),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -196,6 +258,8 @@ impl AsyncRead for Stream {
         match self.get_mut() {
             Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
             Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::TlsServer(s) => Pin::new(&mut **s).poll_read(cx, buf),
+            Stream::TlsClient(s) => Pin::new(&mut **s).poll_read(cx, buf),
         }
     }
 }
@@ -209,18 +273,24 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::TlsServer(s) => Pin::new(&mut **s).poll_write(cx, buf),
+            Stream::TlsClient(s) => Pin::new(&mut **s).poll_write(cx, buf),
         }
     }
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Tcp(s) => Pin::new(s).poll_flush(cx),
             Stream::Unix(s) => Pin::new(s).poll_flush(cx),
+            Stream::TlsServer(s) => Pin::new(&mut **s).poll_flush(cx),
+            Stream::TlsClient(s) => Pin::new(&mut **s).poll_flush(cx),
         }
     }
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
             Stream::Unix(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::TlsServer(s) => Pin::new(&mut **s).poll_shutdown(cx),
+            Stream::TlsClient(s) => Pin::new(&mut **s).poll_shutdown(cx),
         }
     }
 }

@@ -63,6 +63,7 @@
 //! interface = "lrpc:kv/store"     # (clients: binds = [{ interface = "lrpc:kv/store", server = "kv" }])
 //! endpoint = "tcp:10.0.0.2:7000"  # or "unix:/run/kv.sock", "nats://HOST:4222/PREFIX"
 //! deadline = "2s"                 # per call, network included
+//! tls = { ca = "ca.pem", cert = "client.pem", key = "client.key" }  # tcp: over TLS
 //! # nkey-seed = "kv.nk"           # nats:// only: a credential for the NATS server (or `creds`,
 //!                                 # `user-env` + `password-env`, `token-env`), and
 //!                                 # tls = { ca = "ca.pem" }; the same keys in a listen table
@@ -70,9 +71,12 @@
 //! [network]                       # this kernel's exports, served to other kernels over wRPC
 //! listen = ["tcp:127.0.0.1:7000"] # or "unix:PATH", or "nats://HOST:4222[/PREFIX]" (behind a
 //! group = "kv"                    # NATS server, in this queue group: kernels share calls);
-//!                                 # other hosts: { address = "tcp:0.0.0.0:7000", insecure = true }
+//!                                 # other hosts: TLS, or { address = "…", insecure = true }
+//! tls = { cert = "server.pem", key = "server.key", client-ca = "ca.pem" }  # every tcp: address
 //! exports = ["lrpc:kv/store"]     # export names; when left out, every export of a core
-//!                                 # domain that is not an HTTP plugin
+//!                                 # domain that is not an HTTP plugin; an entry
+//!                                 # { name = "…", allow = ["CN=billing", "dns:…", "uri:…"] }
+//!                                 # serves only callers whose certificate carries a name listed
 //! workers = 2                     # threads calling into the kernel for remote callers
 //! ```
 //!
@@ -82,6 +86,7 @@
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 use toml::Spanned;
 
@@ -170,6 +175,8 @@ struct RawRemote {
     password_env: Option<Spanned<String>>,
     #[serde(rename = "token-env")]
     token_env: Option<Spanned<String>>,
+    /// `tcp:`: `{ ca, cert, key, server-name }` (read by hand, see [`remote_tls`]);
+    /// `nats://`: `{ ca, cert, key }` (see `nats_auth`).
     tls: Option<Spanned<toml::Value>>,
 }
 
@@ -179,9 +186,12 @@ struct RawNetwork {
     /// Each an endpoint string, or `{ address = "…", insecure = true }` (read by hand: a
     /// table inside an array is no table of the config's own).
     listen: Spanned<Vec<Spanned<toml::Value>>>,
-    exports: Option<Vec<Spanned<String>>>,
+    /// Each an export name, or `{ name = "…", allow = […] }` (see [`network_export`]).
+    exports: Option<Vec<Spanned<toml::Value>>>,
     workers: Option<Spanned<i64>>,
     group: Option<Spanned<String>>,
+    /// `{ cert, key, client-ca }` (read by hand, see [`network_tls`]).
+    tls: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -603,6 +613,8 @@ pub struct RemoteSpec {
     pub endpoint: lrpc_remote::Endpoint,
     /// Per-call deadline, network included; `None`: the remote binding's default.
     pub deadline: Option<Duration>,
+    /// TLS to a `tcp:` endpoint (`tls = { ca, cert, key, server-name }`), its files loaded.
+    pub tls: Option<Arc<lrpc_remote::ClientTls>>,
     /// Line in the file.
     pub line: usize,
 }
@@ -613,9 +625,13 @@ pub struct NetworkSpec {
     /// Addresses to listen on.
     pub listen: Vec<lrpc_remote::Endpoint>,
     /// Those of them reachable from other machines that the config lets serve in clear
-    /// (`insecure = true`). Remote endpoints have no TLS yet, so every TCP address that is
-    /// not loopback is one of these: the config refuses it otherwise.
+    /// (`insecure = true`, no `tls`): the config refuses a TCP address that is not loopback
+    /// otherwise.
     pub insecure: Vec<lrpc_remote::Endpoint>,
+    /// TLS on every `tcp:` address (`tls = { cert, key, client-ca }`), its files loaded.
+    pub tls: Option<Arc<lrpc_remote::ServerTls>>,
+    /// Export name -> the names a caller's certificate must carry one of (`allow`).
+    pub allow: BTreeMap<String, Vec<lrpc_remote::Principal>>,
     /// Export names served; `None`: every export of the core domains that are not HTTP
     /// plugins.
     pub exports: Option<Vec<String>>,
@@ -1360,19 +1376,28 @@ fn remote(cx: &Ctx<'_>, name: &str, r: &Spanned<RawRemote>) -> Result<RemoteSpec
     fn keyed(v: &Option<Spanned<String>>) -> Option<(&str, usize)> {
         v.as_ref().map(|v| (v.get_ref().as_str(), v.span().start))
     }
+    let end = endpoint(cx, &rr.endpoint)?;
+    // `tls` is TLS to the NATS server on `nats://`, to the other kernel on `tcp:`.
+    let (nats_tls, kernel_tls) = match end {
+        lrpc_remote::Endpoint::Nats(_) => (rr.tls.as_ref(), None),
+        _ => (None, rr.tls.as_ref()),
+    };
     let keys = NatsKeys {
         creds: keyed(&rr.creds),
         nkey_seed: keyed(&rr.nkey_seed),
         user_env: keyed(&rr.user_env),
         password_env: keyed(&rr.password_env),
         token_env: keyed(&rr.token_env),
-        tls: rr.tls.as_ref().map(|v| (v.get_ref(), v.span().start)),
+        tls: nats_tls.map(|v| (v.get_ref(), v.span().start)),
     };
     Ok(RemoteSpec {
         name: name.to_string(),
         interface: rr.interface.get_ref().clone(),
-        endpoint: nats_auth(cx, endpoint(cx, &rr.endpoint)?, &keys)?,
+        endpoint: nats_auth(cx, end, &keys)?,
         deadline: rr.deadline.as_ref().map(|d| cx.duration(d)).transpose()?,
+        tls: kernel_tls
+            .map(|t| remote_tls(cx, t, &rr.endpoint))
+            .transpose()?,
         line: cx.line(r.span().start),
     })
 }
@@ -1380,11 +1405,12 @@ fn remote(cx: &Ctx<'_>, name: &str, r: &Spanned<RawRemote>) -> Result<RemoteSpec
 /// One address of `[network] listen`: a string, or `{ address = "…", insecure = true }`; with
 /// whether it is served in clear although other machines can reach it.
 ///
-/// A TCP address that is not loopback is refused unless it says `insecure = true`: remote
-/// endpoints have no TLS yet, and DESIGN.md has remote callers prove who they are.
+/// A TCP address that is not loopback is refused unless `[network] tls` serves it or it says
+/// `insecure = true`: DESIGN.md has remote callers prove who they are.
 fn listen_endpoint(
     cx: &Ctx<'_>,
     l: &Spanned<toml::Value>,
+    tls: bool,
 ) -> Result<(lrpc_remote::Endpoint, bool), ConfigError> {
     const FORMS: &str = "an address is a string like \"tcp:127.0.0.1:7000\", or a table \
                          `{ address = \"tcp:0.0.0.0:7000\", insecure = true }`";
@@ -1413,15 +1439,16 @@ fn listen_endpoint(
     };
     let e: lrpc_remote::Endpoint = address.parse().map_err(|e: String| cx.err(l, e))?;
     let e = nats_auth(cx, e, &keys)?;
-    let reachable = matches!(e, lrpc_remote::Endpoint::Tcp(_)) && !e.is_local();
+    let reachable = matches!(e, lrpc_remote::Endpoint::Tcp(_)) && !e.is_local() && !tls;
     match insecure {
         Some(true) if reachable => Ok((e, true)),
         _ if reachable => Err(cx.err(
             l,
             format!(
-                "`{e}` is reachable from other machines, and remote endpoints have no TLS yet: \
-                 serving it in clear needs `{{ address = \"{address}\", insecure = true }}` \
-                 (or listen on 127.0.0.1 or a unix: socket)"
+                "`{e}` is reachable from other machines: serve it over TLS (`[network] tls = \
+                 {{ cert = \"…\", key = \"…\", client-ca = \"…\" }}`), or in clear with \
+                 `{{ address = \"{address}\", insecure = true }}` (or listen on 127.0.0.1 or a \
+                 unix: socket)"
             ),
         )),
         _ => Ok((e, false)),
@@ -1608,33 +1635,36 @@ fn network(
     if rn.listen.get_ref().is_empty() {
         return Err(cx.err(&rn.listen, "`listen` needs at least one address"));
     }
+    let tls = rn.tls.as_ref().map(|t| network_tls(cx, t)).transpose()?;
     let mut listen = Vec::new();
     let mut insecure = Vec::new();
     for l in rn.listen.get_ref() {
-        let (e, in_clear) = listen_endpoint(cx, l)?;
+        let (e, in_clear) = listen_endpoint(cx, l, tls.is_some())?;
         if in_clear {
             insecure.push(e.clone());
         }
         listen.push(e);
     }
+    let mut allow = BTreeMap::new();
     let exports = match &rn.exports {
         Some(list) => {
             let mut names = Vec::new();
             for e in list {
+                let (name, allowed) = network_export(cx, e, tls.as_ref())?;
                 let exported = domains
                     .values()
                     .filter(|d| d.served_to_network())
-                    .any(|d| d.exports.iter().any(|x| x.name == *e.get_ref()));
+                    .any(|d| d.exports.iter().any(|x| x.name == name));
                 if !exported {
                     return Err(cx.err(
                         e,
-                        format!(
-                            "no core domain (other than an HTTP plugin) exports `{}`",
-                            e.get_ref()
-                        ),
+                        format!("no core domain (other than an HTTP plugin) exports `{name}`"),
                     ));
                 }
-                names.push(e.get_ref().clone());
+                if let Some(a) = allowed {
+                    allow.insert(name.clone(), a);
+                }
+                names.push(name);
             }
             Some(names)
         }
@@ -1654,11 +1684,150 @@ fn network(
     Ok(NetworkSpec {
         listen,
         insecure,
+        tls,
+        allow,
         exports,
         workers,
         group,
         line: cx.line(n.span().start),
     })
+}
+
+// TLS and allow lists of remote endpoints (`[network] tls`, `exports` entries with `allow`,
+// `[remotes.NAME] tls`). The PEM files are loaded here, so a missing or bad file is reported
+// with the config's line.
+
+/// The string keys of a hand-read table: each of `keys` present, `path_keys` made relative
+/// to the config's folder; anything else is refused.
+fn tls_table(
+    cx: &Ctx<'_>,
+    t: &Spanned<toml::Value>,
+    keys: &[&str],
+    forms: &str,
+) -> Result<BTreeMap<String, String>, ConfigError> {
+    let toml::Value::Table(table) = t.get_ref() else {
+        return Err(cx.err(t, format!("`tls` is a table: {forms}")));
+    };
+    let mut out = BTreeMap::new();
+    for (k, v) in table {
+        if !keys.contains(&k.as_str()) {
+            return Err(cx.err(t, format!("unknown key `{k}` in `tls`: {forms}")));
+        }
+        let toml::Value::String(v) = v else {
+            return Err(cx.err(t, format!("`tls` key `{k}` is a string: {forms}")));
+        };
+        out.insert(k.clone(), v.clone());
+    }
+    Ok(out)
+}
+
+/// `[network] tls = { cert = "…", key = "…", client-ca = "…" }`.
+fn network_tls(
+    cx: &Ctx<'_>,
+    t: &Spanned<toml::Value>,
+) -> Result<Arc<lrpc_remote::ServerTls>, ConfigError> {
+    const FORMS: &str = "`tls = { cert = \"server.pem\", key = \"server.key\", client-ca = \
+                         \"ca.pem\" }` (client-ca: callers need a certificate it signed)";
+    let mut m = tls_table(cx, t, &["cert", "key", "client-ca"], FORMS)?;
+    let mut path = |k: &str| m.remove(k).map(|p| cx.dir.join(p));
+    let (Some(cert), Some(key)) = (path("cert"), path("key")) else {
+        return Err(cx.err(t, format!("`tls` needs `cert` and `key`: {FORMS}")));
+    };
+    let files = lrpc_remote::ServerTlsFiles {
+        cert,
+        key,
+        client_ca: path("client-ca"),
+    };
+    lrpc_remote::ServerTls::load(&files).map_err(|e| cx.err(t, e.to_string()))
+}
+
+/// `[remotes.NAME] tls = { ca = "…", cert = "…", key = "…", server-name = "…" }`, for a
+/// `tcp:` endpoint.
+fn remote_tls(
+    cx: &Ctx<'_>,
+    t: &Spanned<toml::Value>,
+    endpoint: &Spanned<String>,
+) -> Result<Arc<lrpc_remote::ClientTls>, ConfigError> {
+    const FORMS: &str = "`tls = { ca = \"ca.pem\", cert = \"client.pem\", key = \
+                         \"client.key\", server-name = \"kv.example\" }` (cert, key and \
+                         server-name may be left out)";
+    if !matches!(
+        endpoint.get_ref().parse(),
+        Ok(lrpc_remote::Endpoint::Tcp(_))
+    ) {
+        return Err(cx.err(
+            t,
+            "`tls` is for `tcp:` endpoints (TLS to the other kernel) and `nats://` ones (TLS \
+             to the NATS server)",
+        ));
+    }
+    let mut m = tls_table(cx, t, &["ca", "cert", "key", "server-name"], FORMS)?;
+    let server_name = m.remove("server-name");
+    let mut path = |k: &str| m.remove(k).map(|p| cx.dir.join(p));
+    let Some(ca) = path("ca") else {
+        return Err(cx.err(t, format!("`tls` needs `ca`: {FORMS}")));
+    };
+    let cert = match (path("cert"), path("key")) {
+        (Some(c), Some(k)) => Some((c, k)),
+        (None, None) => None,
+        _ => return Err(cx.err(t, format!("`cert` and `key` go together: {FORMS}"))),
+    };
+    let files = lrpc_remote::ClientTlsFiles {
+        ca,
+        cert,
+        server_name,
+    };
+    lrpc_remote::ClientTls::load(&files).map_err(|e| cx.err(t, e.to_string()))
+}
+
+/// An entry of `[network] exports`: an export name, or `{ name = "…", allow = ["CN=…",
+/// "dns:…", "uri:…"] }`; its name and allow list. An allow list needs `[network] tls` with a
+/// `client-ca`: only a verified certificate names a caller.
+fn network_export(
+    cx: &Ctx<'_>,
+    e: &Spanned<toml::Value>,
+    tls: Option<&Arc<lrpc_remote::ServerTls>>,
+) -> Result<(String, Option<Vec<lrpc_remote::Principal>>), ConfigError> {
+    const FORMS: &str = "an export is its name, or `{ name = \"lrpc:kv/store\", allow = \
+                         [\"CN=billing\", \"dns:edge-1.example\", \"uri:spiffe://…\"] }`";
+    let t = match e.get_ref() {
+        toml::Value::String(n) => return Ok((n.clone(), None)),
+        toml::Value::Table(t) => t,
+        _ => return Err(cx.err(e, FORMS)),
+    };
+    if let Some(k) = t.keys().find(|k| !matches!(k.as_str(), "name" | "allow")) {
+        return Err(cx.err(e, format!("unknown key `{k}`: {FORMS}")));
+    }
+    let Some(toml::Value::String(name)) = t.get("name") else {
+        return Err(cx.err(e, format!("`name` missing or not a string: {FORMS}")));
+    };
+    let Some(list) = t.get("allow") else {
+        return Ok((name.clone(), None));
+    };
+    let toml::Value::Array(list) = list else {
+        return Err(cx.err(e, format!("`allow` is a list: {FORMS}")));
+    };
+    if !tls.is_some_and(|t| t.verifies_clients()) {
+        return Err(cx.err(
+            e,
+            "`allow` needs `[network] tls` with `client-ca`: only a certificate that CA \
+             signed names a caller",
+        ));
+    }
+    let mut allow = Vec::new();
+    for a in list {
+        let toml::Value::String(a) = a else {
+            return Err(cx.err(e, format!("`allow` is a list of strings: {FORMS}")));
+        };
+        allow.push(a.parse().map_err(|m: String| cx.err(e, m))?);
+    }
+    if allow.is_empty() {
+        return Err(cx.err(
+            e,
+            "`allow = []` lets nobody call the export: leave it out of `exports` instead",
+        ));
+    }
+    Ok((name.clone(), Some(allow)))
 }
 
 fn domain(cx: &Ctx<'_>, name: &str, d: &Spanned<RawDomain>) -> Result<DomainSpec, ConfigError> {

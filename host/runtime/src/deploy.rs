@@ -150,6 +150,9 @@ impl Deployment {
                 .map(|e| (e.name.clone(), e.interface.clone()))
                 .collect();
             net.serve(&kernel, spec, &exported)?;
+            if let Some(server) = net.server() {
+                metrics.remote_refusals(move || server.refused());
+            }
         }
         Ok(Deployment {
             kernel,

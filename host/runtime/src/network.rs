@@ -5,6 +5,10 @@
 //! Both need a tokio runtime; the deployment owns a small one for them, so that `lrpc run`
 //! (which has none) and `lrpc serve` (whose runtime serves HTTP) work alike. Guests calling a
 //! remote export wait on their own threads while the call is on the network.
+//!
+//! With `[network] tls`, every `tcp:` address is served over TLS, and the exports' allow
+//! lists decide who may call ([`lrpc_remote::RemoteServer::with_allow`]); the server's
+//! refusals are read into `/metrics` at each scrape. A remote with `tls` is called over TLS.
 
 use crate::config::{Config, NetworkSpec};
 use crate::supervise::DeployError;
@@ -20,6 +24,8 @@ pub struct Network {
     runtime: Option<tokio::runtime::Runtime>,
     faces: Vec<Domain>,
     listening: Vec<Endpoint>,
+    /// The server of `[network]`, once it serves (its refusals are counted in `/metrics`).
+    server: Option<Arc<RemoteServer>>,
 }
 
 impl std::fmt::Debug for Network {
@@ -63,7 +69,13 @@ impl Network {
             if let Some(d) = r.deadline {
                 options.deadline = d;
             }
-            let binding = RemoteBinding::new(r.endpoint.clone(), &r.interface, plan, options);
+            let binding = RemoteBinding::with_tls(
+                r.endpoint.clone(),
+                &r.interface,
+                plan,
+                options,
+                r.tls.clone(),
+            );
             let face = export_remote(kernel, &r.interface, binding, runtime.handle().clone())
                 .map_err(|e| failed(what, e))?;
             tracing::info!(remote = r.name, interface = r.interface, endpoint = %r.endpoint, "remote export");
@@ -73,6 +85,7 @@ impl Network {
             runtime: Some(runtime),
             faces,
             listening: Vec::new(),
+            server: None,
         }))
     }
 
@@ -94,8 +107,13 @@ impl Network {
         let Some(rt) = &self.runtime else {
             return Ok(());
         };
-        let listening = rt.block_on(async {
-            let server = RemoteServer::new(Arc::new(pool), ServeOptions::default())
+        let allow = spec
+            .allow
+            .iter()
+            .map(|(n, a)| (n.clone(), a.clone()))
+            .collect();
+        let (listening, server) = rt.block_on(async {
+            let server = RemoteServer::with_allow(Arc::new(pool), ServeOptions::default(), allow)
                 .await
                 .map_err(|e| failed("serving exports", e))?;
             let mut listening = Vec::new();
@@ -107,7 +125,15 @@ impl Network {
                             .await
                             .map_err(|x| at(&x))?;
                         let local = l.local_addr().map_err(|x| at(&x))?;
-                        tokio::spawn(server.clone().listen_tcp(l));
+                        match &spec.tls {
+                            Some(tls) => {
+                                tokio::spawn(server.clone().listen_tls(l, tls.clone()));
+                                tracing::info!(endpoint = %local, client_certificates = tls.verifies_clients(), "serving exports over TLS");
+                            }
+                            None => {
+                                tokio::spawn(server.clone().listen_tcp(l));
+                            }
+                        }
                         Endpoint::Tcp(local.to_string())
                     }
                     // Mode 0600: only this user may connect.
@@ -136,10 +162,16 @@ impl Network {
                 tracing::info!(endpoint = %bound, exports = ?named, "serving exports to the network");
                 listening.push(bound);
             }
-            Ok::<_, DeployError>(listening)
+            Ok::<_, DeployError>((listening, server))
         })?;
         self.listening = listening;
+        self.server = Some(server);
         Ok(())
+    }
+
+    /// The server of `[network]`, once it serves.
+    pub fn server(&self) -> Option<Arc<RemoteServer>> {
+        self.server.clone()
     }
 
     /// The addresses the deployment's exports are served on (ports chosen when `0`).

@@ -41,6 +41,46 @@ struct DomainReason {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ExportLabel {
+    export: String,
+}
+
+/// Where the remote refusals are read at each scrape: (export name, calls refused).
+type Refusals = Box<dyn Fn() -> Vec<(String, u64)> + Send + Sync>;
+
+/// `lrpc_remote_refused_total{export}`: calls from remote callers that an export's allow
+/// list refused, read from the remote server when `/metrics` is scraped.
+struct RemoteRefused(Refusals);
+
+impl std::fmt::Debug for RemoteRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RemoteRefused")
+    }
+}
+
+impl prometheus_client::collector::Collector for RemoteRefused {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric as _;
+        use prometheus_client::metrics::TypedMetric as _;
+        use prometheus_client::metrics::counter::ConstCounter;
+        let mut family = encoder.encode_descriptor(
+            "remote_refused",
+            "Calls from remote callers refused by an export's allow list (a certificate not on it, or none), by export",
+            None,
+            ConstCounter::<u64>::TYPE,
+        )?;
+        for (export, n) in (self.0)() {
+            let label = ExportLabel { export };
+            ConstCounter::new(n).encode(family.encode_family(&label)?)?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Failure {
     domain: String,
     kind: String,
@@ -293,6 +333,18 @@ impl Metrics {
                 route: route.to_string(),
             })
             .get()
+    }
+
+    /// Exposes `lrpc_remote_refused_total{export}`, read from `refused` at each scrape (the
+    /// `[network]` server's [`lrpc_remote::RemoteServer::refused`]).
+    pub fn remote_refusals(
+        &self,
+        refused: impl Fn() -> Vec<(String, u64)> + Send + Sync + 'static,
+    ) {
+        self.registry
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .register_collector(Box::new(RemoteRefused(Box::new(refused))));
     }
 
     /// The call counter of plugin `name`, to keep and increment without a lookup per call.
