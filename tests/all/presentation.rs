@@ -259,31 +259,15 @@ fn a_hostile_peer_rewriting_the_astack_mid_call_can_not_break_the_server() {
     let (_k, server, client) = bench_pair_with(Some("bench-client-leaky"), None);
     let info = client.client_bindings()[0].clone();
     let (c_off, _, len) = info.windows[0].clone();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let scribbler = {
-        let (client, stop) = (client.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut x = 0x9e37_79b9_u32;
-            let mut writes = 0u64;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                let at = c_off + (x as usize % (len - 8));
-                client.write_window(at, &x.to_le_bytes()).unwrap();
-                writes += 1;
-            }
-            writes
-        })
-    };
-    let mut outcomes = std::collections::BTreeMap::new();
-    for _ in 0..300 {
-        let r: i32 = client.call("big_in_out", (600, 20)).unwrap();
-        *outcomes.entry(r).or_insert(0) += 1;
-    }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let writes = scribbler.join().unwrap();
-    assert!(writes > 1000, "the scribbler ran ({writes} writes)");
+    let scribbler = client.clone();
+    let (outcomes, writes) = beside_a_scribbler(
+        move |x| {
+            let at = c_off + (x as usize % (len - 8));
+            scribbler.write_window(at, &x.to_le_bytes()).unwrap();
+        },
+        || client.call("big_in_out", (600, 20)).unwrap(),
+    );
+    assert!(writes >= 1000, "the scribbler ran ({writes} writes)");
     assert!(
         !server.is_terminated(),
         "the server never trapped: {outcomes:?}"
@@ -546,36 +530,21 @@ fn a_server_borrowing_a_body_beside_strings_copies_the_head_and_survives_a_scrib
     let after = copied();
     // One copy, of the head's string bytes ("POST", "/x", "a", "b"): the body stays put.
     assert_eq!((after.0 - before.0, after.1 - before.1), (1, 8));
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let scribbler = {
-        let (h, stop) = (h.clone(), stop.clone());
-        let span = 8 + req.len() - 4;
-        std::thread::spawn(move || {
-            let mut x = 0x9e37_79b9_u32;
-            let mut writes = 0u64;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                // Mostly the head and the body's length, sometimes the body.
-                let off = if x.is_multiple_of(4) {
-                    x as usize % span
-                } else {
-                    8 + x as usize % 48
-                };
-                h.write_window(at + off, &x.to_le_bytes()).unwrap();
-                writes += 1;
-            }
-            writes
-        })
-    };
-    let mut outcomes = std::collections::BTreeMap::new();
-    for _ in 0..300 {
-        *outcomes.entry(call()).or_insert(0) += 1;
-    }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let writes = scribbler.join().unwrap();
-    assert!(writes > 1000, "the scribbler ran ({writes} writes)");
+    let span = 8 + req.len() - 4;
+    let scribbler = h.clone();
+    let (outcomes, writes) = beside_a_scribbler(
+        move |x| {
+            // Mostly the head and the body's length, sometimes the body.
+            let off = if x.is_multiple_of(4) {
+                x as usize % span
+            } else {
+                8 + x as usize % 48
+            };
+            scribbler.write_window(at + off, &x.to_le_bytes()).unwrap();
+        },
+        call,
+    );
+    assert!(writes >= 1000, "the scribbler ran ({writes} writes)");
     assert!(
         !hello.is_terminated(),
         "the server never trapped: {outcomes:?}"
@@ -588,4 +557,43 @@ fn a_server_borrowing_a_body_beside_strings_copies_the_head_and_survives_a_scrib
     }
     // Once the scribbling stops, the same request goes through again.
     assert_eq!(call(), 0);
+}
+
+/// Calls `call` at least 300 times while another thread keeps calling `scribble` with fresh
+/// pseudo-random words, and on until it has done so 1,000 times (a loaded machine may not run
+/// it at all during the first 300 calls), for at most two minutes. Answers how often each
+/// outcome came, and the scribbler's writes.
+fn beside_a_scribbler(
+    mut scribble: impl FnMut(u32) + Send + 'static,
+    mut call: impl FnMut() -> i32,
+) -> (std::collections::BTreeMap<i32, usize>, u64) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let stop = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicU64::new(0));
+    let scribbler = {
+        let (stop, written) = (stop.clone(), written.clone());
+        std::thread::spawn(move || {
+            let mut x = 0x9e37_79b9_u32;
+            while !stop.load(Ordering::Relaxed) {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                scribble(x);
+                written.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    let mut outcomes = std::collections::BTreeMap::new();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut calls = 0;
+    while (calls < 300 || written.load(Ordering::Relaxed) < 1000)
+        && std::time::Instant::now() < until
+    {
+        *outcomes.entry(call()).or_insert(0) += 1;
+        calls += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    scribbler.join().unwrap();
+    (outcomes, written.load(Ordering::Relaxed))
 }

@@ -3712,6 +3712,11 @@ fn an_idle_server_takes_under_a_fifth_of_a_percent_of_a_core() {
     std::thread::sleep(Duration::from_secs(30));
     let used = cpu_nanos(s.child.id()).saturating_sub(before);
     let share = used as f64 / at.elapsed().as_nanos() as f64;
+    eprintln!(
+        "idle: the server ran {:.1} ms in {:?}",
+        used as f64 / 1e6,
+        at.elapsed()
+    );
     assert!(
         share < 0.002,
         "idle for {:?}, the server ran {:.1} ms: {:.3}% of a core",

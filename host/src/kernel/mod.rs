@@ -112,9 +112,9 @@ impl Kernel {
     /// Tells the epoch ticker that guest code is about to run in a Store of the embedder's
     /// own on one of the kernel's engines (a `wasi:http` handler's, say).
     ///
-    /// The ticker rests while no guest code runs: it ticks every 50 ms instead of every
+    /// The ticker rests while no guest code runs: it ticks every second instead of every
     /// [`KernelConfig::tick`]. The kernel's own calls wake it; a Store it does not know of
-    /// would otherwise see its first epoch callbacks up to 50 ms apart.
+    /// would otherwise see its first epoch callbacks up to a second apart.
     pub fn wake_ticker(&self) {
         self.inner.ticks.now();
     }

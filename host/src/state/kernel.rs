@@ -22,7 +22,7 @@ pub struct KernelConfig {
     /// Default deadline of a call into a domain (per export overridable).
     pub deadline: Duration,
     /// Epoch tick: the resolution of deadlines and of asynchronous termination. While no
-    /// guest code runs the ticker rests, ticking every 50 ms, and the first call wakes it
+    /// guest code runs the ticker rests, ticking once a second, and the first call wakes it
     /// ([`Kernel::wake_ticker`](crate::Kernel::wake_ticker)).
     pub tick: Duration,
     /// Largest out-of-band segment one A-stack may get, in bytes.
@@ -559,6 +559,8 @@ mod tests {
         let spin = instance
             .get_typed_func::<(), ()>(&mut store, "spin")
             .expect("spin");
+        // A Store of the embedder's own: the kernel does not know it runs guest code.
+        kernel.wake_ticker();
         let e = spin.call(&mut store, ()).expect_err("stopped");
         assert_eq!(
             e.downcast_ref::<wasmtime::Trap>(),
@@ -602,6 +604,8 @@ mod tests {
         let spin = instance
             .get_typed_func::<(), ()>(&mut store, "spin")
             .expect("spin");
+        // A Store of the embedder's own: the kernel does not know it runs guest code.
+        kernel.wake_ticker();
         let e = spin.call(&mut store, ()).expect_err("stopped");
         assert_eq!(
             e.downcast_ref::<wasmtime::Trap>(),
