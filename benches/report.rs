@@ -930,6 +930,8 @@ fn main() {
             "edge_wasi_reuse_over_wasmtime_reuse_rps",
             "≥ 1.3 (goal 1.5)",
         ),
+        // A heavy handler (the conformance Python one), instances reused on both servers.
+        ("edge_wasi_py_reuse_over_wasmtime_reuse_rps", "≥ 1.0"),
         ("edge_chain3_p50_over_chain1_p50", "≤ 1.15"),
         ("edge_fast_p99_loaded_over_alone", "≤ 2"),
         // The ceiling of a route that keeps its work off the reactor (no target).

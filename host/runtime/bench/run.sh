@@ -13,7 +13,8 @@
 # back to back and with the caches written over between requests. Then two figures of the
 # wasi:http handlers: the server's RSS growth while a client downloads a 50 MiB streamed
 # response, and the time from a trap's answer to the next 200 of the largest handler that
-# scripts/conformance.sh builds (instances reused). Uses wrk (Debian) and wasmtime 48
+# scripts/conformance.sh builds (instances reused); last, that Python handler's requests per
+# second under both servers, instances reused. Uses wrk (Debian) and wasmtime 48
 # (scripts/wasmtime.sh), installed here if missing. Writes bench-results/edge.json and merges the edge
 # ratios into bench-results/summary.json.
 #
@@ -222,7 +223,8 @@ stream_rss_growth() {
     awk -v a="$before" -v b="$peak" 'BEGIN {printf "%.1f", (b - a) / 1024}'
 }
 tmp=$(mktemp -d)
-trap 'kill -TERM $server $wt $wt_pool $wt_reuse $big 2>/dev/null || true; wait $server $wt $wt_pool $wt_reuse $big 2>/dev/null || true; rm -rf "$tmp"' EXIT
+py_wt=
+trap 'kill -TERM $server $wt $wt_pool $wt_reuse $big $py_wt 2>/dev/null || true; wait $server $wt $wt_pool $wt_reuse $big $py_wt 2>/dev/null || true; rm -rf "$tmp"' EXIT
 # Warm: the handler's first instances and the server's buffers exist before the first sample.
 curl -sf -o /dev/null "http://$addr/stream/gen/1"
 curl -sf -o /dev/null "http://$addr/stream/gen/1"
@@ -307,6 +309,61 @@ else
     echo "restart_ms: no JavaScript or Python handler was built (scripts/conformance.sh build); left null" >&2
 fi
 
+# Heavy handlers: the conformance Python handler (CPython inside, 18 MB), its instances
+# reused under both servers (lrpc's `reuse`; `wasmtime serve -O pooling-allocator
+# --max-instance-reuse-count`), in three interleaved rounds:
+# `edge_wasi_py_reuse_over_wasmtime_reuse_rps` is the median of the rounds' ratios.
+py_wasm=target/conformance/handler-py.wasm
+py_lrpc_addr=127.0.0.1:18186
+py_wt_addr=127.0.0.1:18187
+py_ratio=null
+py_lrpc_rounds=()
+py_wt_rounds=()
+if [ -f "$py_wasm" ]; then
+    cat >"$tmp/py.toml" <<TOML
+[kernel]
+cache-dir = "$PWD/target/conformance/cache"
+
+[serve]
+listen = "$py_lrpc_addr"
+
+[domains.py]
+wasm = "$PWD/$py_wasm"
+exports = [{ interface = "wasi:http/incoming-handler" }]
+
+[domains.py.limits]
+deadline = "5s"
+reuse = 100000
+
+[[routes]]
+prefix = "/"
+chain = ["py"]
+TOML
+    target/release/lrpc serve "$tmp/py.toml" >"$tmp/py.log" 2>&1 &
+    big=$!
+    wasmtime serve -Scli -O pooling-allocator --max-instance-reuse-count 100000 \
+        --addr "$py_wt_addr" "$py_wasm" >/dev/null 2>&1 &
+    py_wt=$!
+    for _ in $(seq 1 600); do
+        curl -sf -o /dev/null "http://$py_lrpc_addr/hello" && curl -sf -o /dev/null "http://$py_wt_addr/hello" && break
+        sleep 0.2
+    done
+    py_ratios=()
+    for _ in 1 2 3; do
+        read -r a _ _ < <(measure /hello "$py_lrpc_addr")
+        read -r b _ _ < <(measure /hello "$py_wt_addr")
+        py_lrpc_rounds+=("$a")
+        py_wt_rounds+=("$b")
+        py_ratios+=("$(div "$a" "$b")")
+    done
+    py_ratio=$(median "${py_ratios[@]}")
+    kill -TERM "$big" "$py_wt" 2>/dev/null || true
+    wait "$big" "$py_wt" 2>/dev/null || true
+    big= py_wt=
+else
+    echo "edge_wasi_py_reuse_over_wasmtime_reuse_rps: no Python handler was built (scripts/conformance.sh build); left null" >&2
+fi
+
 mkdir -p bench-results
 cat > bench-results/edge.json <<JSON
 {
@@ -333,6 +390,8 @@ cat > bench-results/edge.json <<JSON
   "edge_chain3_p50_over_chain1_p50": $chain_p50_over_one,
   "edge_wasi_fresh_over_wasmtime_pooling_rps": $wasi_fresh_over_pool,
   "edge_wasi_reuse_over_wasmtime_reuse_rps": $wasi_reuse_over_reuse,
+  "edge_wasi_py_reuse_over_wasmtime_reuse_rps": $py_ratio,
+  "wasi_py_reuse_rps_rounds": {"lrpc": [$(join "${py_lrpc_rounds[@]}")], "wasmtime": [$(join "${py_wt_rounds[@]}")]},
   "edge_fast_p99_loaded_over_alone": $(div "$loaded_p99" "$alone_p99"),
   "stream_rss_growth_mib": $stream_rss_growth_mib,
   "stream_rss_growth_mib_target": 8,
