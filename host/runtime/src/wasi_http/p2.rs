@@ -228,6 +228,12 @@ impl HttpHandler {
         };
         // The reply channel, unless the head went out through it.
         *reply = unsent;
+        // A response held back that the guest gave past its deadline (it waited for something
+        // the deadline cut short, an outgoing request say, then answered) is 504, as when the
+        // guest is stopped at a tick: which of the two comes first must not pick the answer.
+        if called.is_ok() && matches!(sent, Some(Sent::Held(_))) && Instant::now() >= until {
+            return fail(504, "deadline", "ran past its deadline");
+        }
         // A response still held back goes now: whole when the guest finished its body (all
         // of it waits in the body's buffer then), else streaming, to be cut off below. After
         // a trap, nothing of it went out: the client gets the failure's answer instead.
