@@ -1,7 +1,7 @@
 //! The config reference (`docs/src/config.md`) documents every key the config accepts, and
 //! nothing else, and its examples are configs the runtime accepts.
 //!
-//! The keys come from `src/config.rs` itself: every struct deriving `Deserialize`, its fields
+//! The keys come from `src/config/` itself: every struct deriving `Deserialize`, its fields
 //! named as serde names them (`rename_all`, `rename`, `alias`, `flatten`, `skip`). Which
 //! TOML table a struct is follows from where it is used: a field of a struct type is a
 //! table, inside a map a table per name (`[domains.NAME]`), inside a `Vec` an array of tables
@@ -475,21 +475,25 @@ fn difference(a: &Tables, b: &Tables, what: &str) -> Vec<String> {
 
 #[test]
 fn every_config_key_is_documented_and_every_documented_key_exists() {
-    let source = read(&root().join("host/runtime/src/config.rs"));
+    // Every file of the config's folder, in name order.
+    let folder = root().join("host/runtime/src/config");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&folder)
+        .unwrap_or_else(|e| panic!("{}: {e}", folder.display()))
+        .filter_map(|f| Some(f.ok()?.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .collect();
+    files.sort();
+    let source: String = files.iter().map(|f| read(f)).collect::<Vec<_>>().join("\n");
     let page = read(&root().join("docs/src/config.md"));
     let code = accepted(&source);
     let (docs, _) = documented(&page);
     // The walk found the tables everyone knows are there.
     for table in ["", "[kernel]", "[domains.NAME.limits]", "[[routes]]"] {
-        assert!(
-            code.keys.contains_key(table),
-            "config.rs: no {}",
-            show(table)
-        );
+        assert!(code.keys.contains_key(table), "config/: no {}", show(table));
     }
     assert!(code.keys["[serve]"].contains("max-body"), "renames apply");
     let mut problems = difference(&code, &docs, "docs/src/config.md");
-    problems.extend(difference(&docs, &code, "host/runtime/src/config.rs"));
+    problems.extend(difference(&docs, &code, "host/runtime/src/config/"));
     assert!(
         problems.is_empty(),
         "the config reference and the config disagree:\n{}",
