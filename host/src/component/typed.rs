@@ -159,6 +159,24 @@ pub(super) trait ViewForwarder: Send + Sync + 'static {
     fn names(&self) -> (&str, &str);
 }
 
+/// Serves `lrpc:http/plugin`'s `handle` with the typed shapes of module `$shape` of
+/// `super::shapes` (`strings` or `bytes`), for [`serve_flat`].
+macro_rules! http_handle {
+    ($shape:ident, $server:expr, $idx:expr, $request:expr, $exact:expr, $reply:expr) => {{
+        let (server, idx, request, exact, reply) = ($server, $idx, $request, $exact, $reply);
+        use super::shapes::$shape::{Action, Head};
+        let mut src = request;
+        let head = Head::get(&mut src).ok_or(Status::ServerRejected)?;
+        let body = last_bytes(src, exact).ok_or(Status::ServerRejected)?;
+        let (action,) = server
+            .run_typed_by::<(Head, &'static [u8]), (Action,), _>(idx, |f, store| {
+                let f: TypedFunc<(Head, &[u8]), (Action,)> = f;
+                f.call(store, (head, body))
+            })
+            .map_err(|e| e.status())?;
+        action.put(reply);
+    }};
+}
 /// The kinds of `ty`'s parameters and its result kind, when the typed path carries them.
 fn signature(ty: &ComponentFunc) -> Option<(Vec<Kind>, Option<Kind>)> {
     let params: Option<Vec<Kind>> = ty.params().map(|(_, t)| kind(&t)).collect();
@@ -287,31 +305,10 @@ pub(super) fn serve_flat(
                 serve::<P, R>(server, idx, request, exact, reply)?
             });
         }
-        Signature::HttpHandle => {
-            use super::shapes::strings::{Action, Head};
-            let mut src = request;
-            let head = Head::get(&mut src).ok_or(Status::ServerRejected)?;
-            let body = last_bytes(src, exact).ok_or(Status::ServerRejected)?;
-            let (action,) = server
-                .run_typed_by::<(Head, &'static [u8]), (Action,), _>(idx, |f, store| {
-                    let f: TypedFunc<(Head, &[u8]), (Action,)> = f;
-                    f.call(store, (head, body))
-                })
-                .map_err(|e| e.status())?;
-            action.put(reply);
-        }
+        // The two versions of `lrpc:http/plugin` differ only in their header values' type.
+        Signature::HttpHandle => http_handle!(strings, server, idx, request, exact, reply),
         Signature::HttpHandleBytes => {
-            use super::shapes::bytes::{Action, Head};
-            let mut src = request;
-            let head = Head::get(&mut src).ok_or(Status::ServerRejected)?;
-            let body = last_bytes(src, exact).ok_or(Status::ServerRejected)?;
-            let (action,) = server
-                .run_typed_by::<(Head, &'static [u8]), (Action,), _>(idx, |f, store| {
-                    let f: TypedFunc<(Head, &[u8]), (Action,)> = f;
-                    f.call(store, (head, body))
-                })
-                .map_err(|e| e.status())?;
-            action.put(reply);
+            http_handle!(bytes, server, idx, request, exact, reply)
         }
         Signature::Kv(f) => {
             use super::shapes::kv::{Access, Entry, Error, Kind};
