@@ -32,15 +32,7 @@ const ADMIN: (&str, &str) = ("authorization", "Bearer test-admin-token-0123");
 
 /// A fresh directory for one test.
 fn scratch(tag: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "lrpc-edge-{}-{tag}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("scratch dir");
-    d
+    common::scratch("lrpc-edge", tag)
 }
 
 /// The edge server of the deployment in `config`, started in process (the embedding API).
@@ -1424,20 +1416,7 @@ fn network_addresses_other_hosts_reach_need_insecure_and_sockets_are_private() {
 /// at a `nats://` address, and the client's remote names that address.
 #[test]
 fn run_the_key_value_client_against_a_store_behind_nats() {
-    // `scripts/test.sh` installs it and names it in NATS_SERVER; else PATH and Debian's place.
-    let nats = std::env::var_os("NATS_SERVER")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain(
-            std::env::var_os("PATH")
-                .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-                .unwrap_or_default()
-                .into_iter()
-                .chain(["/usr/sbin".into(), "/usr/bin".into()])
-                .map(|d: PathBuf| d.join("nats-server")),
-        )
-        .find(|p| p.is_file())
-        .expect("nats-server is not installed: run the tests with scripts/test.sh");
+    let nats = common::nats_server();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")

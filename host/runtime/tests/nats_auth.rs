@@ -4,11 +4,12 @@
 //!
 //! Needs `nats-server`: `scripts/test.sh` installs it and names it in `NATS_SERVER`.
 
+mod common;
+
 use std::io::{BufRead as _, BufReader};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const LRPC: &str = env!("CARGO_BIN_EXE_lrpc");
@@ -22,32 +23,12 @@ fn documented_config() -> PathBuf {
 }
 
 fn nats_server_binary() -> PathBuf {
-    std::env::var_os("NATS_SERVER")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain(
-            std::env::var_os("PATH")
-                .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-                .unwrap_or_default()
-                .into_iter()
-                .chain(["/usr/sbin".into(), "/usr/bin".into()])
-                .map(|d: PathBuf| d.join("nats-server")),
-        )
-        .find(|p| p.is_file())
-        .expect("nats-server is not installed: run the tests with scripts/test.sh")
+    common::nats_server()
 }
 
 /// A fresh directory for one test.
 fn scratch(tag: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "lrpc-nats-auth-{}-{tag}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("scratch dir");
-    d
+    common::scratch("lrpc-nats-auth", tag)
 }
 
 fn free_port() -> u16 {

@@ -47,10 +47,7 @@ impl Ca {
 }
 
 fn scratch(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("lrpc-remote-tls-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("scratch dir");
-    d
+    common::scratch("lrpc-remote-tls", tag)
 }
 
 fn lrpc(args: &[&str]) -> (bool, String, String) {

@@ -7,7 +7,6 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
@@ -21,15 +20,7 @@ const PATIENCE: Duration = Duration::from_secs(30);
 const TOKEN: &str = "test-admin-token-0123";
 
 fn scratch(tag: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "lrpc-tls-{}-{tag}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("scratch dir");
-    d
+    common::scratch("lrpc-tls", tag)
 }
 
 /// A certificate for `localhost` and `127.0.0.1`, issued by a CA of its own.

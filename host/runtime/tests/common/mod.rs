@@ -89,3 +89,36 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
     }
     out
 }
+
+/// A fresh, empty directory for one test: `TMPDIR/PREFIX-PID-TAG-N`.
+pub fn scratch(prefix: &str, tag: &str) -> std::path::PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "{prefix}-{}-{tag}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    d
+}
+
+/// The `nats-server` binary: the one `scripts/test.sh` installs and names in `NATS_SERVER`,
+/// else one on `PATH` or in Debian's places.
+pub fn nats_server() -> std::path::PathBuf {
+    use std::path::PathBuf;
+    std::env::var_os("NATS_SERVER")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(
+            std::env::var_os("PATH")
+                .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+                .unwrap_or_default()
+                .into_iter()
+                .chain(["/usr/sbin".into(), "/usr/bin".into()])
+                .map(|d: PathBuf| d.join("nats-server")),
+        )
+        .find(|p| p.is_file())
+        .expect("nats-server is not installed: run the tests with scripts/test.sh")
+}
