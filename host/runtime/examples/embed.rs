@@ -81,6 +81,8 @@ async fn main() -> anyhow::Result<()> {
         .route("/hop/{*rest}", get(hop))
         .route("/spin/{nanos}/{*rest}", get(spin))
         .merge(edge.router());
+    // Caught from here on, before the first request can be answered.
+    let stop = shutdown_signal()?;
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     println!("listening on http://{}", listener.local_addr()?);
     // As `lrpc serve` does: a streamed response's head and body go out without waiting
@@ -90,7 +92,7 @@ async fn main() -> anyhow::Result<()> {
         let _ = tcp.set_nodelay(true);
     });
     axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(stop)
         .await?;
     tokio::task::spawn_blocking(move || edge.shutdown()).await?;
     Ok(())

@@ -270,12 +270,18 @@ fn shutdown_control(
         .enable_all()
         .build()
         .context("starting tokio for the shutdown signal")?;
+    // Registered before the server answers anything: a SIGTERM that comes early (a test, a
+    // service manager stopping what it just started) must be caught, not kill the process.
+    let signal = {
+        let _entered = rt.enter();
+        shutdown_signal().context("catching SIGTERM and ctrl-c")?
+    };
     let (tx, rx) = tokio::sync::oneshot::channel();
     let edge = edge.clone();
     std::thread::Builder::new()
         .name("shutdown".into())
         .spawn(move || {
-            rt.block_on(shutdown_signal());
+            rt.block_on(signal);
             tracing::info!(
                 grace_ms = grace.as_millis() as u64,
                 "shutting down: requests in flight get the grace period"

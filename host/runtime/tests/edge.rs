@@ -983,6 +983,29 @@ fn sigterm_finishes_requests_in_flight_and_exits_0() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// SIGTERM is caught from the moment the server says it listens: a service manager that
+/// stops what it just started gets a clean exit, not a process killed by the signal.
+#[test]
+fn sigterm_as_soon_as_the_server_listens_exits_0() {
+    let dir = scratch("sigterm-early");
+    let config = write_config(
+        &dir,
+        "[domains.hello]\nguest = \"http-hello\"\n\
+         exports = [{ interface = \"lrpc:http/plugin@0.2.0\" }]\n\
+         [[routes]]\nprefix = \"/hello\"\nchain = [\"hello\"]\n",
+    );
+    for _ in 0..5 {
+        let mut s = Server::start(&config);
+        sigterm(&s);
+        assert_eq!(
+            s.wait_exit(),
+            Some(0),
+            "killed by the signal, not shut down"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A config whose `/faulty` route's plugin (two replicas) may run for an hour per call,
 /// with `workers` workers, a `/hello` route beside it, and `[serve]` lines `serve`.
 fn spin_config(dir: &Path, workers: usize, serve: &str) -> PathBuf {

@@ -103,24 +103,29 @@ impl Edge {
     }
 }
 
-/// Waits for ctrl-c or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Catches ctrl-c and SIGTERM from the moment it returns, and gives a future that ends when
+/// either arrives.
+///
+/// The handlers are registered at once, not when the future is first polled: a server that
+/// answers before its shutdown task runs must not be killed by a signal's default action.
+/// Call it inside a tokio runtime (`Runtime::enter` or an async context).
+pub fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()> + Send> {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        Ok(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = interrupt.recv() => {}
             }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
+        })
+    }
     #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
     }
 }
