@@ -264,6 +264,7 @@ fn deserialize_structs(source: &str) -> Structs {
         let line = &rest[..line_end];
         let head = line
             .trim_start_matches("pub(crate) ")
+            .trim_start_matches("pub(super) ")
             .trim_start_matches("pub ");
         let derives = attrs.iter().any(|a| {
             a.starts_with("#[derive")
@@ -277,6 +278,8 @@ fn deserialize_structs(source: &str) -> Structs {
                 .chars()
                 .take_while(|c| c.is_alphanumeric() || *c == '_')
                 .collect();
+            // From the word `struct` on: a visibility's parentheses are not a tuple's.
+            rest = &rest[line.len() - head.len()..];
             let named = rest
                 .find(['{', ';', '('])
                 .is_some_and(|at| rest[at..].starts_with('{'));

@@ -61,6 +61,11 @@ const WASI_HTTP: &[&str] = &[
 /// (weakly, to serve through it), and the handler keeps its WASI 0.3 limits.
 const WASI_HTTP_BACK: &[(&str, &str)] = &[("p3", "handler")];
 
+/// The files of `config/`, bottom to top: how values are read (and the error every parser
+/// gives); the checked records; the file as written; the `[network]`/`[remotes]` and the
+/// `[domains]` parsers. `mod.rs` (`Config::parse`, the other sections) is on top.
+const CONFIG: &[&str] = &["text", "spec", "raw", "network", "domains"];
+
 /// Checks that the folder `dir` holds `mod.rs` and exactly the files of `order`, that its
 /// `mod.rs` names each file in its doc, and that each file imports (as `super::file`) only
 /// files before it in `order`, but for `back` (importer, imported). Items of `mod.rs`
@@ -98,6 +103,10 @@ fn check_folder(dir: &std::path::Path, order: &[&str], back: &[(&str, &str)]) {
         let text = std::fs::read_to_string(dir.join(format!("{file}.rs"))).expect("read a file");
         // Unit tests import their own file (`super::*`), not the folder's.
         let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        // A glob would reach every file through `mod.rs`'s own imports.
+        if code.contains("use super::*") {
+            wrong.push(format!("{file}.rs imports `super::*`"));
+        }
         for h in layering::paths_after(code, "super::") {
             let sibling = order.contains(&h.as_str());
             let below = order[..i].contains(&h.as_str());
@@ -119,4 +128,10 @@ fn the_edge_and_wasi_http_files_follow_a_request_s_path() {
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     check_folder(&src.join("edge"), EDGE, &[]);
     check_folder(&src.join("wasi_http"), WASI_HTTP, WASI_HTTP_BACK);
+}
+
+#[test]
+fn the_config_files_import_only_files_below_them() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    check_folder(&src.join("config"), CONFIG, &[]);
 }

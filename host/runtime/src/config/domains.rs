@@ -1,7 +1,10 @@
 //! `[domains.NAME]`: a domain's module, exports, binds, limits and WASI grants, core and
 //! component alike.
 
-use super::*;
+use super::raw::*;
+use super::spec::*;
+use super::text::{ConfigError, Ctx};
+use toml::Spanned;
 pub(super) fn domain(
     cx: &Ctx<'_>,
     name: &str,

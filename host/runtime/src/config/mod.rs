@@ -82,287 +82,30 @@
 //!
 //! Every mistake is reported as `file:line: reason`, the line found from the span toml
 //! keeps for each value.
+//!
+//! The files, bottom to top (each imports only files listed before it):
+//! - `text.rs`: sizes, rates and durations as text; [`ConfigError`] and the context each
+//!   parser reports through.
+//! - `spec.rs`: the checked records ([`Config`], [`DomainSpec`], [`Route`], …) and limits.
+//! - `raw.rs`: the file as written, every value with its span.
+//! - `network.rs`: `[remotes.NAME]` and `[network]`, TLS and NATS credentials.
+//! - `domains.rs`: `[domains.NAME]`, core and component, with their WASI grants.
+//! - `mod.rs`: [`Config::parse`], the `[kernel]`, `[serve]`, `[run]` and `[[routes]]` tables.
 
 mod domains;
 mod network;
+mod raw;
 mod spec;
 mod text;
 
 use domains::*;
 use network::*;
-use serde::Deserialize;
+use raw::*;
 pub use spec::*;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
-use text::{Ctx, min_body_rate};
-pub use text::{parse_duration, parse_rate, parse_size};
-use toml::Spanned;
-
-/// The most plugins in one route's chain. The driver that carries a request binds to each,
-/// and every binding takes A-stack mappings of the kernel's quotas.
-pub const MAX_CHAIN: usize = 16;
-
-/// The most worker threads of all routes together.
-pub const MAX_WORKERS: usize = 1024;
-
-/// The most requests one instance of a `wasi:http` handler may serve (`reuse`).
-pub const MAX_REUSE: usize = 1_000_000;
-
-/// The most characters of a config error's reason: values echoed in it are cut short.
-const MAX_REASON: usize = 240;
-
-/// The longest deadline a config may give: a domain that spins holds its thread at most this
-/// long, whatever the config says.
-pub const MAX_DEADLINE: Duration = Duration::from_secs(3600);
-
-/// `[serve] recycle-above` when the config does not set it: a domain that grew past 16 MiB
-/// for a peak is replaced after it.
-pub const DEFAULT_RECYCLE_ABOVE: usize = 16 << 20;
-
-/// The interface of HTTP plugins whose header values are strings (`wit/http.wit`): such a
-/// plugin can not see a value that is not UTF-8, so a route with one answers 400 to it.
-pub const PLUGIN_INTERFACE: &str = "lrpc:http/plugin";
-
-/// The interface of HTTP plugins whose header values are bytes (`wit/http-bytes.wit`): they
-/// see every byte of a request.
-pub const PLUGIN_INTERFACE_BYTES: &str = "lrpc:http/plugin@0.2.0";
-
-/// Whether `interface` is one of the HTTP plugin interfaces ([`PLUGIN_INTERFACE`] or
-/// [`PLUGIN_INTERFACE_BYTES`]); a chain may mix both.
-pub fn is_plugin_interface(interface: &str) -> bool {
-    interface == PLUGIN_INTERFACE || interface == PLUGIN_INTERFACE_BYTES
-}
-
-/// The interface of an off-the-shelf `wasi:http` handler component, which may end a chain.
-pub const HANDLER_INTERFACE: &str = "wasi:http/incoming-handler";
-
-/// A mistake in a config file, with where it is.
-#[derive(Debug, thiserror::Error)]
-#[error("{file}:{line}: {reason}")]
-pub struct ConfigError {
-    /// The file.
-    pub file: String,
-    /// 1-based line.
-    pub line: usize,
-    /// What is wrong.
-    pub reason: String,
-}
-
-/// The file as written.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawConfig {
-    #[serde(default)]
-    kernel: RawKernel,
-    #[serde(default)]
-    domains: BTreeMap<String, Spanned<RawDomain>>,
-    #[serde(default)]
-    run: RawRun,
-    #[serde(default)]
-    serve: RawServe,
-    #[serde(default)]
-    routes: Vec<Spanned<RawRoute>>,
-    #[serde(default)]
-    remotes: BTreeMap<String, Spanned<RawRemote>>,
-    network: Option<Spanned<RawNetwork>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawRemote {
-    interface: Spanned<String>,
-    endpoint: Spanned<String>,
-    deadline: Option<Spanned<String>>,
-    // What a `nats://` endpoint presents to the NATS server (see `nats_auth`).
-    creds: Option<Spanned<String>>,
-    #[serde(rename = "nkey-seed")]
-    nkey_seed: Option<Spanned<String>>,
-    #[serde(rename = "user-env")]
-    user_env: Option<Spanned<String>>,
-    #[serde(rename = "password-env")]
-    password_env: Option<Spanned<String>>,
-    #[serde(rename = "token-env")]
-    token_env: Option<Spanned<String>>,
-    /// `tcp:`: `{ ca, cert, key, server-name }` (read by hand, see [`remote_tls`]);
-    /// `nats://`: `{ ca, cert, key }` (see `nats_auth`).
-    tls: Option<Spanned<toml::Value>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawNetwork {
-    /// Each an endpoint string, or `{ address = "…", insecure = true }` (read by hand: a
-    /// table inside an array is no table of the config's own).
-    listen: Spanned<Vec<Spanned<toml::Value>>>,
-    /// Each an export name, or `{ name = "…", allow = […] }` (see [`network_export`]).
-    exports: Option<Vec<Spanned<toml::Value>>>,
-    workers: Option<Spanned<i64>>,
-    group: Option<Spanned<String>>,
-    /// `{ cert, key, client-ca }` (read by hand, see [`network_tls`]).
-    tls: Option<Spanned<toml::Value>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawKernel {
-    deadline: Option<Spanned<String>>,
-    #[serde(default)]
-    wit: Vec<Spanned<String>>,
-    #[serde(rename = "cache-dir")]
-    cache_dir: Option<Spanned<RawCacheDir>>,
-}
-
-/// `[kernel] cache-dir`: a folder, `true` (the per-user folder) or `false` (no cache).
-#[derive(Debug)]
-enum RawCacheDir {
-    Folder(String),
-    On(bool),
-}
-
-impl<'de> Deserialize<'de> for RawCacheDir {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = RawCacheDir;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a folder, or `false` for no cache, or `true` for the default folder")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawCacheDir, E> {
-                Ok(RawCacheDir::Folder(v.into()))
-            }
-            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<RawCacheDir, E> {
-                Ok(RawCacheDir::On(v))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawDomain {
-    guest: Option<Spanned<String>>,
-    wasm: Option<Spanned<String>>,
-    kind: Option<Spanned<String>>,
-    replicas: Option<Spanned<i64>>,
-    #[serde(default)]
-    exports: Vec<Spanned<RawExport>>,
-    #[serde(default)]
-    binds: Vec<Spanned<RawBind>>,
-    limits: Option<Spanned<RawLimits>>,
-    wasi: Option<Spanned<RawWasi>>,
-    trust_fully: Option<Spanned<Vec<String>>>,
-    body: Option<Spanned<String>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawWasi {
-    #[serde(default)]
-    env: BTreeMap<String, String>,
-    #[serde(default)]
-    args: Vec<String>,
-    #[serde(default)]
-    preopens: Vec<Spanned<RawPreopen>>,
-    stdout: Option<Spanned<String>>,
-    stderr: Option<Spanned<String>>,
-    #[serde(default)]
-    network: Vec<Spanned<String>>,
-    #[serde(default)]
-    http: Vec<Spanned<String>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPreopen {
-    host: Spanned<String>,
-    guest: Spanned<String>,
-    #[serde(default)]
-    writable: bool,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawExport {
-    interface: Spanned<String>,
-    name: Option<Spanned<String>>,
-    presentation: Option<Spanned<String>>,
-    serving: Option<Spanned<String>>,
-    deadline: Option<Spanned<String>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawBind {
-    interface: Spanned<String>,
-    server: Spanned<String>,
-    presentation: Option<Spanned<String>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawLimits {
-    deadline: Option<Spanned<String>>,
-    memory: Option<Spanned<toml::Value>>,
-    fuel: Option<Spanned<toml::Value>>,
-    bindings: Option<Spanned<i64>>,
-    astack_bytes: Option<Spanned<toml::Value>>,
-    oob_bytes: Option<Spanned<toml::Value>>,
-    mappings: Option<Spanned<i64>>,
-    reuse: Option<Spanned<i64>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawRun {
-    entry: Option<Spanned<String>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawServe {
-    listen: Option<Spanned<String>>,
-    admin: Option<Spanned<bool>>,
-    #[serde(rename = "admin-token")]
-    admin_token: Option<Spanned<String>>,
-    #[serde(rename = "admin-token-env")]
-    admin_token_env: Option<Spanned<String>>,
-    #[serde(rename = "max-body")]
-    max_body: Option<Spanned<i64>>,
-    #[serde(rename = "max-connections")]
-    max_connections: Option<Spanned<i64>>,
-    #[serde(rename = "header-timeout")]
-    header_timeout: Option<Spanned<String>>,
-    #[serde(rename = "body-timeout")]
-    body_timeout: Option<Spanned<String>>,
-    #[serde(rename = "shutdown-grace")]
-    shutdown_grace: Option<Spanned<String>>,
-    #[serde(rename = "tls-cert")]
-    tls_cert: Option<Spanned<String>>,
-    #[serde(rename = "tls-key")]
-    tls_key: Option<Spanned<String>>,
-    #[serde(rename = "min-body-rate")]
-    min_body_rate: Option<Spanned<toml::Value>>,
-    #[serde(rename = "min-body-rate-grace")]
-    min_body_rate_grace: Option<Spanned<String>>,
-    #[serde(rename = "recycle-above")]
-    recycle_above: Option<Spanned<toml::Value>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawRoute {
-    prefix: Spanned<String>,
-    chain: Spanned<Vec<Spanned<String>>>,
-    workers: Option<Spanned<i64>>,
-    #[serde(rename = "max-body")]
-    max_body: Option<Spanned<i64>>,
-    #[serde(rename = "max-in-flight")]
-    max_in_flight: Option<Spanned<i64>>,
-    reuse: Option<Spanned<i64>>,
-}
+use std::path::Path;
+use text::Ctx;
+pub use text::{ConfigError, MAX_DEADLINE, parse_duration, parse_rate, parse_size};
 
 impl Config {
     /// Reads and checks a config file.
@@ -751,6 +494,39 @@ impl Config {
     }
 }
 
+/// The `[serve]` table's minimum body rate: `min-body-rate` (bytes per second, like
+/// `"240B/s"` or `"1KiB/s"`; `0` or `false` turns it off) and `min-body-rate-grace`.
+fn min_body_rate(
+    cx: &Ctx<'_>,
+    serve: &RawServe,
+) -> Result<Option<crate::body_rate::MinBodyRate>, ConfigError> {
+    let mut min = crate::body_rate::MinBodyRate::default();
+    if let Some(v) = &serve.min_body_rate {
+        let rate = match v.get_ref() {
+            toml::Value::Boolean(true) => Some(min.bytes_per_second),
+            toml::Value::Boolean(false) => Some(0),
+            toml::Value::Integer(n) => u64::try_from(*n).ok(),
+            toml::Value::String(t) => parse_rate(t),
+            _ => None,
+        };
+        match rate {
+            Some(0) => return Ok(None),
+            Some(n) => min.bytes_per_second = n,
+            None => {
+                return Err(cx.err(
+                    v,
+                    "min-body-rate is a rate like \"240B/s\" or \"1KiB/s\", or 0 or false \
+                     to turn it off",
+                ));
+            }
+        }
+    }
+    if let Some(g) = &serve.min_body_rate_grace {
+        min.grace = cx.duration(g)?;
+    }
+    Ok(Some(min))
+}
+
 /// The admin endpoint's token: off unless `admin = true`, which needs a token of at least
 /// [`AdminToken::MIN_LEN`] characters, from `admin-token` or from the environment variable
 /// that `admin-token-env` names.
@@ -799,6 +575,7 @@ fn admin_token(cx: &Ctx<'_>, s: &RawServe) -> Result<Option<AdminToken>, ConfigE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn err(text: &str) -> String {
         Config::parse(Path::new("app.toml"), text)

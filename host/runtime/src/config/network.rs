@@ -2,7 +2,13 @@
 //! serves on, their TLS and allow lists, and what a `nats://` endpoint presents to its NATS
 //! server.
 
-use super::*;
+use super::raw::*;
+use super::spec::*;
+use super::text::{ConfigError, Ctx};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use toml::Spanned;
 fn endpoint(cx: &Ctx<'_>, s: &Spanned<String>) -> Result<lrpc_remote::Endpoint, ConfigError> {
     s.get_ref().parse().map_err(|e: String| cx.err(s, e))
 }

@@ -1,11 +1,41 @@
 //! What a checked config holds: the records [`Config::load`] makes, read by the deployment
 //! and the edge.
 
-use super::{HANDLER_INTERFACE, is_plugin_interface};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The most plugins in one route's chain. The driver that carries a request binds to each,
+/// and every binding takes A-stack mappings of the kernel's quotas.
+pub const MAX_CHAIN: usize = 16;
+
+/// The most worker threads of all routes together.
+pub const MAX_WORKERS: usize = 1024;
+
+/// The most requests one instance of a `wasi:http` handler may serve (`reuse`).
+pub const MAX_REUSE: usize = 1_000_000;
+
+/// `[serve] recycle-above` when the config does not set it: a domain that grew past 16 MiB
+/// for a peak is replaced after it.
+pub const DEFAULT_RECYCLE_ABOVE: usize = 16 << 20;
+
+/// The interface of HTTP plugins whose header values are strings (`wit/http.wit`): such a
+/// plugin can not see a value that is not UTF-8, so a route with one answers 400 to it.
+pub const PLUGIN_INTERFACE: &str = "lrpc:http/plugin";
+
+/// The interface of HTTP plugins whose header values are bytes (`wit/http-bytes.wit`): they
+/// see every byte of a request.
+pub const PLUGIN_INTERFACE_BYTES: &str = "lrpc:http/plugin@0.2.0";
+
+/// Whether `interface` is one of the HTTP plugin interfaces ([`PLUGIN_INTERFACE`] or
+/// [`PLUGIN_INTERFACE_BYTES`]); a chain may mix both.
+pub fn is_plugin_interface(interface: &str) -> bool {
+    interface == PLUGIN_INTERFACE || interface == PLUGIN_INTERFACE_BYTES
+}
+
+/// The interface of an off-the-shelf `wasi:http` handler component, which may end a chain.
+pub const HANDLER_INTERFACE: &str = "wasi:http/incoming-handler";
 
 /// Where a domain's module comes from.
 #[derive(Debug, Clone)]

@@ -1,7 +1,28 @@
 //! How config values are read: sizes, rates and durations written as text, and the
 //! context ([`Ctx`]) every section's parser reports its mistakes through, as `file:line`.
 
-use super::*;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use toml::Spanned;
+
+/// A mistake in a config file, with where it is.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}:{line}: {reason}")]
+pub struct ConfigError {
+    /// The file.
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// The most characters of a config error's reason: values echoed in it are cut short.
+pub(super) const MAX_REASON: usize = 240;
+
+/// The longest deadline a config may give: a domain that spins holds its thread at most this
+/// long, whatever the config says.
+pub const MAX_DEADLINE: Duration = Duration::from_secs(3600);
 
 /// Parses a size: `"123"`, `"4KiB"`, `"64MiB"`, `"1GiB"`.
 pub fn parse_size(s: &str) -> Option<u64> {
@@ -16,39 +37,6 @@ pub fn parse_size(s: &str) -> Option<u64> {
         _ => return None,
     };
     n.checked_mul(scale)
-}
-
-/// The `[serve]` table's minimum body rate: `min-body-rate` (bytes per second, like
-/// `"240B/s"` or `"1KiB/s"`; `0` or `false` turns it off) and `min-body-rate-grace`.
-pub(super) fn min_body_rate(
-    cx: &Ctx<'_>,
-    serve: &RawServe,
-) -> Result<Option<crate::body_rate::MinBodyRate>, ConfigError> {
-    let mut min = crate::body_rate::MinBodyRate::default();
-    if let Some(v) = &serve.min_body_rate {
-        let rate = match v.get_ref() {
-            toml::Value::Boolean(true) => Some(min.bytes_per_second),
-            toml::Value::Boolean(false) => Some(0),
-            toml::Value::Integer(n) => u64::try_from(*n).ok(),
-            toml::Value::String(t) => parse_rate(t),
-            _ => None,
-        };
-        match rate {
-            Some(0) => return Ok(None),
-            Some(n) => min.bytes_per_second = n,
-            None => {
-                return Err(cx.err(
-                    v,
-                    "min-body-rate is a rate like \"240B/s\" or \"1KiB/s\", or 0 or false \
-                     to turn it off",
-                ));
-            }
-        }
-    }
-    if let Some(g) = &serve.min_body_rate_grace {
-        min.grace = cx.duration(g)?;
-    }
-    Ok(Some(min))
 }
 
 /// Parses a rate like `240B/s` or `1KiB/s` (a size per second; `0` alone is zero).
