@@ -22,7 +22,11 @@
 //!   whose head has arrived get [`Connections::shutdown_grace`] to finish. At the grace's
 //!   end the caller's `grace_ended` runs (the edge then terminates what still runs and
 //!   answers 503), the answers get [`ANSWER_WINDOW`] to go out, and every connection left
-//!   is closed.
+//!   is closed;
+//! - while requests in flight finish, new connections are still accepted (within
+//!   [`Connections::max`]), so that a load balancer's probes see the server draining: their
+//!   requests carry [`AcceptedWhileDraining`] (the edge answers its probes and 503 to the
+//!   rest), and they do not hold the shutdown.
 //!
 //! HTTP/1.1 and HTTP/2 (with prior knowledge) are served on the same port; with TLS (see
 //! [`crate::tls`]) every connection is TLS, the handshake within the header timeout, and
@@ -67,6 +71,12 @@ impl Default for Connections {
         }
     }
 }
+
+/// The mark on every request of a connection accepted after the shutdown signal: the
+/// router should answer only what tells the server's state (its probes), and 503 to the
+/// rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcceptedWhileDraining;
 
 /// How long, after the grace period, the answers to the requests the edge stopped (503) have
 /// to go out before their connections are closed.
@@ -114,6 +124,8 @@ pub async fn serve(
     let (phase, phase_rx) = watch::channel(Phase::Serving);
     // Each connection's task holds a clone: `recv` ends when all of them have ended.
     let (alive, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
+    let late_service =
+        TowerToHyperService::new(router.clone().layer(axum::Extension(AcceptedWhileDraining)));
     let service = TowerToHyperService::new(router);
     tokio::pin!(shutdown);
     loop {
@@ -149,34 +161,87 @@ pub async fn serve(
         let tls = tls.clone();
         let header_timeout = budget.header_timeout;
         tokio::spawn(async move {
-            connection(stream, &builder, service, header_timeout, tls, phase).await;
+            let until = Phase::Draining;
+            connection(stream, &builder, service, header_timeout, tls, phase, until).await;
             drop((permit, alive));
         });
     }
-    drop(listener);
     let _ = phase.send(Phase::Draining);
     drop(alive);
-    if tokio::time::timeout(budget.shutdown_grace, all_closed.recv())
-        .await
-        .is_ok()
-    {
-        return;
-    }
-    grace_ended();
-    let answered = tokio::time::timeout(ANSWER_WINDOW, all_closed.recv()).await;
-    let _ = phase.send(Phase::Closing);
-    if answered.is_err() {
-        tracing::warn!(
-            grace_ms = budget.shutdown_grace.as_millis() as u64,
-            "connections still busy after the grace period were closed"
-        );
-        // The tasks drop their connections at their next poll.
-        let _ = tokio::time::timeout(CLOSE_IDLE, all_closed.recv()).await;
+    let drained = async {
+        if tokio::time::timeout(budget.shutdown_grace, all_closed.recv())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        grace_ended();
+        let answered = tokio::time::timeout(ANSWER_WINDOW, all_closed.recv()).await;
+        let _ = phase.send(Phase::Closing);
+        if answered.is_err() {
+            tracing::warn!(
+                grace_ms = budget.shutdown_grace.as_millis() as u64,
+                "connections still busy after the grace period were closed"
+            );
+            // The tasks drop their connections at their next poll.
+            let _ = tokio::time::timeout(CLOSE_IDLE, all_closed.recv()).await;
+        }
+    };
+    let late = Late {
+        listener: &listener,
+        slots: &slots,
+        builder: &builder,
+        service: &late_service,
+        tls: &tls,
+        phase: &phase_rx,
+        header_timeout: budget.header_timeout,
+    };
+    tokio::select! {
+        () = drained => {}
+        () = late.accept() => {}
     }
 }
 
-/// Serves one connection until it ends, or the shutdown `phase` closes it (see
-/// [`serve`]).
+/// What serves the connections accepted after the shutdown signal (see
+/// [`AcceptedWhileDraining`]).
+struct Late<'a> {
+    listener: &'a TcpListener,
+    slots: &'a Arc<Semaphore>,
+    builder: &'a Arc<auto::Builder<TokioExecutor>>,
+    service: &'a TowerToHyperService<Router>,
+    tls: &'a Option<Arc<crate::tls::Tls>>,
+    phase: &'a watch::Receiver<Phase>,
+    header_timeout: Duration,
+}
+
+impl Late<'_> {
+    /// Accepts connections until dropped, each within the connection budget and closed at
+    /// the end of the shutdown at the latest; they are not waited for.
+    async fn accept(&self) {
+        loop {
+            let Ok(permit) = self.slots.clone().acquire_owned().await else {
+                return;
+            };
+            let Ok((stream, _)) = self.listener.accept().await else {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let (builder, service) = (self.builder.clone(), self.service.clone());
+            let (tls, phase) = (self.tls.clone(), self.phase.clone());
+            let header_timeout = self.header_timeout;
+            tokio::spawn(async move {
+                let until = Phase::Closing;
+                connection(stream, &builder, service, header_timeout, tls, phase, until).await;
+                drop(permit);
+            });
+        }
+    }
+}
+
+/// Serves one connection until it ends, or the shutdown `phase` reaches `until` (see
+/// [`serve`]): at [`Phase::Draining`] it finishes the requests in flight, at
+/// [`Phase::Closing`] it closes at once.
 async fn connection(
     stream: tokio::net::TcpStream,
     builder: &auto::Builder<TokioExecutor>,
@@ -184,6 +249,7 @@ async fn connection(
     header_timeout: Duration,
     tls: Option<Arc<crate::tls::Tls>>,
     mut phase: watch::Receiver<Phase>,
+    until: Phase,
 ) {
     // hyper reads the first bytes to tell HTTP/1 from HTTP/2 before its head timer runs: a
     // client that sends nothing at all is closed here (and at the shutdown signal).
@@ -193,14 +259,14 @@ async fn connection(
             Ok(Ok(n)) if n > 0 => {}
             _ => return,
         },
-        _ = phase.wait_for(|p| *p >= Phase::Draining) => return,
+        _ = phase.wait_for(|p| *p >= until) => return,
     }
     let stream = tokio::select! {
         s = crate::tls::wrap(tls.as_deref(), stream, header_timeout) => match s {
             Some(s) => s,
             None => return,
         },
-        _ = phase.wait_for(|p| *p >= Phase::Draining) => return,
+        _ = phase.wait_for(|p| *p >= until) => return,
     };
     let busy = Arc::new(AtomicUsize::new(0));
     let service = Counted {
@@ -211,7 +277,10 @@ async fn connection(
     tokio::pin!(conn);
     tokio::select! {
         _ = conn.as_mut() => return,
-        _ = phase.wait_for(|p| *p >= Phase::Draining) => {}
+        _ = phase.wait_for(|p| *p >= until) => {}
+    }
+    if until == Phase::Closing {
+        return;
     }
     // No keep-alive from here on. A connection with no request whose head has arrived
     // (idle, or half a head sent) gets only a moment to send what it holds.

@@ -282,6 +282,8 @@ fn shutdown_control(
         .name("shutdown".into())
         .spawn(move || {
             rt.block_on(signal);
+            // The readiness probe fails from now on.
+            edge.drain();
             tracing::info!(
                 grace_ms = grace.as_millis() as u64,
                 "shutting down: requests in flight get the grace period"

@@ -90,13 +90,26 @@ impl Server {
 
     /// `lrpc serve config` with `env` set, its log to `stderr`.
     fn spawn(config: &Path, stderr: Stdio, env: &[(&str, &OsStr)]) -> Server {
-        let mut child = Command::new(LRPC)
+        Server::spawn_with(config, stderr, env, &[])
+    }
+
+    /// [`Server::spawn`] with the options `args` after the config.
+    fn spawn_with(config: &Path, stderr: Stdio, env: &[(&str, &OsStr)], args: &[&str]) -> Server {
+        let mut command = Command::new(LRPC);
+        command
             .arg("serve")
             .arg(config)
             .args(["--listen", "127.0.0.1:0"])
+            .args(args)
             .envs(env.iter().copied())
+            .stderr(stderr);
+        Server::of(command)
+    }
+
+    /// The server `command` starts: it waits for the line that says where it listens.
+    fn of(mut command: Command) -> Server {
+        let mut child = command
             .stdout(Stdio::piped())
-            .stderr(stderr)
             .spawn()
             .expect("start lrpc serve");
         let mut line = String::new();
@@ -3729,4 +3742,69 @@ fn an_idle_server_takes_under_a_fifth_of_a_percent_of_a_core() {
     // And the first request after the rest is served as before.
     let r = s.get("/api/v1/hi", &[ALICE]);
     assert_eq!(r.status, 200, "{}", r.text());
+}
+
+/// A config with a `/` route (`hello` answers every path) and a `/faulty` route whose
+/// plugin may spin for an hour, with `[serve]` lines `serve`.
+fn root_route_config(dir: &Path, serve: &str) -> PathBuf {
+    write_config(
+        dir,
+        &format!(
+            "[serve]\n{serve}\n[domains.faulty]\nguest = \"http-faulty\"\n\
+             exports = [{{ interface = \"lrpc:http/plugin\", deadline = \"3600s\" }}]\n\
+             [domains.hello]\nguest = \"http-hello\"\n\
+             exports = [{{ interface = \"lrpc:http/plugin@0.2.0\" }}]\n\
+             [[routes]]\nprefix = \"/faulty\"\nchain = [\"faulty\"]\n\
+             [[routes]]\nprefix = \"/\"\nchain = [\"hello\"]\n"
+        ),
+    )
+}
+
+/// `/healthz` and `/readyz` answer 200 on a running server, before its `/` route sees them
+/// (that route answers every other path). From SIGTERM on, while a request is still in
+/// flight in the grace period, `/readyz` answers 503 and `/healthz` still 200, on
+/// connections made after the signal; any other request on those gets 503. At the end of
+/// the grace the spinning request is stopped (503) and the process exits 0.
+#[test]
+fn probes_answer_before_the_routes_and_readiness_fails_from_sigterm_on() {
+    let dir = scratch("probes");
+    let config = root_route_config(&dir, "shutdown-grace = \"6s\"");
+    let mut s = Server::start(&config);
+    let other = s.get("/other", &[]);
+    assert_eq!(other.status, 200);
+    assert_eq!(other.header("x-plugin"), Some("hello"));
+    for (path, text) in [("/healthz", "ok\n"), ("/readyz", "ready\n")] {
+        let r = s.get(path, &[]);
+        assert_eq!((r.status, r.text().as_str()), (200, text), "{path}");
+        assert_eq!(r.header("x-plugin"), None, "{path} reached the `/` route");
+        assert_eq!(r.header("cache-control"), Some("no-store"));
+    }
+    // The probes count as no route's requests.
+    assert_eq!(s.metric("lrpc_http_requests_total{route=\"/\""), 1.0);
+    let addr = s.addr.clone();
+    let spin = std::thread::spawn(move || request(&addr, "GET", "/faulty/spin", &[], b""));
+    let in_flight = "lrpc_http_requests_in_flight{route=\"/faulty\"}";
+    assert!(eventually(|| s.metric(in_flight) >= 1.0));
+    let start = Instant::now();
+    sigterm(&s);
+    // The signal is handled on its own thread: the probe turns within moments.
+    assert!(eventually(|| s.get("/readyz", &[]).status == 503));
+    let ready = s.get("/readyz", &[]);
+    assert_eq!(ready.text(), "not ready: shutting down\n");
+    assert_eq!(s.get("/healthz", &[]).status, 200);
+    let late = s.get("/other", &[]);
+    assert_eq!(
+        (late.status, late.text().as_str()),
+        (503, "shutting down\n")
+    );
+    assert_eq!(late.header("connection"), Some("close"));
+    // All of that within the grace: the spinning request was still running.
+    assert!(
+        start.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(s.wait_exit(), Some(0));
+    assert_eq!(spin.join().expect("the spinning request").status, 503);
+    let _ = std::fs::remove_dir_all(&dir);
 }

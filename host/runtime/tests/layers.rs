@@ -47,6 +47,7 @@ const EDGE: &[&str] = &[
     "pool",
     "admission",
     "admin",
+    "health",
     "shutdown",
 ];
 

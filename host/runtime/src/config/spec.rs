@@ -328,6 +328,25 @@ impl std::fmt::Debug for AdminToken {
     }
 }
 
+/// The paths the edge server answers its probes on, before any route sees the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probes {
+    /// Answers 200 while the process serves (`[serve] health-path`).
+    pub health: String,
+    /// Answers 200 while the server is ready for traffic, 503 from a shutdown signal on
+    /// (`[serve] ready-path`).
+    pub ready: String,
+}
+
+impl Default for Probes {
+    fn default() -> Probes {
+        Probes {
+            health: "/healthz".into(),
+            ready: "/readyz".into(),
+        }
+    }
+}
+
 /// A folder of WIT packages named in `[kernel] wit`.
 #[derive(Debug, Clone)]
 pub struct WitFolder {
@@ -357,6 +376,8 @@ pub struct Config {
     /// The token `/admin/...` requests must carry; `None` when the admin endpoint is off
     /// (the default).
     pub admin: Option<AdminToken>,
+    /// The paths of the liveness and readiness probes (`[serve] health-path`, `ready-path`).
+    pub probes: Probes,
     /// Largest request body accepted, in bytes.
     pub max_body: usize,
     /// The budgets of the edge server's connections.

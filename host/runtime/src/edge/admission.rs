@@ -1,13 +1,15 @@
 //! A request's way in: one authority, the route's cap on requests in flight, its body
 //! (read whole for the plugins, or streamed to a handler) and header values the plugins can
-//! read; then [`Edge::dispatch_on`] runs it.
+//! read; then [`Edge::dispatch_on`] runs it. A connection accepted after the shutdown
+//! signal ([`AcceptedWhileDraining`]) gets 503.
 
 use super::Edge;
 use super::RouteRt;
 use super::body::{closing, read_body, too_large};
-use super::response::{no_route, response};
+use super::response::{no_route, response, shutting_down};
 use super::router::one_authority;
 use crate::body_rate::BodyClock;
+use crate::listener::AcceptedWhileDraining;
 use crate::wasi_http::RequestBody;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
@@ -75,6 +77,15 @@ pub(super) async fn handle(State(edge): State<Edge>, req: Request) -> Response {
         }
         r
     };
+    // A connection that came after the shutdown signal gets the probes (routed before
+    // this) and nothing else.
+    if parts.extensions.get::<AcceptedWhileDraining>().is_some() {
+        let r = closing(response(shutting_down().into(), false), parts.version);
+        if route.is_none() {
+            metrics.unrouted(503);
+        }
+        return refused(r);
+    }
     let _admitted = match route.map(|r| r.admit()) {
         Some(None) => {
             return refused(
