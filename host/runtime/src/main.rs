@@ -5,7 +5,7 @@
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use lrpc_runtime::config::Config;
+use lrpc_runtime::config::{Config, LogFormat};
 use lrpc_runtime::deploy::Deployment;
 use lrpc_runtime::edge::{Edge, shutdown_signal};
 use std::io::Write as _;
@@ -20,6 +20,10 @@ use std::sync::Arc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// The log's format: `text` (the default) or `json` (one JSON object per line). For
+    /// `lrpc serve`, the default is the config's `[serve] log-format`.
+    #[arg(long, global = true, value_name = "FORMAT")]
+    log_format: Option<LogFormat>,
 }
 
 #[derive(Subcommand)]
@@ -90,14 +94,6 @@ fn give_large_buffers_back() {
 
 fn main() -> std::process::ExitCode {
     give_large_buffers_back();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     match run(Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -107,7 +103,26 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// Writes the log to stderr in `format`, at the levels `RUST_LOG` says (`info` by default).
+fn start_log(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let log = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => log
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        // The event's fields beside `timestamp`, `level` and `target`, not nested.
+        LogFormat::Json => log.json().flatten_event(true).init(),
+    }
+}
+
 fn run(cli: Cli) -> anyhow::Result<()> {
+    if !matches!(cli.command, Command::Serve { .. }) {
+        start_log(cli.log_format.unwrap_or_default());
+    }
     match cli.command {
         Command::Demo { iters } => {
             let rows = lrpc_runtime::demo::run(iters).context("the demo failed")?;
@@ -129,8 +144,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("{}", dep.call_function(head, function, &args.join(", "))?);
             }
         }
-        Command::Serve { config, listen } => {
+        Command::Serve { config, listen, .. } => {
             let config = Config::load(&config)?;
+            start_log(cli.log_format.or(config.log_format).unwrap_or_default());
             let listen = listen
                 .or_else(|| config.listen.clone())
                 .unwrap_or_else(|| "127.0.0.1:8080".into());

@@ -74,7 +74,9 @@ impl Server {
 
     /// [`Server::start`] for a test that holds [`alone`].
     fn start_alone(config: &Path) -> Server {
-        Server::spawn(config, Stdio::inherit(), &[])
+        // The access lines of thousands of requests would bury the tests' own output.
+        let quiet = OsStr::new("info,lrpc::access=off");
+        Server::spawn(config, Stdio::inherit(), &[("RUST_LOG", quiet)])
     }
 
     /// [`Server::start`] with the server's log written to the file `log`.
@@ -3806,5 +3808,72 @@ fn probes_answer_before_the_routes_and_readiness_fails_from_sigterm_on() {
     );
     assert_eq!(s.wait_exit(), Some(0));
     assert_eq!(spin.join().expect("the spinning request").status, 503);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The log lines of `log` (every one a JSON object) whose target is `lrpc::access`.
+fn access_lines(log: &str) -> Vec<serde_json::Value> {
+    log.lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l)
+                .unwrap_or_else(|e| panic!("not a JSON line ({e}): {l:?}"))
+        })
+        .filter(|v| v["target"] == "lrpc::access")
+        .collect()
+}
+
+/// With `--log-format json` every log line is one JSON object, and every request the routes
+/// answer (no probe) has one access line: method, route (none when none matched), path
+/// without the query, status, duration, body bytes, and the trace id of a valid
+/// `traceparent` (none for a malformed one). Probe paths come from the config.
+#[test]
+fn json_log_has_one_access_line_per_request_with_its_trace_id() {
+    let dir = scratch("json-log");
+    let config = root_route_config(&dir, "health-path = \"/live\"\nready-path = \"/ready\"");
+    let log = dir.join("log");
+    let file = std::fs::File::create(&log).expect("create the log file");
+    let mut s = Server::spawn_with(
+        &config,
+        file.into(),
+        &[("RUST_LOG", OsStr::new("info"))],
+        &["--log-format", "json"],
+    );
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let parent = format!("00-{trace}-00f067aa0ba902b7-01");
+    let r = s.get("/faulty/x?secret=1", &[("traceparent", &parent)]);
+    assert_eq!(r.status, 200);
+    let sent = r.body.len();
+    let r = request(
+        &s.addr,
+        "POST",
+        "/echo",
+        &[("traceparent", "00-zz")],
+        b"abc",
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(s.get("/live", &[]).status, 200);
+    assert_eq!(s.get("/ready", &[]).status, 200);
+    sigterm(&s);
+    assert_eq!(s.wait_exit(), Some(0));
+    let text = std::fs::read_to_string(&log).expect("the log");
+    let lines = access_lines(&text);
+    assert_eq!(lines.len(), 2, "{text}");
+    let first = &lines[0];
+    assert_eq!(first["level"], "INFO");
+    assert_eq!(first["method"], "GET");
+    assert_eq!(first["route"], "/faulty");
+    assert_eq!(first["path"], "/faulty/x");
+    assert_eq!(first["status"], 200);
+    assert!(first["duration_us"].as_u64().is_some(), "{first}");
+    assert_eq!(first["request_bytes"], 0);
+    assert_eq!(first["response_bytes"], sent as u64);
+    assert_eq!(first["trace_id"], trace);
+    let second = &lines[1];
+    assert_eq!(second["method"], "POST");
+    assert_eq!(second["route"], "/");
+    assert_eq!(second["request_bytes"], 3);
+    assert!(second.get("trace_id").is_none(), "{second}");
+    // The server's other lines are JSON too (every line parsed above), with their message.
+    assert!(text.contains("\"message\":\"serving\""), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -42,6 +42,7 @@ const EDGE: &[&str] = &[
     "response",
     "body",
     "router",
+    "access",
     "chain",
     "reactor",
     "pool",

@@ -353,6 +353,8 @@ struct RawServe {
     health_path: Option<Spanned<String>>,
     #[serde(rename = "ready-path")]
     ready_path: Option<Spanned<String>>,
+    #[serde(rename = "log-format")]
+    log_format: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -606,6 +608,10 @@ impl Config {
         };
         let admin = admin_token(&cx, &raw.serve)?;
         let probes = probes(&cx, &raw.serve)?;
+        let log_format = match &raw.serve.log_format {
+            Some(f) => Some(f.get_ref().parse().map_err(|e: String| cx.err(f, e))?),
+            None => None,
+        };
         let max_body = match &raw.serve.max_body {
             Some(m) => cx.count(m, "max-body", 1 << 30)?,
             None => 16 << 20,
@@ -746,6 +752,7 @@ impl Config {
             listen,
             admin,
             probes,
+            log_format,
             max_body,
             connections,
             tls,
@@ -988,7 +995,7 @@ mod tests {
     }
 
     #[test]
-    fn probe_paths_have_defaults_and_are_checked() {
+    fn probe_paths_and_the_log_format_have_defaults_and_are_checked() {
         let parse = |extra: &str| {
             Config::parse(Path::new("app.toml"), &format!("[serve]\n{extra}\n")).expect("valid")
         };
@@ -996,10 +1003,19 @@ mod tests {
         assert_eq!(c.probes, Probes::default());
         assert_eq!(c.probes.health, "/healthz");
         assert_eq!(c.probes.ready, "/readyz");
+        assert_eq!(c.log_format, None);
         let c = parse("health-path = \"/live\"\nready-path = \"/-/ready_1.x~\"");
         assert_eq!(
             (c.probes.health.as_str(), c.probes.ready.as_str()),
             ("/live", "/-/ready_1.x~")
+        );
+        assert_eq!(
+            parse("log-format = \"json\"").log_format,
+            Some(LogFormat::Json)
+        );
+        assert_eq!(
+            parse("log-format = \"text\"").log_format,
+            Some(LogFormat::Text)
         );
         for bad in [
             "health-path = \"live\"",
@@ -1010,6 +1026,7 @@ mod tests {
             "ready-path = \"/admin/reload/x\"",
             "ready-path = \"/healthz\"",
             "health-path = \"/x\"\nready-path = \"/x\"",
+            "log-format = \"yaml\"",
         ] {
             let e = err(&format!("[serve]\n{bad}\n"));
             assert!(

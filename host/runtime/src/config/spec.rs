@@ -347,6 +347,28 @@ impl Default for Probes {
     }
 }
 
+/// How the server writes its log lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines (the default).
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<LogFormat, String> {
+        match s {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            _ => Err(format!("`{s}` is not a log format: `text` or `json`")),
+        }
+    }
+}
+
 /// A folder of WIT packages named in `[kernel] wit`.
 #[derive(Debug, Clone)]
 pub struct WitFolder {
@@ -378,6 +400,8 @@ pub struct Config {
     pub admin: Option<AdminToken>,
     /// The paths of the liveness and readiness probes (`[serve] health-path`, `ready-path`).
     pub probes: Probes,
+    /// How `lrpc serve` writes its log (`[serve] log-format`); `--log-format` overrides it.
+    pub log_format: Option<LogFormat>,
     /// Largest request body accepted, in bytes.
     pub max_body: usize,
     /// The budgets of the edge server's connections.

@@ -20,7 +20,7 @@
 //!  response.rs   the HTTP response (none of a body to HEAD)
 //!
 //!  admin.rs: /metrics, /admin/reload          shutdown.rs: drain, end of grace, signals
-//!  health.rs: the liveness and readiness probes
+//!  health.rs: the liveness and readiness probes   access.rs: the access log's line
 //! ```
 //!
 //! **Names**, one line each:
@@ -94,6 +94,7 @@
 //! requests queued for a worker and those waiting for a worker's answer. The workers are
 //! then waited for with a bound ([`Edge::shutdown_within`]).
 
+mod access;
 mod admin;
 mod admission;
 mod body;
