@@ -28,6 +28,9 @@
 //!   requests carry [`AcceptedWhileDraining`] (the edge answers its probes and 503 to the
 //!   rest), and they do not hold the shutdown.
 //!
+//! The listening socket is bound from the config, or passed by a service manager (socket
+//! activation, [`passed_sockets`] and [`adopt`]).
+//!
 //! HTTP/1.1 and HTTP/2 (with prior knowledge) are served on the same port; with TLS (see
 //! [`crate::tls`]) every connection is TLS, the handshake within the header timeout, and
 //! ALPN picks the protocol.
@@ -423,6 +426,83 @@ pub fn fit_to_fd_limit(max: usize) -> usize {
     max
 }
 
+/// The first file descriptor a service manager passes sockets on (`SD_LISTEN_FDS_START`).
+pub const LISTEN_FDS_START: i32 = 3;
+
+/// The sockets passed to this process by a service manager, as systemd passes them
+/// (`sd_listen_fds(3)`): `listen_fds` is `LISTEN_FDS` (how many, on descriptors
+/// [`LISTEN_FDS_START`] onward) and `listen_pid` is `LISTEN_PID` (the process they are for).
+/// They are for this process (`pid`) when `LISTEN_PID` names it; with `any_pid`
+/// (`--listenfd`), whatever it says, and then some must be passed. 0 when none are for this
+/// process; an error when the variables are malformed.
+pub fn passed_sockets(
+    listen_pid: Option<&std::ffi::OsStr>,
+    listen_fds: Option<&std::ffi::OsStr>,
+    pid: u32,
+    any_pid: bool,
+) -> Result<u32, String> {
+    let number = |v: &std::ffi::OsStr, name: &str| {
+        v.to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+            .ok_or_else(|| format!("{name} is not a number: {v:?}"))
+    };
+    let ours = match listen_pid {
+        _ if any_pid => true,
+        Some(p) => number(p, "LISTEN_PID")? == pid,
+        None => false,
+    };
+    let count = match listen_fds {
+        Some(n) if ours => number(n, "LISTEN_FDS")?,
+        _ => 0,
+    };
+    if any_pid && count == 0 {
+        return Err("--listenfd: no socket was passed (LISTEN_FDS is unset or 0)".into());
+    }
+    // Descriptors past `i32::MAX` do not exist.
+    if count > (i32::MAX - LISTEN_FDS_START) as u32 {
+        return Err(format!("LISTEN_FDS is out of range: {count}"));
+    }
+    Ok(count)
+}
+
+/// Whether this process has descriptor `fd` open on a socket (`/proc/self/fd`), before it is
+/// taken as one.
+pub fn is_open_socket(fd: i32) -> bool {
+    std::fs::read_link(format!("/proc/self/fd/{fd}")).is_ok_and(|target| {
+        target
+            .as_os_str()
+            .as_encoded_bytes()
+            .starts_with(b"socket:")
+    })
+}
+
+/// The listener on a socket passed by a service manager: it must be a TCP socket (IPv4 or
+/// IPv6) that listens already. It is made close-on-exec and non-blocking.
+pub fn adopt(fd: std::os::fd::OwnedFd) -> std::io::Result<std::net::TcpListener> {
+    use std::io::{Error, ErrorKind};
+    let socket = socket2::Socket::from(fd);
+    let stream = socket.r#type()? == socket2::Type::STREAM;
+    let inet = matches!(
+        socket.domain()?,
+        socket2::Domain::IPV4 | socket2::Domain::IPV6
+    );
+    if !stream || !inet {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "the passed socket is not a TCP socket (IPv4 or IPv6)",
+        ));
+    }
+    if !socket.is_listener()? {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "the passed socket does not listen (systemd: `ListenStream=` in a .socket unit)",
+        ));
+    }
+    socket.set_cloexec(true)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
 /// The files this process has open (`/proc/self/fd`), where that can be read.
 fn open_files() -> Option<usize> {
     Some(std::fs::read_dir("/proc/self/fd").ok()?.count())
@@ -453,6 +533,27 @@ impl Throttled {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passed_sockets_are_taken_only_when_meant_for_this_process() {
+        use std::ffi::OsStr;
+        let os = |s: &'static str| Some(OsStr::new(s));
+        assert_eq!(passed_sockets(None, None, 7, false), Ok(0));
+        assert_eq!(passed_sockets(os("7"), os("1"), 7, false), Ok(1));
+        assert_eq!(passed_sockets(os("7"), os("2"), 7, false), Ok(2));
+        // For another process (a parent that did not unset them), or no pid: not ours.
+        assert_eq!(passed_sockets(os("8"), os("1"), 7, false), Ok(0));
+        assert_eq!(passed_sockets(None, os("1"), 7, false), Ok(0));
+        // `--listenfd` takes them whatever LISTEN_PID says, and needs some.
+        assert_eq!(passed_sockets(os("8"), os("1"), 7, true), Ok(1));
+        assert_eq!(passed_sockets(None, os("1"), 7, true), Ok(1));
+        assert!(passed_sockets(None, None, 7, true).is_err());
+        assert!(passed_sockets(os("7"), os("0"), 7, true).is_err());
+        // Malformed values are errors, not guesses.
+        assert!(passed_sockets(os("x"), os("1"), 7, false).is_err());
+        assert!(passed_sockets(os("7"), os("-1"), 7, false).is_err());
+        assert!(passed_sockets(os("7"), os("4294967295"), 7, false).is_err());
+    }
 
     #[test]
     fn accept_errors_are_logged_once_a_second_with_a_count() {

@@ -1,7 +1,10 @@
 //! The `lrpc` command line.
 //!
-//! Its one `unsafe` block sets the C allocator's mmap threshold at start
-//! (`give_large_buffers_back`), so that large request buffers go back to the system.
+//! Its `unsafe` blocks, all run at start before the program starts other threads:
+//! - one sets the C allocator's mmap threshold (`give_large_buffers_back`), so that large
+//!   request buffers go back to the system;
+//! - two take a listening socket a service manager passed (`take_passed_socket`): one unsets
+//!   the `LISTEN_*` variables, one takes ownership of descriptor 3.
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -55,6 +58,11 @@ enum Command {
         /// 127.0.0.1:8080).
         #[arg(long)]
         listen: Option<String>,
+        /// Serve on the listening socket a service manager passed (socket activation):
+        /// descriptor 3, with `LISTEN_FDS` set, whatever `LISTEN_PID` says. Without this
+        /// flag such a socket is still used when `LISTEN_PID` is this process's id.
+        #[arg(long, conflicts_with = "listen")]
+        listenfd: bool,
     },
     /// Print the procedure descriptor list of an interface (embedded WIT, or `--wit DIR`).
     Pdl {
@@ -94,7 +102,12 @@ fn give_large_buffers_back() {
 
 fn main() -> std::process::ExitCode {
     give_large_buffers_back();
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    let passed = match &cli.command {
+        Command::Serve { listenfd, .. } => take_passed_socket(*listenfd),
+        _ => Ok(None),
+    };
+    match passed.and_then(|passed| run(cli, passed)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -119,7 +132,55 @@ fn start_log(format: LogFormat) {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+/// The listening socket a service manager passed to this process, as systemd does
+/// (`LISTEN_FDS` sockets from descriptor 3, for the process `LISTEN_PID`; with `any_pid`,
+/// `--listenfd`, whatever `LISTEN_PID` says), or `None`. The `LISTEN_*` variables are unset
+/// either way, so that no process started later takes them for its own. Only the first
+/// socket is served; how many were passed comes with it.
+///
+/// Call it once, from `main`, before the program starts other threads or opens files.
+fn take_passed_socket(any_pid: bool) -> anyhow::Result<Option<(std::os::fd::OwnedFd, u32)>> {
+    use lrpc_runtime::listener::{LISTEN_FDS_START, is_open_socket, passed_sockets};
+    use std::os::fd::FromRawFd as _;
+    let count = passed_sockets(
+        std::env::var_os("LISTEN_PID").as_deref(),
+        std::env::var_os("LISTEN_FDS").as_deref(),
+        std::process::id(),
+        any_pid,
+    );
+    #[allow(
+        unsafe_code,
+        reason = "changing the environment, before any thread starts"
+    )]
+    // SAFETY: `main` calls this before the program starts other threads, so no other thread
+    // reads or writes the environment meanwhile.
+    unsafe {
+        for v in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] {
+            std::env::remove_var(v);
+        }
+    }
+    let count = count.map_err(anyhow::Error::msg)?;
+    if count == 0 {
+        return Ok(None);
+    }
+    let fd = LISTEN_FDS_START;
+    anyhow::ensure!(
+        is_open_socket(fd),
+        "LISTEN_FDS says {count} sockets were passed, but descriptor {fd} is not an open socket"
+    );
+    #[allow(
+        unsafe_code,
+        reason = "taking ownership of the descriptor the service manager passed"
+    )]
+    // SAFETY: descriptor 3 is open on a socket (checked just above) that the service manager
+    // passed to this process to serve on (`LISTEN_FDS`). Nothing else in the process owns
+    // it: this runs once, at start, before anything opens or closes a file, and the
+    // variables that told of it are gone, so nothing will take it again.
+    let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    Ok(Some((owned, count)))
+}
+
+fn run(cli: Cli, passed: Option<(std::os::fd::OwnedFd, u32)>) -> anyhow::Result<()> {
     if !matches!(cli.command, Command::Serve { .. }) {
         start_log(cli.log_format.unwrap_or_default());
     }
@@ -147,10 +208,25 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve { config, listen, .. } => {
             let config = Config::load(&config)?;
             start_log(cli.log_format.or(config.log_format).unwrap_or_default());
-            let listen = listen
-                .or_else(|| config.listen.clone())
-                .unwrap_or_else(|| "127.0.0.1:8080".into());
-            serve(config, &listen)?;
+            let listen = match passed {
+                Some((fd, count)) => {
+                    if count > 1 {
+                        tracing::warn!(
+                            passed = count,
+                            "{count} sockets were passed: serving on the first (descriptor 3)"
+                        );
+                    }
+                    let listener = lrpc_runtime::listener::adopt(fd)
+                        .context("the socket the service manager passed")?;
+                    Listen::Passed(listener)
+                }
+                None => Listen::Bind(
+                    listen
+                        .or_else(|| config.listen.clone())
+                        .unwrap_or_else(|| "127.0.0.1:8080".into()),
+                ),
+            };
+            serve(config, listen)?;
         }
         Command::New(new) => lrpc_runtime::template::run(&new)?,
         Command::Pdl { interface, wit } => {
@@ -177,11 +253,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where `lrpc serve` listens.
+enum Listen {
+    /// An address to bind (`--listen`, `[serve] listen`).
+    Bind(String),
+    /// A listening socket a service manager passed (socket activation).
+    Passed(std::net::TcpListener),
+}
+
 /// Serves until a shutdown signal: stops accepting, closes the connections with no request
 /// in flight, lets requests in flight finish for at most the grace period, then terminates
 /// the calls still running (their clients get 503) and exits, within the grace and one
 /// second whatever the calls' deadlines.
-fn serve(config: Config, listen: &str) -> anyhow::Result<()> {
+fn serve(config: Config, listen: Listen) -> anyhow::Result<()> {
     // A bad certificate is reported before the domains start.
     let tls = match &config.tls {
         Some(files) => Some(lrpc_runtime::tls::Tls::load(files)?),
@@ -203,11 +287,23 @@ fn serve(config: Config, listen: &str) -> anyhow::Result<()> {
     let budget = dep.config.connections;
     let signalled = shutdown_control(&edge, budget.shutdown_grace)?;
     let ended = rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .with_context(|| format!("listening on {listen}"))?;
+        let (listener, passed) = match listen {
+            Listen::Bind(at) => {
+                let l = tokio::net::TcpListener::bind(&at)
+                    .await
+                    .with_context(|| format!("listening on {at}"))?;
+                (l, false)
+            }
+            Listen::Passed(l) => (tokio::net::TcpListener::from_std(l)?, true),
+        };
         let addr = listener.local_addr()?;
-        tracing::info!(%addr, routes = dep.config.routes.len(), tls = tls.is_some(), "serving");
+        tracing::info!(
+            %addr,
+            routes = dep.config.routes.len(),
+            tls = tls.is_some(),
+            passed,
+            "serving"
+        );
         if let Some(t) = &tls {
             let hangups =
                 lrpc_runtime::tls::reload_on_hangup(t.clone()).context("catching SIGHUP")?;

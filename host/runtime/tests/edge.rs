@@ -3877,3 +3877,89 @@ fn json_log_has_one_access_line_per_request_with_its_trace_id() {
     assert!(text.contains("\"message\":\"serving\""), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `lrpc serve` started with `cmd`, its fd 3 the listening socket `l` (as a service manager
+/// passes it).
+fn with_passed_socket(mut cmd: Command, l: &std::net::TcpListener) -> Server {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::process::CommandExt as _;
+    let fd = l.as_raw_fd();
+    #[allow(unsafe_code, reason = "placing the socket at fd 3 in the child")]
+    // SAFETY: the closure runs in the child between fork and exec and calls only `dup2` and
+    // `fcntl`, which are async-signal-safe; `fd` stays open in the parent (borrowed from
+    // `l`, alive across the spawn), so it is open in the child too.
+    unsafe {
+        cmd.pre_exec(move || {
+            // dup2 leaves close-on-exec off on its copy; on the same number it does nothing.
+            let r = if fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, 3)
+            };
+            if r < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Server::of(cmd)
+}
+
+/// A socket bound by the test and passed as fd 3 is served, as systemd passes it:
+/// `LISTEN_FDS=1` and `LISTEN_PID` set to the server's own pid (a shell that `exec`s the
+/// server keeps its pid), or with `--listenfd`, which does not look at `LISTEN_PID`. Passed
+/// for another process (a `LISTEN_PID` not ours), the socket is left alone and `--listen`
+/// is bound.
+#[test]
+fn a_socket_passed_as_systemd_does_is_served() {
+    let _beside = ALONE
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = scratch("listenfd");
+    let config = root_route_config(&dir, "");
+    let hello = |s: &Server| {
+        let r = s.get("/x", &[]);
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, "hello anonymous at GET /x\n")
+        );
+    };
+    // systemd's way: the variables name this process.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr").to_string();
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg("LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" serve \"$1\"")
+        .arg(LRPC)
+        .arg(&config);
+    let s = with_passed_socket(cmd, &l);
+    assert_eq!(s.addr, addr);
+    hello(&s);
+    drop(s);
+    // `--listenfd`, with no LISTEN_PID.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr").to_string();
+    let mut cmd = Command::new(LRPC);
+    cmd.arg("serve")
+        .arg(&config)
+        .arg("--listenfd")
+        .env("LISTEN_FDS", "1")
+        .env_remove("LISTEN_PID");
+    let s = with_passed_socket(cmd, &l);
+    assert_eq!(s.addr, addr);
+    hello(&s);
+    drop(s);
+    // For another process: not taken.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr").to_string();
+    let mut cmd = Command::new(LRPC);
+    cmd.arg("serve")
+        .arg(&config)
+        .args(["--listen", "127.0.0.1:0"])
+        .env("LISTEN_FDS", "1")
+        .env("LISTEN_PID", "1");
+    let s = with_passed_socket(cmd, &l);
+    assert_ne!(s.addr, addr);
+    hello(&s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
