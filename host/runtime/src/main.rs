@@ -261,8 +261,9 @@ enum Listen {
     Passed(std::net::TcpListener),
 }
 
-/// Serves until a shutdown signal: stops accepting, closes the connections with no request
-/// in flight, lets requests in flight finish for at most the grace period, then terminates
+/// Serves until a shutdown signal: fails the readiness probe, closes the connections with no
+/// request in flight (new ones get the probes and 503), lets requests in flight finish for
+/// at most the grace period, then terminates
 /// the calls still running (their clients get 503) and exits, within the grace and one
 /// second whatever the calls' deadlines.
 fn serve(config: Config, listen: Listen) -> anyhow::Result<()> {
