@@ -29,6 +29,9 @@
 //! ```
 //!
 //! Without HTTP, [`edge::Edge::dispatch`] runs one request through a route's chain.
+//!
+//! The library has no `unsafe` code; the `lrpc` binary's `unsafe` blocks are listed in its own
+//! docs (`src/main.rs`).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -22,7 +22,14 @@
 //!   whose head has arrived get [`Connections::shutdown_grace`] to finish. At the grace's
 //!   end the caller's `grace_ended` runs (the edge then terminates what still runs and
 //!   answers 503), the answers get [`ANSWER_WINDOW`] to go out, and every connection left
-//!   is closed.
+//!   is closed;
+//! - while requests in flight finish, new connections are still accepted (within
+//!   [`Connections::max`]), so that a load balancer's probes see the server draining: their
+//!   requests carry [`AcceptedWhileDraining`] (the edge answers its probes and 503 to the
+//!   rest), and they do not hold the shutdown.
+//!
+//! The listening socket is bound from the config, or passed by a service manager (socket
+//! activation, [`passed_sockets`] and [`adopt`]).
 //!
 //! HTTP/1.1 and HTTP/2 (with prior knowledge) are served on the same port; with TLS (see
 //! [`crate::tls`]) every connection is TLS, the handshake within the header timeout, and
@@ -67,6 +74,12 @@ impl Default for Connections {
         }
     }
 }
+
+/// The mark on every request of a connection accepted after the shutdown signal: the
+/// router should answer only what tells the server's state (its probes), and 503 to the
+/// rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcceptedWhileDraining;
 
 /// How long, after the grace period, the answers to the requests the edge stopped (503) have
 /// to go out before their connections are closed.
@@ -114,6 +127,8 @@ pub async fn serve(
     let (phase, phase_rx) = watch::channel(Phase::Serving);
     // Each connection's task holds a clone: `recv` ends when all of them have ended.
     let (alive, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
+    let late_service =
+        TowerToHyperService::new(router.clone().layer(axum::Extension(AcceptedWhileDraining)));
     let service = TowerToHyperService::new(router);
     tokio::pin!(shutdown);
     loop {
@@ -149,34 +164,87 @@ pub async fn serve(
         let tls = tls.clone();
         let header_timeout = budget.header_timeout;
         tokio::spawn(async move {
-            connection(stream, &builder, service, header_timeout, tls, phase).await;
+            let until = Phase::Draining;
+            connection(stream, &builder, service, header_timeout, tls, phase, until).await;
             drop((permit, alive));
         });
     }
-    drop(listener);
     let _ = phase.send(Phase::Draining);
     drop(alive);
-    if tokio::time::timeout(budget.shutdown_grace, all_closed.recv())
-        .await
-        .is_ok()
-    {
-        return;
-    }
-    grace_ended();
-    let answered = tokio::time::timeout(ANSWER_WINDOW, all_closed.recv()).await;
-    let _ = phase.send(Phase::Closing);
-    if answered.is_err() {
-        tracing::warn!(
-            grace_ms = budget.shutdown_grace.as_millis() as u64,
-            "connections still busy after the grace period were closed"
-        );
-        // The tasks drop their connections at their next poll.
-        let _ = tokio::time::timeout(CLOSE_IDLE, all_closed.recv()).await;
+    let drained = async {
+        if tokio::time::timeout(budget.shutdown_grace, all_closed.recv())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        grace_ended();
+        let answered = tokio::time::timeout(ANSWER_WINDOW, all_closed.recv()).await;
+        let _ = phase.send(Phase::Closing);
+        if answered.is_err() {
+            tracing::warn!(
+                grace_ms = budget.shutdown_grace.as_millis() as u64,
+                "connections still busy after the grace period were closed"
+            );
+            // The tasks drop their connections at their next poll.
+            let _ = tokio::time::timeout(CLOSE_IDLE, all_closed.recv()).await;
+        }
+    };
+    let late = Late {
+        listener: &listener,
+        slots: &slots,
+        builder: &builder,
+        service: &late_service,
+        tls: &tls,
+        phase: &phase_rx,
+        header_timeout: budget.header_timeout,
+    };
+    tokio::select! {
+        () = drained => {}
+        () = late.accept() => {}
     }
 }
 
-/// Serves one connection until it ends, or the shutdown `phase` closes it (see
-/// [`serve`]).
+/// What serves the connections accepted after the shutdown signal (see
+/// [`AcceptedWhileDraining`]).
+struct Late<'a> {
+    listener: &'a TcpListener,
+    slots: &'a Arc<Semaphore>,
+    builder: &'a Arc<auto::Builder<TokioExecutor>>,
+    service: &'a TowerToHyperService<Router>,
+    tls: &'a Option<Arc<crate::tls::Tls>>,
+    phase: &'a watch::Receiver<Phase>,
+    header_timeout: Duration,
+}
+
+impl Late<'_> {
+    /// Accepts connections until dropped, each within the connection budget and closed at
+    /// the end of the shutdown at the latest; they are not waited for.
+    async fn accept(&self) {
+        loop {
+            let Ok(permit) = self.slots.clone().acquire_owned().await else {
+                return;
+            };
+            let Ok((stream, _)) = self.listener.accept().await else {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let (builder, service) = (self.builder.clone(), self.service.clone());
+            let (tls, phase) = (self.tls.clone(), self.phase.clone());
+            let header_timeout = self.header_timeout;
+            tokio::spawn(async move {
+                let until = Phase::Closing;
+                connection(stream, &builder, service, header_timeout, tls, phase, until).await;
+                drop(permit);
+            });
+        }
+    }
+}
+
+/// Serves one connection until it ends, or the shutdown `phase` reaches `until` (see
+/// [`serve`]): at [`Phase::Draining`] it finishes the requests in flight, at
+/// [`Phase::Closing`] it closes at once.
 async fn connection(
     stream: tokio::net::TcpStream,
     builder: &auto::Builder<TokioExecutor>,
@@ -184,6 +252,7 @@ async fn connection(
     header_timeout: Duration,
     tls: Option<Arc<crate::tls::Tls>>,
     mut phase: watch::Receiver<Phase>,
+    until: Phase,
 ) {
     // hyper reads the first bytes to tell HTTP/1 from HTTP/2 before its head timer runs: a
     // client that sends nothing at all is closed here (and at the shutdown signal).
@@ -193,14 +262,14 @@ async fn connection(
             Ok(Ok(n)) if n > 0 => {}
             _ => return,
         },
-        _ = phase.wait_for(|p| *p >= Phase::Draining) => return,
+        _ = phase.wait_for(|p| *p >= until) => return,
     }
     let stream = tokio::select! {
         s = crate::tls::wrap(tls.as_deref(), stream, header_timeout) => match s {
             Some(s) => s,
             None => return,
         },
-        _ = phase.wait_for(|p| *p >= Phase::Draining) => return,
+        _ = phase.wait_for(|p| *p >= until) => return,
     };
     let busy = Arc::new(AtomicUsize::new(0));
     let service = Counted {
@@ -211,7 +280,10 @@ async fn connection(
     tokio::pin!(conn);
     tokio::select! {
         _ = conn.as_mut() => return,
-        _ = phase.wait_for(|p| *p >= Phase::Draining) => {}
+        _ = phase.wait_for(|p| *p >= until) => {}
+    }
+    if until == Phase::Closing {
+        return;
     }
     // No keep-alive from here on. A connection with no request whose head has arrived
     // (idle, or half a head sent) gets only a moment to send what it holds.
@@ -354,6 +426,83 @@ pub fn fit_to_fd_limit(max: usize) -> usize {
     max
 }
 
+/// The first file descriptor a service manager passes sockets on (`SD_LISTEN_FDS_START`).
+pub const LISTEN_FDS_START: i32 = 3;
+
+/// The sockets passed to this process by a service manager, as systemd passes them
+/// (`sd_listen_fds(3)`): `listen_fds` is `LISTEN_FDS` (how many, on descriptors
+/// [`LISTEN_FDS_START`] onward) and `listen_pid` is `LISTEN_PID` (the process they are for).
+/// They are for this process (`pid`) when `LISTEN_PID` names it; with `any_pid`
+/// (`--listenfd`), whatever it says, and then some must be passed. 0 when none are for this
+/// process; an error when the variables are malformed.
+pub fn passed_sockets(
+    listen_pid: Option<&std::ffi::OsStr>,
+    listen_fds: Option<&std::ffi::OsStr>,
+    pid: u32,
+    any_pid: bool,
+) -> Result<u32, String> {
+    let number = |v: &std::ffi::OsStr, name: &str| {
+        v.to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+            .ok_or_else(|| format!("{name} is not a number: {v:?}"))
+    };
+    let ours = match listen_pid {
+        _ if any_pid => true,
+        Some(p) => number(p, "LISTEN_PID")? == pid,
+        None => false,
+    };
+    let count = match listen_fds {
+        Some(n) if ours => number(n, "LISTEN_FDS")?,
+        _ => 0,
+    };
+    if any_pid && count == 0 {
+        return Err("--listenfd: no socket was passed (LISTEN_FDS is unset or 0)".into());
+    }
+    // Descriptors past `i32::MAX` do not exist.
+    if count > (i32::MAX - LISTEN_FDS_START) as u32 {
+        return Err(format!("LISTEN_FDS is out of range: {count}"));
+    }
+    Ok(count)
+}
+
+/// Whether this process has descriptor `fd` open on a socket (`/proc/self/fd`), before it is
+/// taken as one.
+pub fn is_open_socket(fd: i32) -> bool {
+    std::fs::read_link(format!("/proc/self/fd/{fd}")).is_ok_and(|target| {
+        target
+            .as_os_str()
+            .as_encoded_bytes()
+            .starts_with(b"socket:")
+    })
+}
+
+/// The listener on a socket passed by a service manager: it must be a TCP socket (IPv4 or
+/// IPv6) that listens already. It is made close-on-exec and non-blocking.
+pub fn adopt(fd: std::os::fd::OwnedFd) -> std::io::Result<std::net::TcpListener> {
+    use std::io::{Error, ErrorKind};
+    let socket = socket2::Socket::from(fd);
+    let stream = socket.r#type()? == socket2::Type::STREAM;
+    let inet = matches!(
+        socket.domain()?,
+        socket2::Domain::IPV4 | socket2::Domain::IPV6
+    );
+    if !stream || !inet {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "the passed socket is not a TCP socket (IPv4 or IPv6)",
+        ));
+    }
+    if !socket.is_listener()? {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "the passed socket does not listen (systemd: `ListenStream=` in a .socket unit)",
+        ));
+    }
+    socket.set_cloexec(true)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
 /// The files this process has open (`/proc/self/fd`), where that can be read.
 fn open_files() -> Option<usize> {
     Some(std::fs::read_dir("/proc/self/fd").ok()?.count())
@@ -384,6 +533,27 @@ impl Throttled {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passed_sockets_are_taken_only_when_meant_for_this_process() {
+        use std::ffi::OsStr;
+        let os = |s: &'static str| Some(OsStr::new(s));
+        assert_eq!(passed_sockets(None, None, 7, false), Ok(0));
+        assert_eq!(passed_sockets(os("7"), os("1"), 7, false), Ok(1));
+        assert_eq!(passed_sockets(os("7"), os("2"), 7, false), Ok(2));
+        // For another process (a parent that did not unset them), or no pid: not ours.
+        assert_eq!(passed_sockets(os("8"), os("1"), 7, false), Ok(0));
+        assert_eq!(passed_sockets(None, os("1"), 7, false), Ok(0));
+        // `--listenfd` takes them whatever LISTEN_PID says, and needs some.
+        assert_eq!(passed_sockets(os("8"), os("1"), 7, true), Ok(1));
+        assert_eq!(passed_sockets(None, os("1"), 7, true), Ok(1));
+        assert!(passed_sockets(None, None, 7, true).is_err());
+        assert!(passed_sockets(os("7"), os("0"), 7, true).is_err());
+        // Malformed values are errors, not guesses.
+        assert!(passed_sockets(os("x"), os("1"), 7, false).is_err());
+        assert!(passed_sockets(os("7"), os("-1"), 7, false).is_err());
+        assert!(passed_sockets(os("7"), os("4294967295"), 7, false).is_err());
+    }
 
     #[test]
     fn accept_errors_are_logged_once_a_second_with_a_count() {

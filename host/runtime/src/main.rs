@@ -1,11 +1,14 @@
 //! The `lrpc` command line.
 //!
-//! Its one `unsafe` block sets the C allocator's mmap threshold at start
-//! (`give_large_buffers_back`), so that large request buffers go back to the system.
+//! Its `unsafe` blocks, all run at start before the program starts other threads:
+//! - one sets the C allocator's mmap threshold (`give_large_buffers_back`), so that large
+//!   request buffers go back to the system;
+//! - two take a listening socket a service manager passed (`take_passed_socket`): one unsets
+//!   the `LISTEN_*` variables, one takes ownership of descriptor 3.
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use lrpc_runtime::config::Config;
+use lrpc_runtime::config::{Config, LogFormat};
 use lrpc_runtime::deploy::Deployment;
 use lrpc_runtime::edge::{Edge, shutdown_signal};
 use std::io::Write as _;
@@ -20,6 +23,10 @@ use std::sync::Arc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// The log's format: `text` (the default) or `json` (one JSON object per line). For
+    /// `lrpc serve`, the default is the config's `[serve] log-format`.
+    #[arg(long, global = true, value_name = "FORMAT")]
+    log_format: Option<LogFormat>,
 }
 
 #[derive(Subcommand)]
@@ -51,6 +58,11 @@ enum Command {
         /// 127.0.0.1:8080).
         #[arg(long)]
         listen: Option<String>,
+        /// Serve on the listening socket a service manager passed (socket activation):
+        /// descriptor 3, with `LISTEN_FDS` set, whatever `LISTEN_PID` says. Without this
+        /// flag such a socket is still used when `LISTEN_PID` is this process's id.
+        #[arg(long, conflicts_with = "listen")]
+        listenfd: bool,
     },
     /// Print the procedure descriptor list of an interface (embedded WIT, or `--wit DIR`).
     Pdl {
@@ -90,15 +102,12 @@ fn give_large_buffers_back() {
 
 fn main() -> std::process::ExitCode {
     give_large_buffers_back();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    let passed = match &cli.command {
+        Command::Serve { listenfd, .. } => take_passed_socket(*listenfd),
+        _ => Ok(None),
+    };
+    match passed.and_then(|passed| run(cli, passed)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -107,7 +116,74 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+/// Writes the log to stderr in `format`, at the levels `RUST_LOG` says (`info` by default).
+fn start_log(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let log = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => log
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        // The event's fields beside `timestamp`, `level` and `target`, not nested.
+        LogFormat::Json => log.json().flatten_event(true).init(),
+    }
+}
+
+/// The listening socket a service manager passed to this process, as systemd does
+/// (`LISTEN_FDS` sockets from descriptor 3, for the process `LISTEN_PID`; with `any_pid`,
+/// `--listenfd`, whatever `LISTEN_PID` says), or `None`. The `LISTEN_*` variables are unset
+/// either way, so that no process started later takes them for its own. Only the first
+/// socket is served; how many were passed comes with it.
+///
+/// Call it once, from `main`, before the program starts other threads or opens files.
+fn take_passed_socket(any_pid: bool) -> anyhow::Result<Option<(std::os::fd::OwnedFd, u32)>> {
+    use lrpc_runtime::listener::{LISTEN_FDS_START, is_open_socket, passed_sockets};
+    use std::os::fd::FromRawFd as _;
+    let count = passed_sockets(
+        std::env::var_os("LISTEN_PID").as_deref(),
+        std::env::var_os("LISTEN_FDS").as_deref(),
+        std::process::id(),
+        any_pid,
+    );
+    #[allow(
+        unsafe_code,
+        reason = "changing the environment, before any thread starts"
+    )]
+    // SAFETY: `main` calls this before the program starts other threads, so no other thread
+    // reads or writes the environment meanwhile.
+    unsafe {
+        for v in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] {
+            std::env::remove_var(v);
+        }
+    }
+    let count = count.map_err(anyhow::Error::msg)?;
+    if count == 0 {
+        return Ok(None);
+    }
+    let fd = LISTEN_FDS_START;
+    anyhow::ensure!(
+        is_open_socket(fd),
+        "LISTEN_FDS says {count} sockets were passed, but descriptor {fd} is not an open socket"
+    );
+    #[allow(
+        unsafe_code,
+        reason = "taking ownership of the descriptor the service manager passed"
+    )]
+    // SAFETY: descriptor 3 is open on a socket (checked just above) that the service manager
+    // passed to this process to serve on (`LISTEN_FDS`). Nothing else in the process owns
+    // it: this runs once, at start, before anything opens or closes a file, and the
+    // variables that told of it are gone, so nothing will take it again.
+    let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    Ok(Some((owned, count)))
+}
+
+fn run(cli: Cli, passed: Option<(std::os::fd::OwnedFd, u32)>) -> anyhow::Result<()> {
+    if !matches!(cli.command, Command::Serve { .. }) {
+        start_log(cli.log_format.unwrap_or_default());
+    }
     match cli.command {
         Command::Demo { iters } => {
             let rows = lrpc_runtime::demo::run(iters).context("the demo failed")?;
@@ -129,12 +205,28 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("{}", dep.call_function(head, function, &args.join(", "))?);
             }
         }
-        Command::Serve { config, listen } => {
+        Command::Serve { config, listen, .. } => {
             let config = Config::load(&config)?;
-            let listen = listen
-                .or_else(|| config.listen.clone())
-                .unwrap_or_else(|| "127.0.0.1:8080".into());
-            serve(config, &listen)?;
+            start_log(cli.log_format.or(config.log_format).unwrap_or_default());
+            let listen = match passed {
+                Some((fd, count)) => {
+                    if count > 1 {
+                        tracing::warn!(
+                            passed = count,
+                            "{count} sockets were passed: serving on the first (descriptor 3)"
+                        );
+                    }
+                    let listener = lrpc_runtime::listener::adopt(fd)
+                        .context("the socket the service manager passed")?;
+                    Listen::Passed(listener)
+                }
+                None => Listen::Bind(
+                    listen
+                        .or_else(|| config.listen.clone())
+                        .unwrap_or_else(|| "127.0.0.1:8080".into()),
+                ),
+            };
+            serve(config, listen)?;
         }
         Command::New(new) => lrpc_runtime::template::run(&new)?,
         Command::Pdl { interface, wit } => {
@@ -161,11 +253,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Serves until a shutdown signal: stops accepting, closes the connections with no request
-/// in flight, lets requests in flight finish for at most the grace period, then terminates
+/// Where `lrpc serve` listens.
+enum Listen {
+    /// An address to bind (`--listen`, `[serve] listen`).
+    Bind(String),
+    /// A listening socket a service manager passed (socket activation).
+    Passed(std::net::TcpListener),
+}
+
+/// Serves until a shutdown signal: fails the readiness probe, closes the connections with no
+/// request in flight (new ones get the probes and 503), lets requests in flight finish for
+/// at most the grace period, then terminates
 /// the calls still running (their clients get 503) and exits, within the grace and one
 /// second whatever the calls' deadlines.
-fn serve(config: Config, listen: &str) -> anyhow::Result<()> {
+fn serve(config: Config, listen: Listen) -> anyhow::Result<()> {
     // A bad certificate is reported before the domains start.
     let tls = match &config.tls {
         Some(files) => Some(lrpc_runtime::tls::Tls::load(files)?),
@@ -187,11 +288,23 @@ fn serve(config: Config, listen: &str) -> anyhow::Result<()> {
     let budget = dep.config.connections;
     let signalled = shutdown_control(&edge, budget.shutdown_grace)?;
     let ended = rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .with_context(|| format!("listening on {listen}"))?;
+        let (listener, passed) = match listen {
+            Listen::Bind(at) => {
+                let l = tokio::net::TcpListener::bind(&at)
+                    .await
+                    .with_context(|| format!("listening on {at}"))?;
+                (l, false)
+            }
+            Listen::Passed(l) => (tokio::net::TcpListener::from_std(l)?, true),
+        };
         let addr = listener.local_addr()?;
-        tracing::info!(%addr, routes = dep.config.routes.len(), tls = tls.is_some(), "serving");
+        tracing::info!(
+            %addr,
+            routes = dep.config.routes.len(),
+            tls = tls.is_some(),
+            passed,
+            "serving"
+        );
         if let Some(t) = &tls {
             let hangups =
                 lrpc_runtime::tls::reload_on_hangup(t.clone()).context("catching SIGHUP")?;
@@ -282,6 +395,8 @@ fn shutdown_control(
         .name("shutdown".into())
         .spawn(move || {
             rt.block_on(signal);
+            // The readiness probe fails from now on.
+            edge.drain();
             tracing::info!(
                 grace_ms = grace.as_millis() as u64,
                 "shutting down: requests in flight get the grace period"

@@ -74,7 +74,9 @@ impl Server {
 
     /// [`Server::start`] for a test that holds [`alone`].
     fn start_alone(config: &Path) -> Server {
-        Server::spawn(config, Stdio::inherit(), &[])
+        // The access lines of thousands of requests would bury the tests' own output.
+        let quiet = OsStr::new("info,lrpc::access=off");
+        Server::spawn(config, Stdio::inherit(), &[("RUST_LOG", quiet)])
     }
 
     /// [`Server::start`] with the server's log written to the file `log`.
@@ -90,13 +92,26 @@ impl Server {
 
     /// `lrpc serve config` with `env` set, its log to `stderr`.
     fn spawn(config: &Path, stderr: Stdio, env: &[(&str, &OsStr)]) -> Server {
-        let mut child = Command::new(LRPC)
+        Server::spawn_with(config, stderr, env, &[])
+    }
+
+    /// [`Server::spawn`] with the options `args` after the config.
+    fn spawn_with(config: &Path, stderr: Stdio, env: &[(&str, &OsStr)], args: &[&str]) -> Server {
+        let mut command = Command::new(LRPC);
+        command
             .arg("serve")
             .arg(config)
             .args(["--listen", "127.0.0.1:0"])
+            .args(args)
             .envs(env.iter().copied())
+            .stderr(stderr);
+        Server::of(command)
+    }
+
+    /// The server `command` starts: it waits for the line that says where it listens.
+    fn of(mut command: Command) -> Server {
+        let mut child = command
             .stdout(Stdio::piped())
-            .stderr(stderr)
             .spawn()
             .expect("start lrpc serve");
         let mut line = String::new();
@@ -3729,4 +3744,223 @@ fn an_idle_server_takes_under_a_fifth_of_a_percent_of_a_core() {
     // And the first request after the rest is served as before.
     let r = s.get("/api/v1/hi", &[ALICE]);
     assert_eq!(r.status, 200, "{}", r.text());
+}
+
+/// A config with a `/` route (`hello` answers every path) and a `/faulty` route whose
+/// plugin may spin for an hour, with `[serve]` lines `serve`.
+fn root_route_config(dir: &Path, serve: &str) -> PathBuf {
+    write_config(
+        dir,
+        &format!(
+            "[serve]\n{serve}\n[domains.faulty]\nguest = \"http-faulty\"\n\
+             exports = [{{ interface = \"lrpc:http/plugin\", deadline = \"3600s\" }}]\n\
+             [domains.hello]\nguest = \"http-hello\"\n\
+             exports = [{{ interface = \"lrpc:http/plugin@0.2.0\" }}]\n\
+             [[routes]]\nprefix = \"/faulty\"\nchain = [\"faulty\"]\n\
+             [[routes]]\nprefix = \"/\"\nchain = [\"hello\"]\n"
+        ),
+    )
+}
+
+/// `/healthz` and `/readyz` answer 200 on a running server, before its `/` route sees them
+/// (that route answers every other path). From SIGTERM on, while a request is still in
+/// flight in the grace period, `/readyz` answers 503 and `/healthz` still 200, on
+/// connections made after the signal; any other request on those gets 503. At the end of
+/// the grace the spinning request is stopped (503) and the process exits 0.
+#[test]
+fn probes_answer_before_the_routes_and_readiness_fails_from_sigterm_on() {
+    let dir = scratch("probes");
+    // A grace long enough for the probes below on a loaded machine.
+    let config = root_route_config(&dir, "shutdown-grace = \"10s\"");
+    let mut s = Server::start(&config);
+    let other = s.get("/other", &[]);
+    assert_eq!(other.status, 200);
+    assert_eq!(other.header("x-plugin"), Some("hello"));
+    for (path, text) in [("/healthz", "ok\n"), ("/readyz", "ready\n")] {
+        let r = s.get(path, &[]);
+        assert_eq!((r.status, r.text().as_str()), (200, text), "{path}");
+        assert_eq!(r.header("x-plugin"), None, "{path} reached the `/` route");
+        assert_eq!(r.header("cache-control"), Some("no-store"));
+    }
+    // The probes count as no route's requests.
+    assert_eq!(s.metric("lrpc_http_requests_total{route=\"/\""), 1.0);
+    let addr = s.addr.clone();
+    let spin = std::thread::spawn(move || request(&addr, "GET", "/faulty/spin", &[], b""));
+    let in_flight = "lrpc_http_requests_in_flight{route=\"/faulty\"}";
+    assert!(eventually(|| s.metric(in_flight) >= 1.0));
+    let start = Instant::now();
+    sigterm(&s);
+    // The signal is handled on its own thread: the probe turns within moments.
+    assert!(eventually(|| s.get("/readyz", &[]).status == 503));
+    let ready = s.get("/readyz", &[]);
+    assert_eq!(ready.text(), "not ready: shutting down\n");
+    assert_eq!(s.get("/healthz", &[]).status, 200);
+    let late = s.get("/other", &[]);
+    assert_eq!(
+        (late.status, late.text().as_str()),
+        (503, "shutting down\n")
+    );
+    assert_eq!(late.header("connection"), Some("close"));
+    // All of that within the grace: the spinning request was still running.
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(s.wait_exit(), Some(0));
+    assert_eq!(spin.join().expect("the spinning request").status, 503);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The log lines of `log` (every one a JSON object) whose target is `lrpc::access`.
+fn access_lines(log: &str) -> Vec<serde_json::Value> {
+    log.lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l)
+                .unwrap_or_else(|e| panic!("not a JSON line ({e}): {l:?}"))
+        })
+        .filter(|v| v["target"] == "lrpc::access")
+        .collect()
+}
+
+/// With `--log-format json` every log line is one JSON object, and every request the routes
+/// answer (no probe) has one access line: method, route (none when none matched), path
+/// without the query, status, duration, body bytes, and the trace id of a valid
+/// `traceparent` (none for a malformed one). Probe paths come from the config.
+#[test]
+fn json_log_has_one_access_line_per_request_with_its_trace_id() {
+    let dir = scratch("json-log");
+    let config = root_route_config(&dir, "health-path = \"/live\"\nready-path = \"/ready\"");
+    let log = dir.join("log");
+    let file = std::fs::File::create(&log).expect("create the log file");
+    let mut s = Server::spawn_with(
+        &config,
+        file.into(),
+        &[("RUST_LOG", OsStr::new("info"))],
+        &["--log-format", "json"],
+    );
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let parent = format!("00-{trace}-00f067aa0ba902b7-01");
+    let r = s.get("/faulty/x?secret=1", &[("traceparent", &parent)]);
+    assert_eq!(r.status, 200);
+    let sent = r.body.len();
+    let r = request(
+        &s.addr,
+        "POST",
+        "/echo",
+        &[("traceparent", "00-zz")],
+        b"abc",
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(s.get("/live", &[]).status, 200);
+    assert_eq!(s.get("/ready", &[]).status, 200);
+    sigterm(&s);
+    assert_eq!(s.wait_exit(), Some(0));
+    let text = std::fs::read_to_string(&log).expect("the log");
+    let lines = access_lines(&text);
+    assert_eq!(lines.len(), 2, "{text}");
+    let first = &lines[0];
+    assert_eq!(first["level"], "INFO");
+    assert_eq!(first["method"], "GET");
+    assert_eq!(first["route"], "/faulty");
+    assert_eq!(first["path"], "/faulty/x");
+    assert_eq!(first["status"], 200);
+    assert!(first["duration_us"].as_u64().is_some(), "{first}");
+    assert_eq!(first["request_bytes"], 0);
+    assert_eq!(first["response_bytes"], sent as u64);
+    assert_eq!(first["trace_id"], trace);
+    let second = &lines[1];
+    assert_eq!(second["method"], "POST");
+    assert_eq!(second["route"], "/");
+    assert_eq!(second["request_bytes"], 3);
+    assert!(second.get("trace_id").is_none(), "{second}");
+    // The server's other lines are JSON too (every line parsed above), with their message.
+    assert!(text.contains("\"message\":\"serving\""), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `lrpc serve` started with `cmd`, its fd 3 the listening socket `l` (as a service manager
+/// passes it).
+fn with_passed_socket(mut cmd: Command, l: &std::net::TcpListener) -> Server {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::process::CommandExt as _;
+    let fd = l.as_raw_fd();
+    #[allow(unsafe_code, reason = "placing the socket at fd 3 in the child")]
+    // SAFETY: the closure runs in the child between fork and exec and calls only `dup2` and
+    // `fcntl`, which are async-signal-safe; `fd` stays open in the parent (borrowed from
+    // `l`, alive across the spawn), so it is open in the child too.
+    unsafe {
+        cmd.pre_exec(move || {
+            // dup2 leaves close-on-exec off on its copy; on the same number it does nothing.
+            let r = if fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, 3)
+            };
+            if r < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Server::of(cmd)
+}
+
+/// A socket bound by the test and passed as fd 3 is served, as systemd passes it:
+/// `LISTEN_FDS=1` and `LISTEN_PID` set to the server's own pid (a shell that `exec`s the
+/// server keeps its pid), or with `--listenfd`, which does not look at `LISTEN_PID`. Passed
+/// for another process (a `LISTEN_PID` not ours), the socket is left alone and `--listen`
+/// is bound.
+#[test]
+fn a_socket_passed_as_systemd_does_is_served() {
+    let _beside = ALONE
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = scratch("listenfd");
+    let config = root_route_config(&dir, "");
+    let hello = |s: &Server| {
+        let r = s.get("/x", &[]);
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, "hello anonymous at GET /x\n")
+        );
+    };
+    // systemd's way: the variables name this process.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr").to_string();
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg("LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" serve \"$1\"")
+        .arg(LRPC)
+        .arg(&config);
+    let s = with_passed_socket(cmd, &l);
+    assert_eq!(s.addr, addr);
+    hello(&s);
+    drop(s);
+    // `--listenfd`, with no LISTEN_PID.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr").to_string();
+    let mut cmd = Command::new(LRPC);
+    cmd.arg("serve")
+        .arg(&config)
+        .arg("--listenfd")
+        .env("LISTEN_FDS", "1")
+        .env_remove("LISTEN_PID");
+    let s = with_passed_socket(cmd, &l);
+    assert_eq!(s.addr, addr);
+    hello(&s);
+    drop(s);
+    // For another process: not taken.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr").to_string();
+    let mut cmd = Command::new(LRPC);
+    cmd.arg("serve")
+        .arg(&config)
+        .args(["--listen", "127.0.0.1:0"])
+        .env("LISTEN_FDS", "1")
+        .env("LISTEN_PID", "1");
+    let s = with_passed_socket(cmd, &l);
+    assert_ne!(s.addr, addr);
+    hello(&s);
+    let _ = std::fs::remove_dir_all(&dir);
 }

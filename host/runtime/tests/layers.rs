@@ -42,11 +42,13 @@ const EDGE: &[&str] = &[
     "response",
     "body",
     "router",
+    "access",
     "chain",
     "reactor",
     "pool",
     "admission",
     "admin",
+    "health",
     "shutdown",
 ];
 

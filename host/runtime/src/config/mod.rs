@@ -344,6 +344,11 @@ impl Config {
             None => None,
         };
         let admin = admin_token(&cx, &raw.serve)?;
+        let probes = probes(&cx, &raw.serve)?;
+        let log_format = match &raw.serve.log_format {
+            Some(f) => Some(f.get_ref().parse().map_err(|e: String| cx.err(f, e))?),
+            None => None,
+        };
         let max_body = match &raw.serve.max_body {
             Some(m) => cx.count(m, "max-body", 1 << 30)?,
             None => 16 << 20,
@@ -483,6 +488,8 @@ impl Config {
             entry,
             listen,
             admin,
+            probes,
+            log_format,
             max_body,
             connections,
             tls,
@@ -525,6 +532,43 @@ fn min_body_rate(
         min.grace = cx.duration(g)?;
     }
     Ok(Some(min))
+}
+
+/// The probes' paths: each starts with `/` and is made of letters, digits and `-_.~/`, at
+/// most 256 of them (a path the router takes literally); the two differ, and neither is
+/// `/metrics` nor under `/admin/`, which the server answers itself.
+fn probes(cx: &Ctx<'_>, s: &RawServe) -> Result<Probes, ConfigError> {
+    let mut probes = Probes::default();
+    for (key, slot) in [
+        (&s.health_path, &mut probes.health),
+        (&s.ready_path, &mut probes.ready),
+    ] {
+        let Some(p) = key else { continue };
+        let path = p.get_ref();
+        let plain = |c: char| c.is_ascii_alphanumeric() || "-_.~/".contains(c);
+        if !path.starts_with('/') || path.len() > 256 || !path.chars().all(plain) {
+            return Err(cx.err(
+                p,
+                "a probe's path starts with `/` and has at most 256 letters, digits, and \
+                 `-`, `_`, `.`, `~` or `/`",
+            ));
+        }
+        if path == "/metrics" || path.starts_with("/admin/") {
+            return Err(cx.err(
+                p,
+                "`/metrics` and the paths under `/admin/` are the server's own",
+            ));
+        }
+        *slot = path.clone();
+    }
+    if probes.health == probes.ready {
+        let at = s.ready_path.as_ref().or(s.health_path.as_ref());
+        return Err(cx.err_at(
+            at.map_or(0, |p| p.span().start),
+            "`health-path` and `ready-path` must differ",
+        ));
+    }
+    Ok(probes)
 }
 
 /// The admin endpoint's token: off unless `admin = true`, which needs a token of at least
@@ -719,6 +763,50 @@ mod tests {
             err("[serve]\n\nmin-body-rate-grace = \"soon\"\n")
                 .starts_with("app.toml:3: `soon` is not a duration")
         );
+    }
+
+    #[test]
+    fn probe_paths_and_the_log_format_have_defaults_and_are_checked() {
+        let parse = |extra: &str| {
+            Config::parse(Path::new("app.toml"), &format!("[serve]\n{extra}\n")).expect("valid")
+        };
+        let c = parse("");
+        assert_eq!(c.probes, Probes::default());
+        assert_eq!(c.probes.health, "/healthz");
+        assert_eq!(c.probes.ready, "/readyz");
+        assert_eq!(c.log_format, None);
+        let c = parse("health-path = \"/live\"\nready-path = \"/-/ready_1.x~\"");
+        assert_eq!(
+            (c.probes.health.as_str(), c.probes.ready.as_str()),
+            ("/live", "/-/ready_1.x~")
+        );
+        assert_eq!(
+            parse("log-format = \"json\"").log_format,
+            Some(LogFormat::Json)
+        );
+        assert_eq!(
+            parse("log-format = \"text\"").log_format,
+            Some(LogFormat::Text)
+        );
+        for bad in [
+            "health-path = \"live\"",
+            "health-path = \"/{x}\"",
+            "health-path = \"/a?b\"",
+            "health-path = \"/a b\"",
+            "ready-path = \"/metrics\"",
+            "ready-path = \"/admin/reload/x\"",
+            "ready-path = \"/healthz\"",
+            "health-path = \"/x\"\nready-path = \"/x\"",
+            "log-format = \"yaml\"",
+        ] {
+            let e = err(&format!("[serve]\n{bad}\n"));
+            assert!(
+                e.starts_with("app.toml:2: ") || e.starts_with("app.toml:3: "),
+                "{bad}: {e}"
+            );
+        }
+        let long = format!("health-path = \"/{}\"", "x".repeat(300));
+        assert!(err(&format!("[serve]\n{long}\n")).starts_with("app.toml:2: "));
     }
 
     #[test]

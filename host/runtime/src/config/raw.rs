@@ -204,6 +204,12 @@ pub(super) struct RawServe {
     pub(super) min_body_rate_grace: Option<Spanned<String>>,
     #[serde(rename = "recycle-above")]
     pub(super) recycle_above: Option<Spanned<toml::Value>>,
+    #[serde(rename = "health-path")]
+    pub(super) health_path: Option<Spanned<String>>,
+    #[serde(rename = "ready-path")]
+    pub(super) ready_path: Option<Spanned<String>>,
+    #[serde(rename = "log-format")]
+    pub(super) log_format: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -358,6 +358,47 @@ impl std::fmt::Debug for AdminToken {
     }
 }
 
+/// The paths the edge server answers its probes on, before any route sees the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probes {
+    /// Answers 200 while the process serves (`[serve] health-path`).
+    pub health: String,
+    /// Answers 200 while the server is ready for traffic, 503 from a shutdown signal on
+    /// (`[serve] ready-path`).
+    pub ready: String,
+}
+
+impl Default for Probes {
+    fn default() -> Probes {
+        Probes {
+            health: "/healthz".into(),
+            ready: "/readyz".into(),
+        }
+    }
+}
+
+/// How the server writes its log lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines (the default).
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<LogFormat, String> {
+        match s {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            _ => Err(format!("`{s}` is not a log format: `text` or `json`")),
+        }
+    }
+}
+
 /// A folder of WIT packages named in `[kernel] wit`.
 #[derive(Debug, Clone)]
 pub struct WitFolder {
@@ -387,6 +428,10 @@ pub struct Config {
     /// The token `/admin/...` requests must carry; `None` when the admin endpoint is off
     /// (the default).
     pub admin: Option<AdminToken>,
+    /// The paths of the liveness and readiness probes (`[serve] health-path`, `ready-path`).
+    pub probes: Probes,
+    /// How `lrpc serve` writes its log (`[serve] log-format`); `--log-format` overrides it.
+    pub log_format: Option<LogFormat>,
     /// Largest request body accepted, in bytes.
     pub max_body: usize,
     /// The budgets of the edge server's connections.

@@ -1,13 +1,17 @@
 //! A request's way in: one authority, the route's cap on requests in flight, its body
 //! (read whole for the plugins, or streamed to a handler) and header values the plugins can
-//! read; then [`Edge::dispatch_on`] runs it.
+//! read; then [`Edge::dispatch_on`] runs it. Its access line is written when its answer's
+//! head is ready (see [`super::access`]). A connection accepted after the shutdown signal
+//! ([`AcceptedWhileDraining`]) gets 503.
 
 use super::Edge;
 use super::RouteRt;
+use super::access;
 use super::body::{closing, read_body, too_large};
-use super::response::{no_route, response};
+use super::response::{no_route, response, shutting_down};
 use super::router::one_authority;
 use crate::body_rate::BodyClock;
+use crate::listener::AcceptedWhileDraining;
 use crate::wasi_http::RequestBody;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
@@ -51,10 +55,46 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// What the access log's line takes from the way a request was answered.
+#[derive(Default)]
+struct Seen<'e> {
+    /// The prefix of the route that matched.
+    route: Option<&'e str>,
+    /// The request body's bytes: read whole, or as its `content-length` says.
+    request_bytes: Option<u64>,
+}
+
+/// Answers a request to the routes, and writes its access line (see [`super::access`]).
 pub(super) async fn handle(State(edge): State<Edge>, req: Request) -> Response {
     let start = Instant::now();
     let (mut parts, body) = req.into_parts();
-    if let Err(why) = one_authority(&mut parts) {
+    if !access::on() {
+        return answer(&edge, &mut parts, body, start, &mut Seen::default()).await;
+    }
+    let trace = access::TraceId::of(&parts.headers);
+    let mut seen = Seen::default();
+    let resp = answer(&edge, &mut parts, body, start, &mut seen).await;
+    access::log(&access::Line {
+        method: parts.method.as_str(),
+        route: seen.route,
+        path: parts.uri.path(),
+        status: resp.status().as_u16(),
+        took: start.elapsed(),
+        request_bytes: seen.request_bytes,
+        response_bytes: axum::body::HttpBody::size_hint(resp.body()).exact(),
+        trace,
+    });
+    resp
+}
+
+async fn answer<'e>(
+    edge: &'e Edge,
+    parts: &mut axum::http::request::Parts,
+    body: axum::body::Body,
+    start: Instant,
+    seen: &mut Seen<'e>,
+) -> Response {
+    if let Err(why) = one_authority(parts) {
         return (StatusCode::BAD_REQUEST, why).into_response();
     }
     let config = &edge.inner.deployment.config;
@@ -67,6 +107,11 @@ pub(super) async fn handle(State(edge): State<Edge>, req: Request) -> Response {
     // requests can not take what the plugins it shares with other routes need. Their
     // refusals are counted as the chain's answers are.
     let route = edge.route_for(path);
+    seen.route = route.map(|r| r.route.prefix.as_str());
+    seen.request_bytes = parts
+        .headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| std::str::from_utf8(v.as_bytes()).ok()?.parse().ok());
     let refused = |r: Response| {
         if let Some(route) = route {
             route
@@ -75,6 +120,15 @@ pub(super) async fn handle(State(edge): State<Edge>, req: Request) -> Response {
         }
         r
     };
+    // A connection that came after the shutdown signal gets the probes (routed before
+    // this) and nothing else.
+    if parts.extensions.get::<AcceptedWhileDraining>().is_some() {
+        let r = closing(response(shutting_down().into(), false), parts.version);
+        if route.is_none() {
+            metrics.unrouted(503);
+        }
+        return refused(r);
+    }
     let _admitted = match route.map(|r| r.admit()) {
         Some(None) => {
             return refused(
@@ -116,7 +170,10 @@ pub(super) async fn handle(State(edge): State<Edge>, req: Request) -> Response {
             (Vec::new(), stream)
         }
         _ => match read_body(body, max_body, clock()).await {
-            Ok(b) => (b, None),
+            Ok(b) => {
+                seen.request_bytes = Some(b.len() as u64);
+                (b, None)
+            }
             Err(answer) if answer.status() == StatusCode::REQUEST_TIMEOUT => {
                 return refused(closing(answer, parts.version));
             }

@@ -19,7 +19,8 @@
 //!                                    ▼
 //!  response.rs   the HTTP response (none of a body to HEAD)
 //!
-//!  admin.rs: /metrics, /admin/reload          shutdown.rs: stop, end of grace, signals
+//!  admin.rs: /metrics, /admin/reload          shutdown.rs: drain, end of grace, signals
+//!  health.rs: the liveness and readiness probes   access.rs: the access log's line
 //! ```
 //!
 //! **Names**, one line each:
@@ -93,11 +94,13 @@
 //! requests queued for a worker and those waiting for a worker's answer. The workers are
 //! then waited for with a bound ([`Edge::shutdown_within`]).
 
+mod access;
 mod admin;
 mod admission;
 mod body;
 mod chain;
 mod codec;
+mod health;
 mod pool;
 mod reactor;
 mod response;
@@ -167,6 +170,8 @@ struct EdgeInner {
     short: Arc<AtomicU64>,
     /// Set by [`Edge::shutdown`] and [`Edge::end_grace`].
     stopped: AtomicBool,
+    /// Set by [`Edge::drain`]: the readiness probe answers 503.
+    draining: AtomicBool,
     /// Set by [`Edge::end_grace`]: requests waiting for a worker's answer get 503 now.
     ended: AtomicBool,
     /// Notified when `ended` is set.
@@ -269,6 +274,7 @@ impl Edge {
                 routes,
                 short,
                 stopped: AtomicBool::new(false),
+                draining: AtomicBool::new(false),
                 ended: AtomicBool::new(false),
                 ended_now: tokio::sync::Notify::new(),
                 admin_next: Mutex::new(Instant::now()),
@@ -276,10 +282,15 @@ impl Edge {
         })
     }
 
-    /// The router: the configured routes, `/metrics`, and (when the config turns it on,
-    /// with a token) `POST /admin/reload/{domain}`.
+    /// The router: the configured routes, `/metrics`, the liveness and readiness probes
+    /// (`[serve] health-path`, `ready-path`), and (when the config turns it on, with a token)
+    /// `POST /admin/reload/{domain}`.
     pub fn router(&self) -> Router {
-        let mut r = Router::new().route("/metrics", get(admin::metrics));
+        let probes = &self.inner.deployment.config.probes;
+        let mut r = Router::new()
+            .route("/metrics", get(admin::metrics))
+            .route(&probes.health, get(health::alive))
+            .route(&probes.ready, get(health::ready));
         if self.inner.deployment.config.admin.is_some() {
             r = r.route("/admin/reload/{domain}", post(admin::reload));
         }

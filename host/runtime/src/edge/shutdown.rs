@@ -1,4 +1,5 @@
-//! Stopping: taking no more requests, the end of a shutdown's grace (every call still
+//! Stopping: draining (the readiness probe fails from the shutdown signal on), taking no
+//! more requests, the end of a shutdown's grace (every call still
 //! running terminated, queued requests answered 503), waiting for the workers with a bound,
 //! and the signals that start it.
 
@@ -19,6 +20,25 @@ pub struct GraceEnded {
 }
 
 impl Edge {
+    /// Says the server is draining, at a shutdown signal: the readiness probe answers 503
+    /// from now on. Requests are served as before.
+    pub fn drain(&self) {
+        self.inner.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// Why the server is not ready for traffic, or `None` when it is: it is draining (see
+    /// [`Edge::drain`]), or a plugin's instance died and its restart is pending.
+    pub fn unready(&self) -> Option<String> {
+        if self.inner.draining.load(Ordering::SeqCst) || self.inner.stopped.load(Ordering::SeqCst) {
+            return Some("shutting down".into());
+        }
+        let dep = &self.inner.deployment;
+        dep.plugins
+            .values()
+            .find(|p| p.restarting())
+            .map(|p| format!("plugin `{}` is restarting", p.name))
+    }
+
     /// Stops taking requests and waits for the workers to finish the ones queued.
     pub fn shutdown(&self) {
         self.inner.stopped.store(true, Ordering::Relaxed);
