@@ -198,12 +198,22 @@ fn isolated(kernel: &Kernel, name: &str) -> Domain {
 
 /// What fresh, ordinary instances show: a new domain for every observation.
 fn fresh_view(kernel: &Kernel) -> Seen {
+    plain_view(kernel, None)
+}
+
+/// What ordinary instances show after a first request ran `init` on them: a new domain for
+/// every observation (an ordinary domain is terminated by a trap).
+fn plain_view(kernel: &Kernel, init: Option<(i64, i64, i64, i64)>) -> Seen {
     let mut n = 0;
     observe(|| {
         n += 1;
-        kernel
-            .domain(&format!("fresh-{n}"), GUEST.as_bytes())
-            .unwrap()
+        let d = kernel
+            .domain(&format!("plain-{n}"), GUEST.as_bytes())
+            .unwrap();
+        if let Some(init) = init {
+            d.call::<(i64, i64, i64, i64), ()>("run", init).unwrap();
+        }
+        d
     })
     .unwrap()
 }
@@ -340,4 +350,36 @@ fn modules_that_can_not_be_isolated_are_refused_at_creation() {
         )
         .unwrap_err();
     assert!(matches!(err, Error::Compile { .. }), "{err}");
+}
+
+#[test]
+fn a_captured_state_is_what_later_requests_meet() {
+    let kernel = Kernel::new().unwrap();
+    // An initializing request: a global, bytes, a table entry, a dropped segment.
+    let init = (
+        0x3005 | (0x0123 << 16) | (0x4011 << 32) | (0x5000 << 48),
+        0,
+        0,
+        0,
+    );
+    let initialized = plain_view(&kernel, Some(init));
+    assert_eq!(initialized.g, 5);
+    assert_eq!(initialized.init_data, None, "the segment was dropped");
+
+    let d = isolated(&kernel, "captured");
+    d.call::<(i64, i64, i64, i64), ()>("run", init).unwrap();
+    d.capture_fresh_state().unwrap();
+    let later = (
+        0x3777 | (0x1fff << 16) | (0x6000 << 32) | (0x9000 << 48),
+        0,
+        0,
+        0,
+    );
+    let err = d
+        .call::<(i64, i64, i64, i64), ()>("run", later)
+        .unwrap_err();
+    assert!(matches!(err, Error::Fault(Fault::Trapped { .. })), "{err}");
+    assert_eq!(observe(|| d.clone()).unwrap(), initialized);
+    d.reset().unwrap();
+    assert_eq!(observe(|| d.clone()).unwrap(), initialized);
 }

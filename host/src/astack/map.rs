@@ -141,19 +141,27 @@ impl MemoryRange {
         Ok(())
     }
 
-    /// Makes `[0, len)` of this memory a private copy-on-write mapping of a new memory file
-    /// holding its current contents, so that [`revert`](Self::revert) can bring those contents
-    /// back (per-request isolation's snapshot). Only the pages that are not all zeros are
-    /// written to the file; the rest stay holes, which read as zeros and take no memory.
-    /// Returns the file (the mapping keeps its pages alive once it is dropped).
-    pub fn snapshot(&self, len: usize) -> io::Result<Segment> {
-        self.window_ptr(0, len)?;
-        let seg = Segment::new(len)?;
+    /// Makes each of `ranges` (`(offset, len)`, page aligned, in order) of this memory a
+    /// private copy-on-write mapping of one new memory file that holds their current
+    /// contents at the same offsets, so that [`revert`](Self::revert) can bring those
+    /// contents back (per-request isolation's snapshot). Only the pages that are not all
+    /// zeros are written to the file; the rest stay holes, which read as zeros and take no
+    /// memory. Returns the file (the mappings keep its pages alive once it is dropped).
+    pub fn snapshot(&self, ranges: &[(usize, usize)]) -> io::Result<Segment> {
+        let mut end = 0;
+        for &(off, len) in ranges {
+            self.window_ptr(off, len)?;
+            end = end.max(off + len);
+        }
+        let seg = Segment::new(end)?;
         let mut page = vec![0u8; PAGE];
-        for off in (0..len).step_by(PAGE) {
-            self.read(off, &mut page)
-                .ok_or_else(|| io::Error::other("snapshot outside the memory"))?;
-            if page.iter().any(|&b| b != 0) {
+        for &(start, len) in ranges {
+            for off in (start..start + len).step_by(PAGE) {
+                self.read(off, &mut page)
+                    .ok_or_else(|| io::Error::other("snapshot outside the memory"))?;
+                if page.iter().all(|&b| b == 0) {
+                    continue;
+                }
                 let mut done = 0;
                 while done < PAGE {
                     let n = rustix::io::pwrite(&seg.fd, &page[done..], (off + done) as u64)?;
@@ -164,21 +172,24 @@ impl MemoryRange {
                 }
             }
         }
-        let ptr = self.window_ptr(0, len)?;
-        // SAFETY: as in `map`: `[ptr, ptr+len)` is page aligned inside the live, accessible
-        // part of the memory's reservation (the `MemoryRange` contract). The file holds the
-        // bytes just read from those pages, and the caller holds the memory's Store (no guest
-        // code runs meanwhile), so the guest sees the same contents, now copy-on-write; no
-        // Rust object lives in a linear memory.
-        unsafe {
-            mmap(
-                ptr.cast(),
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::PRIVATE | MapFlags::FIXED,
-                &seg.fd,
-                0,
-            )?;
+        for &(off, len) in ranges {
+            let ptr = self.window_ptr(off, len)?;
+            // SAFETY: as in `map`: `[ptr, ptr+len)` is page aligned inside the live,
+            // accessible part of the memory's reservation (the `MemoryRange` contract), and
+            // inside the file (`end`). The file holds the bytes just read from those pages at
+            // the same offsets, and the caller holds the memory's Store (no guest code runs
+            // meanwhile), so the guest sees the same contents, now copy-on-write; no Rust
+            // object lives in a linear memory.
+            unsafe {
+                mmap(
+                    ptr.cast(),
+                    len,
+                    ProtFlags::READ | ProtFlags::WRITE,
+                    MapFlags::PRIVATE | MapFlags::FIXED,
+                    &seg.fd,
+                    off as u64,
+                )?;
+            }
         }
         Ok(seg)
     }
@@ -292,11 +303,15 @@ mod tests {
     fn a_reverted_snapshot_reads_as_it_was_taken() {
         let a = Region::new(8 * PAGE);
         a.range().write(PAGE + 3, b"fresh").unwrap();
-        let _file = a.range().snapshot(4 * PAGE).unwrap();
+        let _file = a
+            .range()
+            .snapshot(&[(0, 2 * PAGE), (3 * PAGE, PAGE)])
+            .unwrap();
         a.range().write(PAGE + 3, b"dirty").unwrap();
         a.range().write(3 * PAGE, b"more").unwrap();
         a.range().write(5 * PAGE, b"beyond").unwrap();
-        a.range().revert(0, 4 * PAGE).unwrap();
+        a.range().revert(0, 2 * PAGE).unwrap();
+        a.range().revert(3 * PAGE, PAGE).unwrap();
         let mut got = [0u8; 5];
         a.range().read(PAGE + 3, &mut got).unwrap();
         assert_eq!(&got, b"fresh");

@@ -35,6 +35,39 @@ impl Domain {
         Ok(())
     }
 
+    /// Makes the state every replica of this isolated domain has now the state
+    /// [`Domain::reset`] and each request go back to: for an embedder that initializes the
+    /// domain after creating it (binds it to its servers, runs an init export). Until then
+    /// the fresh state is the one right after instantiation. Waits for calls running in it
+    /// to return; an error if the domain was not created with
+    /// [`Isolation::Request`](crate::domain::Isolation::Request).
+    ///
+    /// Bindings the guest makes or drops during a later request are not undone by a reset:
+    /// a handle it kept in its fresh memory stays what the kernel says it is (a binding
+    /// dropped since is refused as a stale handle).
+    pub fn capture_fresh_state(&self) -> Result<(), Error> {
+        if self.is_terminated() {
+            return Err(Error::Terminated(self.name().to_string()));
+        }
+        for r in self.shared.replicas.iter() {
+            let mut store = r.wait_store(SETUP_WAIT).ok_or(Error::Busy)?;
+            match r.recapture(&mut store) {
+                Ok(true) => {}
+                Ok(false) => {
+                    return Err(Error::Options(format!(
+                        "domain `{}` was not created with `Isolation::Request`",
+                        self.name()
+                    )));
+                }
+                Err(e) => {
+                    drop(store);
+                    return Err(self.reset_failed(NotReset::Io(std::io::Error::other(e))));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Terminates the domain after a failed reset and says why.
     fn reset_failed(&self, why: NotReset) -> Error {
         tracing::warn!(

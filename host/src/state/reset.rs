@@ -2,18 +2,20 @@
 //! putting it back in place (see [`Isolation`](crate::kernel::Isolation)).
 //!
 //! **What is saved.** Right after instantiation (the start function included, before any
-//! binding exists) the replica's whole linear memory becomes a private copy-on-write mapping
-//! of a memory file holding its bytes (`MemoryRange::snapshot`; all-zero pages stay holes),
-//! and the values of every mutable global and every table entry the module defines are
-//! saved — reachable because the kernel rewrote the module to export them (`isolate`),
-//! together with the flags that stand in for dropped data and element segments.
+//! binding exists), and again when the embedder says the domain is initialized
+//! (`Domain::capture_fresh_state`, after binding it, say), the guest's pages of the
+//! replica's linear memory (all of it but window space) become a private copy-on-write
+//! mapping of a memory file holding their bytes (`MemoryRange::snapshot`; all-zero pages
+//! stay holes), and the values of every mutable global and every table entry the module
+//! defines are saved — reachable because the kernel rewrote the module to export them
+//! (`isolate`), together with the flags that stand in for dropped data and element
+//! segments.
 //!
 //! **What a reset does.** `madvise(MADV_DONTNEED)` over the snapshot's range: the pages the
 //! guest wrote go back to the system and read as the snapshot again (the cost grows with
 //! the pages touched, not with the memory's size); then every saved global and table entry
-//! is written back. Windows (A-stacks, out-of-band segments, channels) lie above the
-//! snapshot, on pages the host grew later, so they are not touched: their contents belong
-//! to the pair.
+//! is written back. Windows (A-stacks, out-of-band segments, channels) lie on pages the host
+//! grew, outside the snapshot, so they are not touched: their contents belong to the pair.
 //!
 //! **The choice, measured** (`benches/reset.rs`, release build on the shared 2-core
 //! machine): see the numbers in the kernel chapter (`docs/src/isolation.md`). A fresh
@@ -30,8 +32,10 @@ use wasmtime::{AsContextMut, Func, Global, Ref, Store, Table, Val};
 
 /// A replica's fresh state, kept in its store's data.
 pub(crate) struct Fresh {
-    /// Bytes of linear memory the snapshot covers (the whole memory at creation).
-    memory: usize,
+    /// The guest's parts of the memory the snapshot covers (`(offset, len)`: every byte of
+    /// it but window space) and their total.
+    ranges: Vec<(usize, usize)>,
+    guest_bytes: usize,
     globals: Vec<(Global, Val)>,
     tables: Vec<(Table, Vec<Option<Func>>)>,
     /// Whether guest code ran since the last reset.
@@ -67,52 +71,82 @@ pub(crate) fn snapshot(
     globals: &[String],
     tables: &[String],
 ) -> Result<(), String> {
-    let size = replica.memory.data_size(&*store);
-    replica
-        .range(size)
-        .snapshot(size)
-        .map_err(|e| format!("taking the memory snapshot failed: {e}"))?;
-    let mut saved_globals = Vec::with_capacity(globals.len());
+    let mut fresh = Fresh {
+        ranges: Vec::new(),
+        guest_bytes: 0,
+        globals: Vec::with_capacity(globals.len()),
+        tables: Vec::with_capacity(tables.len()),
+        dirty: false,
+    };
     for name in globals {
         let g = replica
             .instance
             .get_global(&mut *store, name)
             .ok_or_else(|| format!("the rewritten module does not export `{name}`"))?;
-        let v = g.get(&mut *store);
-        if !matches!(
-            v,
-            Val::I32(_) | Val::I64(_) | Val::F32(_) | Val::F64(_) | Val::V128(_) | Val::FuncRef(_)
-        ) {
-            return Err(format!("global `{name}` holds a reference it can not save"));
-        }
-        saved_globals.push((g, v));
+        fresh.globals.push((g, Val::I32(0)));
     }
-    let mut saved_tables = Vec::with_capacity(tables.len());
     for name in tables {
         let t = replica
             .instance
             .get_table(&mut *store, name)
             .ok_or_else(|| format!("the rewritten module does not export `{name}`"))?;
-        let n = t.size(&*store);
-        let mut entries = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
-        for i in 0..n {
-            match t.get(&mut *store, i) {
-                Some(Ref::Func(f)) => entries.push(f),
-                _ => return Err(format!("table `{name}` holds entries other than funcrefs")),
-            }
-        }
-        saved_tables.push((t, entries));
+        fresh.tables.push((t, Vec::new()));
     }
-    store.data_mut().fresh = Some(Box::new(Fresh {
-        memory: size,
-        globals: saved_globals,
-        tables: saved_tables,
-        dirty: false,
-    }));
+    replica.capture(store, &mut fresh)?;
+    store.data_mut().fresh = Some(Box::new(fresh));
     Ok(())
 }
 
 impl Replica {
+    /// Makes the replica's state now its fresh state: the memory's guest pages become a
+    /// new snapshot, the globals' and tables' values are read again.
+    fn capture(&self, store: &mut Store<DomainData>, fresh: &mut Fresh) -> Result<(), String> {
+        let size = self.memory.data_size(&*store);
+        let ranges = self.guest_ranges(size);
+        self.range(size)
+            .snapshot(&ranges)
+            .map_err(|e| format!("taking the memory snapshot failed: {e}"))?;
+        fresh.guest_bytes = ranges.iter().map(|r| r.1).sum();
+        fresh.ranges = ranges;
+        for (g, v) in &mut fresh.globals {
+            *v = g.get(&mut *store);
+            if !matches!(
+                v,
+                Val::I32(_)
+                    | Val::I64(_)
+                    | Val::F32(_)
+                    | Val::F64(_)
+                    | Val::V128(_)
+                    | Val::FuncRef(_)
+            ) {
+                return Err("a global holds a reference the kernel can not save".into());
+            }
+        }
+        for (t, entries) in &mut fresh.tables {
+            entries.clear();
+            for i in 0..t.size(&*store) {
+                match t.get(&mut *store, i) {
+                    Some(Ref::Func(f)) => entries.push(f),
+                    _ => return Err("a table holds entries other than funcrefs".into()),
+                }
+            }
+        }
+        fresh.dirty = false;
+        Ok(())
+    }
+
+    /// Makes the replica's state now its fresh state (see `Domain::capture_fresh_state`).
+    /// The caller holds the store, and no code runs in it. `Ok(false)`: the replica is not
+    /// isolated.
+    pub(crate) fn recapture(&self, store: &mut Store<DomainData>) -> Result<bool, String> {
+        let Some(mut fresh) = store.data_mut().fresh.take() else {
+            return Ok(false);
+        };
+        let r = self.capture(store, &mut fresh);
+        store.data_mut().fresh = Some(fresh);
+        r.map(|()| true)
+    }
+
     /// Whether this replica keeps a fresh state to go back to.
     pub(crate) fn is_isolated(store: &Store<DomainData>) -> bool {
         store.data().fresh.is_some()
@@ -138,7 +172,7 @@ impl Replica {
     fn restore(&self, store: &mut Store<DomainData>, fresh: &Fresh) -> Result<(), NotReset> {
         let size = self.memory.data_size(&*store);
         let guest: usize = self.guest_ranges(size).iter().map(|r| r.1).sum();
-        if guest != fresh.memory {
+        if guest != fresh.guest_bytes {
             return Err(NotReset::Grown("memory"));
         }
         for (t, entries) in &fresh.tables {
@@ -146,9 +180,10 @@ impl Replica {
                 return Err(NotReset::Grown("table"));
             }
         }
-        self.range(fresh.memory)
-            .revert(0, fresh.memory)
-            .map_err(NotReset::Io)?;
+        let range = self.range(size);
+        for &(off, len) in &fresh.ranges {
+            range.revert(off, len).map_err(NotReset::Io)?;
+        }
         let mut ctx = store.as_context_mut();
         for (g, v) in &fresh.globals {
             // The values were read from these very globals, so the types match.
