@@ -16,9 +16,20 @@
 //!   segment is out of bounds) and otherwise runs the real instruction. The segment itself
 //!   is never dropped, so restoring the flag restores it.
 //!
+//! * the guest's memory size is kept in a global of its own (exported as `lrpc:reset/size`
+//!   too): `memory.size` reads it and `memory.grow` goes through a function that grows the
+//!   real memory only past the pages it already has. wasmtime can not shrink a memory, so
+//!   after a reset the pages a request grew stay, zeroed, above the size the guest sees,
+//!   and the next `memory.grow` hands them out again. The kernel raises the global when it
+//!   grows the memory itself for windows.
+//!
+//! The one difference from a fresh instance that remains: a load or store just past the
+//! size the guest sees, into pages an earlier request grew, reads zeros or writes where no
+//! other request will look, instead of trapping.
+//!
 //! What it refuses: modules that import a memory, a table or a mutable global (state the
-//! domain does not own), modules with more than one memory, and names under the reserved
-//! prefix. The original bytes are validated first, so the rewrite never makes an invalid
+//! domain does not own), modules with more than one memory, a 64-bit or shared memory, and
+//! names under the reserved prefix. The original bytes are validated first, so the rewrite never makes an invalid
 //! module valid, and nothing here panics on hostile bytes.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,6 +47,9 @@ pub(crate) const RESERVED: &str = "lrpc:reset/";
 pub(crate) fn global_export(index: u32) -> String {
     format!("{RESERVED}global/{index}")
 }
+
+/// The export name of the global holding the memory size the guest sees, in wasm pages.
+pub(crate) const SIZE_EXPORT: &str = "lrpc:reset/size";
 
 /// The export name of table `index`.
 pub(crate) fn table_export(index: u32) -> String {
@@ -65,7 +79,8 @@ struct Scan {
     imported_tables: u32,
     defined_tables: u32,
     memories: u32,
-    has_global_section: bool,
+    /// Initial pages of the one memory.
+    memory_pages: u64,
     has_export_section: bool,
     passive_data: BTreeSet<u32>,
     passive_elems: BTreeSet<u32>,
@@ -97,7 +112,7 @@ pub(crate) fn rewrite(wasm: &[u8]) -> Result<Rewritten, String> {
     let globals = (0..scan.defined_globals)
         .filter(|&i| scan.global_mutable.get(i as usize) == Some(&true))
         .map(|i| scan.imported_globals + i)
-        .chain(plan.flag_globals())
+        .chain(plan.added_globals())
         .map(global_export)
         .collect();
     let tables = (0..scan.defined_tables)
@@ -140,9 +155,17 @@ fn scan(wasm: &[u8]) -> Result<Scan, String> {
             }
             Payload::FunctionSection(r) => s.defined_funcs = r.count(),
             Payload::TableSection(r) => s.defined_tables = r.count(),
-            Payload::MemorySection(r) => s.memories = r.count(),
+            Payload::MemorySection(r) => {
+                s.memories = r.count();
+                for m in r {
+                    let m = m.map_err(err)?;
+                    if m.memory64 || m.shared {
+                        return Err("its memory is 64-bit or shared".into());
+                    }
+                    s.memory_pages = m.initial;
+                }
+            }
             Payload::GlobalSection(r) => {
-                s.has_global_section = true;
                 for g in r {
                     s.global_mutable.push(g.map_err(err)?.ty.mutable);
                 }
@@ -220,6 +243,12 @@ struct Tracked {
 
 /// The rewrite: the scan's counts, and the indices of everything it adds.
 struct Plan {
+    /// The global holding the size the guest sees, its initial value, and the functions
+    /// standing in for `memory.size` and `memory.grow`.
+    size_global: u32,
+    memory_pages: u64,
+    size_func: u32,
+    grow_func: u32,
     data: BTreeMap<u32, Tracked>,
     elems: BTreeMap<u32, Tracked>,
     /// `(segment, memory or table)` to the function standing in for the init.
@@ -237,10 +266,17 @@ impl Plan {
     fn new(s: &Scan) -> Plan {
         let first_global = s.imported_globals + s.defined_globals;
         let first_func = s.imported_funcs + s.defined_funcs;
-        let mut next_global = first_global;
-        let mut next_func = first_func;
-        let mut funcs = Vec::new();
-        let (void_type, init_type) = (s.types, s.types + 1);
+        // The size global comes first, then the size and grow functions.
+        let size_global = first_global;
+        let mut next_global = first_global + 1;
+        let (void_type, init_type, size_type, grow_type) =
+            (s.types, s.types + 1, s.types + 2, s.types + 3);
+        let mut funcs = vec![
+            (size_type, size_body(size_global)),
+            (grow_type, grow_body(size_global)),
+        ];
+        let (size_func, grow_func) = (first_func, first_func + 1);
+        let mut next_func = first_func + 2;
         let mut track = |segs: &BTreeSet<u32>, funcs: &mut Vec<(u32, Function)>| {
             let mut out = BTreeMap::new();
             for &seg in segs {
@@ -279,7 +315,7 @@ impl Plan {
         };
         let data_init_funcs = init_funcs(&s.data_inits, &data, &mut funcs, true);
         let elem_init_funcs = init_funcs(&s.elem_inits, &elems, &mut funcs, false);
-        let flags = next_global - first_global;
+        let flags = next_global - first_global - 1;
         let mut exports = Vec::new();
         for i in 0..s.defined_globals {
             if s.global_mutable.get(i as usize) == Some(&true) {
@@ -290,11 +326,16 @@ impl Plan {
         for g in first_global..next_global {
             exports.push((global_export(g), ExportKind::Global, g));
         }
+        exports.push((SIZE_EXPORT.to_string(), ExportKind::Global, size_global));
         for i in 0..s.defined_tables {
             let t = s.imported_tables + i;
             exports.push((table_export(t), ExportKind::Table, t));
         }
         Plan {
+            size_global,
+            memory_pages: s.memory_pages,
+            size_func,
+            grow_func,
             data,
             elems,
             data_init_funcs,
@@ -307,19 +348,28 @@ impl Plan {
         }
     }
 
-    /// Indices of the flag globals the rewrite adds.
-    fn flag_globals(&self) -> Vec<u32> {
+    /// Indices of the globals the rewrite adds: the size, then the flags.
+    fn added_globals(&self) -> Vec<u32> {
         let mut v: Vec<u32> = self
             .data
             .values()
             .chain(self.elems.values())
             .map(|t| t.flag)
             .collect();
+        v.push(self.size_global);
         v.sort_unstable();
         v
     }
 
     fn add_globals(&mut self, globals: &mut GlobalSection) {
+        let ty = GlobalType {
+            val_type: ValType::I32,
+            mutable: true,
+            shared: false,
+        };
+        // At most 65536 pages in a 32-bit memory: the initial size fits.
+        let pages = i32::try_from(self.memory_pages).unwrap_or(i32::MAX);
+        globals.global(ty, &ConstExpr::i32_const(pages));
         for _ in 0..self.flags {
             let ty = GlobalType {
                 val_type: ValType::I32,
@@ -373,6 +423,65 @@ fn init_body(flag: u32, seg: u32, target: u32, data: bool) -> Function {
     f
 }
 
+/// `memory.size`: the size the guest sees.
+fn size_body(size: u32) -> Function {
+    let mut f = Function::new([]);
+    f.instruction(&Instruction::GlobalGet(size));
+    f.instruction(&Instruction::End);
+    f
+}
+
+/// `memory.grow` by `delta` (local 0): pages the memory already has past the size the guest
+/// sees are handed out first; the real memory grows by the rest. Returns the old size, or
+/// -1 as `memory.grow` does.
+fn grow_body(size: u32) -> Function {
+    use wasm_encoder::BlockType::Result as R;
+    let mut f = Function::new([(1, ValType::I32)]);
+    let old = 1;
+    let slack = [
+        Instruction::MemorySize(0),
+        Instruction::GlobalGet(size),
+        Instruction::I32Sub,
+    ];
+    let mut body = vec![
+        Instruction::GlobalGet(size),
+        Instruction::LocalSet(old),
+        Instruction::LocalGet(0),
+    ];
+    body.extend(slack.iter().cloned());
+    body.extend([
+        Instruction::I32LeU,
+        Instruction::If(R(ValType::I32)),
+        Instruction::GlobalGet(size),
+        Instruction::LocalGet(0),
+        Instruction::I32Add,
+        Instruction::GlobalSet(size),
+        Instruction::LocalGet(old),
+        Instruction::Else,
+        Instruction::LocalGet(0),
+    ]);
+    body.extend(slack.iter().cloned());
+    body.extend([
+        Instruction::I32Sub,
+        Instruction::MemoryGrow(0),
+        Instruction::I32Const(-1),
+        Instruction::I32Eq,
+        Instruction::If(R(ValType::I32)),
+        Instruction::I32Const(-1),
+        Instruction::Else,
+        Instruction::MemorySize(0),
+        Instruction::GlobalSet(size),
+        Instruction::LocalGet(old),
+        Instruction::End,
+        Instruction::End,
+        Instruction::End,
+    ]);
+    for i in &body {
+        f.instruction(i);
+    }
+    f
+}
+
 /// Position of a section in a module's order (custom sections aside).
 fn order(id: wasm_encoder::SectionId) -> u8 {
     use wasm_encoder::SectionId as S;
@@ -401,6 +510,8 @@ impl Reencode for Plan {
 
     fn instruction<'a>(&mut self, op: Operator<'a>) -> Result<Instruction<'a>, ReError> {
         let call = match op {
+            Operator::MemorySize { mem: 0 } => Some(self.size_func),
+            Operator::MemoryGrow { mem: 0 } => Some(self.grow_func),
             Operator::DataDrop { data_index } => self.data.get(&data_index).map(|t| t.drop_func),
             Operator::ElemDrop { elem_index } => self.elems.get(&elem_index).map(|t| t.drop_func),
             Operator::MemoryInit { data_index, mem } => {
@@ -423,10 +534,10 @@ impl Reencode for Plan {
         section: wasmparser::TypeSectionReader<'_>,
     ) -> Result<(), ReError> {
         reencode::utils::parse_type_section(self, types, section)?;
-        if !self.funcs.is_empty() {
-            types.ty().function([], []);
-            types.ty().function([ValType::I32; 3], []);
-        }
+        types.ty().function([], []);
+        types.ty().function([ValType::I32; 3], []);
+        types.ty().function([], [ValType::I32]);
+        types.ty().function([ValType::I32], [ValType::I32]);
         Ok(())
     }
 
@@ -484,11 +595,7 @@ impl Reencode for Plan {
         let after = after.map_or(0, order);
         let before = before.map_or(u8::MAX, order);
         // A module without a global section (or an export section) gets one where it goes.
-        if !self.globals_emitted
-            && self.flags > 0
-            && after < order(S::Global)
-            && before > order(S::Global)
-        {
+        if !self.globals_emitted && after < order(S::Global) && before > order(S::Global) {
             let mut globals = GlobalSection::new();
             self.add_globals(&mut globals);
             module.section(&globals);
@@ -516,7 +623,7 @@ mod tests {
                 (table 2 funcref))"#,
         )
         .unwrap();
-        assert_eq!(r.globals, ["lrpc:reset/global/0"]);
+        assert_eq!(r.globals, ["lrpc:reset/global/0", "lrpc:reset/global/2"]);
         assert_eq!(r.tables, ["lrpc:reset/table/0"]);
         wasmparser::Validator::new().validate_all(&r.wasm).unwrap();
     }
@@ -543,7 +650,7 @@ mod tests {
                     (data.drop $d)))"#,
         )
         .unwrap();
-        assert_eq!(r.globals, ["lrpc:reset/global/0"]);
+        assert_eq!(r.globals, ["lrpc:reset/global/0", "lrpc:reset/global/1"]);
         wasmparser::Validator::new().validate_all(&r.wasm).unwrap();
     }
 }

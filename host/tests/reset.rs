@@ -226,7 +226,7 @@ fn after_random_requests_a_reset_domain_shows_what_a_fresh_one_shows() {
     assert_eq!(fresh.init_data, Some(1));
     let mut rng = XorShift(0x2545_f491_4f6c_dd1d);
     let mut domain = isolated(&kernel, "isolated");
-    let (mut traps, mut grown, mut compared) = (0, 0, 0);
+    let (mut traps, mut grown, mut compared, mut memory_grown) = (0, 0, 0, 0);
     for case in 0..240 {
         let words: Vec<u64> = (0..4).map(|_| rng.next()).collect();
         let ran = domain.call::<(i64, i64, i64, i64), ()>(
@@ -238,12 +238,15 @@ fn after_random_requests_a_reset_domain_shows_what_a_fresh_one_shows() {
                 words[3] as i64,
             ),
         );
+        if domain.memory_size().unwrap() > 65536 {
+            memory_grown += 1;
+        }
         match ran {
             Ok(()) => {}
             Err(Error::Fault(Fault::Trapped { .. })) => traps += 1,
             Err(Error::Reset { .. }) => {
-                // A grow in this case's request: the domain could not be put back and is
-                // gone; nothing of it is reachable any more.
+                // A table grown in the previous case's request: the domain could not be put
+                // back and is gone; nothing of it is reachable any more.
                 assert!(domain.is_terminated(), "case {case}");
                 grown += 1;
                 domain = isolated(&kernel, &format!("isolated-{case}"));
@@ -257,8 +260,8 @@ fn after_random_requests_a_reset_domain_shows_what_a_fresh_one_shows() {
                 compared += 1;
             }
             Err(Error::Reset { .. }) => {
-                // The request grew the memory or a table: the domain is terminated rather
-                // than shown to the next request.
+                // The request grew the table: the domain is terminated rather than shown to
+                // the next request.
                 assert!(domain.is_terminated(), "case {case}: ops {words:x?}");
                 grown += 1;
                 domain = isolated(&kernel, &format!("isolated-{case}"));
@@ -268,15 +271,28 @@ fn after_random_requests_a_reset_domain_shows_what_a_fresh_one_shows() {
     }
     assert!(compared >= 200, "{compared} cases compared");
     assert!(traps > 10, "{traps} cases trapped");
-    assert!(grown > 0, "no case grew the memory or a table");
+    assert!(grown > 0, "no case grew the table");
+    assert!(memory_grown > 0, "no case grew the memory");
 }
 
 #[test]
-fn a_grown_memory_terminates_the_domain_with_a_reset_error() {
+fn a_grown_memory_is_reset_and_a_grown_table_terminates_the_domain() {
     let kernel = Kernel::new().unwrap();
     let d = isolated(&kernel, "grows");
-    // Op 10 with argument 0: grow the memory by a page.
+    // Op 10 with argument 0: grow the memory by a page; op 15: write its last byte.
+    d.call::<(i64, i64, i64, i64), ()>("run", (0xa000 | (0xf0ff << 16), 0, 0, 0))
+        .unwrap();
+    assert_eq!(d.memory_size().unwrap(), 2 * 65536);
+    assert_eq!(d.read_memory(2 * 65536 - 1, 1).unwrap(), [0xff]);
+    assert_eq!(d.call::<(), i32>("size", ()).unwrap(), 1, "the fresh size");
+    // The real memory keeps its page, zeroed; the next grow hands it out again.
+    assert_eq!(d.read_memory(2 * 65536 - 1, 1).unwrap(), [0]);
     d.call::<(i64, i64, i64, i64), ()>("run", (0xa000, 0, 0, 0))
+        .unwrap();
+    assert_eq!(d.memory_size().unwrap(), 2 * 65536, "no second real page");
+
+    // Op 11 with argument 0: grow the table.
+    d.call::<(i64, i64, i64, i64), ()>("run", (0xb000, 0, 0, 0))
         .unwrap();
     let err = d.call::<(), i32>("size", ()).unwrap_err();
     assert!(matches!(err, Error::Reset { .. }), "{err}");

@@ -23,21 +23,21 @@
 //! page an instance touched plus instantiation and would have to re-map every A-stack window
 //! of the domain; the in-place reset keeps the instance, its Store and its windows.
 //!
-//! **What it can not undo in place.** wasmtime can not shrink a memory or a table: a
-//! replica whose guest grew either since the snapshot can not be reset, and the kernel
-//! terminates its domain instead (a supervisor restarts it, as after a crash).
+//! **Growth.** wasmtime can not shrink a memory or a table. The memory size the guest sees
+//! is a global of the rewritten module, reset like the others: pages a request grew stay,
+//! zeroed, above it, and the next `memory.grow` hands them out again. A table the guest
+//! grew can not be put back in place: the kernel terminates its domain instead (a
+//! supervisor restarts it, as after a crash).
 
 use super::domain::{DomainData, Replica};
-use wasmtime::{AsContextMut, Func, Global, Ref, Store, Table, Val};
+use wasmtime::{AsContextMut, Func, Global, Memory, Ref, Store, Table, Val};
 
 /// A replica's fresh state, kept in its store's data.
 pub(crate) struct Fresh {
-    /// The guest's parts of the memory the snapshot covers (`(offset, len)`: every byte of
-    /// it but window space) and their total.
-    ranges: Vec<(usize, usize)>,
-    guest_bytes: usize,
     globals: Vec<(Global, Val)>,
     tables: Vec<(Table, Vec<Option<Func>>)>,
+    /// The global holding the memory size the guest sees, in wasm pages (`isolate`).
+    size: Global,
     /// Whether guest code ran since the last reset.
     pub dirty: bool,
 }
@@ -45,7 +45,7 @@ pub(crate) struct Fresh {
 /// Why a replica could not be reset in place.
 #[derive(Debug)]
 pub(crate) enum NotReset {
-    /// The guest grew its memory or a table since the snapshot.
+    /// The guest grew a table since the snapshot.
     Grown(&'static str),
     /// Mapping the snapshot back failed.
     Io(std::io::Error),
@@ -71,9 +71,12 @@ pub(crate) fn snapshot(
     globals: &[String],
     tables: &[String],
 ) -> Result<(), String> {
+    let size = replica
+        .instance
+        .get_global(&mut *store, crate::isolate::SIZE_EXPORT)
+        .ok_or("the rewritten module does not export its size")?;
     let mut fresh = Fresh {
-        ranges: Vec::new(),
-        guest_bytes: 0,
+        size,
         globals: Vec::with_capacity(globals.len()),
         tables: Vec::with_capacity(tables.len()),
         dirty: false,
@@ -97,6 +100,19 @@ pub(crate) fn snapshot(
     Ok(())
 }
 
+/// Raises the memory size an isolated replica's guest sees to the memory's real size after
+/// the host grew the memory for windows (the guest must not be handed their pages).
+pub(crate) fn host_grew(mut ctx: impl AsContextMut<Data = DomainData>, memory: &Memory) {
+    let mut ctx = ctx.as_context_mut();
+    let Some(size) = ctx.data().fresh.as_ref().map(|f| f.size) else {
+        return;
+    };
+    if let Ok(pages) = i32::try_from(memory.size(&ctx)) {
+        // The global is an `i32` of the rewritten module: setting it can not fail.
+        let _ = size.set(&mut ctx, Val::I32(pages));
+    }
+}
+
 impl Replica {
     /// Makes the replica's state now its fresh state: the memory's guest pages become a
     /// new snapshot, the globals' and tables' values are read again.
@@ -106,8 +122,6 @@ impl Replica {
         self.range(size)
             .snapshot(&ranges)
             .map_err(|e| format!("taking the memory snapshot failed: {e}"))?;
-        fresh.guest_bytes = ranges.iter().map(|r| r.1).sum();
-        fresh.ranges = ranges;
         for (g, v) in &mut fresh.globals {
             *v = g.get(&mut *store);
             if !matches!(
@@ -171,17 +185,15 @@ impl Replica {
 
     fn restore(&self, store: &mut Store<DomainData>, fresh: &Fresh) -> Result<(), NotReset> {
         let size = self.memory.data_size(&*store);
-        let guest: usize = self.guest_ranges(size).iter().map(|r| r.1).sum();
-        if guest != fresh.guest_bytes {
-            return Err(NotReset::Grown("memory"));
-        }
         for (t, entries) in &fresh.tables {
             if t.size(&*store) != entries.len() as u64 {
                 return Err(NotReset::Grown("table"));
             }
         }
+        // Every guest page: those of the snapshot read as it again, those grown since (which
+        // stay, above the size the guest sees) as zeros.
         let range = self.range(size);
-        for &(off, len) in &fresh.ranges {
+        for (off, len) in self.guest_ranges(size) {
             range.revert(off, len).map_err(NotReset::Io)?;
         }
         let mut ctx = store.as_context_mut();
@@ -195,6 +207,18 @@ impl Replica {
                 t.set(&mut ctx, i as u64, Ref::Func(*f))
                     .map_err(|e| NotReset::Io(std::io::Error::other(e.to_string())))?;
             }
+        }
+        // Windows placed since the snapshot (bindings are not undone) lie below the top the
+        // host grew to: the guest's size covers them, so its next `memory.grow` does not
+        // hand their pages out.
+        let high = self.window_high() / crate::astack::map::WASM_PAGE;
+        if let Ok(high) = i32::try_from(high)
+            && fresh.size.get(&mut ctx).i32().is_some_and(|s| s < high)
+        {
+            fresh
+                .size
+                .set(&mut ctx, Val::I32(high))
+                .map_err(|e| NotReset::Io(std::io::Error::other(e.to_string())))?;
         }
         Ok(())
     }
