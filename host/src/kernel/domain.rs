@@ -14,7 +14,7 @@ impl Domain {
     /// domain through bindings, at the start of each of its requests. Waits for calls
     /// running in it to return. An error if the domain was not created with
     /// [`Isolation::Request`](crate::domain::Isolation::Request), and [`Error::Reset`] if a
-    /// replica's guest grew its memory or a table (the domain is terminated then).
+    /// replica's guest grew a table (the domain is terminated then).
     pub fn reset(&self) -> Result<(), Error> {
         if self.is_terminated() {
             return Err(Error::Terminated(self.name().to_string()));

@@ -71,9 +71,12 @@ setters!(DomainOptions {
 ///
 /// Not reset: the domain's bindings (as client and as server) and the contents of their
 /// A-stack and out-of-band windows (those pages belong to the pair, not to the domain),
-/// and any state the embedder's host functions keep. A guest that grows its memory or a
-/// table can not be put back in place (wasmtime can not shrink either): its domain is
-/// terminated instead, and the call that finds it so fails with [`Error::Reset`].
+/// and any state the embedder's host functions keep. Pages a request grew the memory by
+/// stay, zeroed, past the size the next request sees (wasmtime can not shrink a memory),
+/// so a load or store just past that size reads zeros instead of trapping. A guest that
+/// grows a table can not be put back in place: its domain is terminated instead, and the
+/// call that finds it so fails with [`Error::Reset`]. The fresh state is the one right
+/// after creation until [`Domain::capture_fresh_state`] takes another.
 ///
 /// ```
 /// use lrpc_kernel::{DomainOptions, Kernel, domain::Isolation};

@@ -199,7 +199,7 @@ impl Replica {
         let mut ctx = store.as_context_mut();
         for (g, v) in &fresh.globals {
             // The values were read from these very globals, so the types match.
-            g.set(&mut ctx, v.clone())
+            g.set(&mut ctx, *v)
                 .map_err(|e| NotReset::Io(std::io::Error::other(e.to_string())))?;
         }
         for (t, entries) in &fresh.tables {
