@@ -448,7 +448,7 @@ fn main() {
     if let Err(e) = plot(&root.join("multirpc.png"), &rows) {
         eprintln!("multirpc.png: {e}");
     }
-    merge_summary(
+    lrpc_benches::merge_summary(
         &root.join("summary.json"),
         &[
             ("multirpc_model_max_rel_error", max_err),
@@ -622,34 +622,4 @@ fn plot(path: &Path, rows: &[Row]) -> Result<(), Box<dyn std::error::Error>> {
         .draw()?;
     root.present()?;
     Ok(())
-}
-
-/// Sets `keys` in the `ratios` object of the report's summary (written by the `report`
-/// bench), keeping everything else.
-fn merge_summary(path: &Path, keys: &[(&str, f64)]) {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        eprintln!("{} not found: run the report bench first", path.display());
-        return;
-    };
-    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
-    let Some(at) = lines.iter().position(|l| l.trim() == "\"ratios\": {") else {
-        eprintln!("{}: no ratios object", path.display());
-        return;
-    };
-    for (k, v) in keys {
-        let key = format!("\"{k}\"");
-        // In place when present, keeping its comma; at the top of the object otherwise.
-        match lines[at..]
-            .iter()
-            .position(|l| l.trim_start().starts_with(&key))
-        {
-            Some(i) => {
-                let l = &mut lines[at + i];
-                let comma = if l.trim_end().ends_with(',') { "," } else { "" };
-                *l = format!("    {key}: {v:.3}{comma}");
-            }
-            None => lines.insert(at + 1, format!("    {key}: {v:.3},")),
-        }
-    }
-    let _ = std::fs::write(path, lines.join("\n") + "\n");
 }

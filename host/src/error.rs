@@ -123,6 +123,14 @@ pub enum Error {
     /// Options that a domain of this kind does not take.
     #[error("{0}")]
     Options(String),
+    /// An isolated domain could not be put back into its fresh state; it is terminated.
+    #[error("domain `{domain}` could not be reset and is terminated")]
+    Reset {
+        /// Domain name.
+        domain: String,
+        /// Why.
+        source: BoxError,
+    },
     /// A presentation file could not be read.
     #[error("presentation file {path}")]
     PresentationFile {

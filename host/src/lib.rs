@@ -24,9 +24,11 @@
 //! Each module imports only modules below it (`tests/layers.rs` checks it), bottom to top:
 //! - helpers: `bulk` (bulk copies), `error`, `pace`, `sync` (the lock helpers), `quota`, `tick` (the one epoch
 //!   ticker thread of a kernel), `transport`, `ext` (feature tables), `slot` (handle
-//!   tables), and `astack` (memory files and their mappings, window space, extents);
+//!   tables), `isolate` (rewriting an isolated domain's module so that its state can be
+//!   reset), and `astack` (memory files and their mappings, window space, extents);
 //! - the records, `state`: domains and replicas, bindings and their placement, the clerk's
-//!   registry, the linkage stack, the kernel's own record;
+//!   registry, the linkage stack, the kernel's own record, an isolated replica's fresh
+//!   state;
 //! - behaviour: `terminate`, `mailbox` (a server on a thread of its own), `direct` (direct
 //!   linking), [`channel`], [`component`], and `imports` (the kernel imports: binding, the
 //!   call path, out-of-band segments, MultiRPC, the translations for component and remote
@@ -37,9 +39,9 @@
 //!
 //! The crate denies `unsafe_code`; these places opt back in, each block argued in a
 //! `// SAFETY:` comment (`tests/layers.rs` checks that this list names every file that does):
-//! - `astack/map.rs`: mapping memory-file pages over ranges of linear memories, and zero
-//!   pages over them on revocation (`MemoryRange::new` is the `unsafe fn` every caller
-//!   argues);
+//! - `astack/map.rs`: mapping memory-file pages over ranges of linear memories, zero pages
+//!   over them on revocation, and an isolated domain's copy-on-write snapshot and its
+//!   `madvise` revert (`MemoryRange::new` is the `unsafe fn` every caller argues);
 //! - `state/domain.rs` and `direct.rs`: one block each making a `MemoryRange` of a memory
 //!   they own;
 //! - `channel/ring.rs`: the atomics and volatile copies of a URPC ring in shared pages
@@ -81,6 +83,7 @@ mod direct;
 pub mod error;
 mod ext;
 mod imports;
+mod isolate;
 mod kernel;
 mod mailbox;
 pub mod pace;
@@ -103,7 +106,7 @@ pub use state::kernel::{InstancePool, Kernel, KernelConfig};
 
 /// Domains: calling their exports, their bindings, what they hold.
 pub mod domain {
-    pub use crate::kernel::EMBEDDED_WIT;
+    pub use crate::kernel::{EMBEDDED_WIT, Isolation};
     pub use crate::quota::Usage;
     pub use crate::state::binding::BindingInfo;
     pub use crate::state::domain::DomainFunc;

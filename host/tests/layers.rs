@@ -22,6 +22,8 @@ const ORDER: &[&str] = &[
     "transport",
     "ext",
     "slot",
+    // Rewriting a module for in-place resets.
+    "isolate",
     // The A-stacks' pages: memory files and mappings, window space, extents.
     "astack",
     // The records: domains, replicas, bindings and their placement, exports, linkage.

@@ -10,6 +10,7 @@ mod nesting;
 mod presentation;
 mod quotas;
 mod remote;
+mod reset;
 mod stale;
 mod threads;
 mod urpc;

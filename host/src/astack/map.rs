@@ -141,6 +141,73 @@ impl MemoryRange {
         Ok(())
     }
 
+    /// Makes each of `ranges` (`(offset, len)`, page aligned, in order) of this memory a
+    /// private copy-on-write mapping of one new memory file that holds their current
+    /// contents at the same offsets, so that [`revert`](Self::revert) can bring those
+    /// contents back (per-request isolation's snapshot). Only the pages that are not all
+    /// zeros are written to the file; the rest stay holes, which read as zeros and take no
+    /// memory. Returns the file (the mappings keep its pages alive once it is dropped).
+    pub fn snapshot(&self, ranges: &[(usize, usize)]) -> io::Result<Segment> {
+        let mut end = 0;
+        for &(off, len) in ranges {
+            self.window_ptr(off, len)?;
+            end = end.max(off + len);
+        }
+        let seg = Segment::new(end)?;
+        let mut page = vec![0u8; PAGE];
+        for &(start, len) in ranges {
+            for off in (start..start + len).step_by(PAGE) {
+                self.read(off, &mut page)
+                    .ok_or_else(|| io::Error::other("snapshot outside the memory"))?;
+                if page.iter().all(|&b| b == 0) {
+                    continue;
+                }
+                let mut done = 0;
+                while done < PAGE {
+                    let n = rustix::io::pwrite(&seg.fd, &page[done..], (off + done) as u64)?;
+                    if n == 0 {
+                        return Err(io::Error::other("short write to a snapshot file"));
+                    }
+                    done += n;
+                }
+            }
+        }
+        for &(off, len) in ranges {
+            let ptr = self.window_ptr(off, len)?;
+            // SAFETY: as in `map`: `[ptr, ptr+len)` is page aligned inside the live,
+            // accessible part of the memory's reservation (the `MemoryRange` contract), and
+            // inside the file (`end`). The file holds the bytes just read from those pages at
+            // the same offsets, and the caller holds the memory's Store (no guest code runs
+            // meanwhile), so the guest sees the same contents, now copy-on-write; no Rust
+            // object lives in a linear memory.
+            unsafe {
+                mmap(
+                    ptr.cast(),
+                    len,
+                    ProtFlags::READ | ProtFlags::WRITE,
+                    MapFlags::PRIVATE | MapFlags::FIXED,
+                    &seg.fd,
+                    off as u64,
+                )?;
+            }
+        }
+        Ok(seg)
+    }
+
+    /// Throws away the private copies of `[offset, offset + len)`: pages mapped by
+    /// [`snapshot`](Self::snapshot) read as the snapshot again, and the kernel frees the
+    /// pages the guest wrote (`madvise(MADV_DONTNEED)`; its cost grows with the pages that
+    /// were touched, not with `len`).
+    pub fn revert(&self, offset: usize, len: usize) -> io::Result<()> {
+        let ptr = self.window_ptr(offset, len)?;
+        // SAFETY: the range is inside the live, accessible part of the memory's reservation
+        // (checked above and the `MemoryRange` contract); dropping private pages changes
+        // only what the guest sees there (the snapshot's bytes; zeros for anonymous pages), and
+        // the host forms no references into linear memories.
+        unsafe { rustix::mm::madvise(ptr.cast(), len, rustix::mm::Advice::LinuxDontNeed)? };
+        Ok(())
+    }
+
     /// Copies `dst.len()` bytes out of the memory at `offset`, or `None` when the range is not
     /// inside the memory. Safe against concurrent writers: a racing write yields arbitrary
     /// bytes, never undefined behaviour in the host.
@@ -230,6 +297,29 @@ mod tests {
         assert_eq!(got, [0; 6], "the unmapped side sees fresh zero pages");
         b.range().read(8 * PAGE + 100, &mut got).unwrap();
         assert_eq!(&got, b"shared", "the other side keeps the segment");
+    }
+
+    #[test]
+    fn a_reverted_snapshot_reads_as_it_was_taken() {
+        let a = Region::new(8 * PAGE);
+        a.range().write(PAGE + 3, b"fresh").unwrap();
+        let _file = a
+            .range()
+            .snapshot(&[(0, 2 * PAGE), (3 * PAGE, PAGE)])
+            .unwrap();
+        a.range().write(PAGE + 3, b"dirty").unwrap();
+        a.range().write(3 * PAGE, b"more").unwrap();
+        a.range().write(5 * PAGE, b"beyond").unwrap();
+        a.range().revert(0, 2 * PAGE).unwrap();
+        a.range().revert(3 * PAGE, PAGE).unwrap();
+        let mut got = [0u8; 5];
+        a.range().read(PAGE + 3, &mut got).unwrap();
+        assert_eq!(&got, b"fresh");
+        a.range().read(3 * PAGE, &mut got).unwrap();
+        assert_eq!(got, [0; 5], "a hole of the snapshot reads as zeros again");
+        a.range().read(5 * PAGE, &mut got).unwrap();
+        assert_eq!(&got, b"beyon", "pages past the snapshot are left alone");
+        assert!(a.range().revert(0, 9 * PAGE).is_err());
     }
 
     #[test]

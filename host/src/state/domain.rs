@@ -64,6 +64,8 @@ pub struct DomainData {
     /// Threads waiting for this replica's store (`Replica::wait_store`), which the epoch
     /// callback passes to the thread's tick hook (`pace`).
     pub(crate) waiting: Arc<AtomicU32>,
+    /// The fresh state of an isolated domain's replica (`reset`).
+    pub(crate) fresh: Option<Box<super::reset::Fresh>>,
 }
 
 impl DomainData {
@@ -257,13 +259,22 @@ impl Replica {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Busy;
 
-/// Creates one replica of a domain; its start function runs under the deadline `start`.
+/// The exports a module rewritten for isolation keeps its state under (`isolate`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ResetExports {
+    pub globals: Vec<String>,
+    pub tables: Vec<String>,
+}
+
+/// Creates one replica of a domain; its start function runs under the deadline `start`. With
+/// `isolated`, the replica's fresh state is saved once it is initialized (see `reset`).
 pub(crate) fn instantiate(
     kernel: &Arc<KernelInner>,
     core: &Arc<DomainCore>,
     module: &Module,
     replica: u16,
     start: std::time::Duration,
+    isolated: Option<&ResetExports>,
 ) -> Result<Replica, Error> {
     let data = DomainData {
         core: core.clone(),
@@ -282,6 +293,7 @@ pub(crate) fn instantiate(
         memory_export: module.get_export_index("memory"),
         has_deferred: Arc::new(AtomicBool::new(false)),
         waiting: Arc::new(AtomicU32::new(0)),
+        fresh: None,
     };
     let mut store = Store::new(&kernel.engine, data);
     store.limiter(|d| &mut d.limits);
@@ -319,7 +331,7 @@ pub(crate) fn instantiate(
     store.data_mut().deadline_tick = 0;
     let has_deferred = store.data().has_deferred.clone();
     let waiting = store.data().waiting.clone();
-    Ok(Replica {
+    let r = Replica {
         key: ReplicaKey {
             domain: core.id,
             replica,
@@ -331,7 +343,20 @@ pub(crate) fn instantiate(
         windows: ReplicaWindows::new(has_deferred),
         waiting,
         released: AtomicBool::new(false),
-    })
+    };
+    if let Some(names) = isolated {
+        let mut store = r.store.try_lock().ok_or_else(|| Error::Instantiate {
+            domain: core.name.clone(),
+            source: "a new replica's store is locked".into(),
+        })?;
+        super::reset::snapshot(&mut store, &r, &names.globals, &names.tables).map_err(|e| {
+            Error::Instantiate {
+                domain: core.name.clone(),
+                source: e.into(),
+            }
+        })?;
+    }
+    Ok(r)
 }
 
 /// The resource limiter of a domain's store: memories up to the memory quota, and as many

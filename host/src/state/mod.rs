@@ -16,4 +16,5 @@ pub(crate) mod domain;
 pub(crate) mod kernel;
 pub(crate) mod linkage;
 pub(crate) mod place;
+pub(crate) mod reset;
 pub(crate) mod window;

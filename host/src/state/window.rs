@@ -57,6 +57,7 @@ impl Replica {
                 .memory
                 .grow(&mut ctx, pages as u64)
                 .map_err(|e| grow_error(crate::error::boxed(e)))?;
+            super::reset::host_grew(&mut ctx, &self.memory);
             grown_offset(old).ok_or_else(|| grow_error("the memory offset overflows".into()))
         })
     }
@@ -122,6 +123,11 @@ impl Replica {
     /// space: the guest's own pages.
     pub(crate) fn guest_ranges(&self, size: usize) -> Vec<(usize, usize)> {
         lock(&self.windows.alloc).guest_ranges(size)
+    }
+
+    /// The end of the highest range the host grew for windows (0: none).
+    pub(crate) fn window_high(&self) -> usize {
+        lock(&self.windows.alloc).high()
     }
 
     /// The memory range covering every window of this replica.

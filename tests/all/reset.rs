@@ -1,0 +1,63 @@
+//! Isolated core domains (`Isolation::Request`) keep their bindings across resets: a client
+//! whose bound state was captured calls its server request after request, an isolated
+//! server reset between requests still answers, and A-stack contents (the pair's pages) are
+//! not reset.
+
+use lrpc_kernel::domain::Isolation;
+use lrpc_kernel::{DomainOptions, ExportOptions, Kernel};
+
+#[test]
+fn bindings_to_and_from_isolated_domains_work_across_resets() {
+    let _guard = crate::shared();
+    let kernel = Kernel::new().unwrap();
+    let iso = DomainOptions::default().with_isolation(Isolation::Request);
+    let server = kernel
+        .domain_with("bench-server", lrpc_artifacts::BENCH_SERVER, iso.clone())
+        .unwrap();
+    crate::export_with(
+        &kernel,
+        &server,
+        "lrpc:bench/bench",
+        ExportOptions::default(),
+    )
+    .unwrap();
+    let client = kernel
+        .domain_with("bench-client", lrpc_artifacts::BENCH_CLIENT, iso.clone())
+        .unwrap();
+    assert_eq!(client.call::<(), i32>("bind", ()).unwrap(), 0);
+    // Bound: this is the state each of the client's requests starts from.
+    client.capture_fresh_state().unwrap();
+    for i in 0..50 {
+        let sum: i64 = client.call("add", (i, 1)).unwrap();
+        assert_eq!(sum, i64::from(i) + 1, "request {i}");
+        // The server is reached through a binding: its requests end where the embedder says.
+        server.reset().unwrap();
+    }
+
+    // The client sends 1000 bytes of 0xAB on an A-stack; a reset of either side leaves them
+    // there: the window's pages belong to the pair, not to one domain's fresh state.
+    assert_eq!(
+        client
+            .call::<(i32, i32), i32>("fill", (1000, 0xab))
+            .unwrap(),
+        0
+    );
+    let (c_off, s_offs, len) = client.client_bindings()[0].windows[0].clone();
+    client.reset().unwrap();
+    server.reset().unwrap();
+    let has_fill = |bytes: Vec<u8>| bytes.windows(1000).any(|w| w.iter().all(|&b| b == 0xab));
+    assert!(has_fill(client.read_memory(c_off, len).unwrap()));
+    assert!(has_fill(server.read_memory(s_offs[0], len).unwrap()));
+    let sum: i64 = client.call("add", (2, 3)).unwrap();
+    assert_eq!(sum, 5, "still bound after explicit resets");
+
+    // Without a captured state a client forgets its handle at the next request (the kernel
+    // keeps the binding; the guest's fresh memory never held it).
+    let forgetful = kernel
+        .domain_with("forgetful", lrpc_artifacts::BENCH_CLIENT, iso)
+        .unwrap();
+    assert_eq!(forgetful.call::<(), i32>("bind", ()).unwrap(), 0);
+    let r: i64 = forgetful.call("add", (1, 1)).unwrap();
+    assert!(r < 0, "the fresh client holds no binding: {r}");
+    assert_eq!(forgetful.client_bindings().len(), 1);
+}
