@@ -116,10 +116,11 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// Writes the log to stderr in `format`, at the levels `RUST_LOG` says (`info` by default).
+/// Writes the log to stderr in `format`, at the levels `RUST_LOG` says: by default `info`
+/// without the access log, whose line per request would cost a busy server a write each.
 fn start_log(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,lrpc::access=off"));
     let log = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
