@@ -76,6 +76,7 @@ mod typecheck;
 mod typed;
 mod wasi;
 
+pub use crate::state::kernel::EngineKind;
 pub use limits::MeteredLimits;
 pub use wasi::{CapturedOutput, Preopen, Stdio, WasiGrants};
 

@@ -126,7 +126,7 @@ impl Kernel {
         let mut c = Config::new();
         // No component-model concurrency (`run_concurrent`, streams, futures): the kernel's
         // calls are synchronous, and a Store without it is cheaper to make. Only the
-        // [pooled concurrent engine](Kernel::pooled_concurrent_engine) has it.
+        // [pooled concurrent engine](EngineKind::PooledConcurrent) has it.
         c.epoch_interruption(true)
             .concurrency_support(false)
             .memory_reservation(1 << 32)
@@ -222,53 +222,25 @@ impl Kernel {
             .fold(0, u64::saturating_add)
     }
 
-    /// `wasm` compiled as a component on the kernel's engine, from memory when the same bytes
-    /// were compiled before (for an embedder that instantiates components itself, as the
-    /// edge server's `wasi:http` handlers do).
-    pub fn compile_component(&self, wasm: &[u8]) -> Result<wasmtime::component::Component, Error> {
-        self.inner
-            .compile_component("component", wasm, EngineKind::Kernel)
+    /// The engine of `kind`: the kernel's own, or one of the engines for components an
+    /// embedder instantiates itself (the edge server's `wasi:http` handlers). The pooled
+    /// engines use wasmtime's pooling instance allocator with copy-on-write memory images,
+    /// sized by [`KernelConfig::pool`], their epochs ticked with the kernel's; each is made
+    /// on first use, so a deployment that needs none reserves nothing. An error if a pool's
+    /// address space can not be reserved.
+    pub fn engine_of(&self, kind: EngineKind) -> Result<&Engine, Error> {
+        self.inner.engine_of(kind)
     }
 
-    /// The pooled engine, for components an embedder instantiates afresh for each piece of
-    /// work (the edge server's `wasi:http` handlers, one instance per request): wasmtime's
-    /// pooling instance allocator with copy-on-write memory images, sized by
-    /// [`KernelConfig::pool`], its epochs ticked with the kernel's. Made on first use; an
-    /// error if the pool's address space can not be reserved.
-    pub fn pooled_engine(&self) -> Result<&Engine, Error> {
-        self.inner.pooled_engine()
-    }
-
-    /// `wasm` compiled as a component on the [pooled engine](Kernel::pooled_engine), from
-    /// memory when the same bytes were compiled for it before. Counted in
-    /// [`Kernel::compilations`].
-    pub fn compile_pooled_component(
+    /// `wasm` compiled as a component for the engine of `kind`, from memory when the same
+    /// bytes were compiled for it before (code compiled for one engine never runs on
+    /// another). Counted in [`Kernel::compilations`].
+    pub fn compile_component(
         &self,
+        kind: EngineKind,
         wasm: &[u8],
     ) -> Result<wasmtime::component::Component, Error> {
-        self.inner
-            .compile_component("component", wasm, EngineKind::Pooled)
-    }
-
-    /// The pooled engine with the component model's concurrency (`Store::run_concurrent`,
-    /// async exports, streams and futures), for components that serve several pieces of
-    /// work at once on one instance (the edge server's WASI 0.3 `wasi:http` handlers). As
-    /// [`Kernel::pooled_engine`] otherwise: a pool of its own sized by [`KernelConfig::pool`],
-    /// copy-on-write memory images, its epochs ticked with the kernel's. Made on first use,
-    /// so a deployment without such components reserves nothing for it.
-    pub fn pooled_concurrent_engine(&self) -> Result<&Engine, Error> {
-        self.inner.pooled_concurrent_engine()
-    }
-
-    /// `wasm` compiled as a component on the
-    /// [pooled concurrent engine](Kernel::pooled_concurrent_engine), from memory when the
-    /// same bytes were compiled for it before. Counted in [`Kernel::compilations`].
-    pub fn compile_pooled_concurrent_component(
-        &self,
-        wasm: &[u8],
-    ) -> Result<wasmtime::component::Component, Error> {
-        self.inner
-            .compile_component("component", wasm, EngineKind::PooledConcurrent)
+        self.inner.compile_component("component", wasm, kind)
     }
 
     /// Creates a domain with one replica from a core wasm module (binary or text).

@@ -34,7 +34,7 @@ pub struct KernelConfig {
     /// by the code's content and the engine's settings); `None`: compiled code is kept in
     /// memory only, for the process's life.
     pub cache_dir: Option<std::path::PathBuf>,
-    /// The instance pool of the pooled engine ([`Kernel::pooled_engine`]).
+    /// The instance pool of the pooled engine ([`EngineKind::Pooled`]).
     pub pool: InstancePool,
 }
 
@@ -60,7 +60,7 @@ setters!(KernelConfig {
     with_pool => pool: InstancePool,
 });
 
-/// How many component instances the pooled engine ([`Kernel::pooled_engine`]) holds at once,
+/// How many component instances the pooled engine ([`EngineKind::Pooled`]) holds at once,
 /// and how large each linear memory may grow. The pool reserves its address space up front:
 /// a memory slot is 4 GiB of it plus a guard, but only pages in use take memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,16 +96,20 @@ const POOL_TABLES: u32 = 8;
 /// The largest linear memory of the pooled engine: a 32-bit memory's whole range.
 const POOL_MAX_MEMORY: usize = 4 << 30;
 
-/// The engines the kernel compiles for; each keeps its own compiled code.
+/// The engines the kernel compiles for ([`Kernel::engine_of`]); each keeps its own compiled
+/// code.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub(crate) enum EngineKind {
+pub enum EngineKind {
     /// The kernel's own, which domains run on.
     Kernel,
-    /// The fuel-metering one of components with a fuel limit.
+    /// The fuel-metering one of component domains with a fuel limit.
     Fuel,
-    /// The pooled one of components the embedder instantiates per request.
+    /// The pooled one, for components an embedder instantiates afresh for each piece of work
+    /// (the edge server's WASI 0.2 `wasi:http` handlers, one instance per request).
     Pooled,
-    /// The pooled one with component-model concurrency (WASI 0.3 handlers).
+    /// The pooled one with the component model's concurrency (`Store::run_concurrent`, async
+    /// exports, streams and futures), for components that serve several pieces of work at
+    /// once on one instance (WASI 0.3 handlers). A pool of its own.
     PooledConcurrent,
 }
 
@@ -358,6 +362,16 @@ impl KernelInner {
         Ok(m)
     }
 
+    /// The engine of `kind`, made on first use.
+    pub(crate) fn engine_of(&self, kind: EngineKind) -> Result<&Engine, Error> {
+        match kind {
+            EngineKind::Kernel => Ok(&self.engine),
+            EngineKind::Fuel => self.fuel_engine(),
+            EngineKind::Pooled => self.pooled_engine(),
+            EngineKind::PooledConcurrent => self.pooled_concurrent_engine(),
+        }
+    }
+
     /// `wasm` compiled as a component on engine `kind`, from memory when the same bytes were
     /// compiled for it before (code compiled for one engine never runs on another).
     pub(crate) fn compile_component(
@@ -366,12 +380,7 @@ impl KernelInner {
         wasm: &[u8],
         kind: EngineKind,
     ) -> Result<wasmtime::component::Component, Error> {
-        let engine = match kind {
-            EngineKind::Kernel => &self.engine,
-            EngineKind::Fuel => self.fuel_engine()?,
-            EngineKind::Pooled => self.pooled_engine()?,
-            EngineKind::PooledConcurrent => self.pooled_concurrent_engine()?,
-        };
+        let engine = self.engine_of(kind)?;
         let key = CodeKey::of(wasm, true, kind);
         if let Some(Code::Component(c)) = lock(&self.code).get(&key) {
             return Ok(c);
@@ -540,15 +549,23 @@ mod tests {
             .with_memory(1 << 20);
         let kernel =
             Kernel::with_config(KernelConfig::default().with_pool(pool)).expect("a kernel");
-        let own = kernel.compile_component(SPIN).expect("compiled");
-        let pooled = kernel.compile_pooled_component(SPIN).expect("compiled");
+        let own = kernel
+            .compile_component(EngineKind::Kernel, SPIN)
+            .expect("compiled");
+        let pooled = kernel
+            .compile_component(EngineKind::Pooled, SPIN)
+            .expect("compiled");
         // The same bytes, compiled once for each engine, and then taken from the cache.
         assert_eq!(kernel.compilations(), 2);
-        let engine = kernel.pooled_engine().expect("the pooled engine");
+        let engine = kernel
+            .engine_of(EngineKind::Pooled)
+            .expect("the pooled engine");
         assert!(Engine::same(pooled.engine(), engine));
         assert!(Engine::same(own.engine(), kernel.engine()));
         assert!(!Engine::same(own.engine(), engine));
-        let again = kernel.compile_pooled_component(SPIN).expect("cached");
+        let again = kernel
+            .compile_component(EngineKind::Pooled, SPIN)
+            .expect("cached");
         assert!(Engine::same(again.engine(), engine));
         assert_eq!(kernel.compilations(), 2);
         // The kernel's ticker advances the pooled engine's epoch: a spinning call stops.
@@ -575,16 +592,20 @@ mod tests {
             .with_memory(1 << 20);
         let kernel =
             Kernel::with_config(KernelConfig::default().with_pool(pool)).expect("a kernel");
-        let pooled = kernel.compile_pooled_component(SPIN).expect("compiled");
+        let pooled = kernel
+            .compile_component(EngineKind::Pooled, SPIN)
+            .expect("compiled");
         let concurrent = kernel
-            .compile_pooled_concurrent_component(SPIN)
+            .compile_component(EngineKind::PooledConcurrent, SPIN)
             .expect("compiled");
         assert_eq!(kernel.compilations(), 2);
-        let engine = kernel.pooled_concurrent_engine().expect("the engine");
+        let engine = kernel
+            .engine_of(EngineKind::PooledConcurrent)
+            .expect("the engine");
         assert!(Engine::same(concurrent.engine(), engine));
         assert!(!Engine::same(pooled.engine(), engine));
         kernel
-            .compile_pooled_concurrent_component(SPIN)
+            .compile_component(EngineKind::PooledConcurrent, SPIN)
             .expect("cached");
         assert_eq!(kernel.compilations(), 2);
         // The others have no component-model concurrency; this one has.

@@ -6,6 +6,7 @@ use super::{Generation, HttpState, Pre, generation_of, memory_limit, p3, prepare
 use crate::config::{DomainSpec, HttpOrigin, Source};
 use crate::metrics::{Metrics, OutgoingMeters};
 use crate::supervise::{DeployError, Supervised, Supervision, died, lock, read};
+use lrpc_kernel::component::EngineKind;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -85,7 +86,7 @@ impl HttpHandler {
         let unknown =
             |e: String| DeployError::Unknown(format!("wasi:http handler `{}`: {e}", spec.name));
         let engine = kernel
-            .pooled_engine()
+            .engine_of(EngineKind::Pooled)
             .map_err(|error| DeployError::Kernel {
                 what: format!("wasi:http handler `{}`", spec.name),
                 error,

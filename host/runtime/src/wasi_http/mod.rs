@@ -15,7 +15,7 @@
 //! **An instance per request.** Components written for `wasmtime serve` or Spin expect a
 //! fresh instance for each request, so each request gets one by default; `reuse = N` lets
 //! one instance serve up to N requests in turn. Handlers run on the kernel's pooled engine
-//! (`Kernel::pooled_engine`): instances come from a pool reserved at start, and memories
+//! (`EngineKind::Pooled`): instances come from a pool reserved at start, and memories
 //! from copy-on-write images, so instantiating costs tens of microseconds. The kernel's
 //! epoch ticker ticks that engine too, which enforces the deadline. An instance that failed
 //! in any way is never used again.
@@ -67,6 +67,7 @@ pub use p2::HandlerSlot;
 pub use request::{BodyState, RequestBody};
 
 use crate::config::DomainSpec;
+use lrpc_kernel::component::EngineKind;
 use outgoing::Outgoing;
 use std::sync::Arc;
 use std::time::Instant;
@@ -218,7 +219,7 @@ fn prepare(kernel: &lrpc_kernel::Kernel, wasm: &[u8]) -> Result<Prepared, String
         return p3::prepare(kernel, wasm).map(Prepared::P3);
     }
     let component = kernel
-        .compile_pooled_component(wasm)
+        .compile_component(EngineKind::Pooled, wasm)
         .map_err(|e| format!("{e:#}"))?;
     let mut linker: Linker<HttpState> = Linker::new(component.engine());
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| format!("{e:#}"))?;

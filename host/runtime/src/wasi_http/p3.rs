@@ -35,6 +35,7 @@ use super::request::hyper_request;
 use crate::http::{Answer, Incoming, Reply};
 use crate::supervise::lock;
 use futures::stream::{FuturesUnordered, StreamExt as _};
+use lrpc_kernel::component::EngineKind;
 use std::collections::{HashMap, VecDeque};
 use std::pin::pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -115,7 +116,7 @@ pub(super) struct Pre {
 pub(super) fn prepare(kernel: &lrpc_kernel::Kernel, wasm: &[u8]) -> Result<Pre, String> {
     let e = |e: wasmtime::Error| format!("{e:#}");
     let component = kernel
-        .compile_pooled_concurrent_component(wasm)
+        .compile_component(EngineKind::PooledConcurrent, wasm)
         .map_err(|e| format!("{e:#}"))?;
     let mut linker: Linker<HttpState> = Linker::new(component.engine());
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(e)?;

@@ -26,7 +26,7 @@ impl Reply {
     }
 }
 
-/// One HTTP/1.1 request on a fresh connection.
+/// One HTTP/1.1 request on a fresh connection; panics if the connection fails.
 pub fn request(
     addr: &str,
     method: &str,
@@ -34,7 +34,19 @@ pub fn request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Reply {
-    let mut s = TcpStream::connect(addr).expect("connect");
+    try_request(addr, method, path, headers, body).expect("an HTTP exchange")
+}
+
+/// [`request`], with the connection's failures as errors: for a request that may race a
+/// server closing its idle connections (a shutdown).
+pub fn try_request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<Reply> {
+    let mut s = TcpStream::connect(addr)?;
     s.set_read_timeout(Some(Duration::from_secs(30))).ok();
     let mut req = format!(
         "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {}\r\n",
@@ -44,21 +56,21 @@ pub fn request(
         req.push_str(&format!("{n}: {v}\r\n"));
     }
     req.push_str("\r\n");
-    s.write_all(req.as_bytes()).expect("send");
-    s.write_all(body).expect("send body");
+    s.write_all(req.as_bytes())?;
+    s.write_all(body)?;
     let mut raw = Vec::new();
-    s.read_to_end(&mut raw).expect("read the reply");
+    s.read_to_end(&mut raw)?;
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
-        .expect("a header block");
+        .ok_or_else(|| std::io::Error::other("no header block"))?;
     let head = String::from_utf8_lossy(&raw[..split]).into_owned();
     let mut lines = head.lines();
     let status = lines
         .next()
         .and_then(|l| l.split(' ').nth(1))
         .and_then(|c| c.parse().ok())
-        .expect("a status line");
+        .ok_or_else(|| std::io::Error::other("no status line"))?;
     let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
@@ -70,11 +82,11 @@ pub fn request(
     if chunked {
         body = dechunk(&body);
     }
-    Reply {
+    Ok(Reply {
         status,
         headers,
         body,
-    }
+    })
 }
 
 fn dechunk(mut b: &[u8]) -> Vec<u8> {
