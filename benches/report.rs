@@ -932,6 +932,17 @@ fn main() {
         ),
         // A heavy handler (the conformance Python one), instances reused on both servers.
         ("edge_wasi_py_reuse_over_wasmtime_reuse_rps", "≥ 1.0"),
+        // The auth → rewrite → hello chain with its plugins isolated per request
+        // (`isolation = "request"`), against the same chain reused and against wasmtime's
+        // fresh pooled instance of one hello handler.
+        (
+            "edge_chain3_isolated_over_chain3_reuse_rps",
+            "≥ 0.5 (goal 0.8)",
+        ),
+        (
+            "edge_chain3_isolated_over_wasmtime_pooling_rps",
+            "≥ 1.5 (goal 2.5)",
+        ),
         ("edge_chain3_p50_over_chain1_p50", "≤ 1.15"),
         ("edge_fast_p99_loaded_over_alone", "≤ 2"),
         // The ceiling of a route that keeps its work off the reactor (no target).

@@ -24,6 +24,7 @@ const GUESTS: &[&str] = &[
     "http_rewrite",
     "http_hello",
     "http_faulty",
+    "http_leak",
 ];
 /// Core modules of the component-model peers; not embedded by the host, but published to
 /// dependents (the benches) through `DEP_LRPC_GUESTS_DIR`.

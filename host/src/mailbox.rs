@@ -56,6 +56,9 @@ pub(crate) struct Request {
     pub state: Arc<AtomicU8>,
     /// Where the reply goes.
     pub reply: SyncSender<Reply>,
+    /// The client's request (`state::reset`): an isolated server is reset before a call of
+    /// another request runs in it.
+    pub request: u64,
 }
 
 /// How a request ended in the server thread.
@@ -195,6 +198,13 @@ fn run(server: &DomainShared, entries: &[EntryFunc], req: &Request) -> Reply {
         .while_live(|| range.write(req.astack as usize, &req.payload));
     if copied_in.flatten().is_none() {
         return answer(Outcome::Revoked);
+    }
+    let _request = crate::state::reset::adopt_request(req.request);
+    if let Err(why) = replica.enter_request(wasmtime::AsContextMut::as_context_mut(&mut *store)) {
+        return answer(Outcome::Fault(Fault::Trapped {
+            trap: None,
+            message: format!("resetting the isolated server failed: {why}"),
+        }));
     }
     store.data_mut().deadline_tick = req.deadline_tick;
     let args = (

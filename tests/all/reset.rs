@@ -61,3 +61,44 @@ fn bindings_to_and_from_isolated_domains_work_across_resets() {
     assert!(r < 0, "the fresh client holds no binding: {r}");
     assert_eq!(forgetful.client_bindings().len(), 1);
 }
+
+#[test]
+fn an_isolated_server_meets_each_request_of_its_clients_fresh() {
+    // The kv self-test puts keys and reads them back, counts them and checks versions: it
+    // passes only if its calls (one request: one top-level call into the client) share the
+    // server's state, and a second run passes only if the server forgot the first run's
+    // keys. Without isolation the second run finds the old keys and fails.
+    let _guard = crate::shared();
+    for (isolation, replicas) in [
+        (Isolation::Request, 1),
+        (Isolation::Request, 2),
+        (Isolation::None, 1),
+    ] {
+        let kernel = Kernel::new().unwrap();
+        let options = DomainOptions::default()
+            .with_isolation(isolation)
+            .with_replicas(replicas);
+        let server = kernel
+            .domain_with("kv", lrpc_artifacts::KV_SERVER, options)
+            .unwrap();
+        kernel.export(&server, "lrpc:kv/store").unwrap();
+        let client = kernel
+            .domain("kv-client", lrpc_artifacts::KV_CLIENT)
+            .unwrap();
+        let case = format!("{isolation:?}, {replicas} replicas");
+        let first: i32 = client.call("selftest", ()).unwrap();
+        assert_eq!(first, 0, "{case}: the first request failed check {first}");
+        let second: i32 = client.call("selftest", ()).unwrap();
+        if isolation == Isolation::Request {
+            assert_eq!(
+                second, 0,
+                "{case}: the second request failed check {second}"
+            );
+        } else {
+            assert_ne!(
+                second, 0,
+                "{case}: the second request should see the first's keys"
+            );
+        }
+    }
+}

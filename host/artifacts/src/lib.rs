@@ -94,6 +94,12 @@ guest!(
     HTTP_FAULTY,
     "http_faulty.wasm"
 );
+guest!(
+    /// `lrpc:http/plugin` (header values as strings): keeps each request's `x-tenant` in a
+    /// static, on the heap and in a counter, and answers with what it found from before.
+    HTTP_LEAK,
+    "http_leak.wasm"
+);
 
 guest!(
     /// A component (wit-bindgen, `wasm32-wasip2`) serving `lrpc:kv/store`.
@@ -193,6 +199,7 @@ pub const BY_NAME: &[(&str, &[u8])] = &[
     ("http-rewrite", HTTP_REWRITE),
     ("http-hello", HTTP_HELLO),
     ("http-faulty", HTTP_FAULTY),
+    ("http-leak", HTTP_LEAK),
     ("comp-kv-server", COMP_KV_SERVER),
     ("comp-probe", COMP_PROBE),
     ("comp-driver", COMP_DRIVER),

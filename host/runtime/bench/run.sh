@@ -3,7 +3,7 @@
 # p50/p99 latency of a native Rust handler (the ceiling), the same handler busy for 1 µs per
 # request (a calibration: what that much processor time costs here), the same answer from a thread off
 # the reactor (the hop a route served by its worker pool makes, alone), one plugin, a
-# three-plugin chain and `wasmtime serve` running the same hello handler as a wasi:http component (it instantiates
+# three-plugin chain (reused, and isolated per request) and `wasmtime serve` running the same hello handler as a wasi:http component (it instantiates
 # the component per request; our domains live across requests); the wasi:http hello handler
 # under lrpc serve, fresh per request and reused, against `wasmtime serve -O pooling-allocator`
 # fresh and reused (the peer at its best); all in three interleaved rounds
@@ -90,12 +90,13 @@ div() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
 # processor time per request costs here, where wrk shares the processors with the server.
 # `wfresh` and `wreuse` are the wasi:http hello handler under lrpc serve (a fresh instance per
 # request, and instances reused); `wtpool` and `wtreuse` the same under wasmtime serve with
-# its pooling allocator.
-cases=(native spin1us hop one chain wt wfresh wtpool wreuse wtreuse)
-declare -A path=([native]=/native/x [spin1us]=/spin/1000/x [hop]=/hop/x [one]=/one/x [chain]=/chain/v1/x [wt]=/x
-    [wfresh]=/wasi-fresh/x [wtpool]=/x [wreuse]=/wasi-reuse/x [wtreuse]=/x)
-declare -A host=([native]=$addr [spin1us]=$addr [hop]=$addr [one]=$addr [chain]=$addr [wt]=$wt_addr
-    [wfresh]=$addr [wtpool]=$wt_pool_addr [wreuse]=$addr [wtreuse]=$wt_reuse_addr)
+# its pooling allocator. `chainiso` is the chain with its three plugins isolated per request
+# (`isolation = "request"`): against `chain` (the same plugins reused) and `wtpool`.
+cases=(native spin1us hop one chain chainiso wt wfresh wtpool wreuse wtreuse)
+declare -A path=([native]=/native/x [spin1us]=/spin/1000/x [hop]=/hop/x [one]=/one/x [chain]=/chain/v1/x
+    [chainiso]=/chain-iso/v1/x [wt]=/x [wfresh]=/wasi-fresh/x [wtpool]=/x [wreuse]=/wasi-reuse/x [wtreuse]=/x)
+declare -A host=([native]=$addr [spin1us]=$addr [hop]=$addr [one]=$addr [chain]=$addr [chainiso]=$addr
+    [wt]=$wt_addr [wfresh]=$addr [wtpool]=$wt_pool_addr [wreuse]=$addr [wtreuse]=$wt_reuse_addr)
 declare -A rps p50 p99
 for _ in 1 2 3; do
     for c in "${cases[@]}"; do
@@ -144,6 +145,10 @@ chain_p50_over_one=$(median $(ratios chain one p50))
 wasi_fresh_over_pool=$(median $(ratios wfresh wtpool rps))
 # shellcheck disable=SC2046
 wasi_reuse_over_reuse=$(median $(ratios wreuse wtreuse rps))
+# shellcheck disable=SC2046
+chainiso_over_chain=$(median $(ratios chainiso chain rps))
+# shellcheck disable=SC2046
+chainiso_over_pool=$(median $(ratios chainiso wtpool rps))
 
 # The fast route's tail alone and with the slow route loaded beside it, alternating.
 alone_p99s=()
@@ -373,6 +378,7 @@ cat > bench-results/edge.json <<JSON
   "hop": $(summary hop),
   "chain1": $(summary one),
   "chain3": $(summary chain),
+  "chain3_isolated": $(summary chainiso),
   "chain3_slow_beside": {"rps": $loaded_rps, "p50_us": $loaded_p50, "p99_us": $loaded_p99},
   "chain3_p99_us_rounds": {"alone": [$(join "${alone_p99s[@]}")], "slow_beside": [$(join "${loaded_p99s[@]}")]},
   "wasmtime_serve": $(summary wt),
@@ -390,6 +396,8 @@ cat > bench-results/edge.json <<JSON
   "edge_chain3_p50_over_chain1_p50": $chain_p50_over_one,
   "edge_wasi_fresh_over_wasmtime_pooling_rps": $wasi_fresh_over_pool,
   "edge_wasi_reuse_over_wasmtime_reuse_rps": $wasi_reuse_over_reuse,
+  "edge_chain3_isolated_over_chain3_reuse_rps": $chainiso_over_chain,
+  "edge_chain3_isolated_over_wasmtime_pooling_rps": $chainiso_over_pool,
   "edge_wasi_py_reuse_over_wasmtime_reuse_rps": $py_ratio,
   "wasi_py_reuse_rps_rounds": {"lrpc": [$(join "${py_lrpc_rounds[@]}")], "wasmtime": [$(join "${py_wt_rounds[@]}")]},
   "edge_fast_p99_loaded_over_alone": $(div "$loaded_p99" "$alone_p99"),

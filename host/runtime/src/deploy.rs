@@ -766,10 +766,19 @@ fn instantiate(
             DomainOptions::default()
                 .with_replicas(spec.replicas)
                 .with_quotas(spec.quotas)
-                .with_start_deadline(start_deadline(spec)),
+                .with_start_deadline(start_deadline(spec))
+                .with_isolation(spec.isolation),
         )
         .map_err(kerr(format!("plugin `{}`", spec.name)))?;
     if let Err(e) = kernel.export_as(&domain, &export.interface, &name, opts) {
+        kernel.terminate(&domain);
+        return Err(kerr(format!("plugin `{}`", spec.name))(e));
+    }
+    // An isolated plugin is set up now: what it holds is what each request meets (drivers
+    // bind to it later, on pages of their own that a reset leaves alone).
+    if spec.isolation == lrpc_kernel::domain::Isolation::Request
+        && let Err(e) = domain.capture_fresh_state()
+    {
         kernel.terminate(&domain);
         return Err(kerr(format!("plugin `{}`", spec.name))(e));
     }

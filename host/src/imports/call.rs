@@ -255,7 +255,8 @@ fn status_of(
 
 /// Runs the entry of `proc` in replica `i` through `ctx` (its store, locked by this thread)
 /// with `deadline` set on the server, mapping the `in` segment there first if it is not yet
-/// (`index`: the A-stack's index among the procedure's).
+/// (`index`: the A-stack's index among the procedure's). `nested`: the call re-enters a
+/// replica suspended lower on this thread's stack.
 #[inline(always)]
 fn enter(
     b: &Binding,
@@ -264,12 +265,70 @@ fn enter(
     mut args: EntryArgs,
     deadline: u64,
     mut ctx: wasmtime::StoreContextMut<'_, DomainData>,
+    nested: bool,
 ) -> Outcome {
     args.oob = resolve_oob(b, (proc, index), i, &args, ctx.as_context_mut())?;
+    if ctx.data().fresh.is_some() {
+        return enter_isolated(b, (proc, i), args, deadline, ctx, nested);
+    }
     let saved = std::mem::replace(&mut ctx.data_mut().deadline_tick, deadline);
     let r = b.export.entries[i][proc as usize].call(&mut ctx, args.params());
     ctx.data_mut().deadline_tick = saved;
     Ok(r)
+}
+
+/// [`enter`] into a replica of an isolated domain (`state::reset`): put back into its fresh
+/// state first if another request used it last, and reset again at once, instead of
+/// terminated, if the call traps or runs past its deadline (the client gets the fault's
+/// status; the next call meets a clean replica). A re-entered replica is neither: its
+/// suspended call still runs on the state.
+#[cold]
+#[inline(never)]
+fn enter_isolated(
+    b: &Binding,
+    (proc, i): (u32, usize),
+    args: EntryArgs,
+    deadline: u64,
+    mut ctx: wasmtime::StoreContextMut<'_, DomainData>,
+    nested: bool,
+) -> Outcome {
+    let Some(replica) = b.server.replicas.get(i) else {
+        return Err(Status::ServerTerminated);
+    };
+    if !nested && let Err(why) = replica.enter_request(ctx.as_context_mut()) {
+        // Answered as a fault, so that `status_of` terminates the server.
+        tracing::warn!(
+            server = b.server.core.name,
+            "terminating an isolated domain: {why}"
+        );
+        return Ok(Err(wasmtime::Error::msg(format!(
+            "resetting the isolated domain failed: {why}"
+        ))));
+    }
+    let saved = std::mem::replace(&mut ctx.data_mut().deadline_tick, deadline);
+    let r = b.export.entries[i][proc as usize].call(&mut ctx, args.params());
+    ctx.data_mut().deadline_tick = saved;
+    let e = match r {
+        Err(e) if !nested && !b.server.core.terminated.load(Ordering::Acquire) => e,
+        r => return Ok(r),
+    };
+    let fault = Fault::classify(&e);
+    if matches!(fault, Fault::Terminated) {
+        return Ok(Err(e));
+    }
+    match replica.reset(ctx.as_context_mut(), false) {
+        Ok(()) => {
+            tracing::debug!(server = b.server.core.name, %fault, "isolated server reset after a fault");
+            Err(fault.status())
+        }
+        Err(why) => {
+            tracing::warn!(
+                server = b.server.core.name,
+                "terminating an isolated domain: {why}"
+            );
+            Ok(Err(e))
+        }
+    }
 }
 
 /// A call that does not migrate into the server's replicas: to the server's own thread, to a
@@ -324,7 +383,7 @@ impl Scoped for Entry<'_, '_> {
     type Output = Outcome;
     #[inline(always)]
     fn run(self) -> Outcome {
-        self.call.entry(self.i, self.args, self.ctx)
+        self.call.entry(self.i, self.args, self.ctx, false)
     }
 }
 
@@ -406,16 +465,25 @@ impl RunArgs<'_> {
     }
 
     /// Runs the entry in replica `i` through `ctx`, with the binding's deadline set on the
-    /// server.
+    /// server (`nested`: a re-entry, see [`enter`]).
     #[inline(always)]
     fn entry(
         self,
         i: usize,
         args: EntryArgs,
         ctx: wasmtime::StoreContextMut<'_, DomainData>,
+        nested: bool,
     ) -> Outcome {
         let key = (self.proc, self.p.index);
-        enter(self.p.binding.get(), key, i, args, self.deadline, ctx)
+        enter(
+            self.p.binding.get(),
+            key,
+            i,
+            args,
+            self.deadline,
+            ctx,
+            nested,
+        )
     }
 
     /// This thread's replica was busy: another free one; else one suspended in a call on this
@@ -443,7 +511,7 @@ impl RunArgs<'_> {
             let args = self.entry_args(caller.data(), i);
             self.recorded(caller, key, || {
                 linkage::reenter(key, |srv| {
-                    args.and_then(|args| self.entry(i, args, srv.as_context_mut()))
+                    args.and_then(|args| self.entry(i, args, srv.as_context_mut(), true))
                 })
             })
         });
@@ -525,6 +593,7 @@ fn send_message(
             payload: request,
             state,
             reply,
+            request: crate::state::reset::current_request(),
         },
         b.deadline,
     );
@@ -569,6 +638,8 @@ pub(super) struct Detached {
     pub args: Vec<EntryArgs>,
     pub deadline_tick: u64,
     pub kernel: std::sync::Weak<crate::state::kernel::KernelInner>,
+    /// The client's request (`state::reset`), which this call is part of.
+    pub request: u64,
 }
 
 impl Detached {
@@ -595,8 +666,17 @@ impl Detached {
             astack: self.index,
             lent: false,
         };
+        let _request = crate::state::reset::adopt_request(self.request);
         let outcome = linkage::with_served(call, || {
-            enter(b, key, i, args, self.deadline_tick, store.as_context_mut())
+            enter(
+                b,
+                key,
+                i,
+                args,
+                self.deadline_tick,
+                store.as_context_mut(),
+                false,
+            )
         });
         drop(store);
         let status = status_of(outcome, &self.kernel, server);

@@ -201,6 +201,7 @@ fn route(caller: &mut Caller<'_, DomainData>, m: &Member, proc: i32) -> Result<R
                 args,
                 deadline_tick: now.saturating_add(b.deadline_ticks),
                 kernel: data.kernel.clone(),
+                request: crate::state::reset::current_request(),
             }))
         }
         _ => Ok(Route::Here),

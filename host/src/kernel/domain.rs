@@ -10,9 +10,10 @@ use wasmtime::{WasmParams, WasmResults};
 
 impl Domain {
     /// Puts every replica of this domain back into its fresh state now (see
-    /// [`Isolation`](crate::domain::Isolation)): for an embedder that reaches an isolated
-    /// domain through bindings, at the start of each of its requests. Waits for calls
-    /// running in it to return. An error if the domain was not created with
+    /// [`Isolation`](crate::domain::Isolation)). Calls through bindings already meet a
+    /// replica reset for their request (the top-level call that made them); this is for an
+    /// embedder that wants every replica clean now. Waits for calls running in it to
+    /// return. An error if the domain was not created with
     /// [`Isolation::Request`](crate::domain::Isolation::Request), and [`Error::Reset`] if a
     /// replica's guest grew a table (the domain is terminated then).
     pub fn reset(&self) -> Result<(), Error> {
@@ -27,7 +28,7 @@ impl Domain {
                     self.name()
                 )));
             }
-            if let Err(e) = r.reset(&mut store, true) {
+            if let Err(e) = r.reset(&mut *store, true) {
                 drop(store);
                 return Err(self.reset_failed(e));
             }
@@ -116,10 +117,13 @@ impl<P: WasmParams, R: WasmResults> DomainFunc<P, R> {
         // (`ok_or_else`: an error built on every call would be dropped on every call.)
         let (i, mut store) =
             pick_replica(&shared.replicas, self.wait).ok_or_else(|| Error::Busy)?;
+        // A request of its own: the isolated servers it reaches through bindings meet it
+        // in their fresh state (see `state::reset`).
+        let _request = crate::state::reset::begin_request();
         let replica = &shared.replicas[i];
         let isolated = Replica::is_isolated(&store);
         if isolated {
-            if let Err(e) = replica.reset(&mut store, false) {
+            if let Err(e) = replica.reset(&mut *store, false) {
                 drop(store);
                 return Err(self.domain.reset_failed(e));
             }
@@ -139,7 +143,7 @@ impl<P: WasmParams, R: WasmResults> DomainFunc<P, R> {
             // A trap or a deadline in an isolated domain: no termination, the domain goes
             // back to its fresh state now (nothing the failed call left lingers).
             let fault = result.as_ref().err().map(Fault::classify);
-            let reset = replica.reset(&mut store, false);
+            let reset = replica.reset(&mut *store, false);
             drop(store);
             if let Err(e) = reset {
                 return Err(self.domain.reset_failed(e));

@@ -66,8 +66,10 @@ setters!(DomainOptions {
 /// its linear memory, its mutable globals (the shadow stack pointer included), its tables
 /// and its dropped data and element segments are all put back. A trap or a deadline does
 /// not terminate such a domain: the next call meets it clean. Calls that reach the domain
-/// through a binding are part of whatever request made them; an embedder marks those
-/// requests' boundaries with [`Domain::reset`].
+/// through a binding are part of the request that made them: the top-level call into the
+/// client. Before such a call enters a replica that another request used last, the call
+/// path resets that replica; a trap or a deadline in it resets it again instead of
+/// terminating the domain. [`Domain::reset`] resets every replica at once.
 ///
 /// Not reset: the domain's bindings (as client and as server) and the contents of their
 /// A-stack and out-of-band windows (those pages belong to the pair, not to the domain),

@@ -32,9 +32,74 @@
 //! zeroed, above it, and the next `memory.grow` hands them out again. A table the guest
 //! grew can not be put back in place: the kernel terminates its domain instead (a
 //! supervisor restarts it, as after a crash).
+//!
+//! **Requests through bindings.** A call that reaches an isolated replica through a binding
+//! belongs to the request of the top-level call that made it (`DomainFunc::call` into the
+//! client, the edge's driver say). Each top-level call takes a number of its own (`begin_request`),
+//! kept by its thread while it runs; a replica notes the request it last served, and the
+//! call path puts it back into its fresh state before a call of another request enters it
+//! (`Replica::enter_request`). So with several replicas and concurrent requests, each
+//! request meets a clean replica, and two calls of one request (or a re-entry) share it.
+//! Request 0 is "none known" (a thread with no top-level call): every call is its own.
+//! A call through a binding that traps or runs past its deadline in an isolated replica
+//! does not terminate the server either: the call path resets the replica at once, so the
+//! next call meets it clean (unless the call re-entered a replica suspended lower on the
+//! thread's stack: resetting that one would change the state under its running call, so
+//! the domain is terminated as any other).
 
 use super::domain::{DomainData, Replica};
-use wasmtime::{AsContextMut, Func, Global, Memory, Ref, Store, Table, Val};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use wasmtime::{AsContextMut, Func, Global, Memory, Ref, Store, StoreContextMut, Table, Val};
+
+/// Where request numbers come from: blocks of [`BLOCK`], one thread at a time.
+static NEXT_BLOCK: AtomicU64 = AtomicU64::new(1);
+
+/// How many request numbers a thread takes from [`NEXT_BLOCK`] at a time.
+const BLOCK: u64 = 1 << 20;
+
+thread_local! {
+    /// The request the thread runs now (0: none).
+    static CURRENT: Cell<u64> = const { Cell::new(0) };
+    /// The thread's next request number and the end of its block.
+    static NEXT: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
+/// The request this thread runs now (0: none).
+pub(crate) fn current_request() -> u64 {
+    CURRENT.with(Cell::get)
+}
+
+/// Puts the thread's previous request back when a request ends, also when it unwinds.
+pub(crate) struct RequestScope(u64);
+
+impl Drop for RequestScope {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.0));
+    }
+}
+
+/// Starts a new request on this thread, until the scope is dropped.
+pub(crate) fn begin_request() -> RequestScope {
+    let id = NEXT.with(|n| {
+        let (mut next, mut end) = n.get();
+        if next == end {
+            next = NEXT_BLOCK
+                .fetch_add(1, Ordering::Relaxed)
+                .saturating_mul(BLOCK);
+            end = next.saturating_add(BLOCK);
+        }
+        n.set((next + 1, end));
+        next
+    });
+    adopt_request(id)
+}
+
+/// Runs the rest of the scope's life as request `id` (a call made on another thread on
+/// behalf of it, see `imports::call::Detached`).
+pub(crate) fn adopt_request(id: u64) -> RequestScope {
+    RequestScope(CURRENT.with(|c| c.replace(id)))
+}
 
 /// A replica's fresh state, kept in its store's data.
 pub(crate) struct Fresh {
@@ -44,6 +109,8 @@ pub(crate) struct Fresh {
     size: Global,
     /// Whether guest code ran since the last reset.
     pub dirty: bool,
+    /// The request whose calls through bindings the replica last served (0: none).
+    request: u64,
 }
 
 /// Why a replica could not be reset in place.
@@ -84,6 +151,7 @@ pub(crate) fn snapshot(
         globals: Vec::with_capacity(globals.len()),
         tables: Vec::with_capacity(tables.len()),
         dirty: false,
+        request: 0,
     };
     for name in globals {
         let g = replica
@@ -172,25 +240,59 @@ impl Replica {
 
     /// Puts the replica back into its fresh state if guest code ran since the last reset
     /// (`force`: even if none did). The caller holds the store, and no code runs in it.
-    pub(crate) fn reset(&self, store: &mut Store<DomainData>, force: bool) -> Result<(), NotReset> {
+    pub(crate) fn reset(
+        &self,
+        mut store: impl AsContextMut<Data = DomainData>,
+        force: bool,
+    ) -> Result<(), NotReset> {
+        let mut store = store.as_context_mut();
         let Some(fresh) = store.data_mut().fresh.take() else {
             return Ok(());
         };
         let result = if fresh.dirty || force {
-            self.restore(store, &fresh)
+            self.restore(store.as_context_mut(), &fresh)
         } else {
             Ok(())
         };
         let mut fresh = fresh;
         fresh.dirty = result.is_err();
+        fresh.request = 0;
         store.data_mut().fresh = Some(fresh);
         result
     }
 
-    fn restore(&self, store: &mut Store<DomainData>, fresh: &Fresh) -> Result<(), NotReset> {
-        let size = self.memory.data_size(&*store);
+    /// Before a call through a binding enters this replica (whose store the caller holds,
+    /// no code running in it): puts the replica back into its fresh state if guest code of
+    /// another request ran in it since its last reset, and notes this thread's request as
+    /// the one it serves. Does nothing for a replica that is not isolated.
+    #[inline]
+    pub(crate) fn enter_request(
+        &self,
+        mut store: StoreContextMut<'_, DomainData>,
+    ) -> Result<(), NotReset> {
+        let Some(fresh) = store.data_mut().fresh.as_mut() else {
+            return Ok(());
+        };
+        let request = current_request();
+        if request != 0 && fresh.request == request {
+            return Ok(());
+        }
+        self.reset(store.as_context_mut(), false)?;
+        if let Some(fresh) = store.data_mut().fresh.as_mut() {
+            fresh.request = request;
+            fresh.dirty = true;
+        }
+        Ok(())
+    }
+
+    fn restore(
+        &self,
+        mut store: StoreContextMut<'_, DomainData>,
+        fresh: &Fresh,
+    ) -> Result<(), NotReset> {
+        let size = self.memory.data_size(&store);
         for (t, entries) in &fresh.tables {
-            if t.size(&*store) != entries.len() as u64 {
+            if t.size(&store) != entries.len() as u64 {
                 return Err(NotReset::Grown("table"));
             }
         }

@@ -221,10 +221,30 @@ fn domain_spec(
             })
         })
         .collect::<Result<Vec<_>, ConfigError>>()?;
+    let isolation = match r.isolation.as_ref().map(|s| (s, s.get_ref().as_str())) {
+        None | Some((_, "none")) => lrpc_kernel::domain::Isolation::None,
+        Some((s, "request")) => {
+            if !exports.iter().any(|e| is_plugin_interface(&e.interface)) {
+                return Err(cx.err(
+                    s,
+                    "`isolation = \"request\"` is for HTTP plugin domains (it resets a plugin \
+                     at each request of the edge)",
+                ));
+            }
+            lrpc_kernel::domain::Isolation::Request
+        }
+        Some((s, other)) => {
+            return Err(cx.err(
+                s,
+                format!("isolation `{other}`: `none` or `request` expected"),
+            ));
+        }
+    };
     Ok(DomainSpec {
         name: name.to_string(),
         source,
         replicas,
+        isolation,
         exports,
         binds,
         quotas,
@@ -247,6 +267,15 @@ fn component_domain(
         && *n.get_ref() != 1
     {
         return Err(cx.err(n, "a component domain is one instance: drop `replicas`"));
+    }
+    if let Some(i) = &r.isolation
+        && i.get_ref() != "none"
+    {
+        return Err(cx.err(
+            i,
+            "per-request isolation is for core-module plugins; a component plugin keeps its \
+             instance (drop `isolation`)",
+        ));
     }
     let mut spec = ComponentSpec::default();
     if let Some(l) = &r.limits {
@@ -363,6 +392,7 @@ fn component_domain(
         name: name.to_string(),
         source,
         replicas: 1,
+        isolation: lrpc_kernel::domain::Isolation::None,
         exports,
         binds,
         quotas: None,

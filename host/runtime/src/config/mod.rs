@@ -920,6 +920,37 @@ mod tests {
     }
 
     #[test]
+    fn isolation_is_for_core_plugins() {
+        let plugin = |v: &str| {
+            format!(
+                "[domains.p]\nguest = \"http-leak\"\nisolation = \"{v}\"\n\
+                 exports = [{{ interface = \"lrpc:http/plugin\" }}]\n"
+            )
+        };
+        let c = Config::parse(Path::new("app.toml"), &plugin("request")).expect("valid");
+        assert_eq!(
+            c.domains["p"].isolation,
+            lrpc_kernel::domain::Isolation::Request
+        );
+        let c = Config::parse(Path::new("app.toml"), &plugin("none")).expect("valid");
+        assert_eq!(
+            c.domains["p"].isolation,
+            lrpc_kernel::domain::Isolation::None
+        );
+        assert!(
+            err(&plugin("call")).starts_with("app.toml:3: isolation `call`: `none` or `request`")
+        );
+        assert!(
+            err("[domains.a]\nguest = \"kv-server\"\nisolation = \"request\"\n")
+                .starts_with("app.toml:3: `isolation = \"request\"` is for HTTP plugin domains")
+        );
+        assert!(
+            err("[domains.a]\nguest = \"comp-probe\"\nisolation = \"request\"\n")
+                .starts_with("app.toml:3: per-request isolation is for core-module plugins")
+        );
+    }
+
+    #[test]
     fn a_wasi_http_handler_ends_a_chain() {
         let plugin = "[domains.p]\nguest = \"http-rewrite\"\n\
                       exports = [{ interface = \"lrpc:http/plugin\" }]\n";

@@ -102,6 +102,7 @@ pub(super) struct RawDomain {
     pub(super) wasm: Option<Spanned<String>>,
     pub(super) kind: Option<Spanned<String>>,
     pub(super) replicas: Option<Spanned<i64>>,
+    pub(super) isolation: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) exports: Vec<Spanned<RawExport>>,
     #[serde(default)]

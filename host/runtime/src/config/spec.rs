@@ -104,6 +104,9 @@ pub struct DomainSpec {
     pub source: Source,
     /// Replicas (instances).
     pub replicas: usize,
+    /// `isolation = "request"`: each request meets the (core plugin) domain in its fresh
+    /// state; `None` by default.
+    pub isolation: lrpc_kernel::domain::Isolation,
     /// What it exports.
     pub exports: Vec<Export>,
     /// What it binds to.

@@ -319,10 +319,29 @@ impl ChainRun<'_> {
                     Status::BadReply => (502, "malformed", "answered with a malformed action"),
                     _ => (502, "other", "failed"),
                 };
+                // An isolated core plugin that faulted was reset, not terminated: it stays
+                // bound and serves the next request at once.
+                let reset = status.is_call_failed()
+                    && self
+                        .seat
+                        .bound
+                        .get(slot)
+                        .and_then(Option::as_ref)
+                        .and_then(|b| b.core())
+                        .is_some_and(|d| !d.is_terminated());
                 metrics.failure(&name, kind);
-                report_failure(&name, || format!("plugin call failed: {status}"));
+                report_failure(&name, || {
+                    if reset {
+                        format!(
+                            "plugin call failed: {status} (an isolated plugin: reset, not restarted)"
+                        )
+                    } else {
+                        format!("plugin call failed: {status}")
+                    }
+                });
                 self.seat.trapped |= status == Status::ServerTrapped;
                 if (status.is_call_failed() || status == Status::StaleBinding)
+                    && !reset
                     && let (Some(p), Some(b)) =
                         (self.rt.plugins.get(slot), self.seat.bound.get_mut(slot))
                     && let Some(inst) = b.take()
