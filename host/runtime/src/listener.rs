@@ -255,14 +255,34 @@ async fn connection(
     until: Phase,
 ) {
     // hyper reads the first bytes to tell HTTP/1 from HTTP/2 before its head timer runs: a
-    // client that sends nothing at all is closed here (and at the shutdown signal).
+    // client that sends nothing at all is closed here. At the shutdown signal it gets a
+    // moment more: a connection accepted just before the signal may have its request on
+    // the way, and closing it then would reset a client that did nothing wrong.
     let mut first = [0u8; 1];
-    tokio::select! {
-        r = tokio::time::timeout(header_timeout, stream.peek(&mut first)) => match r {
-            Ok(Ok(n)) if n > 0 => {}
-            _ => return,
-        },
-        _ = phase.wait_for(|p| *p >= until) => return,
+    let arrived = |r: &Result<std::io::Result<usize>, _>| matches!(r, Ok(Ok(n)) if *n > 0);
+    let first_bytes = {
+        let peek = tokio::time::timeout(header_timeout, stream.peek(&mut first));
+        tokio::pin!(peek);
+        let before = tokio::select! {
+            r = &mut peek => Some(arrived(&r)),
+            _ = phase.wait_for(|p| *p >= until) => None,
+        };
+        match before {
+            Some(came) => came,
+            None => {
+                let moment = if until == Phase::Draining {
+                    CLOSE_IDLE
+                } else {
+                    Duration::ZERO
+                };
+                tokio::time::timeout(moment, &mut peek)
+                    .await
+                    .is_ok_and(|r| arrived(&r))
+            }
+        }
+    };
+    if !first_bytes {
+        return;
     }
     let stream = tokio::select! {
         s = crate::tls::wrap(tls.as_deref(), stream, header_timeout) => match s {
@@ -278,9 +298,21 @@ async fn connection(
     };
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
     tokio::pin!(conn);
-    tokio::select! {
-        _ = conn.as_mut() => return,
-        _ = phase.wait_for(|p| *p >= until) => {}
+    let signalled = *phase.borrow() >= until;
+    if signalled {
+        // Signalled while the first bytes came: a moment for the request they begin to be
+        // read, so that it counts as in flight below rather than the connection as idle.
+        if tokio::time::timeout(CLOSE_IDLE, conn.as_mut())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+    } else {
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            _ = phase.wait_for(|p| *p >= until) => {}
+        }
     }
     if until == Phase::Closing {
         return;
