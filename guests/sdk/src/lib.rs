@@ -1,19 +1,49 @@
-//! The guest side of lrpc.
+//! `lrpc-sdk`: the guest side of lrpc, for core WebAssembly modules written in Rust.
 //!
-//! * [`sys`]: the raw kernel imports (`lrpc.*`).
-//! * [`Binding`]: a bound interface: the Binding Object's handle and the per-procedure LIFO
-//!   free lists of A-stacks (the A-stack queue of LRPC lives here, in the client).
-//! * [`rt`]: what generated stubs use: a writer into A-stack memory, a reader over a private
-//!   copy, the client call sequence and the server entry sequence.
-//! * [`chan`]: asynchronous bindings (URPC channels): calls as messages in memory shared
-//!   with the server, futures of their replies; [`exec`]: the user-level threads that await
-//!   them.
-//! * [`alloc`]: a size-class allocator a guest may make its global one (small values in a
-//!   few instructions).
-//! * [`CallError`]: every way a call can fail, typed.
+//! A guest is a module built for `wasm32-unknown-unknown` that the lrpc kernel loads as a
+//! protection domain. An HTTP plugin of `lrpc serve` is one. This crate is what such a module
+//! links: the kernel's imports, and the runtime that generated stubs call.
+//!
+//! You rarely call it by hand. A guest's build script runs the stub generator,
+//! `lrpc-presentation`, on a WIT interface. The stubs it writes hold the interface's types, a
+//! `Server` trait to implement and a `Client` to call another domain. They call into this
+//! crate. What reaches your code from here is mostly [`CallError`], the error of a failed call.
+//!
+//! # Start here
+//!
+//! The book's chapter [Write a plugin](../../write-a-plugin.html) makes a plugin with
+//! `lrpc new plugin`, builds it and serves it. Its section
+//! [What a plugin can not do](../../write-a-plugin.html#what-a-plugin-can-not-do) tells what
+//! a core module has and lacks. The book is [here](../../index.html) when these pages are
+//! part of it (`scripts/test.sh` puts them there); its sources are in the checkout's
+//! `docs/src/`.
+//!
+//! # Modules
+//!
+//! * [`sys`]: the raw kernel imports, the wasm import module `lrpc`.
+//! * [`Binding`]: a bound interface. It holds the Binding Object's handle and the
+//!   per-procedure LIFO free lists of A-stacks (LRPC's A-stack queue lives here, in the client).
+//! * [`rt`]: what generated stubs use. A writer into A-stack memory, a reader over a private
+//!   copy, the client's call sequence and the server's entry sequence.
+//! * [`chan`]: asynchronous bindings (URPC channels). Calls are messages in memory shared with
+//!   the server, and their replies are futures.
+//! * [`exec`]: the user-level threads that await those futures.
+//! * [`bulk`]: the SDK's byte copies and fills, placed clear of the host's slow `memmove` case.
+//! * [`alloc`]: a size-class allocator a guest may make its global one. Small values cost a
+//!   few instructions.
+//! * [`CallError`]: every way a call can fail, typed. [`Status`] is the kernel's code for it.
+//! * [`desc`] and [`segment`]: the binary records the kernel writes, from `lrpc-abi`.
+//!
+//! # Natively
+//!
+//! Built for any target but wasm32, the crate compiles and every kernel import answers
+//! [`Status::NoCall`]. So a guest's own logic can be unit-tested with a plain `cargo test` on
+//! the host. Calls to other domains fail there with [`CallError::NoCall`].
+//!
+//! # Shared memory
 //!
 //! Memory shared with another domain (A-stacks, out-of-band segments) is only touched through
-//! raw pointers here: the peer may write it at any time, so no Rust reference to it is formed.
+//! raw pointers here. The peer may write it at any time, so no Rust reference to it is formed.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
@@ -26,7 +56,6 @@ pub mod sys;
 
 use core::cell::{Cell, RefCell};
 pub use lrpc_abi::Status;
-/// The binary records the kernel writes (binding descriptors, extents, segments).
 pub use lrpc_abi::{desc, segment};
 
 macro_rules! call_errors {
