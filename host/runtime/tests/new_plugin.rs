@@ -92,10 +92,10 @@ fn files(dir: &Path) -> Vec<String> {
 fn cargo_build(krate: &Path, target: &str, wasm: &str) {
     let target_dir = workspace().join("target/plugin-template");
     let mut cmd = Command::new(env!("CARGO"));
-    cmd.args(["build", "--release"])
-        .current_dir(krate)
-        .env("CARGO_TARGET_DIR", &target_dir);
+    cmd.args(["build", "--release"]).current_dir(krate);
+    // After the scrub, which would remove it when this test's own environment has one.
     scrub_env(&mut cmd);
+    cmd.env("CARGO_TARGET_DIR", &target_dir);
     let out = cmd.output().expect("run cargo");
     assert!(
         out.status.success(),
@@ -262,6 +262,67 @@ fn component_plugin_builds_and_serves() {
         "comp",
         "wasm32-wasip2",
     );
+}
+
+/// The body of the first code block in `text` that opens with the line `fence`.
+fn fenced(text: &str, fence: &str) -> Option<String> {
+    let start = text.find(&format!("{fence}\n"))? + fence.len() + 1;
+    let len = text[start..].find("\n```")?;
+    Some(text[start..=start + len].to_owned())
+}
+
+/// The chapter's "Unit test the handler": its test module, added to a new core plugin, passes
+/// on the host with the command the chapter shows, run as a shell runs it.
+#[test]
+fn the_chapter_s_unit_tests_pass_natively() {
+    let chapter = std::fs::read_to_string(workspace().join("docs/src/write-a-plugin.md"))
+        .expect("read docs/src/write-a-plugin.md");
+    let (_, section) = chapter
+        .split_once("### Unit test the handler")
+        .expect("the chapter has the section \"Unit test the handler\"");
+    let tests = fenced(section, "```rust,ignore").expect("the section shows a Rust block");
+    let command = fenced(section, "```sh").expect("the section shows a command");
+    assert!(tests.starts_with("#[cfg(test)]"), "{tests}");
+    assert!(command.starts_with("cargo test --target "), "{command}");
+
+    let scratch = Scratch::new("unit");
+    let out = lrpc(&scratch.0, &["new", "plugin", "hello-plugin"]);
+    assert!(
+        out.status.success(),
+        "lrpc new plugin: {}",
+        text(&out.stderr)
+    );
+    let krate = scratch.0.join("hello-plugin");
+    let lib = krate.join("src/lib.rs");
+    let code = std::fs::read_to_string(&lib).expect("read src/lib.rs");
+    std::fs::write(&lib, format!("{code}\n{tests}")).expect("write src/lib.rs");
+
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", command.trim()]).current_dir(&krate);
+    scrub_env(&mut cmd);
+    // The shared target folder, and the cargo that runs this test first on the PATH.
+    cmd.env(
+        "CARGO_TARGET_DIR",
+        workspace().join("target/plugin-template"),
+    );
+    let cargo_dir = Path::new(env!("CARGO")).parent().expect("cargo's folder");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let paths = std::iter::once(cargo_dir.to_path_buf()).chain(std::env::split_paths(&path));
+    cmd.env("PATH", std::env::join_paths(paths).expect("a PATH"));
+    let out = cmd.output().expect("run sh");
+    let said = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "`{}` failed:\n{said}\n{}",
+        command.trim(),
+        text(&out.stderr)
+    );
+    for test in ["answers_a_request", "passes_on_what_is_under_pass"] {
+        assert!(
+            said.contains(&format!("test tests::{test} ... ok")),
+            "{test} did not pass:\n{said}"
+        );
+    }
 }
 
 #[test]
