@@ -37,8 +37,10 @@
 //! # Natively
 //!
 //! Built for any target but wasm32, the crate compiles and every kernel import answers
-//! [`Status::NoCall`]. So a guest's own logic can be unit-tested with a plain `cargo test` on
-//! the host. Calls to other domains fail there with [`CallError::NoCall`].
+//! [`Status::NoCall`]. So a guest's own logic can be unit-tested with `cargo test` for the
+//! host's target; the plugin chapter's
+//! [Test and debug a plugin](../../write-a-plugin.html#test-and-debug-a-plugin) shows the
+//! command. Calls to other domains fail there with [`CallError::NoCall`].
 //!
 //! # Shared memory
 //!
