@@ -2,9 +2,11 @@
 //! one replica, owned by one thread, through which the host makes calls into server domains
 //! (the kernel's call path starts in a client domain). The runtime (`lrpc-runtime`) calls
 //! plugin chains and `lrpc run --call` through it, and remote exports (`lrpc-remote`) call
-//! the local kernel through it.
+//! the local kernel through it. [`pool::Pool`] runs the threads that own drivers, for both.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod pool;
 
 use lrpc_kernel::{Domain, Error, Kernel, Status, domain::DomainFunc};
 use std::cell::Cell;

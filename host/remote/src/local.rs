@@ -1,17 +1,18 @@
 //! Calls into a kernel's local exports from async code.
 //!
-//! A migrating call blocks its thread, so wasm never runs on the tokio reactor here: a small
-//! pool of OS threads each owns a driver domain (`lrpc_artifacts::HTTP_DRIVER`, a client
-//! domain of the kernel) bound to every export the pool serves, and takes calls from one
-//! bounded queue. A full queue makes the caller wait (backpressure), never buffers without
-//! bound. A call goes straight to the worker that went idle last, waking only that one. With
-//! several workers, calls into a server with replicas run in parallel.
+//! A migrating call blocks its thread, so wasm never runs on the tokio reactor here: a
+//! [`lrpc_driver::pool::Pool`] of OS threads each owns a driver domain
+//! (`lrpc_artifacts::HTTP_DRIVER`, a client domain of the kernel) bound to every export the
+//! pool serves. A call waits for room first (a semaphore: backpressure to async callers,
+//! never a buffer without bound), then goes to the thread idle last. With several workers,
+//! calls into a server with replicas run in parallel.
 
 use crate::error::{RemoteError, ServeError};
+use lrpc_driver::pool as threads;
 use lrpc_driver::{BindError, CallFailure, Driver};
 use lrpc_kernel::{Kernel, Status, presentation::InterfacePlan};
 use lrpc_lock::lock;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
@@ -28,6 +29,7 @@ pub struct LocalExport {
 /// What a worker does with a call's result, on its own thread.
 type Done = Box<dyn FnOnce(Result<Vec<u8>, RemoteError>) + Send>;
 
+/// A call for the pool's threads.
 struct Job {
     slot: usize,
     proc: usize,
@@ -37,62 +39,9 @@ struct Job {
     _permit: OwnedSemaphorePermit,
 }
 
-/// A worker's hand-off slot: the job given to it while it waits idle.
-#[derive(Default)]
-struct Slot {
-    job: Mutex<Option<Msg>>,
-    ready: Condvar,
-}
-
-enum Msg {
-    Job(Job),
-    Stop,
-}
-
-/// Calls not yet taken by a worker, and the workers waiting for one, most recently idle
-/// last: a call goes to the worker that finished last (its caches are warm) and wakes
-/// only that one.
-#[derive(Default)]
-struct Queue {
-    waiting: VecDeque<Job>,
-    idle: Vec<usize>,
-    closed: bool,
-}
-
-struct Shared {
-    queue: Mutex<Queue>,
-    slots: Vec<Slot>,
-}
-
-impl Shared {
-    fn give(&self, w: usize, m: Msg) {
-        if let Some(slot) = self.slots.get(w) {
-            *lock(&slot.job) = Some(m);
-            slot.ready.notify_one();
-        }
-    }
-
-    /// The next job for worker `w`, waiting idle for one; None once the pool is dropped.
-    fn next(&self, w: usize) -> Option<Job> {
-        {
-            let mut q = lock(&self.queue);
-            if let Some(job) = q.waiting.pop_front() {
-                return Some(job);
-            }
-            if q.closed {
-                return None;
-            }
-            q.idle.push(w);
-        }
-        let slot = self.slots.get(w)?;
-        let mut g = lock(&slot.job);
-        loop {
-            match g.take() {
-                Some(Msg::Job(job)) => return Some(job),
-                Some(Msg::Stop) => return None,
-                None => g = slot.ready.wait(g).unwrap_or_else(|p| p.into_inner()),
-            }
-        }
+impl threads::Job for Job {
+    fn refuse(self) {
+        (self.done)(Err(RemoteError::Driver("the pool is shut down".into())));
     }
 }
 
@@ -109,7 +58,9 @@ struct Lent {
 /// A pool of driver threads calling into a kernel's exports.
 pub struct LocalPool {
     exports: HashMap<String, LocalExport>,
-    shared: Arc<Shared>,
+    /// The threads, each with its bound driver (dropping the pool lets them finish the
+    /// calls queued, then end).
+    threads: threads::Pool<Job>,
     /// Calls in the pool (waiting or running): acquired before a call is queued.
     permits: Arc<Semaphore>,
     kernel: Kernel,
@@ -119,19 +70,6 @@ pub struct LocalPool {
     lent: Mutex<Lent>,
     returned: Condvar,
     workers: usize,
-}
-
-impl Drop for LocalPool {
-    fn drop(&mut self) {
-        let idle = {
-            let mut q = lock(&self.shared.queue);
-            q.closed = true;
-            std::mem::take(&mut q.idle)
-        };
-        for w in idle {
-            self.shared.give(w, Msg::Stop);
-        }
-    }
 }
 
 impl LocalPool {
@@ -156,10 +94,7 @@ impl LocalPool {
             );
         }
         let workers = workers.max(1);
-        let shared = Arc::new(Shared {
-            queue: Mutex::new(Queue::default()),
-            slots: (0..workers).map(|_| Slot::default()).collect(),
-        });
+        let queue = queue.max(1);
         let binds: Arc<[Bind]> = exports
             .values()
             .map(|e| {
@@ -173,32 +108,31 @@ impl LocalPool {
             .collect();
         let plans: Arc<HashMap<usize, Arc<InterfacePlan>>> =
             Arc::new(exports.values().map(|e| (e.slot, e.plan.clone())).collect());
-        let mut ready = Vec::new();
-        for w in 0..workers {
-            let (ok_tx, ok_rx) = std::sync::mpsc::channel();
-            ready.push(ok_rx);
-            let kernel = kernel.clone();
-            let rx = shared.clone();
-            let (binds, plans) = (binds.clone(), plans.clone());
-            std::thread::Builder::new()
-                .name(format!("lrpc-remote-{w}"))
-                .spawn(move || worker(kernel, w, binds, plans, rx, ok_tx))
-                .map_err(|e| ServeError::Listen {
-                    addr: "worker thread".into(),
-                    source: e,
-                })?;
-        }
-        for r in ready {
-            match r.recv() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(e),
-                Err(_) => return Err(ServeError::Register("driver".into(), "exited".into())),
-            }
-        }
+        // The semaphore below keeps calls in the pool to `workers + queue`: the queue is
+        // never full.
+        let pool = threads::Pool::new(workers + queue, threads::Wake::LastIdle);
+        let (k, b, b2, p) = (kernel.clone(), binds.clone(), binds.clone(), plans.clone());
+        pool.start(
+            workers,
+            |w| format!("lrpc-remote-{w}"),
+            move |w| make_driver(&k, &format!("lrpc-remote-{w}"), &b),
+            move |driver: &mut Driver, job: Job| {
+                let result = run(driver, &b2, &p, job.slot, job.proc, &job.args);
+                (job.done)(result);
+            },
+        )
+        .map_err(|e| match e {
+            threads::StartError::State(e) => e,
+            threads::StartError::Spawn(e) => ServeError::Listen {
+                addr: "worker thread".into(),
+                source: e,
+            },
+            threads::StartError::Panicked => ServeError::Register("driver".into(), "exited".into()),
+        })?;
         Ok(LocalPool {
             exports,
-            shared,
-            permits: Arc::new(Semaphore::new(workers + queue.max(1))),
+            threads: pool,
+            permits: Arc::new(Semaphore::new(workers + queue)),
             kernel: kernel.clone(),
             binds,
             plans,
@@ -317,45 +251,13 @@ impl LocalPool {
             done: Box::new(done),
             _permit: permit,
         };
-        let idle = {
-            let mut q = lock(&self.shared.queue);
-            match q.idle.pop() {
-                Some(w) => Some((w, job)),
-                None => {
-                    q.waiting.push_back(job);
-                    None
-                }
+        match self.threads.submit(job) {
+            Ok(()) => Ok(()),
+            Err(threads::Refused::Closed(_)) => {
+                Err(RemoteError::Driver("the pool is shut down".into()))
             }
-        };
-        if let Some((w, job)) = idle {
-            self.shared.give(w, Msg::Job(job));
+            Err(threads::Refused::Full(_)) => Err(RemoteError::Status(Status::ServerBusy)),
         }
-        Ok(())
-    }
-}
-
-fn worker(
-    kernel: Kernel,
-    w: usize,
-    binds: Arc<[Bind]>,
-    plans: Arc<HashMap<usize, Arc<InterfacePlan>>>,
-    rx: Arc<Shared>,
-    ready: std::sync::mpsc::Sender<Result<(), ServeError>>,
-) {
-    let driver = match make_driver(&kernel, &format!("lrpc-remote-{w}"), &binds) {
-        Ok(d) => {
-            let _ = ready.send(Ok(()));
-            d
-        }
-        Err(e) => {
-            let _ = ready.send(Err(e));
-            return;
-        }
-    };
-    loop {
-        let Some(job) = rx.next(w) else { return };
-        let result = run(&driver, &binds, &plans, job.slot, job.proc, &job.args);
-        (job.done)(result);
     }
 }
 

@@ -9,9 +9,9 @@
 //!       ▼
 //!  mod.rs        Edge::dispatch_on: the route (router.rs: longest prefix, path below it),
 //!       │        the request encoded (codec.rs)
-//!       ├── route on the reactor ──▶ reactor.rs  this thread's seat; hands the reactor's
+//!       ├── pool::place: Reactor ──▶ reactor.rs  this thread's seat; hands the reactor's
 //!       │                                        other work over when guest code runs long
-//!       └── else ── JobQueue ──────▶ pool.rs     a pool worker thread takes it; its seat
+//!       └── pool::place: Pool ─────▶ pool.rs     a thread of the route's pool; its seat
 //!                                    │
 //!                                    ▼
 //!                      chain.rs  Seat::serve ─▶ ChainRun: plugins in order, then the
@@ -29,10 +29,11 @@
 //! - `ThreadSlot` (reactor.rs): a reactor thread's place on a route, holding its seat.
 //! - `Seated` (reactor.rs): what a slot, or the spare seats, hold: seats and their times.
 //! - `RequestTimes` (reactor.rs): a route's recent wall-clock times (not `lrpc_kernel::pace`).
-//! - `pool_worker` (pool.rs): a thread of the route's pool (`workers` in the config).
+//! - `place` (pool.rs): the one policy for where a request runs: reactor or pool.
+//! - `Worker` (pool.rs): a pool thread's state (`workers` in the config): seat and meters.
 //! - `ChainRun` (chain.rs): a seat at work on one request, plugins then handler.
 //! - `ComeBack` (pool.rs): what a pool worker saw that brings its route back to the reactor.
-//! - `JobQueue` (pool.rs): a route's requests (each a `Job`) waiting for its pool workers.
+//! - `Pool` (`lrpc_driver::pool`): a route's threads and the one queue of its `Job`s.
 //!
 //! **Where wasm runs.** A request of a short route runs on the reactor thread that received
 //! it: calls migrate into the plugins on that thread, as a native handler's code would run
@@ -47,16 +48,11 @@
 //!   request alone.
 //! - **Per route:** a route whose requests turn out long on the reactor (they average
 //!   [`LONG_REQUEST`] of wall-clock time and one in eight takes half of it, or they average
-//!   eight times it: see `RequestTimes`) leaves it; from then on its own pool of worker threads
-//!   (`workers` in the config) serves it, each owning a driver domain bound to the route's
-//!   plugins, a request handed to the pool over a queue and its answer back on a oneshot
-//!   channel. A worker that then sees the route's requests clearly short, in wall-clock and
-//!   in processor time, over a thousand of them (more each time the route left before),
-//!   brings it back to the reactor (`ComeBack`): on a loaded machine the system may run other
-//!   threads in the middle of a short request, and a spell of that must not cost the route
-//!   the reactor for good. Routes ending in a
-//!   `wasi:http` handler (which runs on a runtime of its own) and runtimes that can not hand
-//!   work over (tokio's current-thread runtime) always use the pool.
+//!   eight times it: see `RequestTimes`) leaves it for its pool (`workers` threads, each with
+//!   a driver bound to the route's plugins; the answer comes back on a oneshot channel).
+//!   A worker that then sees a thousand of its requests clearly short brings it back
+//!   (`ComeBack`). Routes ending in a `wasi:http` handler and tokio's current-thread
+//!   runtime always use the pool.
 //!
 //! (`spawn_blocking` for every request would pay the hop on every request and share one
 //! pool between routes, so a slow route could take every blocking thread; wasmtime's async
@@ -113,24 +109,23 @@ pub use shutdown::{GraceEnded, shutdown_signal};
 
 use crate::config::Route;
 use crate::deploy::{Deployment, Plugin};
+use crate::driver::pool::{Pool, Refused};
 use crate::http::{Answer, Reply};
 use crate::metrics::RouteMeters;
-use crate::supervise::lock;
 use crate::wasi_http::{HttpHandler, RequestBody};
 use admission::{InFlight, handle};
 use axum::Router;
 use axum::routing::{get, post};
 use codec::encode_request_with;
-use pool::{Job, JobQueue, pool_worker};
-use reactor::{OnReactor, SEATS, Seated, ThreadSlot, add_seat, reactor_may_hand_off};
+use pool::{EDGE_WAKE, Job, Place, Worker, place};
+use reactor::{OnReactor, SEATS, Seated, ThreadSlot, add_seat};
 use response::{no_route, shutting_down, whole};
 use router::{matches, strip};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Instant;
 use tokio::sync::oneshot;
-/// A route at run time: its chain, its queue and pool workers, its seats on the reactor,
+/// A route at run time: its chain, its pool of workers, its seats on the reactor,
 /// its meters and counts.
 struct RouteRt {
     route: Route,
@@ -141,11 +136,11 @@ struct RouteRt {
     /// The plugins that take no body (`body = "none"`), bit `slot` each: they get an empty
     /// one and may not pass one on.
     bodyless: u32,
-    queue: Arc<JobQueue>,
+    /// The route's workers and the requests queued for them (at most `max_in_flight`).
+    pool: Pool<Job>,
     /// The route's metrics, and each plugin's call counter (in chain order).
     meters: RouteMeters,
     calls: Vec<crate::metrics::sharded::Counter>,
-    workers: Mutex<Vec<JoinHandle<()>>>,
     /// The route's requests on the reactor's threads.
     reactor: OnReactor,
     /// Requests admitted and not yet answered (bounded by the route's `max_in_flight`).
@@ -202,9 +197,6 @@ impl Edge {
                 .chain
                 .last()
                 .and_then(|h| deployment.handlers.get(h).cloned());
-            // Every worker of the route waits on the queue itself: a request wakes one of
-            // them.
-            let queue = Arc::new(JobQueue::default());
             let calls = plugins
                 .iter()
                 .map(|p| deployment.metrics.call_counter(&p.name))
@@ -229,8 +221,7 @@ impl Edge {
                 plugins,
                 handler,
                 bodyless,
-                queue: queue.clone(),
-                workers: Mutex::new(Vec::new()),
+                pool: Pool::new(route.max_in_flight, EDGE_WAKE),
                 reactor: OnReactor {
                     // A `wasi:http` handler runs on a runtime of its own, which may not be
                     // entered from the reactor.
@@ -246,14 +237,19 @@ impl Edge {
                 admitted: AtomicUsize::new(0),
                 running: AtomicUsize::new(0),
             });
-            for k in 0..route.workers {
-                let (rt2, rx, dep) = (rt.clone(), queue.clone(), deployment.clone());
-                let short = short.clone();
-                let h = std::thread::Builder::new()
-                    .name(format!("edge{}#{k}", route.prefix))
-                    .spawn(move || pool_worker(&dep, &rt2, k, &rx, &short))?;
-                lock(&rt.workers).push(h);
-            }
+            let (rt2, rt3, dep, short) =
+                (rt.clone(), rt.clone(), deployment.clone(), short.clone());
+            rt.pool
+                .start(
+                    route.workers,
+                    |k| format!("edge{}#{k}", route.prefix),
+                    move |k| Ok::<_, std::convert::Infallible>(Worker::new(&rt2, k, short.clone())),
+                    move |w: &mut Worker, job| w.run(&dep, &rt3, job),
+                )
+                .map_err(|e| match e {
+                    crate::driver::pool::StartError::Spawn(e) => e,
+                    e => std::io::Error::other(e.to_string()),
+                })?;
             // A seat for each of the processors (a multi-thread runtime's default number of
             // reactor threads) is made now, so that a route's first request on any of them
             // runs on the reactor; more, as requests run side by side, on threads of their
@@ -362,9 +358,7 @@ impl Edge {
         let metrics = &self.inner.deployment.metrics;
         // Counted down on every way out, also when the client goes away mid-request.
         let _in_flight = InFlight::new(&route.meters);
-        if route.reactor.on.load(Ordering::Relaxed)
-            && !self.inner.stopped.load(Ordering::Relaxed)
-            && reactor_may_hand_off()
+        if place(route, self.inner.stopped.load(Ordering::Relaxed)) == Place::Reactor
             && let Some((answer, took)) =
                 span.in_scope(|| self.serve_on_reactor(route, &request, start))
         {
@@ -372,14 +366,14 @@ impl Edge {
             return answer.into();
         }
         let (tx, rx) = oneshot::channel();
-        let sent = route.queue.send(Job {
+        let sent = route.pool.submit(Job {
             request,
             reply: tx,
             body: stream,
             span,
         });
         let reply = match sent {
-            true => {
+            Ok(()) => {
                 // At the end of a shutdown's grace, the answer is 503 whatever the worker is
                 // doing.
                 let ended = self.inner.ended_now.notified();
@@ -396,7 +390,9 @@ impl Edge {
                     }
                 }
             }
-            false => shutting_down().into(),
+            Err(Refused::Closed(_)) => shutting_down().into(),
+            // Only through `Edge::dispatch`, which the route's admission does not bound.
+            Err(Refused::Full(_)) => Answer::text(503, "the route's queue is full\n".into()).into(),
         };
         // A streamed reply counts when its head is out.
         route

@@ -1,26 +1,66 @@
-//! A request served by its route's pool of worker threads: the queue that feeds them, the
-//! worker's loop, its processor-time meter, giving way to short requests, and bringing a
-//! route back to the reactor.
+//! Where a request runs ([`place`]), and a request served by its route's pool of worker
+//! threads (an [`crate::driver::pool::Pool`]): each worker's state, its processor-time meter,
+//! giving way to short requests, and bringing a route back to the reactor.
 
 use super::LONG_REQUEST;
 use super::RouteRt;
 use super::chain::Seat;
-use super::reactor::{RequestTimes, note_short_request, thread_cpu_time};
+use super::reactor::{RequestTimes, note_short_request, reactor_may_hand_off, thread_cpu_time};
+use super::response::shutting_down;
 use crate::deploy::Deployment;
+use crate::driver::pool::Wake;
 use crate::http::Reply;
-use crate::supervise::lock;
 use crate::wasi_http::RequestBody;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
+/// Where a request runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Place {
+    /// On the reactor thread that received it, in that thread's seat.
+    Reactor,
+    /// On a thread of the route's pool.
+    Pool,
+}
+
+/// The edge's one policy for where a request runs, from three facts: the route's requests
+/// are short (it is on the reactor: `RequestTimes` sends it to the pool, [`ComeBack`] brings
+/// it back), the edge is not stopping, and this runtime can hand the reactor's other work
+/// over while guest code runs long (a multi-thread runtime). When all three hold, the
+/// reactor: that saves the hop to a pool thread and back, a third of a native handler's
+/// throughput in the load benchmark.
+pub(super) fn place(rt: &RouteRt, stopping: bool) -> Place {
+    if rt.reactor.on.load(Ordering::Relaxed) && !stopping && reactor_may_hand_off() {
+        Place::Reactor
+    } else {
+        Place::Pool
+    }
+}
+
+/// Which idle worker of a route a request wakes: the one idle longest, so that a route's
+/// requests spread over its workers, as they did before `lrpc_driver::pool`. With
+/// [`Wake::LastIdle`], the large-body memory test (`tests/edge.rs`) held 205 MiB less (one
+/// driver grew instead of each worker's). But its metric-against-RSS check then failed: a
+/// 49 MiB gap on 470 MiB is over its 10% (59 on 675 is not). Switching needs that test and
+/// the load benchmark looked at.
+pub(super) const EDGE_WAKE: Wake = Wake::LongestIdle;
+
+/// A request for the route's pool.
 pub(super) struct Job {
     pub(super) request: Vec<u8>,
     pub(super) reply: oneshot::Sender<Reply>,
     /// The request body, when it streams to a handler (then `request` has none).
     pub(super) body: Option<RequestBody>,
     pub(super) span: tracing::Span,
+}
+
+impl crate::driver::pool::Job for Job {
+    /// The edge stopped (the end of a shutdown's grace) while the request was queued.
+    fn refuse(self) {
+        let _ = self.reply.send(shutting_down().into());
+    }
 }
 
 /// Short requests a route's worker serves, after the route left the reactor, before the
@@ -62,92 +102,47 @@ impl ComeBack {
     }
 }
 
-/// a channel that spins and yields before it parks (crossbeam's), the reused `wasi:http`
-/// handler of the load benchmark served about 15% fewer requests on a 2-core machine, where
-/// idle workers, the reactor and the load share the cores. Closed, the queue gives out what
-/// it holds, then nothing.
-#[derive(Default)]
-pub(super) struct JobQueue {
-    /// The requests, and whether the queue is closed.
-    state: Mutex<(std::collections::VecDeque<Job>, bool)>,
-    ready: std::sync::Condvar,
-}
-
-impl JobQueue {
-    /// Queues `job` for a worker; false when the queue is closed.
-    pub(super) fn send(&self, job: Job) -> bool {
-        let mut s = lock(&self.state);
-        if s.1 {
-            return false;
-        }
-        s.0.push_back(job);
-        drop(s);
-        self.ready.notify_one();
-        true
-    }
-
-    /// The next request, waiting for one; `None` once the queue is closed and empty.
-    fn recv(&self) -> Option<Job> {
-        let mut s = lock(&self.state);
-        loop {
-            if let Some(job) = s.0.pop_front() {
-                return Some(job);
-            }
-            if s.1 {
-                return None;
-            }
-            s = self
-                .ready
-                .wait(s)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-        }
-    }
-
-    /// Takes no more requests; the workers finish those queued, then stop.
-    pub(super) fn close(&self) {
-        lock(&self.state).1 = true;
-        self.ready.notify_all();
-    }
-
-    /// Takes no more requests, and takes back those queued (the workers then stop).
-    pub(super) fn close_and_take(&self) -> std::collections::VecDeque<Job> {
-        let taken = {
-            let mut s = lock(&self.state);
-            s.1 = true;
-            std::mem::take(&mut s.0)
-        };
-        self.ready.notify_all();
-        taken
-    }
-}
-
-/// A thread of the route's pool (a worker: `workers` in the config): owns a seat on the
-/// route; runs queued requests. `short` counts the requests
-/// that short requests' threads have started, on every route.
-pub(super) fn pool_worker(
-    dep: &Deployment,
-    rt: &RouteRt,
+/// A thread of the route's pool (a worker: `workers` in the config): its seat on the route,
+/// and what it measured of the requests it served. `short` counts the requests that short
+/// requests' threads have started, on every route.
+pub(super) struct Worker {
+    seat: Seat,
     k: usize,
-    rx: &JobQueue,
-    short: &Arc<AtomicU64>,
-) {
-    let mut seat = Seat::new(
-        format!("edge-driver{}#{k}", rt.route.prefix.replace('/', "-")),
-        rt,
-    );
-    let mut demoted = false;
-    let mut meter = CpuMeter::new();
-    // A route that may run on the reactor and left it: what this worker sees of its requests.
-    let mut back = ComeBack::default();
-    loop {
-        let Some(job) = rx.recv() else { return };
+    short: Arc<AtomicU64>,
+    demoted: bool,
+    meter: CpuMeter,
+    /// A route that may run on the reactor and left it: what this worker sees of its requests.
+    back: ComeBack,
+}
+
+impl Worker {
+    /// Worker `k` of route `rt`, made on its own thread.
+    pub(super) fn new(rt: &RouteRt, k: usize, short: Arc<AtomicU64>) -> Worker {
+        // A worker made again after a request panicked on its thread starts undemoted.
+        drop(lrpc_kernel::pace::set_tick_hook(None));
+        Worker {
+            seat: Seat::new(
+                format!("edge-driver{}#{k}", rt.route.prefix.replace('/', "-")),
+                rt,
+            ),
+            k,
+            short,
+            demoted: false,
+            meter: CpuMeter::new(),
+            back: ComeBack::default(),
+        }
+    }
+
+    /// Serves one request of the route.
+    pub(super) fn run(&mut self, dep: &Deployment, rt: &RouteRt, job: Job) {
         // The client went away while the request waited: it is not run.
         if job.reply.is_closed() {
-            continue;
+            return;
         }
-        if !demoted {
-            note_short_request(short);
+        if !self.demoted {
+            note_short_request(&self.short);
         }
+        let seat = &mut self.seat;
         // A request that starts this worker's driver pays for it: it is not measured.
         let measured = !seat.cold(rt);
         let began = Instant::now();
@@ -160,27 +155,27 @@ pub(super) fn pool_worker(
             let _ = tx.send(answer.into());
         }
         seat.handler.tidy();
-        if demoted {
-            continue;
+        if self.demoted {
+            return;
         }
         if !measured {
-            meter.restart();
-            continue;
+            self.meter.restart();
+            return;
         }
-        let cpu = meter.done();
+        let cpu = self.meter.done();
         if cpu >= LONG_REQUEST {
-            demoted = true;
+            self.demoted = true;
             tracing::info!(
                 route = rt.route.prefix,
-                worker = k,
+                worker = self.k,
                 "requests take over {LONG_REQUEST:?} of processor time: this worker's guest \
                  code now gives way while short requests arrive"
             );
-            give_way_while_short_requests_arrive(short.clone());
+            give_way_while_short_requests_arrive(self.short.clone());
         } else if let Some(took) = counted
             && rt.handler.is_none()
             && !rt.reactor.on.load(Ordering::Relaxed)
-            && back.add(rt, took, cpu)
+            && self.back.add(rt, took, cpu)
         {
             rt.reactor.come_back(&rt.route.prefix, &rt.meters);
         }

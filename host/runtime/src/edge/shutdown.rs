@@ -4,8 +4,6 @@
 //! and the signals that start it.
 
 use super::Edge;
-use super::response::shutting_down;
-use crate::supervise::lock;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -43,13 +41,10 @@ impl Edge {
     pub fn shutdown(&self) {
         self.inner.stopped.store(true, Ordering::Relaxed);
         for r in &self.inner.routes {
-            r.queue.close();
+            r.pool.close();
         }
         for r in &self.inner.routes {
-            let hs = std::mem::take(&mut *lock(&r.workers));
-            for h in hs {
-                let _ = h.join();
-            }
+            r.pool.join();
         }
     }
 
@@ -68,10 +63,7 @@ impl Edge {
         inner.ended_now.notify_waiters();
         let mut ended = GraceEnded::default();
         for r in &inner.routes {
-            for job in r.queue.close_and_take() {
-                let _ = job.reply.send(shutting_down().into());
-                ended.queued += 1;
-            }
+            ended.queued += r.pool.stop();
             ended.running += r.running.load(Ordering::SeqCst);
         }
         let dep = &inner.deployment;
@@ -105,21 +97,17 @@ impl Edge {
     pub fn shutdown_within(&self, wait: Duration) -> usize {
         self.inner.stopped.store(true, Ordering::Relaxed);
         for r in &self.inner.routes {
-            r.queue.close();
+            r.pool.close();
         }
         let until = Instant::now() + wait;
-        let mut left = Vec::new();
-        for r in &self.inner.routes {
-            left.append(&mut lock(&r.workers));
-        }
-        loop {
-            left.retain(|h| !h.is_finished());
-            if left.is_empty() || Instant::now() >= until {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        left.len()
+        self.inner
+            .routes
+            .iter()
+            .map(|r| {
+                r.pool
+                    .join_within(until.saturating_duration_since(Instant::now()))
+            })
+            .sum()
     }
 }
 

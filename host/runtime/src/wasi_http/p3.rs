@@ -156,6 +156,11 @@ struct Job {
 }
 
 /// A generation of a p3 handler: its component, and the instances serving it.
+///
+/// Its queue is not an [`crate::driver::pool::Pool`]: a p3 instance is an async task on the
+/// handler's tokio runtime, not a thread, and takes several requests at once into one
+/// concurrent `Store`. A pool thread runs one job to its end and owns no runtime; an
+/// instance waits on a tokio `Notify`, which a pool thread's `Condvar` would block.
 pub(super) struct Service {
     pre: Pre,
     handler: Weak<HttpHandler>,
