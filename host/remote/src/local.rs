@@ -33,6 +33,9 @@ struct Job {
     proc: usize,
     args: Vec<u8>,
     done: Done,
+    /// The span the call was made in, entered by the worker (`Span::none()` unless traces
+    /// are exported: see `trace.rs`).
+    span: tracing::Span,
     /// The job's place in the bound, given back when it is done.
     _permit: OwnedSemaphorePermit,
 }
@@ -315,6 +318,11 @@ impl LocalPool {
             proc,
             args,
             done: Box::new(done),
+            span: if crate::trace::installed() {
+                tracing::Span::current()
+            } else {
+                tracing::Span::none()
+            },
             _permit: permit,
         };
         let idle = {
@@ -354,7 +362,9 @@ fn worker(
     };
     loop {
         let Some(job) = rx.next(w) else { return };
+        let entered = job.span.enter();
         let result = run(&driver, &binds, &plans, job.slot, job.proc, &job.args);
+        drop(entered);
         (job.done)(result);
     }
 }
