@@ -169,9 +169,11 @@ impl Telemetry {
             .with_tracked_inactivity(false);
         // Spans only (events stay the log's), and only the runtime's own: the spans listed
         // in the module docs, at debug level whatever `RUST_LOG` says.
+        // The level hint keeps trace-level callsites off whatever this filter says.
         let filter = tracing_subscriber::filter::filter_fn(|m| {
             m.is_span() && *m.level() <= tracing::Level::DEBUG && m.target().starts_with("lrpc")
-        });
+        })
+        .with_max_level_hint(tracing::level_filters::LevelFilter::DEBUG);
         let layer: TraceLayer = Box::new(tracing_subscriber::Layer::with_filter(layer, filter));
         // A second install (an embedder's) keeps the first.
         let _ = lrpc_remote::trace::set_propagation(Box::new(Remote));

@@ -506,15 +506,22 @@ impl Config {
     }
 }
 
-/// The `[telemetry]` table: an `http://` or `https://` endpoint, a protocol this build
-/// speaks, a service name, a sampling ratio from 0 to 1.
+/// The `[telemetry]` table: an `http://` endpoint (the exporters speak no TLS), a protocol
+/// this build speaks, a service name, a sampling ratio from 0 to 1.
 fn telemetry(cx: &Ctx<'_>, t: &RawTelemetry) -> Result<TelemetrySpec, ConfigError> {
     let endpoint = match &t.endpoint {
         Some(e) => {
             let url = e.get_ref().trim();
-            let rest = url
-                .strip_prefix("http://")
-                .or_else(|| url.strip_prefix("https://"));
+            if url.starts_with("https://") {
+                return Err(cx.err(
+                    e,
+                    format!(
+                        "`{url}`: the OTLP exporter speaks plain HTTP only; put a local \
+                         collector in front of one that needs TLS"
+                    ),
+                ));
+            }
+            let rest = url.strip_prefix("http://");
             if rest.is_none_or(|r| r.is_empty() || r.starts_with('/')) {
                 return Err(cx.err(
                     e,
@@ -699,6 +706,11 @@ mod tests {
         assert_eq!(
             err("[telemetry]\nendpoint = \"collector:4318\"\n"),
             "app.toml:2: `collector:4318`: an OTLP endpoint is a URL like \"http://collector:4318\""
+        );
+        assert!(
+            err("[telemetry]\nendpoint = \"https://collector:4318\"\n").starts_with(
+                "app.toml:2: `https://collector:4318`: the OTLP exporter speaks plain HTTP only"
+            )
         );
         assert_eq!(
             err("[telemetry]\n\nprotocol = \"http/json\"\n"),
