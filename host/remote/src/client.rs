@@ -133,6 +133,25 @@ impl RemoteBinding {
         &self.inner.plan
     }
 
+    /// The span of a call of procedure `proc` made now (`Span::none()` unless traces are
+    /// exported: see `trace.rs`), with its status left to record.
+    pub(crate) fn span(&self, proc: usize) -> tracing::Span {
+        if !crate::trace::installed() {
+            return tracing::Span::none();
+        }
+        let plan = &self.inner.plan;
+        let procedure = plan.procs.get(proc).map_or("", |p| p.name.as_str());
+        tracing::debug_span!(
+            "remote call",
+            otel.kind = "client",
+            endpoint = %self.inner.endpoint,
+            interface = plan.name.as_str(),
+            procedure,
+            deadline_ms = u64::try_from(self.inner.options.deadline.as_millis()).unwrap_or(u64::MAX),
+            status = tracing::field::Empty,
+        )
+    }
+
     /// The peer's address.
     pub fn endpoint(&self) -> &Endpoint {
         &self.inner.endpoint
@@ -153,6 +172,18 @@ impl RemoteBinding {
     /// Calls procedure `proc` with arguments already in the wire encoding (see
     /// [`encode_args`]); used by MultiRPC to encode once for every member.
     pub async fn call_wire(&self, proc: usize, params: Bytes) -> Result<Vec<u8>, RemoteError> {
+        self.call_wire_traced(proc, params, None).await
+    }
+
+    /// [`RemoteBinding::call_wire`] carrying the caller's trace context `trace` to the peer
+    /// where the transport has room for it (`trace.rs`).
+    pub async fn call_wire_traced(
+        &self,
+        proc: usize,
+        params: Bytes,
+        trace: Option<crate::trace::TraceContext>,
+    ) -> Result<Vec<u8>, RemoteError> {
+        let trace = trace.as_ref();
         let plan = &self.inner.plan;
         let name = &plan
             .procs
@@ -170,12 +201,16 @@ impl RemoteBinding {
         tokio::time::timeout(deadline, async {
             if let Endpoint::Nats(n) = &self.inner.endpoint {
                 let (instance, max_reply) = (&self.inner.instance, self.inner.options.max_reply);
-                return crate::nats::call(n, instance, name, params, plan, &tys, max_reply).await;
+                return crate::nats::call(n, instance, name, params, plan, &tys, max_reply, trace)
+                    .await;
             }
             let pool = &self.inner.pool;
             if !pool.plain() {
                 let max = self.inner.options.max_reply;
-                match pool.call(&self.inner.instance, name, &params, max).await {
+                match pool
+                    .call(&self.inner.instance, name, &params, max, trace)
+                    .await
+                {
                     Ok(wire) => return decode_result(plan, &tys, &wire, max),
                     Err(Fail::Call(e)) => return Err(e),
                     Err(Fail::NotSession) => {}

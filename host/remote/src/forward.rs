@@ -64,19 +64,34 @@ fn outcome(
     })
 }
 
+/// Records a remote call's status on its span.
+fn record(span: &tracing::Span, r: &Result<Vec<u8>, Status>) {
+    match r {
+        Ok(_) => span.record("status", "ok"),
+        Err(s) => span.record("status", tracing::field::display(s)),
+    };
+}
+
 impl RemoteTarget for Forward {
     fn call(&self, proc: usize, request: &[u8]) -> Result<Vec<u8>, Status> {
         let params = self.params(proc, request)?;
+        // The call's span is this thread's while it waits; the context that goes to the
+        // peer is this span's.
+        let span = self.binding.span(proc);
+        let _entered = span.enter();
+        let trace = crate::trace::outgoing();
         let (tx, rx) = mpsc::sync_channel(1);
         let binding = self.binding.clone();
         self.runtime.spawn(async move {
-            let _ = tx.send(binding.call_wire(proc, params).await);
+            let _ = tx.send(binding.call_wire_traced(proc, params, trace).await);
         });
-        match rx.recv() {
+        let r = match rx.recv() {
             Ok(r) => outcome(&self.binding, proc, r),
             // The runtime dropped the call: it is shutting down.
             Err(mpsc::RecvError) => Err(Status::ServerTerminated),
-        }
+        };
+        record(&span, &r);
+        r
     }
 
     fn start(self: Arc<Self>, proc: usize, request: Vec<u8>, done: RemoteDone) {
@@ -84,10 +99,15 @@ impl RemoteTarget for Forward {
             Ok(p) => p,
             Err(s) => return done(Err(s)),
         };
+        let span = self.binding.span(proc);
+        let trace = span.in_scope(crate::trace::outgoing);
         let runtime = self.runtime.clone();
         runtime.spawn(async move {
-            let r = self.binding.call_wire(proc, params).await;
-            done(outcome(&self.binding, proc, r));
+            let r = self.binding.call_wire_traced(proc, params, trace).await;
+            let r = outcome(&self.binding, proc, r);
+            record(&span, &r);
+            drop(span);
+            done(r);
         });
     }
 }

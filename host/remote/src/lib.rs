@@ -30,7 +30,8 @@
 //! is kept between calls; peers that do not answer it are called in plain wRPC. The server
 //! serves each session on a thread of its own, which makes the calls itself with a driver
 //! the pool lends ([`LocalPool`]); both sides keep their thread awake briefly for a peer that
-//! answers within microseconds (`session::SPIN`).
+//! answers within microseconds (`session::SPIN`). A version 2 session (`open-2`) also
+//! carries each call's trace context, as NATS headers do ([`trace`]).
 //!
 //! **TLS** ([`tls`]): a `tcp:` listener may serve over TLS ([`RemoteServer::listen_tls`])
 //! and ask callers for certificates signed by a CA; a caller's certificate names who it is,
@@ -68,6 +69,7 @@ pub mod node;
 mod pool;
 mod server;
 pub mod tls;
+pub mod trace;
 // Public only for the fuzz targets (`fuzz/`): the session framing and the reading of values
 // off a stream take bytes from the network.
 #[doc(hidden)]

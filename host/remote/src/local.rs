@@ -35,6 +35,9 @@ struct Job {
     proc: usize,
     args: Vec<u8>,
     done: Done,
+    /// The span the call was made in, entered by the worker (`Span::none()` unless traces
+    /// are exported: see `trace.rs`).
+    span: tracing::Span,
     /// The job's place in the bound, given back when it is done.
     _permit: OwnedSemaphorePermit,
 }
@@ -117,7 +120,9 @@ impl LocalPool {
             |w| format!("lrpc-remote-{w}"),
             move |w| make_driver(&k, &format!("lrpc-remote-{w}"), &b),
             move |driver: &mut Driver, job: Job| {
+                let entered = job.span.enter();
                 let result = run(driver, &b2, &p, job.slot, job.proc, &job.args);
+                drop(entered);
                 (job.done)(result);
             },
         )
@@ -249,6 +254,11 @@ impl LocalPool {
             proc,
             args,
             done: Box::new(done),
+            span: if crate::trace::installed() {
+                tracing::Span::current()
+            } else {
+                tracing::Span::none()
+            },
             _permit: permit,
         };
         match self.threads.submit(job) {

@@ -488,6 +488,10 @@ impl FromStr for NatsEndpoint {
 /// takes it answers on that subject with a subject of its own, where the rest of the
 /// parameters and an empty message (their end) go; the results come on the call's subject
 /// followed by `.results`, ended by an empty message.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "a call has this many parts: where, what, the values and their types, bounds, trace"
+)]
 pub(crate) async fn call(
     endpoint: &NatsEndpoint,
     instance: &str,
@@ -496,6 +500,7 @@ pub(crate) async fn call(
     plan: &InterfacePlan,
     tys: &[&Ty],
     max_reply: usize,
+    trace: Option<&crate::trace::TraceContext>,
 ) -> Result<Vec<u8>, RemoteError> {
     let client = endpoint.caller().await?;
     let caller = &client.inbox;
@@ -519,11 +524,28 @@ pub(crate) async fn call(
         .saturating_sub(call.entry.subject.len())
         .max(1);
     let first = params.split_to(chunk.min(params.len()));
-    caller
-        .nats
-        .publish_with_reply(to.clone(), call.entry.subject.clone(), first)
-        .await
-        .map_err(|e| failed(&e))?;
+    let published = match trace {
+        // The caller's trace context rides in the invocation's headers (`trace.rs`).
+        Some(cx) => {
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert(serve::TRACEPARENT, cx.traceparent.as_str());
+            if !cx.tracestate.is_empty() {
+                headers.insert(serve::TRACESTATE, cx.tracestate.as_str());
+            }
+            let reply = call.entry.subject.clone();
+            caller
+                .nats
+                .publish_with_reply_and_headers(to.clone(), reply, headers, first)
+                .await
+        }
+        None => {
+            caller
+                .nats
+                .publish_with_reply(to.clone(), call.entry.subject.clone(), first)
+                .await
+        }
+    };
+    published.map_err(|e| failed(&e))?;
     // The handshake's answer: NATS answers here when no server subscribes to the function.
     // A publication the server's permissions refuse is dropped without an answer: the
     // server's error about it ends the call instead.

@@ -17,7 +17,8 @@
 use crate::endpoint::Endpoint;
 use crate::error::RemoteError;
 use crate::session::{
-    self, ACCEPT, FAILED, NOT_ALLOWED, REQUEST, RETURNED, SESSION_FUNC, SESSION_INSTANCE, Stream,
+    self, ACCEPT, ACCEPT_2, FAILED, NOT_ALLOWED, REQUEST, RETURNED, SESSION_FUNC, SESSION_FUNC_2,
+    SESSION_INSTANCE, Stream,
 };
 use crate::tls::ClientTls;
 use crate::wire::CodecError;
@@ -41,6 +42,9 @@ struct Conn {
     req: Vec<u8>,
     /// How long the last call took, from its request written to its reply's first byte.
     last: Duration,
+    /// The session protocol's version the peer answered (2: requests may carry a trace
+    /// context).
+    version: u8,
 }
 
 /// Why a session call did not return.
@@ -65,6 +69,9 @@ pub(crate) struct Pool {
     idle: Mutex<Vec<(Conn, Instant)>>,
     /// When the peer last refused a session.
     plain_since: Mutex<Option<Instant>>,
+    /// When the peer last refused a version 2 session (it is an older server of this
+    /// crate, asked again after [`REPROBE`]).
+    v1_since: Mutex<Option<Instant>>,
     /// TLS to a `tcp:` endpoint.
     tls: Option<Arc<ClientTls>>,
 }
@@ -90,6 +97,7 @@ impl Pool {
             keep_for,
             idle: Mutex::new(Vec::new()),
             plain_since: Mutex::new(None),
+            v1_since: Mutex::new(None),
             tls,
         }
     }
@@ -150,11 +158,25 @@ impl Pool {
         }
     }
 
-    /// A fresh connection with a session open on it.
+    /// A fresh connection with a session open on it: version 2, or version 1 with a peer
+    /// that does not open version 2 (see `session.rs`).
     async fn open(&self) -> Result<Conn, Fail> {
+        let v1 = lock(&self.v1_since).is_some_and(|at| at.elapsed() < REPROBE);
+        if !v1 {
+            match self.open_version(SESSION_FUNC_2, ACCEPT_2, 2).await {
+                Err(Fail::NotSession) => *lock(&self.v1_since) = Some(Instant::now()),
+                opened => return opened,
+            }
+        }
+        self.open_version(SESSION_FUNC, ACCEPT, 1).await
+    }
+
+    /// A fresh connection with a session opened by `func`, which the peer must answer with
+    /// `accept`: the session protocol's `version`.
+    async fn open_version(&self, func: &str, accept: [u8; 3], version: u8) -> Result<Conn, Fail> {
         let mut io = BufReader::new(self.connect().await?);
         let mut hello = BytesMut::new();
-        wrpc_transport::frame::encode_invocation(&mut hello, SESSION_INSTANCE, SESSION_FUNC, 0)
+        wrpc_transport::frame::encode_invocation(&mut hello, SESSION_INSTANCE, func, 0)
             .map_err(|e| RemoteError::PeerFailed(e.to_string()))?;
         let written = async {
             io.get_mut().write_all(&hello).await?;
@@ -163,10 +185,11 @@ impl Pool {
         written.await.map_err(|e| self.refused_or_failed(&e))?;
         let mut answer = [0u8; ACCEPT.len()];
         match io.read_exact(&mut answer).await {
-            Ok(_) if answer == ACCEPT => Ok(Conn {
+            Ok(_) if answer == accept => Ok(Conn {
                 io,
                 req: Vec::new(),
                 last: Duration::MAX,
+                version,
             }),
             // A wRPC server without the session function closes the connection (or answers
             // something else): it is called in plain wRPC.
@@ -231,6 +254,7 @@ impl Pool {
         func: &str,
         params: &[u8],
         max_reply: usize,
+        trace: Option<&crate::trace::TraceContext>,
     ) -> Result<Vec<u8>, Fail> {
         let len = u32::try_from(params.len())
             .map_err(|_| RemoteError::BadArguments(CodecError::TooLarge(params.len())))?;
@@ -250,8 +274,18 @@ impl Pool {
             };
             let mut req = std::mem::take(&mut c.req);
             req.clear();
-            req.push(REQUEST);
-            session::put_name(&mut req, instance)
+            let traced = match trace {
+                Some(cx) if c.version >= 2 => {
+                    req.push(session::TRACED_REQUEST);
+                    session::put_trace(&mut req, cx)
+                }
+                _ => {
+                    req.push(REQUEST);
+                    Ok(())
+                }
+            };
+            traced
+                .and_then(|()| session::put_name(&mut req, instance))
                 .and_then(|()| session::put_name(&mut req, func))
                 .map_err(|e| RemoteError::PeerFailed(e.to_string()))?;
             crate::wire::put_uleb(&mut req, u64::from(len));

@@ -30,7 +30,7 @@ use crate::error::ServeError;
 use crate::local::{LocalExport, LocalPool};
 use crate::session::{
     self, ACCEPT, BlockingStream, FAILED, NOT_ALLOWED, REQUEST, RETURNED, SESSION_FUNC,
-    SESSION_INSTANCE, Stream,
+    SESSION_FUNC_2, SESSION_INSTANCE, Stream,
 };
 use crate::tls::{Identity, Principal, ServerTls};
 use crate::values::{param_types, read_values, result_types};
@@ -185,7 +185,12 @@ impl RemoteServer {
         else {
             return;
         };
-        if instance == SESSION_INSTANCE && name == SESSION_FUNC {
+        if instance == SESSION_INSTANCE && (name == SESSION_FUNC || name == SESSION_FUNC_2) {
+            let accept = if name == SESSION_FUNC_2 {
+                session::ACCEPT_2
+            } else {
+                ACCEPT
+            };
             // The opening invocation's parameters: one empty frame on the root path.
             let mut empty = [0u8; 2];
             match tokio::time::timeout(deadline, rx.read_exact(&mut empty)).await {
@@ -195,7 +200,7 @@ impl RemoteServer {
             // What the client sent ahead of the answer stays first in line.
             let early = rx.buffer().to_vec();
             let accept = async {
-                conn.write_all(&ACCEPT).await?;
+                conn.write_all(&accept).await?;
                 conn.flush().await
             };
             match tokio::time::timeout(deadline, accept).await {
@@ -284,12 +289,16 @@ impl RemoteServer {
                 }
                 Err(_) => return,
             };
-            if tag != REQUEST {
+            if tag != REQUEST && tag != session::TRACED_REQUEST {
                 return;
             }
             gap = idle_since.elapsed();
             rx.get_mut().get_mut().1.until = Some(Instant::now() + opts.read_deadline);
+            let mut trace = None;
             let read = (|| {
+                if tag == session::TRACED_REQUEST {
+                    trace = session::read_trace(&mut rx, &mut scratch)?;
+                }
                 session::read_name(&mut rx, &mut scratch, &mut instance)?;
                 session::read_name(&mut rx, &mut scratch, &mut func)?;
                 let n = session::read_len(&mut rx, opts.max_request)?;
@@ -299,7 +308,7 @@ impl RemoteServer {
             if read.is_err() {
                 return;
             }
-            let reply = self.session_call(&instance, &func, &params, peer);
+            let reply = self.session_call(&instance, &func, &params, peer, trace.as_ref());
             if std::io::Write::write_all(&mut tx, &reply)
                 .and_then(|()| std::io::Write::flush(&mut tx))
                 .is_err()
@@ -312,6 +321,23 @@ impl RemoteServer {
 
     /// One call of a session, made on this thread; its reply.
     fn session_call(
+        &self,
+        instance: &str,
+        func: &str,
+        params: &[u8],
+        peer: Option<&Identity>,
+        trace: Option<&crate::trace::TraceContext>,
+    ) -> Vec<u8> {
+        let span = crate::trace::serving("session", instance, func, trace);
+        let _entered = span.enter();
+        let reply = self.answer_session_call(instance, func, params, peer);
+        let failed = reply.first() != Some(&RETURNED);
+        span.record("status", if failed { "failed" } else { "ok" });
+        reply
+    }
+
+    /// [`RemoteServer::session_call`]'s work, inside its span.
+    fn answer_session_call(
         &self,
         instance: &str,
         func: &str,
@@ -351,9 +377,16 @@ impl RemoteServer {
     }
 
     async fn handle(&self, export: &LocalExport, proc: usize, mut out: Outgoing, inc: Incoming) {
-        let Some(bytes) = self.answer(export, proc, inc).await else {
+        // Plain wRPC has no place for a trace context: the span starts a trace of its own.
+        let function = export.plan.procs.get(proc).map_or("", |p| p.name.as_str());
+        let span = crate::trace::serving("wrpc", &export.name, function, None);
+        let answered =
+            tracing::Instrument::instrument(self.answer(export, proc, inc), span.clone());
+        let Some(bytes) = answered.await else {
+            span.record("status", "failed");
             return;
         };
+        span.record("status", "ok");
         if !bytes.is_empty() && out.write_bytes(bytes.freeze()).await.is_err() {
             return;
         }

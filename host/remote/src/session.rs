@@ -18,6 +18,18 @@
 //!           0x02, export (LEB128 length, UTF-8) (the caller is not on the export's allow list)
 //! ```
 //!
+//! **Version 2** adds a request that carries the caller's trace context (`trace.rs`):
+//!
+//! ```text
+//! request:  0x03, traceparent (LEB128 length, ASCII), tracestate (same), then as 0x01
+//! ```
+//!
+//! A client opens a version 2 session with the function `open-2` instead of `open`; a server
+//! of this version answers it with version 2 (`0x00, 0x01, 0x02`) and takes both kinds of
+//! request. A version 1 server has no `open-2` and closes the connection: the client then
+//! opens version 1 sessions with it (`open`), whose requests carry no context. A version 1
+//! client opens with `open` and gets version 1, as before.
+//!
 //! Over TLS (`tls.rs`) the session is the same inside the TLS connection, which is kept
 //! with the session: a kept session pays the handshake once.
 //!
@@ -34,11 +46,17 @@ use tokio::net::{TcpStream, UnixStream};
 pub(crate) const SESSION_INSTANCE: &str = "lrpc:remote/session@1";
 /// The function that opens a session.
 pub(crate) const SESSION_FUNC: &str = "open";
+/// The function that opens a version 2 session (requests may carry a trace context).
+pub(crate) const SESSION_FUNC_2: &str = "open-2";
 /// The server's answer to the opening invocation: a wRPC frame on the root path with one
 /// byte, the session protocol's version.
 pub(crate) const ACCEPT: [u8; 3] = [0x00, 0x01, 0x01];
+/// The server's answer to `open-2`: version 2.
+pub(crate) const ACCEPT_2: [u8; 3] = [0x00, 0x01, 0x02];
 /// A request's first byte.
 pub(crate) const REQUEST: u8 = 0x01;
+/// A version 2 request's first byte: a trace context comes before the call.
+pub const TRACED_REQUEST: u8 = 0x03;
 /// A reply's first byte: the call returned, its results follow.
 pub(crate) const RETURNED: u8 = 0x00;
 /// A reply's first byte: the call failed.
@@ -406,6 +424,31 @@ pub fn put_name(buf: &mut Vec<u8>, name: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// Appends a trace context: `traceparent` and `tracestate`, each as a name.
+pub fn put_trace(buf: &mut Vec<u8>, cx: &crate::trace::TraceContext) -> io::Result<()> {
+    put_name(buf, &cx.traceparent)?;
+    put_name(buf, &cx.tracestate)
+}
+
+/// Reads a trace context (see [`put_trace`]): two names of at most
+/// [`crate::trace::MAX_VALUE`] bytes each. `None` when they are not a context worth
+/// carrying (the call goes on without one); an error when the bytes are not two names.
+pub fn read_trace(
+    r: &mut impl Read,
+    scratch: &mut Vec<u8>,
+) -> io::Result<Option<crate::trace::TraceContext>> {
+    let mut cx = crate::trace::TraceContext::default();
+    for v in [&mut cx.traceparent, &mut cx.tracestate] {
+        let n = read_len(r, crate::trace::MAX_VALUE)?;
+        read_exact_into_blocking(r, scratch, n)?;
+        v.clear();
+        v.push_str(
+            std::str::from_utf8(scratch).map_err(|_| invalid("a trace value is not UTF-8"))?,
+        );
+    }
+    Ok(cx.is_carriable().then_some(cx))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -436,6 +479,30 @@ mod tests {
         for b in bad {
             assert!(read_leb_u32_blocking(&mut &b[..]).is_err(), "{b:?}");
         }
+    }
+
+    #[test]
+    fn a_trace_context_round_trips_and_is_bounded() {
+        let cx = crate::trace::TraceContext {
+            traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
+            tracestate: "congo=t61rcWkgMzE".into(),
+        };
+        let mut b = Vec::new();
+        put_trace(&mut b, &cx).unwrap();
+        b.push(0xaa);
+        let mut r = &b[..];
+        let mut scratch = Vec::new();
+        assert_eq!(read_trace(&mut r, &mut scratch).unwrap(), Some(cx));
+        assert_eq!(r, [0xaa], "the request goes on after the context");
+        // Too long: refused before it is read.
+        let mut b = Vec::new();
+        crate::wire::put_uleb(&mut b, (crate::trace::MAX_VALUE + 1) as u64);
+        assert!(read_trace(&mut &b[..], &mut scratch).is_err());
+        // A control character: read, and dropped.
+        let mut b = Vec::new();
+        put_name(&mut b, "00-x\n").unwrap();
+        put_name(&mut b, "").unwrap();
+        assert_eq!(read_trace(&mut &b[..], &mut scratch).unwrap(), None);
     }
 
     #[test]

@@ -3,12 +3,12 @@
 #[path = "../../tests/layering/mod.rs"]
 mod layering;
 
-/// Bottom to top: the wire encoding and errors; TLS and who a caller is; sessions and the
+/// Bottom to top: a call's trace context; the wire encoding and errors; TLS and who a caller is; sessions and the
 /// local driver pool; reading values; the server, then the NATS transport on top of it; endpoints, the client's kept
 /// connections and the client; what is built on the client.
 const ORDER: &[&str] = &[
-    "wire", "error", "tls", "session", "local", "values", "server", "nats", "endpoint", "pool",
-    "client", "forward", "multi", "node",
+    "trace", "wire", "error", "tls", "session", "local", "values", "server", "nats", "endpoint",
+    "pool", "client", "forward", "multi", "node",
 ];
 
 #[test]

@@ -9,7 +9,9 @@
 # fresh and reused (the peer at its best); all in three interleaved rounds
 # (ratios are medians of the rounds' ratios); then the chain alone and while a slow route
 # (long guest computations) is loaded beside it (three rounds of each, alternating; the
-# loaded ratio compares their medians); and the two plugin routes in process, without HTTP,
+# loaded ratio compares their medians); the chain under `lrpc serve` without and with every
+# trace exported over OTLP/HTTP (three alternating rounds); and the two plugin routes in
+# process, without HTTP,
 # back to back and with the caches written over between requests. Then two figures of the
 # wasi:http handlers: the server's RSS growth while a client downloads a 50 MiB streamed
 # response, and the time from a trap's answer to the next 200 of the largest handler that
@@ -53,7 +55,7 @@ wasmtime serve -Scli -O pooling-allocator --max-instance-reuse-count 100000 \
 wt_reuse=$!
 # The restart case's server, started later; empty until then (not 0: `kill 0` would
 # signal the whole process group).
-big=
+big= sink= untraced= traced=
 trap 'kill -TERM $server $wt $wt_pool $wt_reuse $big 2>/dev/null || true; wait $server $wt $wt_pool $wt_reuse $big 2>/dev/null || true' EXIT
 for _ in $(seq 1 200); do
     curl -sf "http://$addr/native/up" >/dev/null 2>&1 && curl -sf "http://$wt_addr/up" >/dev/null 2>&1 &&
@@ -171,6 +173,56 @@ alone_p99=$(median "${alone_p99s[@]}")
 loaded_rps=$(median "${loaded_rpss[@]}")
 loaded_p50=$(median "${loaded_p50s[@]}")
 loaded_p99=$(median "${loaded_p99s[@]}")
+
+# What trace export costs: the chain under `lrpc serve` without export, and with every
+# trace exported (sampler `always_on`) over OTLP/HTTP to a sink on loopback that reads and
+# drops the batches; three alternating rounds, the ratio the median of theirs. The queue is
+# large enough that spans are exported rather than dropped for a full queue.
+traced_addr=127.0.0.1:18185
+untraced_addr=127.0.0.1:18186
+sink_addr=127.0.0.1:18187
+python3 - "$sink_addr" <<'PY' &
+import http.server, sys
+class Sink(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", "0")))
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.send_header("content-length", "0")
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+host, port = sys.argv[1].split(":")
+http.server.ThreadingHTTPServer((host, int(port)), Sink).serve_forever()
+PY
+sink=$!
+target/release/lrpc serve host/runtime/bench/edge.toml --listen "$untraced_addr" >/dev/null 2>&1 &
+untraced=$!
+OTEL_EXPORTER_OTLP_ENDPOINT="http://$sink_addr" OTEL_TRACES_SAMPLER=always_on \
+    OTEL_BSP_MAX_QUEUE_SIZE=262144 OTEL_BSP_MAX_EXPORT_BATCH_SIZE=8192 OTEL_BSP_SCHEDULE_DELAY=200 \
+    target/release/lrpc serve host/runtime/bench/edge.toml --listen "$traced_addr" >/dev/null 2>&1 &
+traced=$!
+trap 'kill -TERM $server $wt $wt_pool $wt_reuse $big $sink $untraced $traced 2>/dev/null || true; wait $server $wt $wt_pool $wt_reuse $big $sink $untraced $traced 2>/dev/null || true' EXIT
+for _ in $(seq 1 300); do
+    curl -sf -H 'authorization: Bearer letmein' "http://$untraced_addr/chain/v1/x" >/dev/null 2>&1 &&
+        curl -sf -H 'authorization: Bearer letmein' "http://$traced_addr/chain/v1/x" >/dev/null 2>&1 && break
+    sleep 0.1
+done
+untraced_rpss=()
+traced_rpss=()
+traced_ratios=()
+for _ in 1 2 3; do
+    read -r u _ _ < <(measure /chain/v1/x "$untraced_addr")
+    read -r t _ _ < <(measure /chain/v1/x "$traced_addr")
+    untraced_rpss+=("$u")
+    traced_rpss+=("$t")
+    traced_ratios+=("$(div "$t" "$u")")
+done
+chain_traced_over_untraced=$(median "${traced_ratios[@]}")
+kill -TERM "$sink" "$untraced" "$traced" 2>/dev/null || true
+wait "$sink" "$untraced" "$traced" 2>/dev/null || true
+sink= untraced= traced=
 
 # The plugin routes' own time per request in process, without HTTP (the `dispatch`
 # example): back to back, and with 1 MiB written between requests, as the server's other
@@ -391,6 +443,8 @@ cat > bench-results/edge.json <<JSON
   "reactor_handoffs_after_plain_cases": $(routes_json lrpc_http_reactor_handoffs_total),
   "edge_chain3_over_wasmtime_serve_rps": $chain_over_wt,
   "edge_chain3_over_native_rps": $chain_over_native,
+  "edge_chain3_traced_over_untraced_rps": $chain_traced_over_untraced,
+  "chain3_traced_rps_rounds": {"untraced": [$(join "${untraced_rpss[@]}")], "traced": [$(join "${traced_rpss[@]}")]},
   "edge_hop_over_native_rps": $hop_over_native,
   "edge_native_1us_over_native_rps": $spin1us_over_native,
   "edge_chain3_p50_over_chain1_p50": $chain_p50_over_one,

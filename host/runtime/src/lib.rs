@@ -1,8 +1,8 @@
 //! The runtime around the lrpc kernel: deployments described by a TOML config
 //! ([`config`]), started and supervised ([`deploy`]), run once (`lrpc run`) or served over
 //! HTTP by the edge server ([`edge`], `lrpc serve`; a chain may end in a `wasi:http`
-//! component, [`wasi_http`]), with Prometheus metrics ([`metrics`]) and hot reload
-//! ([`reload`]). Clients may bind to exports of other kernels, and the deployment may serve
+//! component, [`wasi_http`]), with Prometheus metrics ([`metrics`]), traces exported over
+//! OTLP ([`telemetry`]) and hot reload ([`reload`]). Clients may bind to exports of other kernels, and the deployment may serve
 //! its exports to them ([`network`], over wRPC).
 //!
 //! The kernel (`lrpc`) needs none of this: it has no async runtime and no HTTP.
@@ -46,6 +46,7 @@ pub mod metrics;
 pub mod network;
 pub mod reload;
 mod supervise;
+pub mod telemetry;
 pub mod template;
 pub mod tls;
 pub mod value;

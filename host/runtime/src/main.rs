@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use lrpc_runtime::config::{Config, LogFormat};
 use lrpc_runtime::deploy::Deployment;
 use lrpc_runtime::edge::{Edge, shutdown_signal};
+use lrpc_runtime::telemetry::Telemetry;
 use std::io::Write as _;
 use std::sync::Arc;
 
@@ -118,19 +119,35 @@ fn main() -> std::process::ExitCode {
 
 /// Writes the log to stderr in `format`, at the levels `RUST_LOG` says: by default `info`
 /// without the access log, whose line per request would cost a busy server a write each.
-fn start_log(format: LogFormat) {
+/// Exports spans over OTLP too when the environment or `telemetry` (the config's
+/// `[telemetry]`) configures it (see `lrpc_runtime::telemetry`): the running export, to
+/// flush at exit.
+fn start_log(
+    format: LogFormat,
+    telemetry: Option<&lrpc_runtime::config::TelemetrySpec>,
+) -> anyhow::Result<Option<Telemetry>> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,lrpc::access=off"));
-    let log = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
+    let log = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let log = match format {
         LogFormat::Text => log
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
+            .with_filter(filter)
+            .boxed(),
         // The event's fields beside `timestamp`, `level` and `target`, not nested.
-        LogFormat::Json => log.json().flatten_event(true).init(),
-    }
+        LogFormat::Json => log.json().flatten_event(true).with_filter(filter).boxed(),
+    };
+    let (running, trace) = match Telemetry::start(telemetry).context("exporting traces")? {
+        Some((t, layer)) => (Some(t), Some(layer)),
+        None => (None, None),
+    };
+    let layers: Vec<lrpc_runtime::telemetry::TraceLayer> =
+        std::iter::once(log).chain(trace).collect();
+    tracing_subscriber::registry().with(layers).init();
+    Ok(running)
 }
 
 /// The listening socket a service manager passed to this process, as systemd does
@@ -182,8 +199,8 @@ fn take_passed_socket(any_pid: bool) -> anyhow::Result<Option<(std::os::fd::Owne
 }
 
 fn run(cli: Cli, passed: Option<(std::os::fd::OwnedFd, u32)>) -> anyhow::Result<()> {
-    if !matches!(cli.command, Command::Serve { .. }) {
-        start_log(cli.log_format.unwrap_or_default());
+    if !matches!(cli.command, Command::Serve { .. } | Command::Run { .. }) {
+        start_log(cli.log_format.unwrap_or_default(), None)?;
     }
     match cli.command {
         Command::Demo { iters } => {
@@ -192,6 +209,10 @@ fn run(cli: Cli, passed: Option<(std::os::fd::OwnedFd, u32)>) -> anyhow::Result<
         }
         Command::Run { config, call, args } => {
             let config = Config::load(&config)?;
+            let telemetry = start_log(
+                cli.log_format.unwrap_or_default(),
+                config.telemetry.as_ref(),
+            )?;
             let dep = Deployment::start(config)?;
             let target = call.or_else(|| dep.config.entry.clone()).ok_or_else(|| {
                 anyhow::anyhow!("the config has no `[run] entry`; give one with --call")
@@ -199,16 +220,40 @@ fn run(cli: Cli, passed: Option<(std::os::fd::OwnedFd, u32)>) -> anyhow::Result<
             let (head, function) = target
                 .rsplit_once('.')
                 .ok_or_else(|| anyhow::anyhow!("`{target}`: `interface.function` expected"))?;
-            if dep.domains.contains_key(head) {
-                anyhow::ensure!(args.is_empty(), "`{target}` takes no arguments");
-                println!("{}", dep.call_entry(&target)?);
-            } else {
-                println!("{}", dep.call_function(head, function, &args.join(", "))?);
+            // The run's span: a child of `TRACEPARENT` (and `TRACESTATE`) when the caller's
+            // environment names a trace, as a shell script tracing its steps passes it.
+            let span = tracing::debug_span!("run", otel.kind = "client", call = target.as_str());
+            if lrpc_runtime::telemetry::on()
+                && let Some(parent) = std::env::var_os("TRACEPARENT")
+            {
+                let state = std::env::var_os("TRACESTATE");
+                lrpc_runtime::telemetry::adopt(
+                    &span,
+                    parent.as_encoded_bytes(),
+                    state.as_ref().map(|s| s.as_encoded_bytes()),
+                );
             }
+            let called = span.in_scope(|| {
+                if dep.domains.contains_key(head) {
+                    anyhow::ensure!(args.is_empty(), "`{target}` takes no arguments");
+                    dep.call_entry(&target).map_err(anyhow::Error::from)
+                } else {
+                    dep.call_function(head, function, &args.join(", "))
+                        .map_err(anyhow::Error::from)
+                }
+            });
+            drop(span);
+            if let Some(t) = telemetry {
+                t.shutdown();
+            }
+            println!("{}", called?);
         }
         Command::Serve { config, listen, .. } => {
             let config = Config::load(&config)?;
-            start_log(cli.log_format.or(config.log_format).unwrap_or_default());
+            let telemetry = start_log(
+                cli.log_format.or(config.log_format).unwrap_or_default(),
+                config.telemetry.as_ref(),
+            )?;
             let listen = match passed {
                 Some((fd, count)) => {
                     if count > 1 {
@@ -227,7 +272,12 @@ fn run(cli: Cli, passed: Option<(std::os::fd::OwnedFd, u32)>) -> anyhow::Result<
                         .unwrap_or_else(|| "127.0.0.1:8080".into()),
                 ),
             };
-            serve(config, listen)?;
+            let served = serve(config, listen);
+            // The spans of the last requests go out before the process ends.
+            if let Some(t) = telemetry {
+                t.shutdown();
+            }
+            served?;
         }
         Command::New(new) => lrpc_runtime::template::run(&new)?,
         Command::Pdl { interface, wit } => {

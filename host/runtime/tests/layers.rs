@@ -4,7 +4,7 @@
 mod layering;
 
 /// Bottom to top: TLS; a request body's clock; the HTTP listener and its budgets; the
-/// config and value text; metrics; the HTTP records; supervision and the deployment's error;
+/// config; trace export; value text; metrics; the HTTP records; supervision and the deployment's error;
 /// serving to the network and `wasi:http` handlers; the deployment; reload and the edge
 /// server on top; the command's own parts.
 const ORDER: &[&str] = &[
@@ -12,6 +12,7 @@ const ORDER: &[&str] = &[
     "body_rate",
     "listener",
     "config",
+    "telemetry",
     "value",
     "metrics",
     "http",

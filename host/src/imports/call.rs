@@ -133,7 +133,13 @@ pub(super) fn call_in(
     let client_key = p.binding.get().client_key;
     debug_assert_eq!(client_key, data.key(), "a slot's binding is this replica's");
     let now = data.ticks.now();
-    let mut status = transfer(caller, client_key, raw, &p, proc as u32, now);
+    // One load of the subscriber's most verbose level: a call has a span only when a
+    // subscriber takes debug spans (the runtime's trace export, or `RUST_LOG=...=debug`).
+    let mut status = if tracing::level_enabled!(tracing::Level::DEBUG) {
+        transfer_traced(caller, client_key, raw, &p, proc as u32, now)
+    } else {
+        transfer(caller, client_key, raw, &p, proc as u32, now)
+    };
     if status == Status::Ok && !p.binding.get().is_live() {
         // Unbound or revoked while the call was in flight: its A-stack left both memories,
         // so whatever the server wrote did not reach the client.
@@ -151,6 +157,40 @@ pub(super) fn call_in(
         return Err(wasmtime::Error::new(Interrupt::Terminated));
     }
     Ok(status as i32)
+}
+
+/// [`transfer`] inside a `call` span: the server domain, the procedure, the binding's
+/// deadline and the call's status. Entered on the calling thread, so that the server's own
+/// calls, and a remote call's span, are its children.
+#[cold]
+#[inline(never)]
+fn transfer_traced(
+    caller: &mut Caller<'_, DomainData>,
+    client_key: ReplicaKey,
+    raw: u64,
+    p: &Prepared,
+    proc: u32,
+    now: u64,
+) -> Status {
+    let b = p.binding.get();
+    let procedure = b
+        .export
+        .plan
+        .procs
+        .get(proc as usize)
+        .map_or("", |pp| pp.name.as_str());
+    let span = tracing::debug_span!(
+        target: "lrpc_kernel::call",
+        "call",
+        domain = b.server.core.name.as_str(),
+        export = b.export.name.as_str(),
+        procedure,
+        deadline_ms = u64::try_from(b.deadline.as_millis()).unwrap_or(u64::MAX),
+        status = tracing::field::Empty,
+    );
+    let status = span.in_scope(|| transfer(caller, client_key, raw, p, proc, now));
+    span.record("status", tracing::field::display(&status));
+    status
 }
 
 /// The server address of the call's `in` segment in replica `i` (`at`, as `entry_args` read

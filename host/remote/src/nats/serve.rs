@@ -380,6 +380,12 @@ impl RemoteServer {
             tracing::debug!(export = %export.name, proc, "refused invocation: no reply subject");
             return false;
         };
+        // The caller's trace context, when it sent one (`trace.rs`).
+        let trace = msg
+            .headers
+            .as_ref()
+            .filter(|_| crate::trace::installed())
+            .and_then(trace_of);
         let budget = params_budget(self.options.max_request);
         let params = inflows.start(msg.payload, budget);
         if let Err(e) = inflows
@@ -396,11 +402,17 @@ impl RemoteServer {
             let _ = inflows.nats.publish(results, Bytes::new()).await;
             return false;
         }
-        let Some(bytes) = self.answer(export, proc, params).await else {
+        let function = export.plan.procs.get(proc).map_or("", |p| p.name.as_str());
+        let span = crate::trace::serving("nats", &export.name, function, trace.as_ref());
+        let answered =
+            tracing::Instrument::instrument(self.answer(export, proc, params), span.clone());
+        let Some(bytes) = answered.await else {
+            span.record("status", "failed");
             // The end of the results without a value.
             let _ = inflows.nats.publish(results, Bytes::new()).await;
             return false;
         };
+        span.record("status", "ok");
         let mut bytes = bytes.freeze();
         let chunk = inflows.nats.server_info().max_payload.max(1);
         while !bytes.is_empty() {
@@ -413,3 +425,19 @@ impl RemoteServer {
         inflows.nats.publish(results, Bytes::new()).await.is_ok()
     }
 }
+
+/// The trace context in an invocation's NATS headers (`traceparent`, `tracestate`).
+fn trace_of(h: &async_nats::HeaderMap) -> Option<crate::trace::TraceContext> {
+    let cx = crate::trace::TraceContext {
+        traceparent: h.get(TRACEPARENT)?.as_str().to_owned(),
+        tracestate: h
+            .get(TRACESTATE)
+            .map_or_else(String::new, |v| v.as_str().to_owned()),
+    };
+    cx.is_carriable().then_some(cx)
+}
+
+/// The NATS header names of a trace context (those of W3C Trace Context over HTTP).
+pub(crate) const TRACEPARENT: &str = "traceparent";
+/// See [`TRACEPARENT`].
+pub(crate) const TRACESTATE: &str = "tracestate";

@@ -343,6 +343,10 @@ impl Config {
             }
             None => None,
         };
+        let telemetry = match &raw.telemetry {
+            Some(t) => Some(telemetry(&cx, t.get_ref())?),
+            None => None,
+        };
         let admin = admin_token(&cx, &raw.serve)?;
         let probes = probes(&cx, &raw.serve)?;
         let log_format = match &raw.serve.log_format {
@@ -497,8 +501,61 @@ impl Config {
             routes,
             remotes,
             network,
+            telemetry,
         })
     }
+}
+
+/// The `[telemetry]` table: an `http://` endpoint (the exporters speak no TLS), a protocol
+/// this build speaks, a service name, a sampling ratio from 0 to 1.
+fn telemetry(cx: &Ctx<'_>, t: &RawTelemetry) -> Result<TelemetrySpec, ConfigError> {
+    let endpoint = match &t.endpoint {
+        Some(e) => {
+            let url = e.get_ref().trim();
+            if url.starts_with("https://") {
+                return Err(cx.err(
+                    e,
+                    format!(
+                        "`{url}`: the OTLP exporter speaks plain HTTP only; put a local \
+                         collector in front of one that needs TLS"
+                    ),
+                ));
+            }
+            let rest = url.strip_prefix("http://");
+            if rest.is_none_or(|r| r.is_empty() || r.starts_with('/')) {
+                return Err(cx.err(
+                    e,
+                    format!("`{url}`: an OTLP endpoint is a URL like \"http://collector:4318\""),
+                ));
+            }
+            Some(url.to_owned())
+        }
+        None => None,
+    };
+    let protocol = match &t.protocol {
+        Some(p) => Some(p.get_ref().parse().map_err(|e: String| cx.err(p, e))?),
+        None => None,
+    };
+    let service_name = match &t.service_name {
+        Some(n) if n.get_ref().trim().is_empty() => {
+            return Err(cx.err(n, "the service name is empty"));
+        }
+        Some(n) => Some(n.get_ref().clone()),
+        None => None,
+    };
+    let sample_ratio = match &t.sample_ratio {
+        Some(r) if !(0.0..=1.0).contains(r.get_ref()) => {
+            return Err(cx.err(r, "`sample-ratio` is from 0 (none) to 1 (every trace)"));
+        }
+        Some(r) => Some(*r.get_ref()),
+        None => None,
+    };
+    Ok(TelemetrySpec {
+        endpoint,
+        protocol,
+        service_name,
+        sample_ratio,
+    })
 }
 
 /// The `[serve]` table's minimum body rate: `min-body-rate` (bytes per second, like
@@ -625,6 +682,46 @@ mod tests {
         Config::parse(Path::new("app.toml"), text)
             .expect_err("the config is wrong")
             .to_string()
+    }
+
+    #[test]
+    fn the_telemetry_table_is_checked_with_its_lines() {
+        let c = Config::parse(Path::new("app.toml"), "").expect("valid");
+        assert_eq!(c.telemetry, None);
+        let c = Config::parse(
+            Path::new("app.toml"),
+            "[telemetry]\nendpoint = \"http://collector:4317\"\nprotocol = \"grpc\"\n\
+             service-name = \"edge\"\nsample-ratio = 0.5\n",
+        )
+        .expect("valid");
+        assert_eq!(
+            c.telemetry,
+            Some(TelemetrySpec {
+                endpoint: Some("http://collector:4317".into()),
+                protocol: Some(TelemetryProtocol::Grpc),
+                service_name: Some("edge".into()),
+                sample_ratio: Some(0.5),
+            })
+        );
+        assert_eq!(
+            err("[telemetry]\nendpoint = \"collector:4318\"\n"),
+            "app.toml:2: `collector:4318`: an OTLP endpoint is a URL like \"http://collector:4318\""
+        );
+        assert!(
+            err("[telemetry]\nendpoint = \"https://collector:4318\"\n").starts_with(
+                "app.toml:2: `https://collector:4318`: the OTLP exporter speaks plain HTTP only"
+            )
+        );
+        assert_eq!(
+            err("[telemetry]\n\nprotocol = \"http/json\"\n"),
+            "app.toml:3: `http/json` is not an OTLP protocol this build speaks: `http/protobuf` \
+             or `grpc`"
+        );
+        assert_eq!(
+            err("[telemetry]\nsample-ratio = 1.5\n"),
+            "app.toml:2: `sample-ratio` is from 0 (none) to 1 (every trace)"
+        );
+        assert!(err("[telemetry]\nsampler = 1\n").contains("unknown field `sampler`"));
     }
 
     #[test]

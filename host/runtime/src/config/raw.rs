@@ -22,6 +22,18 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) remotes: BTreeMap<String, Spanned<RawRemote>>,
     pub(super) network: Option<Spanned<RawNetwork>>,
+    pub(super) telemetry: Option<Spanned<RawTelemetry>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTelemetry {
+    pub(super) endpoint: Option<Spanned<String>>,
+    pub(super) protocol: Option<Spanned<String>>,
+    #[serde(rename = "service-name")]
+    pub(super) service_name: Option<Spanned<String>>,
+    #[serde(rename = "sample-ratio")]
+    pub(super) sample_ratio: Option<Spanned<f64>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -380,6 +380,45 @@ impl Default for Probes {
     }
 }
 
+/// `[telemetry]`: where and how spans are exported over OTLP (see [`crate::telemetry`]).
+/// The standard `OTEL_*` variables override each of these.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TelemetrySpec {
+    /// The collector's base URL (`http://HOST:4318` for HTTP, `http://HOST:4317` for gRPC).
+    pub endpoint: Option<String>,
+    /// How spans travel to it.
+    pub protocol: Option<TelemetryProtocol>,
+    /// The service name spans carry (default `lrpc`).
+    pub service_name: Option<String>,
+    /// The share of traces started here that are kept, 0 to 1 (a sampled parent's
+    /// decision is followed); default 1.
+    pub sample_ratio: Option<f64>,
+}
+
+/// The OTLP protocol spans are exported with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TelemetryProtocol {
+    /// Protobuf over HTTP (`http/protobuf`), the default.
+    #[default]
+    HttpProtobuf,
+    /// gRPC (`grpc`).
+    Grpc,
+}
+
+impl std::str::FromStr for TelemetryProtocol {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<TelemetryProtocol, String> {
+        match s {
+            "http/protobuf" => Ok(TelemetryProtocol::HttpProtobuf),
+            "grpc" => Ok(TelemetryProtocol::Grpc),
+            _ => Err(format!(
+                "`{s}` is not an OTLP protocol this build speaks: `http/protobuf` or `grpc`"
+            )),
+        }
+    }
+}
+
 /// How the server writes its log lines.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum LogFormat {
@@ -450,6 +489,8 @@ pub struct Config {
     pub remotes: BTreeMap<String, RemoteSpec>,
     /// Exports served to other kernels.
     pub network: Option<NetworkSpec>,
+    /// `[telemetry]`: trace export, when the config has the table.
+    pub telemetry: Option<TelemetrySpec>,
 }
 
 /// Where compiled code is kept across starts of the process (`[kernel] cache-dir`).

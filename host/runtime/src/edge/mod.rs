@@ -112,6 +112,7 @@ use crate::deploy::{Deployment, Plugin};
 use crate::driver::pool::{Pool, Refused};
 use crate::http::{Answer, Reply};
 use crate::metrics::RouteMeters;
+use crate::telemetry;
 use crate::wasi_http::{HttpHandler, RequestBody};
 use admission::{InFlight, handle};
 use axum::Router;
@@ -350,11 +351,34 @@ impl Edge {
     ) -> Reply {
         let start = Instant::now();
         let inner = strip(&route.route.prefix, path);
-        let request = encode_request_with(method, &inner, headers, body);
         // At debug level, as the chain's span below: `lrpc serve` logs at info by default, and a
         // span its subscriber records costs more than a short chain's calls (about 8% of the
-        // chain route's throughput); `RUST_LOG=lrpc_runtime=debug` shows both.
-        let span = tracing::debug_span!("request", route = route.route.prefix, method, path);
+        // chain route's throughput); `RUST_LOG=lrpc_runtime=debug` shows both. Trace export
+        // takes it whatever the log's level (`crate::telemetry`).
+        let span = tracing::debug_span!(
+            "request",
+            otel.kind = "server",
+            route = route.route.prefix,
+            method,
+            path,
+            status = tracing::field::Empty,
+        );
+        // With export on: the span continues the client's trace, and the plugins see the
+        // request span's own `traceparent`.
+        let carried = if telemetry::on() {
+            if let Some(parent) = telemetry::header(headers, telemetry::TRACEPARENT) {
+                let state = telemetry::header(headers, telemetry::TRACESTATE);
+                telemetry::adopt(&span, parent, state);
+            }
+            telemetry::carry_on(headers, &span)
+        } else {
+            None
+        };
+        let request = match &carried {
+            Some(h) => encode_request_with(method, &inner, &h[..], body),
+            None => encode_request_with(method, &inner, headers, body),
+        };
+        drop(carried);
         let metrics = &self.inner.deployment.metrics;
         // Counted down on every way out, also when the client goes away mid-request.
         let _in_flight = InFlight::new(&route.meters);
@@ -362,6 +386,7 @@ impl Edge {
             && let Some((answer, took)) =
                 span.in_scope(|| self.serve_on_reactor(route, &request, start))
         {
+            span.record("status", answer.status);
             route.meters.answered(metrics, answer.status, took);
             return answer.into();
         }
@@ -370,7 +395,7 @@ impl Edge {
             request,
             reply: tx,
             body: stream,
-            span,
+            span: span.clone(),
         });
         let reply = match sent {
             Ok(()) => {
@@ -395,6 +420,7 @@ impl Edge {
             Err(Refused::Full(_)) => Answer::text(503, "the route's queue is full\n".into()).into(),
         };
         // A streamed reply counts when its head is out.
+        span.record("status", reply.status());
         route
             .meters
             .answered(metrics, reply.status(), start.elapsed());

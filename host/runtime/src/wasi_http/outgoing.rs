@@ -56,7 +56,24 @@ impl WasiHttpHooks for Outgoing {
         }
         let meters = self.meters.clone();
         let deadline = self.deadline;
-        Box::new(async move {
+        // With trace export on: a span for the request, the child of the span current here
+        // (the handler's, for a WASI 0.2 handler), whose `traceparent` the request carries.
+        let mut request = request;
+        let span = if crate::telemetry::on() {
+            let span = tracing::debug_span!(
+                "outgoing",
+                otel.kind = "client",
+                method = %request.method(),
+                url = %request.uri(),
+                status = tracing::field::Empty,
+            );
+            carry(&span, request.headers_mut());
+            span
+        } else {
+            tracing::Span::none()
+        };
+        let traced = span.clone();
+        let sent = async move {
             let deadline = deadline.map(tokio::time::Instant::from_std);
             let options = within(options, deadline);
             let send = wasmtime_wasi_http::default_send_request(request, Some(options));
@@ -71,10 +88,12 @@ impl WasiHttpHooks for Outgoing {
                 Ok(s) => s,
                 Err(e) => {
                     meters.failed.inc();
+                    traced.record("status", tracing::field::debug(&e));
                     return Err(e);
                 }
             };
             meters.sent.inc();
+            traced.record("status", response.status().as_u16());
             let response = response.map(|b| {
                 DeadlineBody {
                     inner: b.boxed_unsync(),
@@ -90,7 +109,25 @@ impl WasiHttpHooks for Outgoing {
                 }
             };
             Ok((response, Box::new(io) as Box<dyn Future<Output = _> + Send>))
-        })
+        };
+        Box::new(tracing::Instrument::instrument(sent, span))
+    }
+}
+
+/// Puts `span`'s `traceparent` (and `tracestate`) on an outgoing request's headers, in
+/// place of the ones the guest set.
+fn carry(span: &tracing::Span, headers: &mut axum::http::HeaderMap) {
+    use axum::http::HeaderValue;
+    let Some((parent, state)) = crate::telemetry::context_of(span) else {
+        return;
+    };
+    if let Ok(v) = HeaderValue::from_str(&parent) {
+        headers.insert(crate::telemetry::TRACEPARENT, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&state)
+        && !state.is_empty()
+    {
+        headers.insert(crate::telemetry::TRACESTATE, v);
     }
 }
 

@@ -101,15 +101,35 @@ impl HttpHandler {
     /// response, the head goes out at once through `reply` (taken), and its body streams
     /// while the guest writes it; otherwise the answer to send is returned.
     /// A used-up instance waits in the slot for [`HandlerSlot::tidy`].
+    ///
+    /// The call has a `handler` span; with trace export on, the request the guest gets
+    /// carries that span's `traceparent` (its outgoing requests are the span's children).
     pub fn serve(
         self: &Arc<Self>,
         slot: &mut HandlerSlot,
-        req: Incoming,
+        mut req: Incoming,
         body: Option<RequestBody>,
         reply: &mut Option<oneshot::Sender<Reply>>,
     ) -> Answer {
+        let span = tracing::debug_span!(
+            "handler",
+            domain = self.name.as_str(),
+            deadline_ms = u64::try_from(self.deadline.as_millis()).unwrap_or(u64::MAX),
+            status = tracing::field::Empty,
+        );
+        let _entered = span.enter();
+        if crate::telemetry::on()
+            && let Some(headers) = crate::telemetry::carry_on(&req.headers, &span)
+        {
+            req.headers = headers;
+        }
         slot.tidy();
         let answer = self.serve_on(slot, req, body, reply);
+        // The answer is the client's unless the head went out already (streamed, whose
+        // status the guest set; or a WASI 0.3 handler's, answered on its own runtime).
+        if reply.is_some() {
+            span.record("status", answer.status);
+        }
         // Used up, or failed (then already gone): the next request gets a fresh instance.
         if slot
             .instance
