@@ -5,6 +5,11 @@
 //! with copy-on-write memory images (`reset/pooled-fresh/...`: instantiating, and dropping
 //! the Store, which decommits what the request touched).
 //!
+//! It also times a whole request (`request-isolated/...`: the call, which first resets what
+//! the previous one dirtied, then writes its pages and takes their faults) against the same
+//! call on a domain that is not isolated (`request-reused/...`): the reset alone does not
+//! count the faults the next request takes.
+//!
 //! Merges `reset_4pages_64mib_over_4pages_64kib` (target ≤ 1.5: the cost grows with the
 //! pages touched, not with the memory's size) and `reset_4pages_64kib_us` (≤ 5 µs, goal 2)
 //! into the ratios of `bench-results/summary.json`, and writes `bench-results/reset.json`.
@@ -44,7 +49,15 @@ fn guest(pages: u32) -> String {
 const MEMORIES: [(&str, u32); 2] = [("64kib", 1), ("64mib", 1024)];
 const DIRTY: [i32; 3] = [1, 4, 64];
 
-fn inplace(c: &mut Criterion) -> Vec<(String, f64)> {
+/// Medians (ns) of a whole request on an isolated domain (the call, which first resets what
+/// the previous one dirtied, and its faults) and of the same call on a domain that is not
+/// isolated, keyed `MEMORY/Npages`.
+struct Cycles {
+    isolated: Vec<(String, f64)>,
+    reused: Vec<(String, f64)>,
+}
+
+fn inplace(c: &mut Criterion, cycles: &mut Cycles) -> Vec<(String, f64)> {
     let kernel = Kernel::new().expect("kernel");
     let mut g = c.benchmark_group("reset/inplace");
     g.warm_up_time(Duration::from_millis(300))
@@ -56,6 +69,10 @@ fn inplace(c: &mut Criterion) -> Vec<(String, f64)> {
             .domain_with(mem, guest(pages).as_bytes(), options)
             .expect("an isolated domain");
         let dirty = d.func::<i32, ()>("dirty").expect("dirty");
+        let plain = kernel
+            .domain(&format!("{mem}-reused"), guest(pages).as_bytes())
+            .expect("a domain");
+        let plain_dirty = plain.func::<i32, ()>("dirty").expect("dirty");
         for n in DIRTY {
             // A 64 KiB memory has 16 host pages.
             if n as u32 * 4096 > pages * 65536 {
@@ -87,6 +104,18 @@ fn inplace(c: &mut Criterion) -> Vec<(String, f64)> {
                     t.elapsed()
                 }),
             ));
+            let timed = |f: &dyn Fn()| {
+                median_ns(|| {
+                    let t = Instant::now();
+                    f();
+                    t.elapsed()
+                })
+            };
+            let key = format!("{mem}/{n}pages");
+            let isolated = timed(&|| dirty.call(n).expect("dirty"));
+            let reused = timed(&|| plain_dirty.call(n).expect("dirty"));
+            cycles.isolated.push((key.clone(), isolated));
+            cycles.reused.push((key, reused));
         }
     }
     g.finish();
@@ -150,7 +179,11 @@ fn median_ns(mut f: impl FnMut() -> Duration) -> f64 {
 }
 
 fn reset(c: &mut Criterion) {
-    let inplace = inplace(c);
+    let mut cycles = Cycles {
+        isolated: Vec::new(),
+        reused: Vec::new(),
+    };
+    let inplace = inplace(c, &mut cycles);
     let fresh = pooled_fresh(c);
     let get =
         |v: &[(String, f64)], k: &str| v.iter().find(|(n, _)| n == k).map_or(f64::NAN, |(_, x)| *x);
@@ -170,6 +203,18 @@ fn reset(c: &mut Criterion) {
                 .iter()
                 .map(|(k, v)| format!("    \"pooled-fresh/{k}\": {v:.0}")),
         )
+        .chain(
+            cycles
+                .isolated
+                .iter()
+                .map(|(k, v)| format!("    \"request-isolated/{k}\": {v:.0}")),
+        )
+        .chain(
+            cycles
+                .reused
+                .iter()
+                .map(|(k, v)| format!("    \"request-reused/{k}\": {v:.0}")),
+        )
         .collect();
     j.push_str(&rows.join(",\n"));
     let _ = write!(
@@ -181,6 +226,13 @@ fn reset(c: &mut Criterion) {
     for ((k, a), (_, b)) in inplace.iter().zip(&fresh) {
         eprintln!(
             "{k}: in place {:.2} µs, pooled fresh {:.2} µs",
+            a / 1e3,
+            b / 1e3
+        );
+    }
+    for ((k, a), (_, b)) in cycles.isolated.iter().zip(&cycles.reused) {
+        eprintln!(
+            "{k}: a whole request isolated {:.2} µs, reused {:.2} µs",
             a / 1e3,
             b / 1e3
         );

@@ -22,7 +22,7 @@ export RUSTC_BOOTSTRAP=1
 flags=(--sanitizer none --codegen-units 16)
 cargo fuzz build "${flags[@]}"
 
-targets=(presentation wit_plan entry_decode roundtrip kernel_ops remote_wire edge_request config_parse)
+targets=(presentation wit_plan entry_decode roundtrip kernel_ops remote_wire edge_request config_parse reset_ops)
 failed=()
 for t in "${targets[@]}"; do
     mkdir -p "work/$t" "corpus/$t"

@@ -18,7 +18,9 @@
 //!   framing of requests and replies;
 //! * [`edge`]: the edge server's encoding of an HTTP request for a plugin, and its decoders
 //!   of what plugins pass back, against the plan of `lrpc:http/plugin`;
-//! * [`config`]: the deployment config parser on arbitrary text.
+//! * [`config`]: the deployment config parser on arbitrary text;
+//! * [`reset`]: per-request isolation on arbitrary request sequences, each compared with
+//!   fresh instances.
 //!
 //! [`alloc`] counts allocations, for the targets that check memory stays in proportion to
 //! their input.
@@ -31,6 +33,7 @@ pub mod entry;
 pub mod ops;
 pub mod presentation;
 pub mod remote;
+pub mod reset;
 pub mod roundtrip;
 pub mod wit;
 

@@ -60,9 +60,10 @@ pub(crate) fn table_export(index: u32) -> String {
 #[derive(Debug)]
 pub(crate) struct Rewritten {
     pub wasm: Vec<u8>,
-    /// Exports of every mutable global the module defines (drop flags included).
+    /// Exports of every mutable global the module defines and writes (drop flags and the
+    /// size included).
     pub globals: Vec<String>,
-    /// Exports of every table the module defines.
+    /// Exports of every table the module defines and writes.
     pub tables: Vec<String>,
 }
 
@@ -90,6 +91,10 @@ struct Scan {
     data_inits: BTreeSet<(u32, u32)>,
     /// `(elem, table)` of every `table.init` of a dropped segment.
     elem_inits: BTreeSet<(u32, u32)>,
+    /// Every global some `global.set` writes.
+    set_globals: BTreeSet<u32>,
+    /// Every table some instruction writes (`table.set`, `.grow`, `.fill`, `.copy`, `.init`).
+    written_tables: BTreeSet<u32>,
 }
 
 /// Rewrites `wasm` (binary or text) for in-place resets; `Err` says why it can not be.
@@ -109,14 +114,20 @@ pub(crate) fn rewrite(wasm: &[u8]) -> Result<Rewritten, String> {
     let mut module = wasm_encoder::Module::new();
     plan.parse_core_module(&mut module, Parser::new(0), wasm)
         .map_err(|e| format!("rewriting the module failed: {e}"))?;
+    // Only guest code writes an isolated domain's globals and tables (the kernel never
+    // does, and imports of mutable ones are refused), so those no instruction writes keep
+    // their first values and need no saving.
     let globals = (0..scan.defined_globals)
         .filter(|&i| scan.global_mutable.get(i as usize) == Some(&true))
         .map(|i| scan.imported_globals + i)
+        .filter(|i| scan.set_globals.contains(i))
         .chain(plan.added_globals())
         .map(global_export)
         .collect();
     let tables = (0..scan.defined_tables)
-        .map(|i| table_export(scan.imported_tables + i))
+        .map(|i| scan.imported_tables + i)
+        .filter(|i| scan.written_tables.contains(i))
+        .map(table_export)
         .collect();
     Ok(Rewritten {
         wasm: module.finish(),
@@ -208,6 +219,18 @@ fn scan(wasm: &[u8]) -> Result<Scan, String> {
                         }
                         Operator::TableInit { elem_index, table } => {
                             s.elem_inits.insert((elem_index, table));
+                            s.written_tables.insert(table);
+                        }
+                        Operator::GlobalSet { global_index } => {
+                            s.set_globals.insert(global_index);
+                        }
+                        Operator::TableSet { table }
+                        | Operator::TableGrow { table }
+                        | Operator::TableFill { table } => {
+                            s.written_tables.insert(table);
+                        }
+                        Operator::TableCopy { dst_table, .. } => {
+                            s.written_tables.insert(dst_table);
                         }
                         _ => {}
                     }
@@ -623,8 +646,21 @@ mod tests {
                 (table 2 funcref))"#,
         )
         .unwrap();
+        // Nothing writes the global or the table: only the size needs saving.
+        assert_eq!(r.globals, ["lrpc:reset/global/2"]);
+        assert!(r.tables.is_empty());
+        wasmparser::Validator::new().validate_all(&r.wasm).unwrap();
+        let r = rewrite(
+            br#"(module (memory (export "memory") 1)
+                (global $sp (mut i32) (i32.const 1024))
+                (global i32 (i32.const 7))
+                (table $a 2 funcref) (table $b 2 funcref)
+                (func (global.set $sp (i32.const 8))
+                  (table.copy $b $a (i32.const 0) (i32.const 0) (i32.const 1))))"#,
+        )
+        .unwrap();
         assert_eq!(r.globals, ["lrpc:reset/global/0", "lrpc:reset/global/2"]);
-        assert_eq!(r.tables, ["lrpc:reset/table/0"]);
+        assert_eq!(r.tables, ["lrpc:reset/table/1"], "the table copied into");
         wasmparser::Validator::new().validate_all(&r.wasm).unwrap();
     }
 

@@ -249,12 +249,16 @@ fn restart<D: Supervised>(d: &D, dead: u64, wait: Duration) {
         }
     };
     lock(&r.streak).1 = Instant::now();
+    // Counted before the waiting requests go on: whoever sees the domain back sees the
+    // restart in the metric too.
+    if result.is_ok() {
+        r.metrics.restart(d.name());
+    }
     r.restarting.store(false, Ordering::Release);
     // A restart that failed leaves the waiting requests nothing to wait for.
     r.notify_moved();
     match result {
         Ok(()) => {
-            r.metrics.restart(d.name());
             tracing::warn!(
                 plugin = d.name(),
                 generation = dead + 1,

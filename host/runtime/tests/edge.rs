@@ -4025,13 +4025,13 @@ fn seen(addr: &str, path: &str, tenant: &str) -> String {
 #[test]
 fn an_isolated_plugin_never_shows_a_request_what_an_earlier_one_left() {
     // `http-leak` keeps each request's tenant in a static, on its heap and in a counter.
-    // With `isolation = "request"` no request of 200, each with a random tenant, finds any
+    // With `isolation = "request"` no request of 1,000, each with a random tenant, finds any
     // of it; the same plugin without isolation shows the last tenant to the next request
     // (so the check below can fail).
     let dir = scratch("isolation-leak");
     let s = Server::start(&leak_config(&dir, 1));
     let mut tenants = Tenants::new();
-    for i in 0..200 {
+    for i in 0..1000 {
         let tenant = tenants.next();
         let seen = seen(&s.addr, "/iso/x", &tenant);
         assert_eq!(

@@ -7,9 +7,9 @@
 //! replica's linear memory (all of it but window space) become a private copy-on-write
 //! mapping of a memory file holding their bytes (`MemoryRange::snapshot`; all-zero pages
 //! stay holes), and the values of every mutable global and every table entry the module
-//! defines are saved — reachable because the kernel rewrote the module to export them
-//! (`isolate`), together with the flags that stand in for dropped data and element
-//! segments.
+//! writes are saved (those no instruction writes keep their first values) — reachable
+//! because the kernel rewrote the module to export them (`isolate`), together with the
+//! flags that stand in for dropped data and element segments.
 //!
 //! **What a reset does.** `madvise(MADV_DONTNEED)` over the snapshot's range: the pages the
 //! guest wrote go back to the system and read as the snapshot again (the cost grows with
