@@ -3933,43 +3933,44 @@ fn a_socket_passed_as_systemd_does_is_served() {
             (200, "hello anonymous at GET /x\n")
         );
     };
+    // Binds a socket, starts `cmd` with it passed, checks that a request is answered, and
+    // whether the server listens on that socket.
+    let serve = |cmd: &dyn Fn() -> Command| {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr").to_string();
+        let s = with_passed_socket(cmd(), &l);
+        hello(&s);
+        s.addr == addr
+    };
     // systemd's way: the variables name this process.
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = l.local_addr().expect("addr").to_string();
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg("LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" serve \"$1\"")
-        .arg(LRPC)
-        .arg(&config);
-    let s = with_passed_socket(cmd, &l);
-    assert_eq!(s.addr, addr);
-    hello(&s);
-    drop(s);
+    assert!(serve(&|| {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg("LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" serve \"$1\"")
+            .arg(LRPC)
+            .arg(&config);
+        cmd
+    }));
     // `--listenfd`, with no LISTEN_PID.
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = l.local_addr().expect("addr").to_string();
-    let mut cmd = Command::new(LRPC);
-    cmd.arg("serve")
-        .arg(&config)
-        .arg("--listenfd")
-        .env("LISTEN_FDS", "1")
-        .env_remove("LISTEN_PID");
-    let s = with_passed_socket(cmd, &l);
-    assert_eq!(s.addr, addr);
-    hello(&s);
-    drop(s);
+    assert!(serve(&|| {
+        let mut cmd = Command::new(LRPC);
+        cmd.arg("serve")
+            .arg(&config)
+            .arg("--listenfd")
+            .env("LISTEN_FDS", "1")
+            .env_remove("LISTEN_PID");
+        cmd
+    }));
     // For another process: not taken.
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = l.local_addr().expect("addr").to_string();
-    let mut cmd = Command::new(LRPC);
-    cmd.arg("serve")
-        .arg(&config)
-        .args(["--listen", "127.0.0.1:0"])
-        .env("LISTEN_FDS", "1")
-        .env("LISTEN_PID", "1");
-    let s = with_passed_socket(cmd, &l);
-    assert_ne!(s.addr, addr);
-    hello(&s);
+    assert!(!serve(&|| {
+        let mut cmd = Command::new(LRPC);
+        cmd.arg("serve")
+            .arg(&config)
+            .args(["--listen", "127.0.0.1:0"])
+            .env("LISTEN_FDS", "1")
+            .env("LISTEN_PID", "1");
+        cmd
+    }));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
