@@ -2617,7 +2617,7 @@ fn a_256_mib_echo_streams_through_a_wasi_http_handler_in_bounded_memory() {
     );
     assert!(body.ended && body.pattern, "{body:?}");
     assert_eq!(body.len, len);
-    assert!(growth < 64 << 20, "RSS grew by {} MiB", growth >> 20);
+    assert!(growth.bytes() < 64 << 20, "{growth}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -2630,7 +2630,7 @@ fn stream_measuring_rss(
     path: &str,
     len: u64,
     what: &str,
-) -> (Chunked, Vec<(String, String)>, u64) {
+) -> (Chunked, Vec<(String, String)>, Growth) {
     stream_measuring_rss_with(s, method, path, &[], len, what)
 }
 
@@ -2642,9 +2642,11 @@ fn stream_measuring_rss_with(
     headers: &[(&str, &str)],
     len: u64,
     what: &str,
-) -> (Chunked, Vec<(String, String)>, u64) {
-    let before = rss(s.child.id());
-    let mut peak = before;
+) -> (Chunked, Vec<(String, String)>, Growth) {
+    let pid = s.child.id();
+    let before = MemoryMap::of(pid);
+    let mut peak = before.clone();
+    let mut peak_rss = rss(pid);
     let (mut r, writer) = send_streaming_with(&s.addr, method, path, headers, len, false, None);
     let (status, headers) = read_head(&mut r);
     assert_eq!(status, 200);
@@ -2652,16 +2654,95 @@ fn stream_measuring_rss_with(
     let body = read_chunked(&mut r, |n| {
         if n - last >= 4 << 20 {
             last = n;
-            peak = peak.max(rss(s.child.id()));
+            // The whole map only when RSS reached a new peak: reading it takes a while.
+            let now = rss(pid);
+            if now > peak_rss {
+                peak_rss = now;
+                peak = MemoryMap::of(pid);
+            }
         }
     });
     writer.join().expect("the writer");
-    eprintln!(
-        "{what}: RSS {} MiB before, peak growth {} MiB",
-        before >> 20,
-        (peak - before) >> 20
-    );
-    (body, headers, peak - before)
+    let growth = Growth { before, peak };
+    eprintln!("{what}: {growth}");
+    (body, headers, growth)
+}
+
+/// A process's resident memory by mapping (`/proc/PID/smaps`): what a memory test's failure
+/// shows, so that it names what grew.
+#[derive(Clone, Default)]
+struct MemoryMap {
+    /// Resident bytes by mapping: its address range and what it maps.
+    rss: std::collections::BTreeMap<String, u64>,
+}
+
+impl MemoryMap {
+    fn of(pid: u32) -> MemoryMap {
+        let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+        let mut map = MemoryMap::default();
+        let mut at = String::new();
+        for line in smaps.lines() {
+            let first = line.split_whitespace().next().unwrap_or("");
+            if first.contains('-') && !first.ends_with(':') {
+                // `start-end perms offset dev inode [path]`: the range and the path name it.
+                let mut parts = line.split_whitespace();
+                let range = parts.next().unwrap_or("");
+                let path = parts.nth(4).unwrap_or("[anon]");
+                at = format!("{range} {path}");
+            } else if let Some(kb) = line.strip_prefix("Rss:") {
+                let kb: u64 = kb.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
+                *map.rss.entry(at.clone()).or_default() += kb * 1024;
+            }
+        }
+        map
+    }
+
+    fn total(&self) -> u64 {
+        self.rss.values().sum()
+    }
+}
+
+/// RSS before a request and at its peak.
+struct Growth {
+    before: MemoryMap,
+    peak: MemoryMap,
+}
+
+impl Growth {
+    fn bytes(&self) -> u64 {
+        self.peak.total().saturating_sub(self.before.total())
+    }
+}
+
+impl std::fmt::Display for Growth {
+    /// The totals, then the mappings that grew most (by resident bytes).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "RSS {} MiB before, peak growth {} MiB",
+            self.before.total() >> 20,
+            self.bytes() >> 20
+        )?;
+        let mut grown: Vec<(i64, &String)> = self
+            .peak
+            .rss
+            .iter()
+            .map(|(m, n)| (*n as i64 - *self.before.rss.get(m).unwrap_or(&0) as i64, m))
+            .chain(
+                self.before
+                    .rss
+                    .iter()
+                    .filter(|(m, _)| !self.peak.rss.contains_key(*m))
+                    .map(|(m, n)| (-(*n as i64), m)),
+            )
+            .filter(|(d, _)| d.unsigned_abs() >= 1 << 20)
+            .collect();
+        grown.sort_by_key(|(d, _)| std::cmp::Reverse(d.unsigned_abs()));
+        for (d, m) in grown.iter().take(8) {
+            write!(f, "\n  {:+} KiB {m}", d / 1024)?;
+        }
+        Ok(())
+    }
 }
 
 /// A handler that streams 50 MiB without a length: the reply is chunked, complete, and the
@@ -2686,7 +2767,7 @@ fn a_50_mib_generated_response_streams_chunked_in_bounded_memory() {
     );
     assert!(body.ended && body.pattern, "{body:?}");
     assert_eq!(body.len, 50 << 20);
-    assert!(growth < 64 << 20, "RSS grew by {} MiB", growth >> 20);
+    assert!(growth.bytes() < 64 << 20, "{growth}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -2955,7 +3036,7 @@ fn a_body_streams_through_plugins_that_take_none_in_bounded_memory() {
     );
     assert!(body.ended && body.pattern, "{body:?}");
     assert_eq!(body.len, len);
-    assert!(growth < 48 << 20, "RSS grew by {} MiB", growth >> 20);
+    assert!(growth.bytes() < 48 << 20, "{growth}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
