@@ -40,8 +40,10 @@
 //! The crate denies `unsafe_code`; these places opt back in, each block argued in a
 //! `// SAFETY:` comment (`tests/layers.rs` checks that this list names every file that does):
 //! - `astack/map.rs`: mapping memory-file pages over ranges of linear memories, zero pages
-//!   over them on revocation, and an isolated domain's copy-on-write snapshot and its
-//!   `madvise` revert (`MemoryRange::new` is the `unsafe fn` every caller argues);
+//!   over them on revocation, and an isolated domain's copy-on-write snapshot, its view and
+//!   its revert (copies into written pages, or `madvise`) (`MemoryRange::new` is the
+//!   `unsafe fn` every caller argues);
+//! - `astack/scan.rs`: the `PAGEMAP_SCAN` ioctl that lists the pages a guest wrote;
 //! - `state/domain.rs` and `direct.rs`: one block each making a `MemoryRange` of a memory
 //!   they own;
 //! - `channel/ring.rs`: the atomics and volatile copies of a URPC ring in shared pages

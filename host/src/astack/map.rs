@@ -62,6 +62,70 @@ impl Segment {
     }
 }
 
+/// The most pages [`MemoryRange::put_back`] copies back; past that it drops them: a request
+/// that wrote that much (a large body, say) gives the memory back to the system, and the
+/// requests after it do not copy a megabyte each.
+pub const PUT_BACK_MAX: usize = 256;
+
+/// A page of zeros, the source for pages that read as zeros in a fresh memory.
+static ZEROS: [u8; PAGE] = [0; PAGE];
+
+/// How [`MemoryRange::put_back`] reverted a range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutBack {
+    /// It copied the snapshot back into this many pages the guest wrote.
+    Copied(usize),
+    /// It dropped the pages (`madvise`): this many were private (0: the system can not say).
+    Dropped(usize),
+}
+
+/// A memory's snapshot: the memory file holding its pages' bytes at their offsets, a
+/// read-only view of the file in the host, and which pages hold data (the others are holes,
+/// which read as zeros; the view is never read there, so they take no memory).
+#[derive(Debug)]
+pub struct Snapshot {
+    seg: Segment,
+    /// The view's address (a `usize`, so that the snapshot may move between threads with
+    /// the Store that owns it).
+    view: usize,
+    data: Vec<bool>,
+}
+
+impl Snapshot {
+    fn of(seg: Segment, data: Vec<bool>) -> io::Result<Snapshot> {
+        // SAFETY: a new shared read-only mapping of the whole file at an address of the
+        // system's choosing; it is unmapped only when the snapshot is dropped.
+        let view = unsafe {
+            mmap(
+                std::ptr::null_mut(),
+                seg.len,
+                ProtFlags::READ,
+                MapFlags::SHARED,
+                &seg.fd,
+                0,
+            )?
+        };
+        Ok(Snapshot {
+            seg,
+            view: view as usize,
+            data,
+        })
+    }
+
+    /// Whether the page at byte `offset` holds data (is inside the snapshot and not a hole).
+    fn holds_data(&self, offset: usize) -> bool {
+        self.data.get(offset / PAGE).copied().unwrap_or(false)
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the view mapped in `Snapshot::of`; nothing borrows from it
+        // (it is read only through raw pointers while the snapshot is alive).
+        let _ = unsafe { rustix::mm::munmap(self.view as *mut std::ffi::c_void, self.seg.len) };
+    }
+}
+
 /// The address range of one wasm linear memory in the host: base pointer and the byte length
 /// currently accessible to the guest.
 ///
@@ -146,14 +210,15 @@ impl MemoryRange {
     /// contents at the same offsets, so that [`revert`](Self::revert) can bring those
     /// contents back (per-request isolation's snapshot). Only the pages that are not all
     /// zeros are written to the file; the rest stay holes, which read as zeros and take no
-    /// memory. Returns the file (the mappings keep its pages alive once it is dropped).
-    pub fn snapshot(&self, ranges: &[(usize, usize)]) -> io::Result<Segment> {
+    /// memory. Returns the file with a view of it ([`Snapshot`], for [`put_back`](Self::put_back)).
+    pub fn snapshot(&self, ranges: &[(usize, usize)]) -> io::Result<Snapshot> {
         let mut end = 0;
         for &(off, len) in ranges {
             self.window_ptr(off, len)?;
             end = end.max(off + len);
         }
         let seg = Segment::new(end)?;
+        let mut data = vec![false; seg.len / PAGE];
         let mut page = vec![0u8; PAGE];
         for &(start, len) in ranges {
             for off in (start..start + len).step_by(PAGE) {
@@ -162,6 +227,7 @@ impl MemoryRange {
                 if page.iter().all(|&b| b == 0) {
                     continue;
                 }
+                data[off / PAGE] = true;
                 let mut done = 0;
                 while done < PAGE {
                     let n = rustix::io::pwrite(&seg.fd, &page[done..], (off + done) as u64)?;
@@ -191,7 +257,49 @@ impl MemoryRange {
                 )?;
             }
         }
-        Ok(seg)
+        Snapshot::of(seg, data)
+    }
+
+    /// Puts the snapshot's bytes back into the pages of `[offset, offset + len)` that hold
+    /// private copies (the pages the guest wrote since they were mapped; those past the
+    /// snapshot get zeros), leaving the page tables as they are (see `scan`). With more than
+    /// [`PUT_BACK_MAX`] such pages, or where the system can not list them, it drops them
+    /// instead ([`revert`](Self::revert)). Returns how it went.
+    pub fn put_back(&self, snap: &Snapshot, offset: usize, len: usize) -> io::Result<PutBack> {
+        let ptr = self.window_ptr(offset, len)?;
+        let mut runs = Vec::new();
+        let pages = match super::scan::private_pages(ptr as usize, len, |s, l| runs.push((s, l))) {
+            Ok(n) if n <= PUT_BACK_MAX => n,
+            Ok(n) => {
+                self.revert(offset, len)?;
+                return Ok(PutBack::Dropped(n));
+            }
+            Err(_) => {
+                self.revert(offset, len)?;
+                return Ok(PutBack::Dropped(0));
+            }
+        };
+        for (start, run) in runs {
+            // The scan reported runs inside `[ptr, ptr + len)` (checked there).
+            let first = start - self.base;
+            for off in (first..first + run).step_by(PAGE) {
+                let src = if snap.holds_data(off) {
+                    // SAFETY: `off` is a page of the snapshot (`holds_data` is false past it),
+                    // so `[view + off, view + off + PAGE)` lies inside the view, which lives
+                    // as long as `snap`.
+                    unsafe { (snap.view as *const u8).add(off) }
+                } else {
+                    ZEROS.as_ptr()
+                };
+                // SAFETY: `[base + off, base + off + PAGE)` lies inside `[ptr, ptr + len)`,
+                // the live, accessible part of the memory (checked by `window_ptr`, and the
+                // `MemoryRange` contract); the source is a page of the snapshot's read-only
+                // view or of `ZEROS`, never guest memory. The caller holds the memory's Store,
+                // so no guest code runs meanwhile; the copy writes through a raw pointer.
+                unsafe { crate::bulk::copy(src, (self.base + off) as *mut u8, PAGE) };
+            }
+        }
+        Ok(PutBack::Copied(pages))
     }
 
     /// Throws away the private copies of `[offset, offset + len)`: pages mapped by
@@ -320,6 +428,73 @@ mod tests {
         a.range().read(5 * PAGE, &mut got).unwrap();
         assert_eq!(&got, b"beyon", "pages past the snapshot are left alone");
         assert!(a.range().revert(0, 9 * PAGE).is_err());
+    }
+
+    /// `put_back` copies the snapshot into the written pages (zeros into a hole and past the
+    /// snapshot), and leaves pages only read or never touched mapped as they were.
+    #[test]
+    fn put_back_restores_the_written_pages_in_place() {
+        let a = Region::new(8 * PAGE);
+        a.range().write(PAGE + 3, b"fresh").unwrap();
+        let snap = a.range().snapshot(&[(0, 4 * PAGE)]).unwrap();
+        let mut got = [0u8; 5];
+        a.range().read(2 * PAGE, &mut got).unwrap();
+        a.range().write(PAGE + 3, b"dirty").unwrap();
+        a.range().write(3 * PAGE + 9, b"hole").unwrap();
+        a.range().write(5 * PAGE, b"beyond").unwrap();
+        let how = a.range().put_back(&snap, 0, 8 * PAGE).unwrap();
+        // Linux has had the scan since 6.7: there, it must be in use.
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let mut v = release
+            .split(['.', '-'])
+            .map(|n| n.parse::<u32>().unwrap_or(0));
+        if (v.next().unwrap_or(0), v.next().unwrap_or(0)) >= (6, 7)
+            && std::env::var_os(crate::astack::scan::SWITCH).is_none()
+        {
+            assert!(crate::astack::scan::available());
+        }
+        if crate::astack::scan::available() {
+            // The pages written: one of data, one a hole of the snapshot, one past it.
+            assert_eq!(how, PutBack::Copied(3));
+        } else {
+            assert_eq!(how, PutBack::Dropped(0));
+        }
+        a.range().read(PAGE + 3, &mut got).unwrap();
+        assert_eq!(&got, b"fresh");
+        a.range().read(3 * PAGE + 9, &mut got).unwrap();
+        assert_eq!(got, [0; 5], "a hole of the snapshot reads as zeros again");
+        a.range().read(5 * PAGE, &mut got).unwrap();
+        assert_eq!(got, [0; 5], "a page past the snapshot reads as zeros again");
+        // Again, with the pages now private copies: the same pages are put back.
+        a.range().write(PAGE + 3, b"again").unwrap();
+        let how = a.range().put_back(&snap, 0, 8 * PAGE).unwrap();
+        a.range().read(PAGE + 3, &mut got).unwrap();
+        assert_eq!(&got, b"fresh");
+        if crate::astack::scan::available() {
+            assert_eq!(how, PutBack::Copied(3));
+        }
+        assert!(a.range().put_back(&snap, 0, 9 * PAGE).is_err());
+    }
+
+    /// Past [`PUT_BACK_MAX`] written pages, `put_back` drops them: same contents.
+    #[test]
+    fn put_back_drops_many_written_pages() {
+        let pages = PUT_BACK_MAX + 8;
+        let a = Region::new(pages * PAGE);
+        a.range().write(7, b"fresh").unwrap();
+        let snap = a.range().snapshot(&[(0, pages * PAGE)]).unwrap();
+        for p in 0..pages {
+            a.range().write(p * PAGE, b"dirty").unwrap();
+        }
+        let how = a.range().put_back(&snap, 0, pages * PAGE).unwrap();
+        if crate::astack::scan::available() {
+            assert_eq!(how, PutBack::Dropped(pages));
+        }
+        let mut got = [0u8; 5];
+        a.range().read(7, &mut got).unwrap();
+        assert_eq!(&got, b"fresh");
+        a.range().read((pages - 1) * PAGE, &mut got).unwrap();
+        assert_eq!(got, [0; 5]);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! A-stacks (LRPC 3.2, 5.2): the argument stacks a client and a server share, and the pages
 //! they live in. One tree, bottom to top:
 //!
+//! * [`scan`] — which pages of a range the guest wrote (`PAGEMAP_SCAN`);
 //! * [`map`] — memfd segments and the only code that maps them into a linear memory;
 //! * [`alloc`] — the window allocator: where windows go in a memory, for a domain replica
 //!   and for a direct-linked server copy alike;
@@ -13,9 +14,10 @@
 pub(crate) mod alloc;
 pub(crate) mod extent;
 pub(crate) mod map;
+pub(crate) mod scan;
 
 pub(crate) use alloc::{WindowAlloc, grown_offset};
 pub(crate) use extent::{
     Extent, MAX_EXTENTS, Placement, ProcStacks, astack, astack_mut, plan_layout,
 };
-pub(crate) use map::{MemoryRange, Segment, page_round};
+pub(crate) use map::{MemoryRange, Segment, Snapshot, page_round};

@@ -11,11 +11,17 @@
 //! because the kernel rewrote the module to export them (`isolate`), together with the
 //! flags that stand in for dropped data and element segments.
 //!
-//! **What a reset does.** `madvise(MADV_DONTNEED)` over the snapshot's range: the pages the
-//! guest wrote go back to the system and read as the snapshot again (the cost grows with
-//! the pages touched, not with the memory's size); then every saved global and table entry
-//! is written back. Windows (A-stacks, out-of-band segments, channels) lie on pages the host
-//! grew, outside the snapshot, so they are not touched: their contents belong to the pair.
+//! **What a reset does.** It lists the pages of the snapshot's range that hold private
+//! copies — the pages the guest wrote since they were mapped (`PAGEMAP_SCAN`, Linux 6.7 and
+//! later; see `astack::scan`) — and copies the snapshot's bytes back into them (zeros into
+//! pages past the snapshot). The page tables stay as they are, so the next request takes no
+//! faults on those pages, and no processor's TLB is flushed. Where the system can not list
+//! them, or a request wrote more than `PUT_BACK_MAX` pages, `madvise(MADV_DONTNEED)` drops
+//! them instead: they go back to the system and read as the snapshot again. Either way the
+//! cost grows with the pages written, not with the memory's size. Then every saved global
+//! and table entry is written back. Windows (A-stacks, out-of-band segments, channels) lie
+//! on pages the host grew, outside the snapshot, so they are not touched: their contents
+//! belong to the pair.
 //!
 //! **The choice, measured** (`benches/reset.rs`, release build on the shared 2-core
 //! machine, medians): after a request wrote 1, 4 and 64 host pages, an in-place reset took
@@ -48,6 +54,7 @@
 //! the domain is terminated as any other).
 
 use super::domain::{DomainData, Replica};
+use crate::astack::Snapshot;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use wasmtime::{AsContextMut, Func, Global, Memory, Ref, Store, StoreContextMut, Table, Val};
@@ -107,6 +114,8 @@ pub(crate) struct Fresh {
     tables: Vec<(Table, Vec<Option<Func>>)>,
     /// The global holding the memory size the guest sees, in wasm pages (`isolate`).
     size: Global,
+    /// The memory's snapshot (set by `capture`).
+    image: Option<Snapshot>,
     /// Whether guest code ran since the last reset.
     pub dirty: bool,
     /// The request whose calls through bindings the replica last served (0: none).
@@ -148,6 +157,7 @@ pub(crate) fn snapshot(
         .ok_or("the rewritten module does not export its size")?;
     let mut fresh = Fresh {
         size,
+        image: None,
         globals: Vec::with_capacity(globals.len()),
         tables: Vec::with_capacity(tables.len()),
         dirty: false,
@@ -191,9 +201,11 @@ impl Replica {
     fn capture(&self, store: &mut Store<DomainData>, fresh: &mut Fresh) -> Result<(), String> {
         let size = self.memory.data_size(&*store);
         let ranges = self.guest_ranges(size);
-        self.range(size)
-            .snapshot(&ranges)
-            .map_err(|e| format!("taking the memory snapshot failed: {e}"))?;
+        fresh.image = Some(
+            self.range(size)
+                .snapshot(&ranges)
+                .map_err(|e| format!("taking the memory snapshot failed: {e}"))?,
+        );
         for (g, v) in &mut fresh.globals {
             *v = g.get(&mut *store);
             if !matches!(
@@ -299,8 +311,12 @@ impl Replica {
         // Every guest page: those of the snapshot read as it again, those grown since (which
         // stay, above the size the guest sees) as zeros.
         let range = self.range(size);
+        let image = fresh
+            .image
+            .as_ref()
+            .ok_or_else(|| NotReset::Io(std::io::Error::other("no snapshot was taken")))?;
         for (off, len) in self.guest_ranges(size) {
-            range.revert(off, len).map_err(NotReset::Io)?;
+            range.put_back(image, off, len).map_err(NotReset::Io)?;
         }
         let mut ctx = store.as_context_mut();
         for (g, v) in &fresh.globals {
