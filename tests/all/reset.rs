@@ -102,3 +102,53 @@ fn an_isolated_server_meets_each_request_of_its_clients_fresh() {
         }
     }
 }
+
+/// An isolated component domain (`ComponentOptions::isolation`) meets each top-level call
+/// with a fresh instance: the key-value server forgets what the call before stored, where the
+/// same server reused counts the versions up.
+#[test]
+fn an_isolated_component_domain_meets_each_call_fresh() {
+    use lrpc_kernel::component::ComponentOptions;
+    use wasmtime::component::Val;
+    let kernel = Kernel::new().unwrap();
+    kernel
+        .add_wit_dir(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/comp-wit"))
+        .unwrap();
+    let put = |d: &lrpc_kernel::ComponentDomain| {
+        let args = [
+            Val::String("k".into()),
+            Val::List(vec![Val::U8(7)]),
+            Val::Enum("text".into()),
+        ];
+        match d.call("lrpc:kv/store", "put", &args).unwrap().remove(0) {
+            Val::Result(Ok(Some(v))) => *v,
+            other => panic!("put failed: {other:?}"),
+        }
+    };
+    let iso = kernel
+        .component(
+            "kv-iso",
+            lrpc_artifacts::COMP_KV_SERVER,
+            ComponentOptions::default().with_isolation(Isolation::Request),
+        )
+        .unwrap();
+    let reused = kernel
+        .component(
+            "kv-reused",
+            lrpc_artifacts::COMP_KV_SERVER,
+            ComponentOptions::default(),
+        )
+        .unwrap();
+    for i in 1..=5u64 {
+        assert_eq!(
+            put(&iso),
+            Val::U64(1),
+            "call {i} met an earlier call's entry"
+        );
+        assert_eq!(
+            put(&reused),
+            Val::U64(i),
+            "the reused server counts versions up"
+        );
+    }
+}

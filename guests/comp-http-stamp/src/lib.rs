@@ -4,7 +4,10 @@
 //! line of the same bytes; on `/latin1` it adds `x-latin1: caf\xe9`, a value that is not
 //! UTF-8) and passes it on; it answers 403 itself on paths under
 //! `/deny`, and replaces the body with `stamped\n` on `/rebody`; `/trap` traps and `/spin`
-//! computes forever, for the edge's failure tests.
+//! computes forever, for the edge's failure tests. `/leak` tries to carry the request's
+//! `x-tenant` to the next request in a static, and answers (`200`, header `x-seen`) what it
+//! found there from before: `static=<value>;count=<requests seen>`; `/leak/trap` keeps the
+//! value, then traps (per-request isolation's tests).
 
 /// What wit-bindgen generates from the WIT: private to this guest, which exports only
 /// what the world names.
@@ -18,12 +21,46 @@ mod bindings {
 use bindings::*;
 
 use exports::lrpc::http::plugin::{Action, Guest, Head, Header, Response};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The last `/leak` request's tenant.
+static LAST: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+/// `/leak` requests this instance has seen.
+static COUNT: AtomicU32 = AtomicU32::new(0);
 
 struct Stamp;
+
+/// `/leak` and `/leak/trap`: see the module docs.
+fn leak(head: &Head) -> Action {
+    let tenant = head
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("x-tenant"))
+        .map(|h| h.value.clone())
+        .unwrap_or_default();
+    let count = COUNT.fetch_add(1, Ordering::Relaxed);
+    let seen = std::mem::replace(&mut *LAST.lock().unwrap_or_else(|e| e.into_inner()), tenant);
+    if head.path == "/leak/trap" {
+        core::arch::wasm32::unreachable();
+    }
+    let mut value = b"static=".to_vec();
+    value.extend_from_slice(&seen);
+    value.extend_from_slice(format!(";count={count}").as_bytes());
+    Action::Respond(Response {
+        status: 200,
+        headers: vec![Header {
+            name: "x-seen".into(),
+            value,
+        }],
+        body: b"leak\n".to_vec(),
+    })
+}
 
 impl Guest for Stamp {
     fn handle(mut head: Head, _body: Vec<u8>) -> Action {
         match head.path.as_str() {
+            "/leak" | "/leak/trap" => return leak(&head),
             "/trap" => core::arch::wasm32::unreachable(),
             "/spin" => spin(),
             p if p == "/deny" || p.starts_with("/deny/") => {

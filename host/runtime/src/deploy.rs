@@ -337,7 +337,8 @@ fn start_component(
         .with_wasi(c.wasi)
         .with_limits(c.limits)
         .with_bind(bind)
-        .with_trust_fully(c.trust_fully);
+        .with_trust_fully(c.trust_fully)
+        .with_isolation(spec.isolation);
     let d = kernel.component(&spec.name, &wasm, options)?;
     for e in &spec.exports {
         kernel.export_as(
@@ -467,6 +468,15 @@ impl PluginInstance {
         match &self.domain {
             PluginDomain::Core(d) => self.kernel.terminate(d),
             PluginDomain::Component(d) => self.kernel.terminate(d),
+        }
+    }
+
+    /// Whether the generation lives on after a call into it failed: an isolated plugin,
+    /// reset (core) or given a fresh instance (component), not terminated or left dead.
+    pub fn survived_fault(&self) -> bool {
+        match &self.domain {
+            PluginDomain::Core(d) => !d.is_terminated(),
+            PluginDomain::Component(c) => !c.is_terminated() && c.dead().is_none(),
         }
     }
 
@@ -738,7 +748,8 @@ fn instantiate(
             .with_wasi(c.wasi.clone())
             .with_limits(c.limits.clone())
             .with_bind(bind.to_vec())
-            .with_trust_fully(c.trust_fully.clone());
+            .with_trust_fully(c.trust_fully.clone())
+            .with_isolation(spec.isolation);
         let d = kernel
             .component(&format!("{}@{generation}", spec.name), wasm, options)
             .map_err(kerr(format!("plugin `{}`", spec.name)))?;

@@ -4161,6 +4161,64 @@ fn an_isolated_plugin_that_traps_serves_the_next_request_at_once() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A config with the component plugin `comp-http-stamp` as domain `cleak` with
+/// `isolation = "request"` (route `/ciso`), and as domain `cshared` without (route
+/// `/cshared`).
+fn component_leak_config(dir: &Path) -> PathBuf {
+    write_config(
+        dir,
+        "[domains.cleak]\nguest = \"comp-http-stamp\"\nisolation = \"request\"\n\
+         exports = [{ interface = \"lrpc:http/plugin@0.2.0\" }]\n\
+         [domains.cshared]\nguest = \"comp-http-stamp\"\n\
+         exports = [{ interface = \"lrpc:http/plugin@0.2.0\" }]\n\
+         [[routes]]\nprefix = \"/ciso\"\nchain = [\"cleak\"]\n\
+         [[routes]]\nprefix = \"/cshared\"\nchain = [\"cshared\"]\n",
+    )
+}
+
+#[test]
+fn an_isolated_component_plugin_meets_each_request_fresh() {
+    // A component plugin keeps each `/leak` request's tenant in a static and counts its
+    // requests. Isolated, each of 300 requests with random tenants meets a fresh instance
+    // and finds nothing; after a trap the next request is served at once, with no restart.
+    // The same plugin without isolation shows the last tenant (so the check can fail).
+    let dir = scratch("isolation-component");
+    let s = Server::start(&component_leak_config(&dir));
+    let mut tenants = Tenants::new();
+    let fresh = "static=;count=0";
+    for i in 0..300 {
+        let seen = seen(&s.addr, "/ciso/leak", &tenants.next());
+        assert_eq!(seen, fresh, "request {i} found an earlier request's state");
+    }
+    for round in 0..3 {
+        let r = request(
+            &s.addr,
+            "GET",
+            "/ciso/leak/trap",
+            &[("x-tenant", &tenants.next())],
+            b"",
+        );
+        assert_eq!(r.status, 502, "round {round}: {}", r.text());
+        assert_eq!(seen(&s.addr, "/ciso/leak", &tenants.next()), fresh);
+    }
+    assert_eq!(
+        s.metric("lrpc_domain_restarts_total{domain=\"cleak\"}"),
+        0.0
+    );
+    let mut last = tenants.next();
+    seen(&s.addr, "/cshared/leak", &last);
+    for i in 0..10 {
+        let tenant = tenants.next();
+        let seen = seen(&s.addr, "/cshared/leak", &tenant);
+        assert!(
+            seen.starts_with(&format!("static={last};count=")),
+            "request {i} without isolation: {seen}, the last tenant was {last}"
+        );
+        last = tenant;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn concurrent_requests_each_meet_a_clean_replica_of_an_isolated_plugin() {
     // Two replicas, four clients at once: whichever replica a request is given, and

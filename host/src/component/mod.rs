@@ -83,6 +83,7 @@ pub use wasi::{CapturedOutput, Preopen, Stdio, WasiGrants};
 use crate::error::{Error, Fault, boxed};
 use crate::state::domain::SETUP_WAIT;
 use crate::state::kernel::{Kernel, KernelInner};
+use crate::state::reset::{Isolation, current_request};
 use crate::sync::{lock, wait_lock};
 use lrpc_abi::Status;
 use lrpc_lock::TryLock;
@@ -143,6 +144,10 @@ pub struct ComponentOptions {
     /// crossing). The copy of the server lives in this domain's Store with its own state, and
     /// a trap in it kills this domain too.
     pub trust_fully: Vec<String>,
+    /// What the domain keeps from one request to the next: with [`Isolation::Request`], each
+    /// request meets a fresh instance, and a fault replaces the instance instead of killing
+    /// the domain (see [`Isolation`]).
+    pub isolation: Isolation,
 }
 
 setters!(ComponentOptions {
@@ -150,6 +155,7 @@ setters!(ComponentOptions {
     with_limits => limits: ComponentLimits,
     with_bind => bind: Vec<(String, String)>,
     with_trust_fully => trust_fully: Vec<String>,
+    with_isolation => isolation: Isolation,
 });
 
 /// A call a component domain made through one of its imports that failed in the server.
@@ -236,6 +242,10 @@ struct Live {
     /// The instance's number, unique in the process: resource handles into it carry it
     /// (see `handles`), so that handles into an earlier instance are known stale.
     instance: u64,
+    /// An isolated domain's instance: whether a call entered it, and the request of the
+    /// last call that did (0: none known).
+    used: bool,
+    request: u64,
 }
 
 /// The next [`Live::instance`].
@@ -267,6 +277,9 @@ impl Live {
 /// A component domain, shared by its handles, its exports and the bindings to it.
 pub(crate) struct Shared {
     name: String,
+    /// The kernel and this domain itself, for an isolated domain's fresh instances.
+    kernel: Weak<KernelInner>,
+    me: Weak<Shared>,
     /// The binary the domain was created from (servers composed into fully trusting
     /// clients are taken from here).
     wasm: Arc<[u8]>,
@@ -444,16 +457,79 @@ impl Shared {
         let Some(live) = guard.as_mut() else {
             return Err(self.gone());
         };
+        let isolated = self.options.isolation == Isolation::Request;
+        // Instances an isolated domain replaced: before the call, and after a fault.
+        let mut before = None;
+        let mut faulted = None;
+        if isolated {
+            before = self.enter_request(live)?;
+        }
+        // Taken after `enter_request`: a function belongs to the instance it came from.
         let Some(func) = live.funcs.get(idx).copied() else {
             return Err(self.no_function(idx));
         };
         self.arm(&mut live.store);
         let r = f(live, func);
         live.store.data_mut().deadline_tick = 0;
+        let r = match r {
+            // An isolated domain lives on past a fault: the instance that faulted goes.
+            Ok(Err(e)) if isolated && !self.terminated.load(Ordering::Acquire) => {
+                faulted = self.replace(live);
+                Err(Error::Fault(Fault::classify(&e)))
+            }
+            Ok(Err(e)) => Err(self.faulted(&e)),
+            Ok(Ok(v)) => Ok(v),
+            Err(e) => Err(e),
+        };
         drop(guard);
-        match r? {
-            Ok(v) => Ok(v),
-            Err(e) => Err(self.faulted(&e)),
+        for old in [before, faulted].into_iter().flatten() {
+            old.revoke();
+            old.release_handles();
+        }
+        r
+    }
+
+    /// Before a call enters an isolated domain's instance: a fresh instance in its place
+    /// when a call of another request (or of none known) entered it before. Returns the
+    /// instance replaced, whose bindings the caller revokes once the Store lock is let go.
+    #[inline]
+    fn enter_request(&self, live: &mut Live) -> Result<Option<Live>, Error> {
+        let request = current_request();
+        let old = if live.used && (request == 0 || request != live.request) {
+            Some(self.replace_or_fail(live)?)
+        } else {
+            None
+        };
+        live.used = true;
+        live.request = request;
+        Ok(old)
+    }
+
+    /// Puts a fresh instance in `live`'s place; the old one.
+    #[cold]
+    #[inline(never)]
+    fn replace_or_fail(&self, live: &mut Live) -> Result<Live, Error> {
+        let (Some(kernel), Some(me)) = (self.kernel.upgrade(), self.me.upgrade()) else {
+            return Err(self.gone());
+        };
+        let fresh = instantiate(&kernel, &me)?;
+        Ok(std::mem::replace(live, fresh))
+    }
+
+    /// [`Shared::replace_or_fail`] after a fault: when no fresh instance can be made, the
+    /// domain is dead (as any domain whose instance faulted).
+    #[cold]
+    #[inline(never)]
+    fn replace(&self, live: &mut Live) -> Option<Live> {
+        match self.replace_or_fail(live) {
+            Ok(old) => Some(old),
+            Err(e) => {
+                self.set_dead(Some(Fault::Trapped {
+                    trap: None,
+                    message: format!("no fresh instance after a fault: {e}"),
+                }));
+                None
+            }
         }
     }
 
@@ -806,8 +882,10 @@ impl Kernel {
             }
         }
         let deadline = options.limits.deadline.unwrap_or(inner.config.deadline);
-        let shared = Arc::new(Shared {
+        let shared = Arc::new_cyclic(|me| Shared {
             name: name.to_string(),
+            kernel: Arc::downgrade(inner),
+            me: me.clone(),
             wasm: wasm.into(),
             fused: options.trust_fully.clone(),
             component,
@@ -1015,6 +1093,8 @@ fn instantiate(kernel: &Arc<KernelInner>, shared: &Arc<Shared>) -> Result<Live, 
         bindings,
         to_core,
         instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
+        used: false,
+        request: 0,
     })
 }
 
@@ -1297,7 +1377,10 @@ fn bind_imports(
             })
             .map_err(|e| unbound(format!("`{fname}`: {e:#}")))?;
         }
-        lock(&export.server.server_bindings).push(Arc::downgrade(&binding));
+        let mut known = lock(&export.server.server_bindings);
+        // An isolated client binds anew with each fresh instance: forget the bindings gone.
+        known.retain(|b| b.strong_count() > 0);
+        known.push(Arc::downgrade(&binding));
         bindings.push(binding);
     }
     Ok((bindings, to_core))

@@ -58,52 +58,7 @@ setters!(DomainOptions {
     with_isolation => isolation: Isolation,
 });
 
-/// What a core domain keeps from one request to the next.
-///
-/// With [`Isolation::Request`] every top-level call the embedder makes
-/// ([`DomainFunc::call`](crate::domain::DomainFunc::call)) meets the domain as it was right
-/// after it was created (instantiated, its start function run): the contents and size of
-/// its linear memory, its mutable globals (the shadow stack pointer included), its tables
-/// and its dropped data and element segments are all put back. A trap or a deadline does
-/// not terminate such a domain: the next call meets it clean. Calls that reach the domain
-/// through a binding are part of the request that made them: the top-level call into the
-/// client. Before such a call enters a replica that another request used last, the call
-/// path resets that replica; a trap or a deadline in it resets it again instead of
-/// terminating the domain. [`Domain::reset`] resets every replica at once.
-///
-/// Not reset: the domain's bindings (as client and as server) and the contents of their
-/// A-stack and out-of-band windows (those pages belong to the pair, not to the domain),
-/// and any state the embedder's host functions keep. Pages a request grew the memory by
-/// stay, zeroed, past the size the next request sees (wasmtime can not shrink a memory),
-/// so a load or store just past that size reads zeros instead of trapping. A guest that
-/// grows a table can not be put back in place: its domain is terminated instead, and the
-/// call that finds it so fails with [`Error::Reset`]. The fresh state is the one right
-/// after creation until [`Domain::capture_fresh_state`] takes another.
-///
-/// ```
-/// use lrpc_kernel::{DomainOptions, Kernel, domain::Isolation};
-/// let kernel = Kernel::new()?;
-/// let wat = br#"(module (memory (export "memory") 1)
-///     (global $n (mut i32) (i32.const 0))
-///     (func (export "count") (result i32)
-///         (global.set $n (i32.add (global.get $n) (i32.const 1)))
-///         (global.get $n)))"#;
-/// let options = DomainOptions::default().with_isolation(Isolation::Request);
-/// let d = kernel.domain_with("counter", wat, options)?;
-/// let count = d.func::<(), i32>("count")?;
-/// assert_eq!(count.call(())?, 1);
-/// assert_eq!(count.call(())?, 1, "the second call meets a fresh counter");
-/// # Ok::<(), lrpc_kernel::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Isolation {
-    /// The domain keeps its state from call to call (the default).
-    #[default]
-    None,
-    /// Each top-level call meets the domain in its fresh state.
-    Request,
-}
+pub use crate::state::reset::Isolation;
 
 impl Default for DomainOptions {
     fn default() -> Self {

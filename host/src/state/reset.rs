@@ -1,5 +1,5 @@
 //! Per-request isolation of a core domain: the state a replica had when it was created, and
-//! putting it back in place (see [`Isolation`](crate::kernel::Isolation)).
+//! putting it back in place (see [`Isolation`]).
 //!
 //! **What is saved.** Right after instantiation (the start function included, before any
 //! binding exists), and again when the embedder says the domain is initialized
@@ -25,13 +25,17 @@
 //!
 //! **The choice, measured** (`benches/reset.rs`, release build on the shared 2-core
 //! machine, medians): after a request wrote 1, 4 and 64 host pages, an in-place reset took
-//! 1.3, 2.0 and — in a 64 MiB memory — 6.5 µs; 4 pages in a 64 MiB memory cost 1.27× 4 pages
-//! in a 64 KiB one (2.5 against 2.0 µs). A fresh instance of the same small module from
+//! 1.3, 1.8 and — in a 64 MiB memory — 7.8 µs; 4 pages in a 64 MiB memory cost 1.53× 4 pages
+//! in a 64 KiB one (2.6 against 1.8 µs). A fresh instance of the same small module from
 //! wasmtime's pooling allocator (copy-on-write images; instantiating and dropping the
-//! Store, which decommits what the request touched) took 4.6–5.4 µs for 1–4 pages and
-//! 8.7 µs for 64, and for a domain with bindings it would also have to map every A-stack
+//! Store, which decommits what the request touched) took 5.6–6.1 µs for 1–4 pages and
+//! 28 µs for 64, and for a domain with bindings it would also have to map every A-stack
 //! window again. So the kernel resets in place: it keeps the instance, its Store and its
-//! windows.
+//! windows. Copying back rather than dropping pages is what a server needs: dropping looks
+//! as cheap in that single-threaded bench, but in the edge under load each page-table change
+//! interrupts the other processor (a TLB shootdown), and an isolated three-plugin chain
+//! served 0.09 of the reused chain's requests per second that way, 0.54 copying back
+//! (`host/runtime/bench/run.sh`).
 //!
 //! **Growth.** wasmtime can not shrink a memory or a table. The memory size the guest sees
 //! is a global of the rewritten module, reset like the others: pages a request grew stay,
@@ -58,6 +62,59 @@ use crate::astack::Snapshot;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use wasmtime::{AsContextMut, Func, Global, Memory, Ref, Store, StoreContextMut, Table, Val};
+
+/// What a domain keeps from one request to the next.
+///
+/// With [`Isolation::Request`] every top-level call the embedder makes into a core domain
+/// ([`DomainFunc::call`](crate::domain::DomainFunc::call)) meets the domain as it was right
+/// after it was created (instantiated, its start function run): the contents and size of
+/// its linear memory, its mutable globals (the shadow stack pointer included), its tables
+/// and its dropped data and element segments are all put back. A trap or a deadline does
+/// not terminate such a domain: the next call meets it clean. Calls that reach the domain
+/// through a binding are part of the request that made them: the top-level call into the
+/// client. Before such a call enters a replica that another request used last, the call
+/// path resets that replica; a trap or a deadline in it resets it again instead of
+/// terminating the domain. [`Domain::reset`](crate::Domain::reset) resets every replica at once.
+///
+/// Not reset: the domain's bindings (as client and as server) and the contents of their
+/// A-stack and out-of-band windows (those pages belong to the pair, not to the domain),
+/// and any state the embedder's host functions keep. Pages a request grew the memory by
+/// stay, zeroed, past the size the next request sees (wasmtime can not shrink a memory),
+/// so a load or store just past that size reads zeros instead of trapping. A guest that
+/// grows a table can not be put back in place: its domain is terminated instead, and the
+/// call that finds it so fails with [`Error::Reset`](crate::Error::Reset). The fresh state is the one right
+/// after creation until [`Domain::capture_fresh_state`](crate::Domain::capture_fresh_state) takes another.
+///
+/// A component domain with [`Isolation::Request`]
+/// ([`ComponentOptions::isolation`](crate::component::ComponentOptions::isolation)) gets a
+/// fresh instance in a fresh Store instead, before a call of another request than the last
+/// one enters it; a fault there replaces the instance rather than killing the domain. Its
+/// bindings stay, as for a restart ([`Kernel::restart_component`](crate::Kernel::restart_component)).
+///
+/// ```
+/// use lrpc_kernel::{DomainOptions, Kernel, domain::Isolation};
+/// let kernel = Kernel::new()?;
+/// let wat = br#"(module (memory (export "memory") 1)
+///     (global $n (mut i32) (i32.const 0))
+///     (func (export "count") (result i32)
+///         (global.set $n (i32.add (global.get $n) (i32.const 1)))
+///         (global.get $n)))"#;
+/// let options = DomainOptions::default().with_isolation(Isolation::Request);
+/// let d = kernel.domain_with("counter", wat, options)?;
+/// let count = d.func::<(), i32>("count")?;
+/// assert_eq!(count.call(())?, 1);
+/// assert_eq!(count.call(())?, 1, "the second call meets a fresh counter");
+/// # Ok::<(), lrpc_kernel::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Isolation {
+    /// The domain keeps its state from call to call (the default).
+    #[default]
+    None,
+    /// Each top-level call meets the domain in its fresh state.
+    Request,
+}
 
 /// Where request numbers come from: blocks of [`BLOCK`], one thread at a time.
 static NEXT_BLOCK: AtomicU64 = AtomicU64::new(1);

@@ -221,25 +221,7 @@ fn domain_spec(
             })
         })
         .collect::<Result<Vec<_>, ConfigError>>()?;
-    let isolation = match r.isolation.as_ref().map(|s| (s, s.get_ref().as_str())) {
-        None | Some((_, "none")) => lrpc_kernel::domain::Isolation::None,
-        Some((s, "request")) => {
-            if !exports.iter().any(|e| is_plugin_interface(&e.interface)) {
-                return Err(cx.err(
-                    s,
-                    "`isolation = \"request\"` is for HTTP plugin domains (it resets a plugin \
-                     at each request of the edge)",
-                ));
-            }
-            lrpc_kernel::domain::Isolation::Request
-        }
-        Some((s, other)) => {
-            return Err(cx.err(
-                s,
-                format!("isolation `{other}`: `none` or `request` expected"),
-            ));
-        }
-    };
+    let isolation = isolation(cx, r, &exports)?;
     Ok(DomainSpec {
         name: name.to_string(),
         source,
@@ -252,6 +234,32 @@ fn domain_spec(
         takes_body: true,
         line: cx.line(d.span().start),
     })
+}
+
+/// A domain's `isolation`: `none` (the default) or `request`, which only an HTTP plugin
+/// takes (the edge's requests are what it isolates).
+fn isolation(
+    cx: &Ctx<'_>,
+    r: &RawDomain,
+    exports: &[Export],
+) -> Result<lrpc_kernel::domain::Isolation, ConfigError> {
+    match r.isolation.as_ref().map(|s| (s, s.get_ref().as_str())) {
+        None | Some((_, "none")) => Ok(lrpc_kernel::domain::Isolation::None),
+        Some((s, "request")) => {
+            if !exports.iter().any(|e| is_plugin_interface(&e.interface)) {
+                return Err(cx.err(
+                    s,
+                    "`isolation = \"request\"` is for HTTP plugin domains (it resets a plugin \
+                     at each request of the edge)",
+                ));
+            }
+            Ok(lrpc_kernel::domain::Isolation::Request)
+        }
+        Some((s, other)) => Err(cx.err(
+            s,
+            format!("isolation `{other}`: `none` or `request` expected"),
+        )),
+    }
 }
 
 /// A component domain's table: WASI grants, the limits a component takes (memory, fuel,
@@ -267,15 +275,6 @@ fn component_domain(
         && *n.get_ref() != 1
     {
         return Err(cx.err(n, "a component domain is one instance: drop `replicas`"));
-    }
-    if let Some(i) = &r.isolation
-        && i.get_ref() != "none"
-    {
-        return Err(cx.err(
-            i,
-            "per-request isolation is for core-module plugins; a component plugin keeps its \
-             instance (drop `isolation`)",
-        ));
     }
     let mut spec = ComponentSpec::default();
     if let Some(l) = &r.limits {
@@ -388,11 +387,12 @@ fn component_domain(
             line: cx.line(b.span().start),
         });
     }
+    let isolation = isolation(cx, r, &exports)?;
     Ok(DomainSpec {
         name: name.to_string(),
         source,
         replicas: 1,
-        isolation: lrpc_kernel::domain::Isolation::None,
+        isolation,
         exports,
         binds,
         quotas: None,

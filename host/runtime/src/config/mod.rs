@@ -1017,7 +1017,7 @@ mod tests {
     }
 
     #[test]
-    fn isolation_is_for_core_plugins() {
+    fn isolation_is_for_plugins_of_both_kinds() {
         let plugin = |v: &str| {
             format!(
                 "[domains.p]\nguest = \"http-leak\"\nisolation = \"{v}\"\n\
@@ -1043,7 +1043,14 @@ mod tests {
         );
         assert!(
             err("[domains.a]\nguest = \"comp-probe\"\nisolation = \"request\"\n")
-                .starts_with("app.toml:3: per-request isolation is for core-module plugins")
+                .starts_with("app.toml:3: `isolation = \"request\"` is for HTTP plugin domains")
+        );
+        let component = "[domains.p]\nguest = \"comp-http-stamp\"\nisolation = \"request\"\n\
+                         exports = [{ interface = \"lrpc:http/plugin@0.2.0\" }]\n";
+        let c = Config::parse(Path::new("app.toml"), component).expect("valid");
+        assert_eq!(
+            c.domains["p"].isolation,
+            lrpc_kernel::domain::Isolation::Request
         );
     }
 

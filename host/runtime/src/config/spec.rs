@@ -104,8 +104,8 @@ pub struct DomainSpec {
     pub source: Source,
     /// Replicas (instances).
     pub replicas: usize,
-    /// `isolation = "request"`: each request meets the (core plugin) domain in its fresh
-    /// state; `None` by default.
+    /// `isolation = "request"`: each request meets the plugin in its fresh state (a core
+    /// plugin reset, a component plugin a fresh instance); `None` by default.
     pub isolation: lrpc_kernel::domain::Isolation,
     /// What it exports.
     pub exports: Vec<Export>,

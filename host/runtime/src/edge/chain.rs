@@ -319,16 +319,16 @@ impl ChainRun<'_> {
                     Status::BadReply => (502, "malformed", "answered with a malformed action"),
                     _ => (502, "other", "failed"),
                 };
-                // An isolated core plugin that faulted was reset, not terminated: it stays
-                // bound and serves the next request at once.
+                // An isolated plugin that faulted was reset (a component's instance
+                // replaced), not terminated: it stays bound and serves the next request at
+                // once.
                 let reset = status.is_call_failed()
                     && self
                         .seat
                         .bound
                         .get(slot)
                         .and_then(Option::as_ref)
-                        .and_then(|b| b.core())
-                        .is_some_and(|d| !d.is_terminated());
+                        .is_some_and(|b| b.survived_fault());
                 metrics.failure(&name, kind);
                 report_failure(&name, || {
                     if reset {
