@@ -48,9 +48,12 @@ fn a_looping_server_is_interrupted_at_the_deadline() {
     let s: i32 = client.call("spin", ()).unwrap();
     let took = start.elapsed();
     assert_eq!(s, Status::DeadlineExceeded as i32);
+    // A call's start is read from the tick count, which lags the clock when the ticker
+    // thread runs late on a busy machine (a loaded run ended this at 99.7 ms): the
+    // deadline may end up to that lag early (see docs/src/limits.md).
     assert!(
-        took >= Duration::from_millis(100),
-        "not before the deadline: {took:?}"
+        took >= Duration::from_millis(90),
+        "well before the deadline: {took:?}"
     );
     assert!(server.is_terminated());
     assert!(!client.is_terminated());
@@ -78,7 +81,8 @@ fn a_threads_tick_hook_paces_the_server_it_migrated_into() {
     let took = start.elapsed();
     assert!(lrpc_kernel::pace::set_tick_hook(None).is_some());
     assert_eq!(s, Status::DeadlineExceeded as i32);
-    assert!(took >= Duration::from_millis(100), "{took:?}");
+    // Up to the ticker's lag early, as above.
+    assert!(took >= Duration::from_millis(90), "{took:?}");
     // Each tick paused the spinning server for 5 ms: about 100 / (1 + 5) ticks fit, and
     // certainly fewer than the 100 of a server that was not paused.
     let n = ticks.get();
