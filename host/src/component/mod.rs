@@ -304,6 +304,8 @@ pub(crate) struct Shared {
     output: wasi::Output,
     server_bindings: Mutex<Vec<Weak<ImportBinding>>>,
     exports: Mutex<Vec<String>>,
+    /// Its linked, type-checked form, when it imports only WASI (see `instantiate`).
+    pre: std::sync::OnceLock<wasmtime::component::InstancePre<ComponentData>>,
     /// The core faces of its exports (see `mixed`).
     faces: Mutex<Vec<Arc<crate::state::domain::DomainShared>>>,
     /// Bytes of linear memory its current Store holds (see `limits`).
@@ -904,6 +906,7 @@ impl Kernel {
             server_bindings: Mutex::new(Vec::new()),
             exports: Mutex::new(Vec::new()),
             faces: Mutex::new(Vec::new()),
+            pre: std::sync::OnceLock::new(),
             memory: Default::default(),
         });
         let live = instantiate(inner, &shared)?;
@@ -1076,13 +1079,26 @@ fn instantiate(kernel: &Arc<KernelInner>, shared: &Arc<Shared>) -> Result<Live, 
         )
     });
     store.set_epoch_deadline(1);
-    let mut linker: Linker<ComponentData> = Linker::new(&shared.engine);
-    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| fail(boxed(e)))?;
-    let (bindings, to_core) = bind_imports(kernel, shared, &mut linker)?;
+    // A component that imports only WASI links the same way every time: its linked,
+    // type-checked form is kept (an isolated domain instantiates once per request). One with
+    // other imports binds them anew for each instance.
+    let (pre, bindings, to_core) = match shared.pre.get() {
+        Some(pre) => (pre.clone(), Vec::new(), Vec::new()),
+        None => {
+            let mut linker: Linker<ComponentData> = Linker::new(&shared.engine);
+            wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| fail(boxed(e)))?;
+            let (bindings, to_core) = bind_imports(kernel, shared, &mut linker)?;
+            let pre = linker
+                .instantiate_pre(&shared.component)
+                .map_err(|e| fail(boxed(e)))?;
+            if only_wasi(shared) {
+                let _ = shared.pre.set(pre.clone());
+            }
+            (pre, bindings, to_core)
+        }
+    };
     shared.arm(&mut store);
-    let instance = linker
-        .instantiate(&mut store, &shared.component)
-        .map_err(|e| fail(boxed(e)))?;
+    let instance = pre.instantiate(&mut store).map_err(|e| fail(boxed(e)))?;
     store.data_mut().deadline_tick = 0;
     let funcs =
         resolve_exports(&mut store, &instance, &shared.export_funcs).map_err(|e| fail(e.into()))?;
@@ -1096,6 +1112,15 @@ fn instantiate(kernel: &Arc<KernelInner>, shared: &Arc<Shared>) -> Result<Live, 
         used: false,
         request: 0,
     })
+}
+
+/// Whether every import of the domain's component is a WASI interface.
+fn only_wasi(shared: &Shared) -> bool {
+    shared
+        .component
+        .component_type()
+        .imports(&shared.engine)
+        .all(|(name, _)| name.starts_with("wasi:"))
 }
 
 fn resolve_exports(
