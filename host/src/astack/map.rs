@@ -267,22 +267,17 @@ impl MemoryRange {
     /// instead ([`revert`](Self::revert)). Returns how it went.
     pub fn put_back(&self, snap: &Snapshot, offset: usize, len: usize) -> io::Result<PutBack> {
         let ptr = self.window_ptr(offset, len)?;
-        let mut runs = Vec::new();
-        let pages = match super::scan::private_pages(ptr as usize, len, |s, l| runs.push((s, l))) {
-            Ok(n) if n <= PUT_BACK_MAX => n,
-            Ok(n) => {
-                self.revert(offset, len)?;
-                return Ok(PutBack::Dropped(n));
-            }
-            Err(_) => {
-                self.revert(offset, len)?;
-                return Ok(PutBack::Dropped(0));
-            }
-        };
-        for (start, run) in runs {
-            // The scan reported runs inside `[ptr, ptr + len)` (checked there).
+        // Pages are copied as the scan reports them (no list kept between the two); past
+        // `PUT_BACK_MAX` the copying stops, and the range is dropped below instead.
+        let mut copied = 0;
+        let scanned = super::scan::private_pages(ptr as usize, len, |start, run| {
+            // The scan reported the run inside `[ptr, ptr + len)` (checked there).
             let first = start - self.base;
             for off in (first..first + run).step_by(PAGE) {
+                if copied == PUT_BACK_MAX {
+                    return;
+                }
+                copied += 1;
                 let src = if snap.holds_data(off) {
                     // SAFETY: `off` is a page of the snapshot (`holds_data` is false past it),
                     // so `[view + off, view + off + PAGE)` lies inside the view, which lives
@@ -298,8 +293,18 @@ impl MemoryRange {
                 // so no guest code runs meanwhile; the copy writes through a raw pointer.
                 unsafe { crate::bulk::copy(src, (self.base + off) as *mut u8, PAGE) };
             }
+        });
+        match scanned {
+            Ok(n) if n <= PUT_BACK_MAX => Ok(PutBack::Copied(n)),
+            Ok(n) => {
+                self.revert(offset, len)?;
+                Ok(PutBack::Dropped(n))
+            }
+            Err(_) => {
+                self.revert(offset, len)?;
+                Ok(PutBack::Dropped(0))
+            }
         }
-        Ok(PutBack::Copied(pages))
     }
 
     /// Throws away the private copies of `[offset, offset + len)`: pages mapped by
