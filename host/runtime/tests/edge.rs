@@ -2644,7 +2644,7 @@ fn stream_measuring_rss_with(
     what: &str,
 ) -> (Chunked, Vec<(String, String)>, Growth) {
     let pid = s.child.id();
-    let before = MemoryMap::of(pid);
+    let before = MemoryMap::of(s);
     let mut peak = before.clone();
     let mut peak_rss = rss(pid);
     let (mut r, writer) = send_streaming_with(&s.addr, method, path, headers, len, false, None);
@@ -2658,7 +2658,7 @@ fn stream_measuring_rss_with(
             let now = rss(pid);
             if now > peak_rss {
                 peak_rss = now;
-                peak = MemoryMap::of(pid);
+                peak = MemoryMap::of(s);
             }
         }
     });
@@ -2668,18 +2668,30 @@ fn stream_measuring_rss_with(
     (body, headers, growth)
 }
 
-/// A process's resident memory by mapping (`/proc/PID/smaps`): what a memory test's failure
-/// shows, so that it names what grew.
+/// A server's resident memory by mapping (`/proc/PID/smaps`), and the memory its metrics
+/// account for: what a memory test's failure shows, so that it names what grew.
 #[derive(Clone, Default)]
 struct MemoryMap {
     /// Resident bytes by mapping: its address range and what it maps.
     rss: std::collections::BTreeMap<String, u64>,
+    /// The `/metrics` series of memory (`..._bytes` of memories and segments), by line.
+    metered: std::collections::BTreeMap<String, f64>,
 }
 
 impl MemoryMap {
-    fn of(pid: u32) -> MemoryMap {
+    fn of(s: &Server) -> MemoryMap {
+        let pid = s.child.id();
         let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
         let mut map = MemoryMap::default();
+        let metrics = s.get("/metrics", &[]).text();
+        for line in metrics.lines().filter(|l| {
+            !l.starts_with('#') && (l.contains("memory_bytes") || l.contains("segment_bytes"))
+        }) {
+            if let Some((series, v)) = line.rsplit_once(' ') {
+                map.metered
+                    .insert(series.to_string(), v.parse().unwrap_or(f64::NAN));
+            }
+        }
         let mut at = String::new();
         for line in smaps.lines() {
             let first = line.split_whitespace().next().unwrap_or("");
@@ -2740,6 +2752,13 @@ impl std::fmt::Display for Growth {
         grown.sort_by_key(|(d, _)| std::cmp::Reverse(d.unsigned_abs()));
         for (d, m) in grown.iter().take(8) {
             write!(f, "\n  {:+} KiB {m}", d / 1024)?;
+        }
+        // What the metrics say grew (a guest's memory, a segment), by series.
+        for (series, v) in &self.peak.metered {
+            let was = self.before.metered.get(series).copied().unwrap_or(0.0);
+            if (v - was).abs() >= f64::from(1u32 << 20) {
+                write!(f, "\n  {:+} KiB metered {series}", (v - was) as i64 / 1024)?;
+            }
         }
         Ok(())
     }
