@@ -166,13 +166,13 @@ impl Collector {
 async fn take(
     req: hyper::Request<hyper::body::Incoming>,
     got: &Mutex<Vec<Span>>,
-) -> hyper::Response<http_body_util::Full<bytes::Bytes>> {
+) -> hyper::Response<http_body_util::Full<hyper::body::Bytes>> {
     use http_body_util::BodyExt as _;
     let answer = |status: u16| {
         hyper::Response::builder()
             .status(status)
             .header("content-type", "application/x-protobuf")
-            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .body(http_body_util::Full::new(hyper::body::Bytes::new()))
             .unwrap()
     };
     if req.method() != hyper::Method::POST || req.uri().path() != "/v1/traces" {
@@ -199,10 +199,10 @@ async fn take_grpc(
     let status = |code: &str| {
         let mut trailers = hyper::HeaderMap::new();
         trailers.insert("grpc-status", code.parse().unwrap());
-        let frames: Vec<Result<hyper::body::Frame<bytes::Bytes>, std::convert::Infallible>> = vec![
-            Ok(hyper::body::Frame::data(bytes::Bytes::from_static(&[
-                0, 0, 0, 0, 0,
-            ]))),
+        let frames: Vec<Result<hyper::body::Frame<hyper::body::Bytes>, std::convert::Infallible>> = vec![
+            Ok(hyper::body::Frame::data(hyper::body::Bytes::from_static(
+                &[0, 0, 0, 0, 0],
+            ))),
             Ok(hyper::body::Frame::trailers(trailers)),
         ];
         hyper::Response::builder()
@@ -231,7 +231,7 @@ async fn take_grpc(
 }
 
 type GrpcFrames = futures::stream::Iter<
-    std::vec::IntoIter<Result<hyper::body::Frame<bytes::Bytes>, std::convert::Infallible>>,
+    std::vec::IntoIter<Result<hyper::body::Frame<hyper::body::Bytes>, std::convert::Infallible>>,
 >;
 
 /// Adds the spans of `export` to `got`.

@@ -1,0 +1,260 @@
+//! The OTLP trace request (`ExportTraceServiceRequest` of
+//! `opentelemetry/proto/collector/trace/v1`), encoded by hand in protobuf's wire format.
+//!
+//! A span's attributes are encoded once, when they are recorded ([`attribute`]), as the
+//! bytes of the `attributes` fields of its `Span` message: the export then copies them.
+//! A message nested in another is written in place and its length put in front after
+//! ([`nested`]), so that nothing is measured twice.
+
+use super::spans::Record;
+
+/// Protobuf's wire types used here.
+const VARINT: u8 = 0;
+const FIXED64: u8 = 1;
+const LEN: u8 = 2;
+const FIXED32: u8 = 5;
+
+/// `Span.attributes`, a repeated `KeyValue`.
+const SPAN_ATTRIBUTES: u32 = 9;
+
+/// Appends `v` as a varint.
+fn varint(buf: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        buf.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    buf.push(v as u8);
+}
+
+/// Appends the key of field `field` with wire type `wire`.
+fn key(buf: &mut Vec<u8>, field: u32, wire: u8) {
+    varint(buf, u64::from(field) << 3 | u64::from(wire));
+}
+
+/// Appends field `field` holding `bytes` (a string, bytes, or an encoded message).
+fn bytes_field(buf: &mut Vec<u8>, field: u32, bytes: &[u8]) {
+    key(buf, field, LEN);
+    varint(buf, bytes.len() as u64);
+    buf.extend_from_slice(bytes);
+}
+
+/// Appends field `field` holding the message `write` appends: written in place, then its
+/// length is put in front of it.
+fn nested(buf: &mut Vec<u8>, field: u32, write: impl FnOnce(&mut Vec<u8>)) {
+    key(buf, field, LEN);
+    let at = buf.len();
+    write(buf);
+    let mut len = Vec::with_capacity(4);
+    varint(&mut len, (buf.len() - at) as u64);
+    buf.splice(at..at, len);
+}
+
+/// An attribute's value (`AnyValue`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Value<'v> {
+    Str(&'v str),
+    Bool(bool),
+    I64(i64),
+    F64(f64),
+}
+
+/// Appends `key = value` to `buf`, as one more `attributes` field of a `Span`.
+pub(crate) fn attribute(buf: &mut Vec<u8>, key_name: &str, value: Value<'_>) {
+    keyvalue(buf, SPAN_ATTRIBUTES, key_name, value);
+}
+
+/// Appends a `KeyValue` as field `field`.
+fn keyvalue(buf: &mut Vec<u8>, field: u32, key_name: &str, value: Value<'_>) {
+    nested(buf, field, |kv| {
+        bytes_field(kv, 1, key_name.as_bytes());
+        nested(kv, 2, |any| match value {
+            Value::Str(s) => bytes_field(any, 1, s.as_bytes()),
+            Value::Bool(b) => {
+                key(any, 2, VARINT);
+                varint(any, u64::from(b));
+            }
+            Value::I64(i) => {
+                key(any, 3, VARINT);
+                // int64 is the two's complement as a varint (10 bytes when negative).
+                varint(any, i as u64);
+            }
+            Value::F64(f) => {
+                key(any, 4, FIXED64);
+                any.extend_from_slice(&f.to_le_bytes());
+            }
+        });
+    });
+}
+
+/// `SpanFlags`: bit 8 says whether the parent is known to be remote, bit 9 that it is.
+const HAS_IS_REMOTE: u32 = 0x100;
+const IS_REMOTE: u32 = 0x200;
+
+/// Appends `r` as a `Span` message, field `field` of its `ScopeSpans`.
+fn span(buf: &mut Vec<u8>, field: u32, r: &Record) {
+    nested(buf, field, |s| {
+        bytes_field(s, 1, &r.trace.to_be_bytes());
+        bytes_field(s, 2, &r.id.to_be_bytes());
+        if let Some(state) = &r.state {
+            bytes_field(s, 3, state.as_bytes());
+        }
+        if r.parent != 0 {
+            bytes_field(s, 4, &r.parent.to_be_bytes());
+        }
+        bytes_field(s, 5, r.name.as_bytes());
+        key(s, 6, VARINT);
+        varint(s, u64::from(r.kind as u8));
+        key(s, 7, FIXED64);
+        s.extend_from_slice(&r.start.to_le_bytes());
+        key(s, 8, FIXED64);
+        s.extend_from_slice(&r.end.to_le_bytes());
+        s.extend_from_slice(&r.attributes);
+        let remote = if r.remote_parent { IS_REMOTE } else { 0 };
+        key(s, 16, FIXED32);
+        s.extend_from_slice(&(u32::from(r.sampled) | HAS_IS_REMOTE | remote).to_le_bytes());
+    });
+}
+
+/// The `Resource` message of the process's spans, encoded once: `attributes`
+/// (`service.name` and the others) as `KeyValue`s.
+pub(crate) fn resource(attributes: &[(String, String)]) -> Vec<u8> {
+    let mut buf = Vec::new();
+    for (k, v) in attributes {
+        keyvalue(&mut buf, 1, k, Value::Str(v));
+    }
+    buf
+}
+
+/// The instrumentation scope the spans are reported under.
+const SCOPE: &str = "lrpc";
+
+/// The `ExportTraceServiceRequest` of `spans`, from the process `resource` (encoded by
+/// [`resource`]), in `out` (cleared first).
+pub(crate) fn request(out: &mut Vec<u8>, resource: &[u8], spans: &[Record]) {
+    out.clear();
+    // ExportTraceServiceRequest.resource_spans (1): ResourceSpans.
+    nested(out, 1, |rs| {
+        bytes_field(rs, 1, resource);
+        // ResourceSpans.scope_spans (2): ScopeSpans.
+        nested(rs, 2, |ss| {
+            // ScopeSpans.scope (1): InstrumentationScope.name (1).
+            nested(ss, 1, |scope| bytes_field(scope, 1, SCOPE.as_bytes()));
+            // ScopeSpans.spans (2).
+            for r in spans {
+                span(ss, 2, r);
+            }
+        });
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::spans::Kind;
+    use super::*;
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+    use prost::Message as _;
+
+    fn record(id: u64, parent: u64) -> Record {
+        let mut r = Record::for_test("call", 0x4bf92f3577b34da6a3ce929d0e0e4736, id, parent);
+        r.start = 1_700_000_000_000_000_000;
+        r.end = r.start + 1234;
+        r
+    }
+
+    #[test]
+    fn the_request_decodes_as_opentelemetry_s_own() {
+        let mut a = record(0x00f0_67aa_0ba9_02b7, 0);
+        a.kind = Kind::Server;
+        a.remote_parent = false;
+        attribute(&mut a.attributes, "route", Value::Str("/api"));
+        attribute(&mut a.attributes, "status", Value::I64(200));
+        attribute(&mut a.attributes, "negative", Value::I64(-3));
+        attribute(&mut a.attributes, "ok", Value::Bool(true));
+        attribute(&mut a.attributes, "share", Value::F64(0.5));
+        let mut b = record(7, a.id);
+        b.state = Some("congo=t61rcWkgMzE".into());
+        b.remote_parent = true;
+        b.sampled = true;
+        let long = "x".repeat(300);
+        attribute(&mut b.attributes, "long", Value::Str(&long));
+        let resource = resource(&[
+            ("service.name".into(), "edge".into()),
+            ("deployment.environment".into(), "test".into()),
+        ]);
+        let mut out = Vec::new();
+        request(&mut out, &resource, &[a, b]);
+        let got = ExportTraceServiceRequest::decode(out.as_slice()).expect("decodes");
+
+        assert_eq!(got.resource_spans.len(), 1);
+        let rs = &got.resource_spans[0];
+        let res: Vec<(String, Option<Any>)> = rs
+            .resource
+            .as_ref()
+            .unwrap()
+            .attributes
+            .iter()
+            .map(|kv| (kv.key.clone(), kv.value.clone().and_then(|v| v.value)))
+            .collect();
+        assert_eq!(
+            res,
+            [
+                ("service.name".into(), Some(Any::StringValue("edge".into()))),
+                (
+                    "deployment.environment".into(),
+                    Some(Any::StringValue("test".into()))
+                ),
+            ]
+        );
+        let ss = &rs.scope_spans[0];
+        assert_eq!(ss.scope.as_ref().unwrap().name, "lrpc");
+        let [sa, sb] = &ss.spans[..] else {
+            panic!("two spans: {:?}", ss.spans)
+        };
+        assert_eq!(
+            sa.trace_id,
+            0x4bf92f3577b34da6a3ce929d0e0e4736u128.to_be_bytes()
+        );
+        assert_eq!(sa.span_id, 0x00f0_67aa_0ba9_02b7u64.to_be_bytes());
+        assert!(sa.parent_span_id.is_empty());
+        assert_eq!(sa.name, "call");
+        assert_eq!(sa.kind, 2);
+        assert_eq!(sa.start_time_unix_nano, 1_700_000_000_000_000_000);
+        assert_eq!(sa.end_time_unix_nano, 1_700_000_000_000_001_234);
+        assert_eq!(sa.trace_state, "");
+        assert_eq!(sa.flags, 0x101, "sampled, the parent known not remote");
+        let attrs: Vec<(String, Option<Any>)> = sa
+            .attributes
+            .iter()
+            .map(|kv| (kv.key.clone(), kv.value.clone().and_then(|v| v.value)))
+            .collect();
+        assert_eq!(
+            attrs,
+            [
+                ("route".into(), Some(Any::StringValue("/api".into()))),
+                ("status".into(), Some(Any::IntValue(200))),
+                ("negative".into(), Some(Any::IntValue(-3))),
+                ("ok".into(), Some(Any::BoolValue(true))),
+                ("share".into(), Some(Any::DoubleValue(0.5))),
+            ]
+        );
+        assert_eq!(sb.parent_span_id, sa.span_id);
+        assert_eq!(sb.trace_state, "congo=t61rcWkgMzE");
+        assert_eq!(sb.flags, 0x301);
+        assert_eq!(sb.kind, 1, "internal");
+        assert_eq!(
+            sb.attributes[0].value.clone().and_then(|v| v.value),
+            Some(Any::StringValue(long))
+        );
+    }
+
+    #[test]
+    fn varints_take_seven_bits_a_byte() {
+        let mut b = Vec::new();
+        varint(&mut b, 300);
+        assert_eq!(b, [0xac, 0x02]);
+        b.clear();
+        varint(&mut b, u64::MAX);
+        assert_eq!(b.len(), 10);
+    }
+}
