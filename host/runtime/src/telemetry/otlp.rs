@@ -38,15 +38,29 @@ fn bytes_field(buf: &mut Vec<u8>, field: u32, bytes: &[u8]) {
     buf.extend_from_slice(bytes);
 }
 
+/// The length of `v` as a varint.
+fn varint_len(v: u64) -> usize {
+    // 7 bits a byte, at least one byte.
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
 /// Appends field `field` holding the message `write` appends: written in place, then its
-/// length is put in front of it.
+/// length is put in front of it (moving it by that many bytes).
 fn nested(buf: &mut Vec<u8>, field: u32, write: impl FnOnce(&mut Vec<u8>)) {
     key(buf, field, LEN);
     let at = buf.len();
     write(buf);
-    let mut len = Vec::with_capacity(4);
-    varint(&mut len, (buf.len() - at) as u64);
-    buf.splice(at..at, len);
+    let len = (buf.len() - at) as u64;
+    let mut prefix = [0u8; 10];
+    let mut n = 0;
+    let mut v = len;
+    while v >= 0x80 {
+        prefix[n] = (v as u8) | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    prefix[n] = v as u8;
+    buf.splice(at..at, prefix[..=n].iter().copied());
 }
 
 /// An attribute's value (`AnyValue`).
@@ -63,27 +77,39 @@ pub(crate) fn attribute(buf: &mut Vec<u8>, key_name: &str, value: Value<'_>) {
     keyvalue(buf, SPAN_ATTRIBUTES, key_name, value);
 }
 
-/// Appends a `KeyValue` as field `field`.
+/// Appends a `KeyValue` as field `field`, its lengths counted first (this runs for every
+/// field of every span, on the thread that records it).
 fn keyvalue(buf: &mut Vec<u8>, field: u32, key_name: &str, value: Value<'_>) {
-    nested(buf, field, |kv| {
-        bytes_field(kv, 1, key_name.as_bytes());
-        nested(kv, 2, |any| match value {
-            Value::Str(s) => bytes_field(any, 1, s.as_bytes()),
-            Value::Bool(b) => {
-                key(any, 2, VARINT);
-                varint(any, u64::from(b));
-            }
-            Value::I64(i) => {
-                key(any, 3, VARINT);
-                // int64 is the two's complement as a varint (10 bytes when negative).
-                varint(any, i as u64);
-            }
-            Value::F64(f) => {
-                key(any, 4, FIXED64);
-                any.extend_from_slice(&f.to_le_bytes());
-            }
-        });
-    });
+    // AnyValue's one field: its key (one byte for fields 1 to 4) and value.
+    let any = 1 + match value {
+        Value::Str(s) => varint_len(s.len() as u64) + s.len(),
+        Value::Bool(_) => 1,
+        // int64 is the two's complement as a varint (10 bytes when negative).
+        Value::I64(i) => varint_len(i as u64),
+        Value::F64(_) => 8,
+    };
+    let kv = 1 + varint_len(key_name.len() as u64) + key_name.len() + 1 + varint_len(any as u64) + any;
+    buf.reserve(kv + 2 + varint_len(kv as u64));
+    key(buf, field, LEN);
+    varint(buf, kv as u64);
+    bytes_field(buf, 1, key_name.as_bytes());
+    key(buf, 2, LEN);
+    varint(buf, any as u64);
+    match value {
+        Value::Str(s) => bytes_field(buf, 1, s.as_bytes()),
+        Value::Bool(b) => {
+            key(buf, 2, VARINT);
+            varint(buf, u64::from(b));
+        }
+        Value::I64(i) => {
+            key(buf, 3, VARINT);
+            varint(buf, i as u64);
+        }
+        Value::F64(f) => {
+            key(buf, 4, FIXED64);
+            buf.extend_from_slice(&f.to_le_bytes());
+        }
+    }
 }
 
 /// `SpanFlags`: bit 8 says whether the parent is known to be remote, bit 9 that it is.
@@ -253,8 +279,19 @@ mod tests {
         let mut b = Vec::new();
         varint(&mut b, 300);
         assert_eq!(b, [0xac, 0x02]);
-        b.clear();
-        varint(&mut b, u64::MAX);
-        assert_eq!(b.len(), 10);
+        for v in [0, 1, 127, 128, 300, 1 << 35, u64::MAX] {
+            b.clear();
+            varint(&mut b, v);
+            assert_eq!(b.len(), varint_len(v), "{v}");
+        }
+        // A message nested in place gets its length in front, however long.
+        for n in [0, 5, 127, 128, 20_000] {
+            b.clear();
+            nested(&mut b, 1, |m| m.resize(m.len() + n, 7));
+            let mut want = vec![0x0a];
+            varint(&mut want, n as u64);
+            want.resize(want.len() + n, 7);
+            assert_eq!(b, want, "{n}");
+        }
     }
 }
