@@ -461,17 +461,35 @@ pub fn carry_on<N: AsRef<str>, V: AsRef<[u8]>>(
     span: &tracing::Span,
 ) -> Option<Vec<(String, Vec<u8>)>> {
     let (parent, state) = context_of(span)?;
-    let mut out: Vec<(String, Vec<u8>)> = headers
-        .iter()
-        .filter(|(n, _)| !n.as_ref().eq_ignore_ascii_case(TRACEPARENT))
-        .filter(|(n, _)| state.is_empty() || !n.as_ref().eq_ignore_ascii_case(TRACESTATE))
-        .map(|(n, v)| (n.as_ref().to_owned(), v.as_ref().to_vec()))
-        .collect();
-    out.push((TRACEPARENT.into(), parent.into_bytes()));
-    if !state.is_empty() {
-        out.push((TRACESTATE.into(), state.into_bytes()));
+    Some(
+        with_context(headers, &parent, &state)
+            .into_iter()
+            .map(|(n, v)| (n.to_owned(), v.to_vec()))
+            .collect(),
+    )
+}
+
+/// `headers` with `traceparent` in place of theirs, and `tracestate` too unless it is
+/// empty (then theirs stays): [`carry_on`] without copying the headers, for a request
+/// encoded at once.
+pub fn with_context<'h, N: AsRef<str>, V: AsRef<[u8]>>(
+    headers: &'h [(N, V)],
+    traceparent: &'h str,
+    tracestate: &'h str,
+) -> Vec<(&'h str, &'h [u8])> {
+    let mut out = Vec::with_capacity(headers.len() + 2);
+    out.extend(
+        headers
+            .iter()
+            .filter(|(n, _)| !n.as_ref().eq_ignore_ascii_case(TRACEPARENT))
+            .filter(|(n, _)| tracestate.is_empty() || !n.as_ref().eq_ignore_ascii_case(TRACESTATE))
+            .map(|(n, v)| (n.as_ref(), v.as_ref())),
+    );
+    out.push((TRACEPARENT, traceparent.as_bytes()));
+    if !tracestate.is_empty() {
+        out.push((TRACESTATE, tracestate.as_bytes()));
     }
-    Some(out)
+    out
 }
 
 /// The first value of header `name` in `headers`.

@@ -365,20 +365,23 @@ impl Edge {
         );
         // With export on: the span continues the client's trace, and the plugins see the
         // request span's own `traceparent`.
-        let carried = if telemetry::on() {
+        let context = if telemetry::on() {
             if let Some(parent) = telemetry::header(headers, telemetry::TRACEPARENT) {
                 let state = telemetry::header(headers, telemetry::TRACESTATE);
                 telemetry::adopt(&span, parent, state);
             }
-            telemetry::carry_on(headers, &span)
+            telemetry::context_of(&span)
         } else {
             None
         };
-        let request = match &carried {
-            Some(h) => encode_request_with(method, &inner, &h[..], body),
+        let request = match &context {
+            Some((parent, state)) => {
+                let carried = telemetry::with_context(headers, parent, state);
+                encode_request_with(method, &inner, &carried[..], body)
+            }
             None => encode_request_with(method, &inner, headers, body),
         };
-        drop(carried);
+        drop(context);
         let metrics = &self.inner.deployment.metrics;
         // Counted down on every way out, also when the client goes away mid-request.
         let _in_flight = InFlight::new(&route.meters);

@@ -15,7 +15,7 @@
 //! of each a minute (with what happened since the last one).
 
 use super::otlp;
-use super::spans::{Queue, Record};
+use super::spans::{Encoded, Queue};
 use super::{Settings, TelemetryError};
 use http_body_util::BodyExt as _;
 use hyper::body::Bytes;
@@ -99,7 +99,7 @@ fn run(queue: &Queue, sender: &Sender, resource: &[u8], delay: Duration, notes: 
     };
     // Noted when the settings were read, logged once the log is surely set up.
     let mut notes = Some(notes);
-    let mut taken: Vec<Record> = Vec::new();
+    let mut taken: Vec<Encoded> = Vec::new();
     let mut warnings = Warnings::default();
     loop {
         let stopping = queue.take(&mut taken, Instant::now() + delay);
@@ -107,9 +107,11 @@ fn run(queue: &Queue, sender: &Sender, resource: &[u8], delay: Duration, notes: 
             tracing::warn!("{n}");
         }
         let deadline = stopping.then(|| Instant::now() + SHUTDOWN);
-        for batch in taken.chunks(queue.batch()) {
+        let mut spans = taken.iter().flat_map(|e| otlp::spans(&e.bytes)).peekable();
+        while spans.peek().is_some() {
+            let batch: Vec<&[u8]> = spans.by_ref().take(queue.batch()).collect();
             let mut message = Vec::new();
-            otlp::request(&mut message, resource, batch);
+            otlp::request(&mut message, resource, batch.iter().copied());
             let timeout = deadline.map_or(sender.timeout, |d| {
                 sender
                     .timeout
@@ -119,6 +121,7 @@ fn run(queue: &Queue, sender: &Sender, resource: &[u8], delay: Duration, notes: 
                 warnings.failed(batch.len(), e);
             }
         }
+        drop(spans);
         taken.clear();
         warnings.dropped(queue.take_dropped(), queue.max());
         if stopping {

@@ -2,9 +2,10 @@
 //! `opentelemetry/proto/collector/trace/v1`), encoded by hand in protobuf's wire format.
 //!
 //! A span's attributes are encoded once, when they are recorded ([`attribute`]), as the
-//! bytes of the `attributes` fields of its `Span` message: the export then copies them.
-//! A message nested in another is written in place and its length put in front after
-//! ([`nested`]), so that nothing is measured twice.
+//! bytes of the `attributes` fields of its `Span` message; the span is encoded when it
+//! closes ([`span`]), as a `spans` field of a `ScopeSpans`, and the export copies these
+//! into its requests ([`request`]). A message nested in another is written in place and
+//! its length put in front after ([`nested`]), so that nothing is measured twice.
 
 use super::spans::Record;
 
@@ -88,7 +89,8 @@ fn keyvalue(buf: &mut Vec<u8>, field: u32, key_name: &str, value: Value<'_>) {
         Value::I64(i) => varint_len(i as u64),
         Value::F64(_) => 8,
     };
-    let kv = 1 + varint_len(key_name.len() as u64) + key_name.len() + 1 + varint_len(any as u64) + any;
+    let kv =
+        1 + varint_len(key_name.len() as u64) + key_name.len() + 1 + varint_len(any as u64) + any;
     buf.reserve(kv + 2 + varint_len(kv as u64));
     key(buf, field, LEN);
     varint(buf, kv as u64);
@@ -116,9 +118,12 @@ fn keyvalue(buf: &mut Vec<u8>, field: u32, key_name: &str, value: Value<'_>) {
 const HAS_IS_REMOTE: u32 = 0x100;
 const IS_REMOTE: u32 = 0x200;
 
-/// Appends `r` as a `Span` message, field `field` of its `ScopeSpans`.
-fn span(buf: &mut Vec<u8>, field: u32, r: &Record) {
-    nested(buf, field, |s| {
+/// `ScopeSpans.spans`, a repeated `Span`.
+const SCOPE_SPANS: u32 = 2;
+
+/// Appends `r` as a `Span` message, a `spans` field of a `ScopeSpans`.
+pub(crate) fn span(buf: &mut Vec<u8>, r: &Record) {
+    nested(buf, SCOPE_SPANS, |s| {
         bytes_field(s, 1, &r.trace.to_be_bytes());
         bytes_field(s, 2, &r.id.to_be_bytes());
         if let Some(state) = &r.state {
@@ -141,6 +146,30 @@ fn span(buf: &mut Vec<u8>, field: u32, r: &Record) {
     });
 }
 
+/// The spans [`span`] appended to `bytes`, one slice each (stopping at anything else).
+pub(crate) fn spans(mut bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    std::iter::from_fn(move || {
+        let key = u64::from(SCOPE_SPANS) << 3 | u64::from(LEN);
+        if u64::from(*bytes.first()?) != key {
+            return None;
+        }
+        let mut len = 0u64;
+        let mut at = 1;
+        for shift in (0..64).step_by(7) {
+            let b = *bytes.get(at)?;
+            at += 1;
+            len |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                break;
+            }
+        }
+        let end = at.checked_add(usize::try_from(len).ok()?)?;
+        let one = bytes.get(..end)?;
+        bytes = &bytes[end..];
+        Some(one)
+    })
+}
+
 /// The `Resource` message of the process's spans, encoded once: `attributes`
 /// (`service.name` and the others) as `KeyValue`s.
 pub(crate) fn resource(attributes: &[(String, String)]) -> Vec<u8> {
@@ -154,9 +183,13 @@ pub(crate) fn resource(attributes: &[(String, String)]) -> Vec<u8> {
 /// The instrumentation scope the spans are reported under.
 const SCOPE: &str = "lrpc";
 
-/// The `ExportTraceServiceRequest` of `spans`, from the process `resource` (encoded by
-/// [`resource`]), in `out` (cleared first).
-pub(crate) fn request(out: &mut Vec<u8>, resource: &[u8], spans: &[Record]) {
+/// The `ExportTraceServiceRequest` of `spans` (each as [`span`] encoded it), from the
+/// process `resource` (encoded by [`resource`]), in `out` (cleared first).
+pub(crate) fn request<'s>(
+    out: &mut Vec<u8>,
+    resource: &[u8],
+    spans: impl IntoIterator<Item = &'s [u8]>,
+) {
     out.clear();
     // ExportTraceServiceRequest.resource_spans (1): ResourceSpans.
     nested(out, 1, |rs| {
@@ -165,9 +198,8 @@ pub(crate) fn request(out: &mut Vec<u8>, resource: &[u8], spans: &[Record]) {
         nested(rs, 2, |ss| {
             // ScopeSpans.scope (1): InstrumentationScope.name (1).
             nested(ss, 1, |scope| bytes_field(scope, 1, SCOPE.as_bytes()));
-            // ScopeSpans.spans (2).
-            for r in spans {
-                span(ss, 2, r);
+            for s in spans {
+                ss.extend_from_slice(s);
             }
         });
     });
@@ -208,8 +240,14 @@ mod tests {
             ("service.name".into(), "edge".into()),
             ("deployment.environment".into(), "test".into()),
         ]);
+        let mut encoded = Vec::new();
+        span(&mut encoded, &a);
+        span(&mut encoded, &b);
+        let one: Vec<&[u8]> = spans(&encoded).collect();
+        assert_eq!(one.len(), 2);
+        assert_eq!(one.concat(), encoded);
         let mut out = Vec::new();
-        request(&mut out, &resource, &[a, b]);
+        request(&mut out, &resource, one);
         let got = ExportTraceServiceRequest::decode(out.as_slice()).expect("decodes");
 
         assert_eq!(got.resource_spans.len(), 1);

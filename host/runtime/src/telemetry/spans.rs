@@ -1,19 +1,22 @@
-//! The export's `tracing` layer: a compact record per span, and the bounded queue the
-//! finished ones wait in for the exporter.
+//! The export's `tracing` layer: a compact record per span, and the bounded shelves the
+//! finished ones wait on for the exporter.
 //!
 //! A new span gets its ids, its start time (one clock read) and the sampling decision at
 //! once, and its fields are encoded as OTLP attributes as they are recorded
 //! ([`otlp::attribute`]: the key is the field's static name; numbers and booleans are
-//! written as they are, text is copied once). The record lives in the span's extensions
-//! (one allocation, the registry's) until the span closes; a sampled one then moves into
-//! the queue under a short lock, an unsampled one is dropped. Nothing is sent per span:
-//! the exporter takes the whole queue at once ([`Queue::take`]).
+//! written as they are, text is copied once, into a buffer the thread reuses). The record
+//! lives in the span's extensions (one allocation, the registry's) until the span closes;
+//! a sampled one is then encoded as an OTLP `Span` onto its thread's shelf, an unsampled
+//! one is dropped. Nothing is sent per span, nothing is shared between threads per span
+//! (each thread has its shelf, whose lock only the exporter takes besides), and what a
+//! thread allocates it frees: the exporter takes each shelf's bytes at once
+//! ([`Queue::take`]).
 
 use super::otlp::{self, Value};
 use super::sampler::Sampler;
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id};
@@ -35,13 +38,16 @@ impl Kind {
     /// The kind a span's `otel.kind` field names (`server`, `client`, ...); internal for
     /// any other value.
     fn named(v: &str) -> Kind {
-        match v.trim().to_ascii_lowercase().as_str() {
-            "server" => Kind::Server,
-            "client" => Kind::Client,
-            "producer" => Kind::Producer,
-            "consumer" => Kind::Consumer,
-            _ => Kind::Internal,
-        }
+        let v = v.trim();
+        [
+            ("server", Kind::Server),
+            ("client", Kind::Client),
+            ("producer", Kind::Producer),
+            ("consumer", Kind::Consumer),
+        ]
+        .into_iter()
+        .find_map(|(name, kind)| v.eq_ignore_ascii_case(name).then_some(kind))
+        .unwrap_or(Kind::Internal)
     }
 }
 
@@ -82,6 +88,38 @@ pub(crate) struct Record {
 /// Room for a typical span's fields, so that recording them seldom grows the buffer.
 const ATTRIBUTES: usize = 160;
 
+/// The most attribute buffers a thread keeps for its next spans.
+const SPARE_BUFFERS: usize = 64;
+
+thread_local! {
+    /// Attribute buffers of the thread's closed spans, for its next ones.
+    static SPARE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// An empty attribute buffer: a closed span's, or a new one.
+fn spare_buffer() -> Vec<u8> {
+    SPARE
+        .try_with(|s| s.try_borrow_mut().ok()?.pop())
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| Vec::with_capacity(ATTRIBUTES))
+}
+
+/// Keeps `buf` for a next span of this thread (unless the thread keeps enough).
+fn give_back(mut buf: Vec<u8>) {
+    if buf.capacity() == 0 || buf.capacity() > 4 * ATTRIBUTES {
+        return;
+    }
+    buf.clear();
+    let _ = SPARE.try_with(|s| {
+        if let Ok(mut s) = s.try_borrow_mut()
+            && s.len() < SPARE_BUFFERS
+        {
+            s.push(buf);
+        }
+    });
+}
+
 /// What a span passes on to its children.
 #[derive(Debug, Clone)]
 pub(crate) struct SpanContext {
@@ -114,7 +152,7 @@ impl Record {
             end: 0,
             state,
             attributes: if recording {
-                Vec::with_capacity(ATTRIBUTES)
+                spare_buffer()
             } else {
                 Vec::new()
             },
@@ -269,15 +307,22 @@ where
         };
         if r.sampled {
             r.end = now();
-            self.queue.push(r);
+            self.queue.push(&r);
         }
+        give_back(std::mem::take(&mut r.attributes));
     }
 }
 
-/// Finished spans waiting for export: at most `max` of them; a span closing when it is
-/// full is dropped and counted. The exporter is woken when `batch` are waiting.
+/// Finished spans waiting for export, encoded, on one shelf per thread that closes spans:
+/// at most `max` on each (a span closing on a full shelf is dropped and counted). The
+/// exporter is woken when a shelf holds `batch`.
 pub(crate) struct Queue {
-    spans: Mutex<Vec<Record>>,
+    /// Tells this queue's shelves from another's (a test may run several).
+    id: usize,
+    shelves: Mutex<Vec<Arc<Shelf>>>,
+    /// Set when a shelf holds a batch; the exporter clears it when it takes them.
+    full: AtomicBool,
+    wake: Mutex<()>,
     ready: Condvar,
     max: usize,
     batch: usize,
@@ -285,12 +330,41 @@ pub(crate) struct Queue {
     stopping: AtomicBool,
 }
 
+/// One thread's finished spans.
+#[derive(Default)]
+struct Shelf {
+    spans: Mutex<Encoded>,
+}
+
+/// Spans encoded one after another, each as a `spans` field of an OTLP `ScopeSpans`.
+#[derive(Default)]
+pub(crate) struct Encoded {
+    pub bytes: Vec<u8>,
+    pub count: usize,
+}
+
+/// Tells queues apart.
+static QUEUES: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// This thread's shelf, and the queue it belongs to.
+    static SHELF: RefCell<Option<(usize, Arc<Shelf>)>> = const { RefCell::new(None) };
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl Queue {
-    /// An empty queue of at most `max` spans (at least one), waking the exporter at `batch`.
+    /// An empty queue of at most `max` spans a thread (at least one), waking the exporter
+    /// at `batch`.
     pub fn new(max: usize, batch: usize) -> Queue {
         let max = max.max(1);
         Queue {
-            spans: Mutex::new(Vec::new()),
+            id: QUEUES.fetch_add(1, Ordering::Relaxed),
+            shelves: Mutex::new(Vec::new()),
+            full: AtomicBool::new(false),
+            wake: Mutex::new(()),
             ready: Condvar::new(),
             max,
             batch: batch.clamp(1, max),
@@ -304,48 +378,90 @@ impl Queue {
         self.batch
     }
 
-    /// The most spans that wait.
+    /// The most spans that wait on a thread's shelf.
     pub fn max(&self) -> usize {
         self.max
     }
 
-    /// Queues a finished span, or drops (and counts) it when the queue is full.
-    fn push(&self, r: Record) {
-        let mut spans = self.spans.lock().unwrap_or_else(PoisonError::into_inner);
-        if spans.len() >= self.max {
+    /// This thread's shelf, made (and listed) on its first span.
+    fn shelf(&self) -> Arc<Shelf> {
+        let mine = |s: &Option<(usize, Arc<Shelf>)>| {
+            s.as_ref()
+                .filter(|(id, _)| *id == self.id)
+                .map(|(_, s)| s.clone())
+        };
+        let known = SHELF.try_with(|s| s.try_borrow().ok().and_then(|s| mine(&s)));
+        if let Ok(Some(shelf)) = known {
+            return shelf;
+        }
+        let shelf = Arc::new(Shelf::default());
+        lock(&self.shelves).push(shelf.clone());
+        let _ = SHELF.try_with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                *s = Some((self.id, shelf.clone()));
+            }
+        });
+        shelf
+    }
+
+    /// Encodes a finished span onto this thread's shelf, or drops (and counts) it when the
+    /// shelf is full.
+    fn push(&self, r: &Record) {
+        let shelf = self.shelf();
+        let mut spans = lock(&shelf.spans);
+        if spans.count >= self.max {
             drop(spans);
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        spans.push(r);
-        let full = spans.len() == self.batch;
+        otlp::span(&mut spans.bytes, r);
+        spans.count += 1;
+        let full = spans.count == self.batch;
         drop(spans);
         if full {
+            self.full.store(true, Ordering::Relaxed);
+            let _wake = lock(&self.wake);
             self.ready.notify_one();
         }
     }
 
-    /// Waits until a batch is waiting, `until` passes or the export stops; then swaps the
-    /// waiting spans into `into` (empty, its room handed to the queue). Whether the export
-    /// is stopping.
-    pub fn take(&self, into: &mut Vec<Record>, until: Instant) -> bool {
-        let mut spans = self.spans.lock().unwrap_or_else(PoisonError::into_inner);
-        loop {
+    /// Waits until a shelf holds a batch, `until` passes or the export stops; then takes
+    /// every shelf's spans into `into`. Whether the export is stopping.
+    pub fn take(&self, into: &mut Vec<Encoded>, until: Instant) -> bool {
+        let mut wake = lock(&self.wake);
+        let stopping = loop {
             let stopping = self.stopping.load(Ordering::Relaxed);
             let now = Instant::now();
-            if stopping || spans.len() >= self.batch || now >= until {
-                std::mem::swap(&mut *spans, into);
-                return stopping;
+            if stopping || self.full.swap(false, Ordering::Relaxed) || now >= until {
+                break stopping;
             }
-            spans = self
+            wake = self
                 .ready
-                .wait_timeout(spans, until - now)
+                .wait_timeout(wake, until - now)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
+        };
+        drop(wake);
+        let mut shelves = lock(&self.shelves);
+        // A shelf only the list holds is an ended thread's, once it is empty.
+        shelves.retain(|s| Arc::strong_count(s) > 1 || lock(&s.spans).count > 0);
+        for shelf in shelves.iter() {
+            let mut spans = lock(&shelf.spans);
+            if spans.count > 0 {
+                let room = spans.bytes.capacity();
+                into.push(std::mem::replace(
+                    &mut *spans,
+                    Encoded {
+                        bytes: Vec::with_capacity(room),
+                        count: 0,
+                    },
+                ));
+            }
         }
+        stopping
     }
 
-    /// The spans dropped for a full queue since the last call.
+    /// The spans dropped for a full shelf since the last call.
     pub fn take_dropped(&self) -> u64 {
         self.dropped.swap(0, Ordering::Relaxed)
     }
@@ -353,7 +469,7 @@ impl Queue {
     /// Tells the exporter to send what waits and stop.
     pub fn stop(&self) {
         // Set under the lock, so that an exporter about to wait sees it.
-        let _spans = self.spans.lock().unwrap_or_else(PoisonError::into_inner);
+        let _wake = lock(&self.wake);
         self.stopping.store(true, Ordering::Relaxed);
         self.ready.notify_all();
     }
@@ -407,6 +523,10 @@ fn random_trace() -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+    use opentelemetry_proto::tonic::trace::v1::Span;
+    use prost::Message as _;
     use std::time::Duration;
     use tracing_subscriber::layer::SubscriberExt as _;
 
@@ -418,10 +538,39 @@ mod tests {
         queue
     }
 
-    fn taken(q: &Queue) -> Vec<Record> {
+    /// The spans `q` holds, decoded.
+    fn taken(q: &Queue) -> Vec<Span> {
         let mut v = Vec::new();
         q.take(&mut v, Instant::now());
-        v
+        let mut out = Vec::new();
+        for e in &v {
+            let mut message = Vec::new();
+            otlp::request(&mut message, &[], otlp::spans(&e.bytes));
+            let decoded = ExportTraceServiceRequest::decode(message.as_slice()).expect("decodes");
+            let spans: Vec<Span> = decoded
+                .resource_spans
+                .into_iter()
+                .flat_map(|r| r.scope_spans)
+                .flat_map(|s| s.spans)
+                .collect();
+            assert_eq!(spans.len(), e.count);
+            out.extend(spans);
+        }
+        out
+    }
+
+    fn id(b: &[u8]) -> u64 {
+        if b.is_empty() {
+            return 0;
+        }
+        u64::from_be_bytes(b.try_into().unwrap())
+    }
+
+    fn attr(s: &Span, key: &str) -> Option<Any> {
+        s.attributes
+            .iter()
+            .find(|a| a.key == key)
+            .and_then(|a| a.value.clone()?.value)
     }
 
     #[test]
@@ -439,29 +588,39 @@ mod tests {
             });
         });
         let spans = taken(&q);
-        let names: Vec<&str> = spans.iter().map(|s| s.name).collect();
+        let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["call", "late", "chain", "request"]);
         let [call, late, chain, request] = &spans[..] else {
             unreachable!()
         };
-        assert!(spans.iter().all(|s| s.trace == request.trace && s.sampled));
-        assert_eq!(request.parent, 0);
-        assert_eq!(request.kind, Kind::Server);
-        assert_eq!(chain.parent, request.id);
-        assert_eq!(call.parent, chain.id);
-        assert_eq!(late.parent, chain.id);
-        assert!(request.start <= chain.start && chain.end <= request.end);
-        let mut ids: Vec<u64> = spans.iter().map(|s| s.id).collect();
+        assert!(
+            spans
+                .iter()
+                .all(|s| s.trace_id == request.trace_id && s.flags & 1 == 1)
+        );
+        assert_eq!(id(&request.parent_span_id), 0);
+        assert_eq!(request.kind, Kind::Server as i32);
+        assert_eq!(chain.parent_span_id, request.span_id);
+        assert_eq!(call.parent_span_id, chain.span_id);
+        assert_eq!(late.parent_span_id, chain.span_id);
+        assert!(request.start_time_unix_nano <= chain.start_time_unix_nano);
+        assert!(chain.end_time_unix_nano <= request.end_time_unix_nano);
+        let mut ids: Vec<u64> = spans.iter().map(|s| id(&s.span_id)).collect();
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), 4);
-        // The fields, encoded: a string, a number, text from `Display`, a u64 too large.
-        let has = |r: &Record, bytes: &[u8]| r.attributes.windows(bytes.len()).any(|w| w == bytes);
-        assert!(has(request, b"route") && has(request, b"/api"));
-        assert!(!has(request, b"otel.kind"), "the kind is no attribute");
-        assert!(has(chain, b"plugins"));
-        assert!(has(call, b"status") && has(call, b"ok"));
-        assert!(has(late, u64::MAX.to_string().as_bytes()));
+        // The fields: a string, a number, text from `Display`, a u64 too large.
+        assert_eq!(
+            attr(request, "route"),
+            Some(Any::StringValue("/api".into()))
+        );
+        assert_eq!(attr(request, "otel.kind"), None, "the kind is no attribute");
+        assert_eq!(attr(chain, "plugins"), Some(Any::IntValue(3)));
+        assert_eq!(attr(call, "status"), Some(Any::StringValue("ok".into())));
+        assert_eq!(
+            attr(late, "big"),
+            Some(Any::StringValue(u64::MAX.to_string()))
+        );
     }
 
     #[test]
@@ -523,15 +682,33 @@ mod tests {
             std::thread::spawn(move || {
                 let mut v = Vec::new();
                 let stopping = q.take(&mut v, Instant::now() + Duration::from_secs(60));
-                (v.len(), stopping)
+                (v.iter().map(|e| e.count).sum::<usize>(), stopping)
             })
         };
         std::thread::sleep(Duration::from_millis(20));
-        q.push(Record::for_test("a", 1, 1, 0));
-        q.push(Record::for_test("b", 1, 2, 0));
+        q.push(&Record::for_test("a", 1, 1, 0));
+        q.push(&Record::for_test("b", 1, 2, 0));
         assert_eq!(waiter.join().unwrap(), (2, false));
         q.stop();
         let mut v = Vec::new();
         assert!(q.take(&mut v, Instant::now() + Duration::from_secs(60)));
+        assert!(v.is_empty());
+    }
+
+    #[test]
+    fn each_thread_has_its_shelf_and_ended_threads_theirs_until_taken() {
+        let q = Arc::new(Queue::new(10, 10));
+        q.push(&Record::for_test("here", 1, 1, 0));
+        let there = q.clone();
+        std::thread::spawn(move || there.push(&Record::for_test("there", 1, 2, 0)))
+            .join()
+            .unwrap();
+        assert_eq!(lock(&q.shelves).len(), 2);
+        let mut v = Vec::new();
+        q.take(&mut v, Instant::now());
+        assert_eq!(v.iter().map(|e| e.count).sum::<usize>(), 2);
+        // The ended thread's shelf goes at the next take, this thread's stays.
+        q.take(&mut Vec::new(), Instant::now());
+        assert_eq!(lock(&q.shelves).len(), 1);
     }
 }
