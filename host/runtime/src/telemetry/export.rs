@@ -303,7 +303,7 @@ impl Warnings {
         }
         if self.dropped > 0 {
             tracing::warn!(
-                "{} spans dropped: the export queue was full (OTEL_BSP_MAX_QUEUE_SIZE {})",
+                "{} spans dropped: a thread had OTEL_BSP_MAX_QUEUE_SIZE ({}) waiting for export",
                 self.dropped,
                 self.max
             );
