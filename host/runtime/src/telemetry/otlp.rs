@@ -213,6 +213,15 @@ mod tests {
     use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
     use prost::Message as _;
 
+    /// Decoded attributes as (key, value) pairs.
+    fn pairs(
+        kvs: &[opentelemetry_proto::tonic::common::v1::KeyValue],
+    ) -> Vec<(String, Option<Any>)> {
+        kvs.iter()
+            .map(|kv| (kv.key.clone(), kv.value.clone().and_then(|v| v.value)))
+            .collect()
+    }
+
     fn record(id: u64, parent: u64) -> Record {
         let mut r = Record::for_test("call", 0x4bf92f3577b34da6a3ce929d0e0e4736, id, parent);
         r.start = 1_700_000_000_000_000_000;
@@ -252,14 +261,7 @@ mod tests {
 
         assert_eq!(got.resource_spans.len(), 1);
         let rs = &got.resource_spans[0];
-        let res: Vec<(String, Option<Any>)> = rs
-            .resource
-            .as_ref()
-            .unwrap()
-            .attributes
-            .iter()
-            .map(|kv| (kv.key.clone(), kv.value.clone().and_then(|v| v.value)))
-            .collect();
+        let res = pairs(&rs.resource.as_ref().unwrap().attributes);
         assert_eq!(
             res,
             [
@@ -287,11 +289,7 @@ mod tests {
         assert_eq!(sa.end_time_unix_nano, 1_700_000_000_000_001_234);
         assert_eq!(sa.trace_state, "");
         assert_eq!(sa.flags, 0x101, "sampled, the parent known not remote");
-        let attrs: Vec<(String, Option<Any>)> = sa
-            .attributes
-            .iter()
-            .map(|kv| (kv.key.clone(), kv.value.clone().and_then(|v| v.value)))
-            .collect();
+        let attrs = pairs(&sa.attributes);
         assert_eq!(
             attrs,
             [
