@@ -65,9 +65,21 @@ const WASI_HTTP: &[&str] = &[
 const WASI_HTTP_BACK: &[(&str, &str)] = &[("p3", "handler")];
 
 /// The files of `config/`, bottom to top: how values are read (and the error every parser
-/// gives); the checked records; the file as written; the `[network]`/`[remotes]` and the
-/// `[domains]` parsers. `mod.rs` (`Config::parse`, the other sections) is on top.
-const CONFIG: &[&str] = &["text", "spec", "raw", "network", "domains"];
+/// gives); the checked records; the file as written; one parser per table (`[kernel]`,
+/// `[serve]`, `[telemetry]`, `[network]`/`[remotes]`, `[domains]`); what ties the domains
+/// together; the `[[routes]]`. `mod.rs` (`Config::parse`, `[run]`) is on top.
+const CONFIG: &[&str] = &[
+    "text",
+    "spec",
+    "raw",
+    "kernel",
+    "serve",
+    "telemetry",
+    "network",
+    "domains",
+    "binds",
+    "routes",
+];
 
 /// Checks that the folder `dir` holds `mod.rs` and exactly the files of `order`, that its
 /// `mod.rs` names each file in its doc, and that each file imports (as `super::file`) only

@@ -46,56 +46,8 @@ fn domain_spec(
             format!("`{name}`: a domain name is letters, digits, `-`, `_`"),
         ));
     }
-    let source = match (&r.guest, &r.wasm) {
-        (Some(g), None) => {
-            let bytes = lrpc_artifacts::by_name(g.get_ref()).ok_or_else(|| {
-                let known: Vec<&str> = lrpc_artifacts::BY_NAME.iter().map(|(n, _)| *n).collect();
-                cx.err(
-                    g,
-                    format!(
-                        "no built-in guest `{}` (known: {})",
-                        g.get_ref(),
-                        known.join(", ")
-                    ),
-                )
-            })?;
-            Source::Builtin(g.get_ref().clone(), bytes)
-        }
-        (None, Some(w)) => Source::File(cx.existing(w, "module")?),
-        (Some(_), Some(w)) => {
-            return Err(cx.err(w, "give either `guest` or `wasm`, not both"));
-        }
-        (None, None) => {
-            return Err(cx.err(d, format!("domain `{name}` needs `guest` or `wasm`")));
-        }
-    };
-    let is_component = match &source {
-        Source::Builtin(_, bytes) => lrpc_kernel::component::is_component(bytes),
-        Source::File(p) => {
-            let mut head = [0u8; 8];
-            std::fs::File::open(p)
-                .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
-                .is_ok_and(|()| lrpc_kernel::component::is_component(&head))
-        }
-    };
-    if let Some(k) = &r.kind {
-        match (k.get_ref().as_str(), is_component) {
-            ("component", true) | ("module", false) => {}
-            ("component", false) => {
-                return Err(cx.err(k, "the binary is a core module, not a component"));
-            }
-            ("module", true) => {
-                return Err(cx.err(k, "the binary is a component, not a core module"));
-            }
-            (other, _) => {
-                return Err(cx.err(
-                    k,
-                    format!("kind `{other}`: `module` or `component` expected"),
-                ));
-            }
-        }
-    }
-    if is_component {
+    let source = source(cx, name, d)?;
+    if kind(cx, r, &source)? {
         return component_domain(cx, name, d, source);
     }
     if let Some(w) = &r.wasi {
@@ -120,90 +72,15 @@ fn domain_spec(
         )?,
         None => 1,
     };
-    let mut limit_deadline = None;
-    let mut quotas = None;
-    if let Some(l) = &r.limits {
-        let l = l.get_ref();
-        if let Some(n) = &l.reuse {
-            return Err(cx.err(
-                n,
-                format!("`reuse` is for `{HANDLER_INTERFACE}` components"),
-            ));
-        }
-        let mut q = lrpc_kernel::Quotas::default();
-        let mut any = false;
-        if let Some(m) = &l.memory {
-            q.memory = cx.memory(m)?;
-            any = true;
-        }
-        if let Some(b) = &l.astack_bytes {
-            q.astack_bytes = cx.size(b, "astack_bytes")?;
-            any = true;
-        }
-        if let Some(b) = &l.oob_bytes {
-            q.oob_bytes = cx.size(b, "oob_bytes")?;
-            any = true;
-        }
-        if let Some(n) = &l.bindings {
-            q.bindings = cx.count(n, "bindings", i64::from(u32::MAX))? as u32;
-            any = true;
-        }
-        if let Some(n) = &l.mappings {
-            q.mappings = cx.count(n, "mappings", i64::from(u32::MAX))? as u32;
-            any = true;
-        }
-        quotas = any.then_some(q);
-        if let Some(f) = &l.fuel {
-            return Err(cx.err(
-                f,
-                "fuel limits are not supported by this kernel yet (it meters with deadlines)",
-            ));
-        }
-        limit_deadline = l.deadline.as_ref().map(|s| cx.duration(s)).transpose()?;
-    }
-    let mut exports = Vec::new();
-    for e in &r.exports {
-        let er = e.get_ref();
-        let interface = er.interface.get_ref().clone();
-        let plugin = is_plugin_interface(&interface);
-        let name = match &er.name {
-            Some(n) if plugin => {
-                return Err(cx.err(
-                    n,
-                    "plugins are exported under names the runtime chooses; drop `name`",
-                ));
-            }
-            Some(n) => n.get_ref().clone(),
-            None if plugin => format!("http-plugin/{name}"),
-            None => interface.clone(),
-        };
-        let serving = match er.serving.as_ref().map(|s| (s, s.get_ref().as_str())) {
-            None | Some((_, "migrate")) => ServingMode::Migrate,
-            Some((_, "own-thread")) => ServingMode::OwnThread,
-            Some((s, other)) => {
-                return Err(cx.err(
-                    s,
-                    format!("serving `{other}`: `migrate` or `own-thread` expected"),
-                ));
-            }
-        };
-        let deadline = match &er.deadline {
-            Some(d) => Some(cx.duration(d)?),
-            None => limit_deadline,
-        };
-        exports.push(Export {
-            interface,
-            name,
-            presentation: er
-                .presentation
-                .as_ref()
-                .map(|p| cx.existing(p, "presentation"))
-                .transpose()?,
-            serving,
-            deadline,
-            line: cx.line(e.span().start),
-        });
-    }
+    let (limit_deadline, quotas) = match &r.limits {
+        Some(l) => core_limits(cx, l.get_ref())?,
+        None => (None, None),
+    };
+    let exports = r
+        .exports
+        .iter()
+        .map(|e| export(cx, name, e, limit_deadline))
+        .collect::<Result<Vec<_>, ConfigError>>()?;
     let binds = r
         .binds
         .iter()
@@ -233,6 +110,156 @@ fn domain_spec(
         component: None,
         takes_body: true,
         line: cx.line(d.span().start),
+    })
+}
+
+/// Where a domain's binary comes from: a built-in guest (`guest`) or a file (`wasm`).
+fn source(cx: &Ctx<'_>, name: &str, d: &Spanned<RawDomain>) -> Result<Source, ConfigError> {
+    let r = d.get_ref();
+    match (&r.guest, &r.wasm) {
+        (Some(g), None) => {
+            let bytes = lrpc_artifacts::by_name(g.get_ref()).ok_or_else(|| {
+                let known: Vec<&str> = lrpc_artifacts::BY_NAME.iter().map(|(n, _)| *n).collect();
+                cx.err(
+                    g,
+                    format!(
+                        "no built-in guest `{}` (known: {})",
+                        g.get_ref(),
+                        known.join(", ")
+                    ),
+                )
+            })?;
+            Ok(Source::Builtin(g.get_ref().clone(), bytes))
+        }
+        (None, Some(w)) => Ok(Source::File(cx.existing(w, "module")?)),
+        (Some(_), Some(w)) => Err(cx.err(w, "give either `guest` or `wasm`, not both")),
+        (None, None) => Err(cx.err(d, format!("domain `{name}` needs `guest` or `wasm`"))),
+    }
+}
+
+/// Whether the binary is a component (told from its header), checked against `kind` when
+/// the table says it.
+fn kind(cx: &Ctx<'_>, r: &RawDomain, source: &Source) -> Result<bool, ConfigError> {
+    let is_component = match source {
+        Source::Builtin(_, bytes) => lrpc_kernel::component::is_component(bytes),
+        Source::File(p) => {
+            let mut head = [0u8; 8];
+            std::fs::File::open(p)
+                .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+                .is_ok_and(|()| lrpc_kernel::component::is_component(&head))
+        }
+    };
+    if let Some(k) = &r.kind {
+        match (k.get_ref().as_str(), is_component) {
+            ("component", true) | ("module", false) => {}
+            ("component", false) => {
+                return Err(cx.err(k, "the binary is a core module, not a component"));
+            }
+            ("module", true) => {
+                return Err(cx.err(k, "the binary is a component, not a core module"));
+            }
+            (other, _) => {
+                return Err(cx.err(
+                    k,
+                    format!("kind `{other}`: `module` or `component` expected"),
+                ));
+            }
+        }
+    }
+    Ok(is_component)
+}
+
+/// A core domain's `[limits]`: the deadline of its exports (unless one says its own) and
+/// its quotas, if any is set.
+fn core_limits(
+    cx: &Ctx<'_>,
+    l: &RawLimits,
+) -> Result<(Option<std::time::Duration>, Option<lrpc_kernel::Quotas>), ConfigError> {
+    if let Some(n) = &l.reuse {
+        return Err(cx.err(
+            n,
+            format!("`reuse` is for `{HANDLER_INTERFACE}` components"),
+        ));
+    }
+    let mut q = lrpc_kernel::Quotas::default();
+    let mut any = false;
+    if let Some(m) = &l.memory {
+        q.memory = cx.memory(m)?;
+        any = true;
+    }
+    if let Some(b) = &l.astack_bytes {
+        q.astack_bytes = cx.size(b, "astack_bytes")?;
+        any = true;
+    }
+    if let Some(b) = &l.oob_bytes {
+        q.oob_bytes = cx.size(b, "oob_bytes")?;
+        any = true;
+    }
+    if let Some(n) = &l.bindings {
+        q.bindings = cx.count(n, "bindings", i64::from(u32::MAX))? as u32;
+        any = true;
+    }
+    if let Some(n) = &l.mappings {
+        q.mappings = cx.count(n, "mappings", i64::from(u32::MAX))? as u32;
+        any = true;
+    }
+    if let Some(f) = &l.fuel {
+        return Err(cx.err(
+            f,
+            "fuel limits are not supported by this kernel yet (it meters with deadlines)",
+        ));
+    }
+    let deadline = l.deadline.as_ref().map(|s| cx.duration(s)).transpose()?;
+    Ok((deadline, any.then_some(q)))
+}
+
+/// One of a core domain's exports: a plugin's name is the runtime's, another's defaults to
+/// its interface; its deadline defaults to the domain's `[limits]` one.
+fn export(
+    cx: &Ctx<'_>,
+    domain: &str,
+    e: &Spanned<RawExport>,
+    limit_deadline: Option<std::time::Duration>,
+) -> Result<Export, ConfigError> {
+    let er = e.get_ref();
+    let interface = er.interface.get_ref().clone();
+    let plugin = is_plugin_interface(&interface);
+    let name = match &er.name {
+        Some(n) if plugin => {
+            return Err(cx.err(
+                n,
+                "plugins are exported under names the runtime chooses; drop `name`",
+            ));
+        }
+        Some(n) => n.get_ref().clone(),
+        None if plugin => format!("http-plugin/{domain}"),
+        None => interface.clone(),
+    };
+    let serving = match er.serving.as_ref().map(|s| (s, s.get_ref().as_str())) {
+        None | Some((_, "migrate")) => ServingMode::Migrate,
+        Some((_, "own-thread")) => ServingMode::OwnThread,
+        Some((s, other)) => {
+            return Err(cx.err(
+                s,
+                format!("serving `{other}`: `migrate` or `own-thread` expected"),
+            ));
+        }
+    };
+    let deadline = match &er.deadline {
+        Some(d) => Some(cx.duration(d)?),
+        None => limit_deadline,
+    };
+    Ok(Export {
+        interface,
+        name,
+        presentation: er
+            .presentation
+            .as_ref()
+            .map(|p| cx.existing(p, "presentation"))
+            .transpose()?,
+        serving,
+        deadline,
+        line: cx.line(e.span().start),
     })
 }
 
@@ -327,50 +354,11 @@ fn component_domain(
     if let Some(w) = &r.wasi {
         spec.http = http_origins(cx, w.get_ref(), handler.is_some())?;
     }
-    let mut exports = Vec::new();
-    for e in &r.exports {
-        let er = e.get_ref();
-        let interface = er.interface.get_ref().clone();
-        let plugin = is_plugin_interface(&interface);
-        if plugin && let Some(n) = &er.name {
-            return Err(cx.err(
-                n,
-                "plugins are exported under names the runtime chooses; drop `name`",
-            ));
-        }
-        if let Some(p) = &er.presentation {
-            return Err(cx.err(
-                p,
-                "components pass values by the canonical ABI: drop `presentation`",
-            ));
-        }
-        if let Some(s) = &er.serving {
-            return Err(cx.err(
-                s,
-                "a component domain serves on the caller's thread: drop `serving`",
-            ));
-        }
-        if let Some(dl) = &er.deadline {
-            return Err(cx.err(
-                dl,
-                "a component domain has one deadline: set it under `[domains.<name>.limits]`",
-            ));
-        }
-        let name = match &er.name {
-            Some(n) => n.get_ref().clone(),
-            None if interface == HANDLER_INTERFACE => format!("wasi-http/{name}"),
-            None if plugin => format!("http-plugin/{name}"),
-            None => interface.clone(),
-        };
-        exports.push(Export {
-            name,
-            interface,
-            presentation: None,
-            serving: ServingMode::Migrate,
-            deadline: spec.limits.deadline,
-            line: cx.line(e.span().start),
-        });
-    }
+    let exports = r
+        .exports
+        .iter()
+        .map(|e| component_export(cx, name, e, spec.limits.deadline))
+        .collect::<Result<Vec<_>, ConfigError>>()?;
     let mut binds = Vec::new();
     for b in &r.binds {
         let br = b.get_ref();
@@ -399,6 +387,57 @@ fn component_domain(
         component: Some(spec),
         takes_body: true,
         line: cx.line(d.span().start),
+    })
+}
+
+/// One of a component domain's exports: no presentation, serving mode or deadline of its
+/// own (the domain has one deadline); a plugin's or handler's name is the runtime's.
+fn component_export(
+    cx: &Ctx<'_>,
+    domain: &str,
+    e: &Spanned<RawExport>,
+    deadline: Option<std::time::Duration>,
+) -> Result<Export, ConfigError> {
+    let er = e.get_ref();
+    let interface = er.interface.get_ref().clone();
+    let plugin = is_plugin_interface(&interface);
+    if plugin && let Some(n) = &er.name {
+        return Err(cx.err(
+            n,
+            "plugins are exported under names the runtime chooses; drop `name`",
+        ));
+    }
+    if let Some(p) = &er.presentation {
+        return Err(cx.err(
+            p,
+            "components pass values by the canonical ABI: drop `presentation`",
+        ));
+    }
+    if let Some(s) = &er.serving {
+        return Err(cx.err(
+            s,
+            "a component domain serves on the caller's thread: drop `serving`",
+        ));
+    }
+    if let Some(dl) = &er.deadline {
+        return Err(cx.err(
+            dl,
+            "a component domain has one deadline: set it under `[domains.<name>.limits]`",
+        ));
+    }
+    let name = match &er.name {
+        Some(n) => n.get_ref().clone(),
+        None if interface == HANDLER_INTERFACE => format!("wasi-http/{domain}"),
+        None if plugin => format!("http-plugin/{domain}"),
+        None => interface.clone(),
+    };
+    Ok(Export {
+        name,
+        interface,
+        presentation: None,
+        serving: ServingMode::Migrate,
+        deadline,
+        line: cx.line(e.span().start),
     })
 }
 

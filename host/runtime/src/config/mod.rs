@@ -88,22 +88,36 @@
 //!   parser reports through.
 //! - `spec.rs`: the checked records ([`Config`], [`DomainSpec`], [`Route`], …) and limits.
 //! - `raw.rs`: the file as written, every value with its span.
+//! - `kernel.rs`, `serve.rs`, `telemetry.rs`: the `[kernel]`, `[serve]` and `[telemetry]`
+//!   tables.
 //! - `network.rs`: `[remotes.NAME]` and `[network]`, TLS and NATS credentials.
 //! - `domains.rs`: `[domains.NAME]`, core and component, with their WASI grants.
-//! - `mod.rs`: [`Config::parse`], the `[kernel]`, `[serve]`, `[run]` and `[[routes]]` tables.
+//! - `binds.rs`: what ties the domains together (binds, cycles, export names).
+//! - `routes.rs`: `[[routes]]` and their chains.
+//! - `mod.rs`: [`Config::parse`], each table by its file, and `[run]`.
 
+mod binds;
 mod domains;
+mod kernel;
 mod network;
 mod raw;
+mod routes;
+mod serve;
 mod spec;
+mod telemetry;
 mod text;
 
+use binds::*;
 use domains::*;
+use kernel::*;
 use network::*;
 use raw::*;
+use routes::*;
+use serve::*;
 pub use spec::*;
 use std::collections::BTreeMap;
 use std::path::Path;
+use telemetry::*;
 use text::Ctx;
 pub use text::{ConfigError, MAX_DEADLINE, parse_duration, parse_rate, parse_size};
 
@@ -129,7 +143,7 @@ impl Config {
     }
 
     /// Checks `text` as the config file `path` (relative paths in it are relative to the
-    /// file's directory).
+    /// file's directory): each table by its own file, then what ties them together.
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         let file = path.display().to_string();
         let dir = path.parent().unwrap_or(Path::new("."));
@@ -142,36 +156,7 @@ impl Config {
             let at = e.span().map_or(0, |s| s.start);
             cx.err_at(at, e.message().trim_end().to_string())
         })?;
-        let deadline = raw
-            .kernel
-            .deadline
-            .as_ref()
-            .map(|d| cx.duration(d))
-            .transpose()?;
-        let mut wit = Vec::new();
-        for w in &raw.kernel.wit {
-            let dir = cx.path(w);
-            if !dir.is_dir() {
-                return Err(cx.err(w, format!("no WIT folder {}", dir.display())));
-            }
-            wit.push(WitFolder {
-                path: dir,
-                line: cx.line(w.span().start),
-            });
-        }
-        let cache = match raw.kernel.cache_dir.as_ref().map(|d| (d, d.get_ref())) {
-            Some((_, RawCacheDir::On(false))) => CompileCache::Off,
-            Some((d, RawCacheDir::Folder(f))) => {
-                if f.is_empty() {
-                    return Err(cx.err(
-                        d,
-                        "`cache-dir` is an empty path: name a folder, or say `false`",
-                    ));
-                }
-                CompileCache::Folder(cx.dir.join(f))
-            }
-            None | Some((_, RawCacheDir::On(true))) => CompileCache::per_user(),
-        };
+        let kernel = kernel(&cx, &raw.kernel)?;
         let mut domains = BTreeMap::new();
         for (name, d) in &raw.domains {
             domains.insert(name.clone(), domain(&cx, name, d)?);
@@ -183,321 +168,38 @@ impl Config {
             }
             remotes.insert(name.clone(), remote(&cx, name, r)?);
         }
-        // Binds name existing servers that export the interface.
-        let mut taken: BTreeMap<&str, &str> = BTreeMap::new();
-        for (name, d) in &raw.domains {
-            for b in &d.get_ref().binds {
-                let server = b.get_ref().server.get_ref();
-                let iface = b.get_ref().interface.get_ref();
-                if let Some(r) = remotes.get(server) {
-                    if r.interface != *iface {
-                        return Err(cx.err(
-                            &b.get_ref().interface,
-                            format!("remote `{server}` serves `{}`, not `{iface}`", r.interface),
-                        ));
-                    }
-                } else {
-                    let Some(s) = domains.get(server) else {
-                        return Err(cx.err(&b.get_ref().server, format!("no domain `{server}`")));
-                    };
-                    let Some(e) = s.exports.iter().find(|e| e.interface == *iface) else {
-                        return Err(cx.err(
-                            &b.get_ref().interface,
-                            format!("domain `{server}` does not export `{iface}`"),
-                        ));
-                    };
-                    // A client's stub binds under the interface's own name.
-                    if e.name != *iface {
-                        return Err(cx.err(
-                            b,
-                            format!(
-                                "`{name}` binds to `{iface}` by its interface name, but `{server}` \
-                                 exports it as `{}`",
-                                e.name
-                            ),
-                        ));
-                    }
-                }
-                if let Some(other) = taken.insert(iface, server)
-                    && other != server
-                {
-                    return Err(cx.err(
-                        b,
-                        format!("`{iface}` is bound to both `{other}` and `{server}`"),
-                    ));
-                }
-            }
-        }
-        // A component's imports are bound when it is created, so its servers must exist by
-        // then: components can not bind in a cycle (core domains bind at run time, and may).
-        let component = |n: &str| domains.get(n).is_some_and(|d| d.component.is_some());
-        let servers = |n: &str| -> Vec<&str> {
-            raw.domains.get(n).map_or_else(Vec::new, |d| {
-                d.get_ref()
-                    .binds
-                    .iter()
-                    .map(|b| b.get_ref().server.get_ref().as_str())
-                    .filter(|s| component(s))
-                    .collect()
-            })
-        };
-        for (name, d) in &raw.domains {
-            if !component(name) {
-                continue;
-            }
-            // Whether `name` reaches itself along binds to components: a search that visits
-            // each domain once, remembering where it came from to name the cycle.
-            let mut came_from: BTreeMap<&str, &str> = BTreeMap::new();
-            let mut todo = vec![name.as_str()];
-            let mut closing = None;
-            while let Some(at) = todo.pop() {
-                for s in servers(at) {
-                    if s == name {
-                        closing = Some(at);
-                        break;
-                    }
-                    if !came_from.contains_key(s) {
-                        came_from.insert(s, at);
-                        todo.push(s);
-                    }
-                }
-                if closing.is_some() {
-                    break;
-                }
-            }
-            let Some(last) = closing else { continue };
-            // The domains between `name` and `last`, walked back from `last`.
-            let mut between = Vec::new();
-            let mut at = last;
-            while at != name {
-                between.push(at);
-                at = came_from.get(at).copied().unwrap_or(name);
-            }
-            between.reverse();
-            let mut cycle = vec![name.as_str()];
-            cycle.extend(between);
-            cycle.push(name.as_str());
-            let first = cycle[1];
-            let bind = d
-                .get_ref()
-                .binds
-                .iter()
-                .find(|b| b.get_ref().server.get_ref() == first)
-                .map_or(d.span().start, |b| b.span().start);
-            return Err(cx.err_at(
-                bind,
-                format!(
-                    "components bind in a cycle ({}): each is bound when it is created, so none \
-                     could be first",
-                    cycle.join(" -> ")
-                ),
-            ));
-        }
-        let mut names: BTreeMap<&str, &str> = BTreeMap::new();
-        for (dn, d) in &domains {
-            for e in &d.exports {
-                if let Some(other) = names.insert(&e.name, dn) {
-                    return Err(ConfigError {
-                        file: file.clone(),
-                        line: e.line,
-                        reason: format!("`{}` is exported by both `{other}` and `{dn}`", e.name),
-                    });
-                }
-            }
-        }
-        for r in remotes.values() {
-            if let Some(other) = names.insert(&r.interface, &r.name) {
-                return Err(ConfigError {
-                    file: file.clone(),
-                    line: r.line,
-                    reason: format!(
-                        "`{}` is exported by both `{other}` and the remote `{}`",
-                        r.interface, r.name
-                    ),
-                });
-            }
-        }
+        binds(&cx, &raw.domains, &domains, &remotes)?;
+        no_component_cycle(&cx, &raw.domains, &domains)?;
+        one_server_per_export(&cx, &domains, &remotes)?;
         let network = match &raw.network {
             Some(n) => Some(network(&cx, n, &domains)?),
             None => None,
         };
         let entry = match &raw.run.entry {
-            Some(e) => {
-                let (d, _) = e
-                    .get_ref()
-                    .split_once('.')
-                    .ok_or_else(|| cx.err(e, "the entry must be `domain.export`"))?;
-                if !domains.contains_key(d) {
-                    return Err(cx.err(e, format!("no domain `{d}`")));
-                }
-                Some(e.get_ref().clone())
-            }
-            None => None,
-        };
-        let listen = match &raw.serve.listen {
-            Some(l) => {
-                l.get_ref()
-                    .parse::<std::net::SocketAddr>()
-                    .map_err(|e| cx.err(l, format!("`{}`: {e}", l.get_ref())))?;
-                Some(l.get_ref().clone())
-            }
+            Some(e) => Some(run_entry(&cx, e, &domains)?),
             None => None,
         };
         let telemetry = match &raw.telemetry {
             Some(t) => Some(telemetry(&cx, t.get_ref())?),
             None => None,
         };
-        let admin = admin_token(&cx, &raw.serve)?;
-        let probes = probes(&cx, &raw.serve)?;
-        let log_format = match &raw.serve.log_format {
-            Some(f) => Some(f.get_ref().parse().map_err(|e: String| cx.err(f, e))?),
-            None => None,
-        };
-        let max_body = match &raw.serve.max_body {
-            Some(m) => cx.count(m, "max-body", 1 << 30)?,
-            None => 16 << 20,
-        };
-        let recycle_above = match &raw.serve.recycle_above {
-            None => Some(DEFAULT_RECYCLE_ABOVE),
-            Some(v) if matches!(v.get_ref(), toml::Value::Boolean(false)) => None,
-            Some(v) => Some(usize::try_from(cx.size(v, "recycle-above")?).unwrap_or(usize::MAX)),
-        };
-        let mut connections = crate::listener::Connections::default();
-        if let Some(m) = &raw.serve.max_connections {
-            connections.max = cx.count(m, "max-connections", 65_536)?;
-        }
-        for (key, slot) in [
-            (&raw.serve.header_timeout, &mut connections.header_timeout),
-            (&raw.serve.body_timeout, &mut connections.body_timeout),
-            (&raw.serve.shutdown_grace, &mut connections.shutdown_grace),
-        ] {
-            if let Some(d) = key {
-                *slot = cx.duration(d)?;
-            }
-        }
-        let tls = match (&raw.serve.tls_cert, &raw.serve.tls_key) {
-            (Some(c), Some(k)) => Some(crate::tls::TlsFiles {
-                cert: cx.existing(c, "tls-cert")?,
-                key: cx.existing(k, "tls-key")?,
-            }),
-            (Some(c), None) => return Err(cx.err(c, "`tls-cert` needs `tls-key` too")),
-            (None, Some(k)) => return Err(cx.err(k, "`tls-key` needs `tls-cert` too")),
-            (None, None) => None,
-        };
-        connections.min_body_rate = min_body_rate(&cx, &raw.serve)?;
-        let mut routes: Vec<Route> = Vec::new();
-        let mut workers_in_all = 0;
-        for r in &raw.routes {
-            let rr = r.get_ref();
-            if !rr.prefix.get_ref().starts_with('/') {
-                return Err(cx.err(&rr.prefix, "a route prefix starts with `/`"));
-            }
-            if let Some(before) = routes.iter().find(|x| x.prefix == *rr.prefix.get_ref()) {
-                return Err(cx.err(
-                    &rr.prefix,
-                    format!("the prefix is the route's of line {} already", before.line),
-                ));
-            }
-            if rr.chain.get_ref().is_empty() {
-                return Err(cx.err(&rr.chain, "a route needs at least one plugin"));
-            }
-            if rr.chain.get_ref().len() > MAX_CHAIN {
-                return Err(cx.err(
-                    &rr.chain,
-                    format!("a chain has at most {MAX_CHAIN} plugins"),
-                ));
-            }
-            let mut chain = Vec::new();
-            let last = rr.chain.get_ref().len() - 1;
-            for (i, p) in rr.chain.get_ref().iter().enumerate() {
-                match domains.get(p.get_ref()) {
-                    None => return Err(cx.err(p, format!("no domain `{}`", p.get_ref()))),
-                    Some(d) if d.http_handler() && i != last => {
-                        return Err(cx.err(
-                            p,
-                            format!(
-                                "`{}` is a `{HANDLER_INTERFACE}` component: it answers every \
-                                 request, so it goes last in a chain",
-                                p.get_ref()
-                            ),
-                        ));
-                    }
-                    Some(d) if d.plugin().is_none() && !d.http_handler() => {
-                        return Err(cx.err(
-                            p,
-                            format!(
-                                "domain `{}` exports neither `{PLUGIN_INTERFACE}` (or \
-                                 `{PLUGIN_INTERFACE_BYTES}`) nor `{HANDLER_INTERFACE}`",
-                                p.get_ref()
-                            ),
-                        ));
-                    }
-                    Some(_) => chain.push(p.get_ref().clone()),
-                }
-            }
-            let workers = match &rr.workers {
-                Some(w) => cx.count(w, "workers", 256)?,
-                None => 2,
-            };
-            workers_in_all += workers;
-            if workers_in_all > MAX_WORKERS {
-                return Err(cx.err_at(
-                    r.span().start,
-                    format!("the routes have more than {MAX_WORKERS} workers in all"),
-                ));
-            }
-            let route_body = match &rr.max_body {
-                Some(m) => cx.count(m, "max-body", 1 << 30)?,
-                None => max_body,
-            };
-            let max_in_flight = match &rr.max_in_flight {
-                Some(m) => cx.count(m, "max-in-flight", 65_536)?,
-                None => 1024,
-            };
-            let reuse = match &rr.reuse {
-                Some(n)
-                    if chain
-                        .last()
-                        .and_then(|h| domains.get(h))
-                        .is_some_and(DomainSpec::http_handler) =>
-                {
-                    Some(cx.count(n, "reuse", MAX_REUSE as i64)?)
-                }
-                Some(n) => {
-                    return Err(cx.err(
-                        n,
-                        format!(
-                            "`reuse` is for routes that end in a `{HANDLER_INTERFACE}` component"
-                        ),
-                    ));
-                }
-                None => None,
-            };
-            routes.push(Route {
-                prefix: rr.prefix.get_ref().clone(),
-                chain,
-                workers,
-                max_body: route_body,
-                max_in_flight,
-                reuse,
-                line: cx.line(r.span().start),
-            });
-        }
+        let serve = serve(&cx, &raw.serve)?;
+        let routes = routes(&cx, &raw.routes, &domains, serve.max_body)?;
         Ok(Config {
             file: path.to_path_buf(),
-            deadline,
-            wit,
-            cache,
+            deadline: kernel.deadline,
+            wit: kernel.wit,
+            cache: kernel.cache,
             domains,
             entry,
-            listen,
-            admin,
-            probes,
-            log_format,
-            max_body,
-            connections,
-            tls,
-            recycle_above,
+            listen: serve.listen,
+            admin: serve.admin,
+            probes: serve.probes,
+            log_format: serve.log_format,
+            max_body: serve.max_body,
+            connections: serve.connections,
+            tls: serve.tls,
+            recycle_above: serve.recycle_above,
             routes,
             remotes,
             network,
@@ -506,171 +208,20 @@ impl Config {
     }
 }
 
-/// The `[telemetry]` table: an `http://` endpoint (the exporters speak no TLS), a protocol
-/// this build speaks, a service name, a sampling ratio from 0 to 1.
-fn telemetry(cx: &Ctx<'_>, t: &RawTelemetry) -> Result<TelemetrySpec, ConfigError> {
-    let endpoint = match &t.endpoint {
-        Some(e) => {
-            let url = e.get_ref().trim();
-            if url.starts_with("https://") {
-                return Err(cx.err(
-                    e,
-                    format!(
-                        "`{url}`: the OTLP exporter speaks plain HTTP only; put a local \
-                         collector in front of one that needs TLS"
-                    ),
-                ));
-            }
-            let rest = url.strip_prefix("http://");
-            if rest.is_none_or(|r| r.is_empty() || r.starts_with('/')) {
-                return Err(cx.err(
-                    e,
-                    format!("`{url}`: an OTLP endpoint is a URL like \"http://collector:4318\""),
-                ));
-            }
-            Some(url.to_owned())
-        }
-        None => None,
-    };
-    let protocol = match &t.protocol {
-        Some(p) => Some(p.get_ref().parse().map_err(|e: String| cx.err(p, e))?),
-        None => None,
-    };
-    let service_name = match &t.service_name {
-        Some(n) if n.get_ref().trim().is_empty() => {
-            return Err(cx.err(n, "the service name is empty"));
-        }
-        Some(n) => Some(n.get_ref().clone()),
-        None => None,
-    };
-    let sample_ratio = match &t.sample_ratio {
-        Some(r) if !(0.0..=1.0).contains(r.get_ref()) => {
-            return Err(cx.err(r, "`sample-ratio` is from 0 (none) to 1 (every trace)"));
-        }
-        Some(r) => Some(*r.get_ref()),
-        None => None,
-    };
-    Ok(TelemetrySpec {
-        endpoint,
-        protocol,
-        service_name,
-        sample_ratio,
-    })
-}
-
-/// The `[serve]` table's minimum body rate: `min-body-rate` (bytes per second, like
-/// `"240B/s"` or `"1KiB/s"`; `0` or `false` turns it off) and `min-body-rate-grace`.
-fn min_body_rate(
+/// `[run] entry`: `domain.export`, of a domain the config has.
+fn run_entry(
     cx: &Ctx<'_>,
-    serve: &RawServe,
-) -> Result<Option<crate::body_rate::MinBodyRate>, ConfigError> {
-    let mut min = crate::body_rate::MinBodyRate::default();
-    if let Some(v) = &serve.min_body_rate {
-        let rate = match v.get_ref() {
-            toml::Value::Boolean(true) => Some(min.bytes_per_second),
-            toml::Value::Boolean(false) => Some(0),
-            toml::Value::Integer(n) => u64::try_from(*n).ok(),
-            toml::Value::String(t) => parse_rate(t),
-            _ => None,
-        };
-        match rate {
-            Some(0) => return Ok(None),
-            Some(n) => min.bytes_per_second = n,
-            None => {
-                return Err(cx.err(
-                    v,
-                    "min-body-rate is a rate like \"240B/s\" or \"1KiB/s\", or 0 or false \
-                     to turn it off",
-                ));
-            }
-        }
+    e: &toml::Spanned<String>,
+    domains: &BTreeMap<String, DomainSpec>,
+) -> Result<String, ConfigError> {
+    let (d, _) = e
+        .get_ref()
+        .split_once('.')
+        .ok_or_else(|| cx.err(e, "the entry must be `domain.export`"))?;
+    if !domains.contains_key(d) {
+        return Err(cx.err(e, format!("no domain `{d}`")));
     }
-    if let Some(g) = &serve.min_body_rate_grace {
-        min.grace = cx.duration(g)?;
-    }
-    Ok(Some(min))
-}
-
-/// The probes' paths: each starts with `/` and is made of letters, digits and `-_.~/`, at
-/// most 256 of them (a path the router takes literally); the two differ, and neither is
-/// `/metrics` nor under `/admin/`, which the server answers itself.
-fn probes(cx: &Ctx<'_>, s: &RawServe) -> Result<Probes, ConfigError> {
-    let mut probes = Probes::default();
-    for (key, slot) in [
-        (&s.health_path, &mut probes.health),
-        (&s.ready_path, &mut probes.ready),
-    ] {
-        let Some(p) = key else { continue };
-        let path = p.get_ref();
-        let plain = |c: char| c.is_ascii_alphanumeric() || "-_.~/".contains(c);
-        if !path.starts_with('/') || path.len() > 256 || !path.chars().all(plain) {
-            return Err(cx.err(
-                p,
-                "a probe's path starts with `/` and has at most 256 letters, digits, and \
-                 `-`, `_`, `.`, `~` or `/`",
-            ));
-        }
-        if path == "/metrics" || path.starts_with("/admin/") {
-            return Err(cx.err(
-                p,
-                "`/metrics` and the paths under `/admin/` are the server's own",
-            ));
-        }
-        *slot = path.clone();
-    }
-    if probes.health == probes.ready {
-        let at = s.ready_path.as_ref().or(s.health_path.as_ref());
-        return Err(cx.err_at(
-            at.map_or(0, |p| p.span().start),
-            "`health-path` and `ready-path` must differ",
-        ));
-    }
-    Ok(probes)
-}
-
-/// The admin endpoint's token: off unless `admin = true`, which needs a token of at least
-/// [`AdminToken::MIN_LEN`] characters, from `admin-token` or from the environment variable
-/// that `admin-token-env` names.
-fn admin_token(cx: &Ctx<'_>, s: &RawServe) -> Result<Option<AdminToken>, ConfigError> {
-    let on = s.admin.as_ref().is_some_and(|a| *a.get_ref());
-    if !on {
-        return match (&s.admin_token, &s.admin_token_env) {
-            (Some(t), _) => Err(cx.err(t, "`admin-token` is used only with `admin = true`")),
-            (_, Some(e)) => Err(cx.err(e, "`admin-token-env` is used only with `admin = true`")),
-            (None, None) => Ok(None),
-        };
-    }
-    let token = match (&s.admin_token, &s.admin_token_env) {
-        (Some(_), Some(e)) => {
-            return Err(cx.err(e, "give `admin-token` or `admin-token-env`, not both"));
-        }
-        (Some(t), None) => (t.get_ref().clone(), t.span()),
-        (None, Some(e)) => {
-            let name = e.get_ref();
-            let value = std::env::var(name).map_err(|_| {
-                cx.err(e, format!("the environment variable `{}` is not set", name))
-            })?;
-            (value, e.span())
-        }
-        (None, None) => {
-            let a = s.admin.as_ref().map_or(0, |a| a.span().start);
-            return Err(cx.err_at(
-                a,
-                "`admin = true` needs a token: `admin-token-env = \"NAME\"` (an environment \
-                 variable holding it) or `admin-token`",
-            ));
-        }
-    };
-    if token.0.chars().count() < AdminToken::MIN_LEN || token.0.chars().any(char::is_whitespace) {
-        return Err(cx.err_at(
-            token.1.start,
-            format!(
-                "an admin token has at least {} characters and no spaces",
-                AdminToken::MIN_LEN
-            ),
-        ));
-    }
-    Ok(Some(AdminToken(token.0)))
+    Ok(e.get_ref().clone())
 }
 
 #[cfg(test)]
