@@ -5,8 +5,8 @@
 use super::body::drain;
 use super::handler::HttpHandler;
 use super::heads::{Outparam, Sent, stream, watch};
-use super::request::RequestBody;
 use super::request::hyper_request;
+use super::request::{BodyState, RequestBody};
 use super::{Generation, HttpState, PastDeadline, Pre, ShutDown};
 use crate::http::{Answer, Incoming, Reply};
 use crate::supervise::{lock, report_failure};
@@ -248,6 +248,26 @@ impl HttpHandler {
         };
         // The reply channel, unless the head went out through it.
         *reply = unsent;
+        self.settle(slot, called, sent, reply, over, until)
+    }
+
+    /// What a call to the handler answers, once it returned (`called`) having set `sent`
+    /// (with `reply` still here unless the head went out): a response it held back goes
+    /// now; a trap, a deadline or a body left unfinished is the failure's answer (or the
+    /// refusal of the request's body, when that caused it), and the instance goes.
+    fn settle(
+        self: &Arc<Self>,
+        slot: &mut HandlerSlot,
+        called: wasmtime::Result<()>,
+        sent: Option<Sent>,
+        reply: &mut Option<oneshot::Sender<Reply>>,
+        over: Option<Arc<BodyState>>,
+        until: Instant,
+    ) -> Answer {
+        let fail = |code: u16, kind: &str, what: &str| {
+            self.supervision.metrics.failure(&self.name, kind);
+            Answer::text(code, format!("plugin {} {what}\n", self.name))
+        };
         // A response held back that the guest gave past its deadline (it waited for something
         // the deadline cut short, an outgoing request say, then answered) is 504, as when the
         // guest is stopped at a tick: which of the two comes first must not pick the answer.
@@ -259,7 +279,10 @@ impl HttpHandler {
         // a trap, nothing of it went out: the client gets the failure's answer instead.
         let sent = match sent {
             Some(Sent::Held(response)) if called.is_ok() => {
-                let finished = !unfinished(&mut inst.store);
+                let finished = !slot
+                    .instance
+                    .as_mut()
+                    .is_some_and(|i| unfinished(&mut i.store));
                 reply.take().map(|tx| {
                     let status = response.status().as_u16();
                     let (parts, body) = response.into_parts();

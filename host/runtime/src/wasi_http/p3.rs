@@ -235,19 +235,25 @@ impl Service {
         }
     }
 
-    /// One instance: made, then serving requests from the queue until it is used up, idle,
-    /// or failed; then dropped.
-    async fn instance(self: &Arc<Self>) {
+    /// A fresh instance in a fresh Store whose guest code yields at every tick, with the
+    /// handler's stop flag and notice; `None` (and the queued requests failed) when the
+    /// handler is gone or stopped, or instantiating failed or ran past the deadline.
+    async fn instantiate(
+        self: &Arc<Self>,
+    ) -> Option<(
+        wasmtime::Store<HttpState>,
+        Proxy,
+        Arc<std::sync::atomic::AtomicBool>,
+        Arc<Notify>,
+    )> {
         let Some(handler) = self.handler.upgrade() else {
             self.fail_queued(|| Failure::Instantiate("the handler is gone".into()));
-            return;
+            return None;
         };
         let (stopped, stopping) = (handler.stopped.clone(), handler.stopping.clone());
-        // Registered before the flag is read: a stop after the read wakes it.
-        let mut stop = pin!(stopping.notified());
-        if stopped.load(Ordering::Acquire) {
+        if handler.stopped.load(Ordering::Acquire) {
             self.fail_queued(|| Failure::Stopped);
-            return;
+            return None;
         }
         let store = handler.new_store(&self.pre.engine, handler.memory_counter());
         drop(handler);
@@ -255,7 +261,7 @@ impl Service {
             Ok(s) => s,
             Err(e) => {
                 self.fail_queued(|| Failure::Instantiate(e.clone()));
-                return;
+                return None;
             }
         };
         // Guest code that keeps the processor yields at every tick, so that the deadlines
@@ -272,15 +278,30 @@ impl Service {
             Ok(Err(e)) => {
                 let e = format!("{e:#}");
                 self.fail_queued(|| Failure::Instantiate(e.clone()));
-                return;
+                return None;
             }
             Err(_) => {
                 self.fail_queued(|| {
                     Failure::Instantiate("instantiating ran past the deadline".into())
                 });
-                return;
+                return None;
             }
         };
+        Some((store, proxy, stopped, stopping))
+    }
+
+    /// One instance: made, then serving requests from the queue until it is used up, idle,
+    /// or failed; then dropped.
+    async fn instance(self: &Arc<Self>) {
+        let Some((mut store, proxy, stopped, stopping)) = self.instantiate().await else {
+            return;
+        };
+        // Registered before the flag is read: a stop after the read wakes it.
+        let stop = pin!(stopping.notified());
+        if stopped.load(Ordering::Acquire) {
+            self.fail_queued(|| Failure::Stopped);
+            return;
+        }
         let Proxy::P3(guest) = &proxy else {
             return;
         };
@@ -408,46 +429,14 @@ impl Service {
             .await
         };
 
-        let result = {
-            let mut run = pin!(store.run_concurrent(function));
-            let mut timer = pin!(tokio::time::sleep(IDLE));
-            std::future::poll_fn(|cx| {
-                if let Poll::Ready(r) = run.as_mut().poll(cx) {
-                    return Poll::Ready(r.and_then(|r| r));
-                }
-                // Shutdown: guest code that keeps the processor comes back here at every
-                // tick; one that waits is woken by the stop.
-                if stopped.load(Ordering::Acquire) || stop.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(Err(wasmtime::Error::new(super::ShutDown)));
-                }
-                // Outside the instance's event loop, which guest code that keeps the
-                // processor holds: the deadlines of requests it has not answered.
-                let (due, late) = {
-                    let w = lock(&watch);
-                    match w.state {
-                        State::Busy => {
-                            let first = lock(&senders).values().map(|(u, _)| *u).min();
-                            (first.map(|u| u + GRACE), true)
-                        }
-                        State::After => (w.latest.map(|l| l + GRACE), false),
-                        State::Idle(since) => (Some(since + IDLE), false),
-                    }
-                };
-                if let Some(due) = due {
-                    if Instant::now() >= due {
-                        return Poll::Ready(if late {
-                            Err(wasmtime::Error::new(super::PastDeadline))
-                        } else {
-                            Ok(())
-                        });
-                    }
-                    timer.as_mut().reset(tokio::time::Instant::from_std(due));
-                    let _ = timer.as_mut().poll(cx);
-                }
-                Poll::Pending
-            })
-            .await
-        };
+        let result = watched(
+            pin!(store.run_concurrent(function)),
+            &stopped,
+            stop,
+            &watch,
+            &senders,
+        )
+        .await;
         open.set(false);
         // Requests still on the instance when it goes.
         let now = Instant::now();
@@ -469,6 +458,57 @@ impl Service {
         }
         drop(store);
     }
+}
+
+/// Runs an instance's event loop (`run`) until it ends, the server stops (`stopped`, or
+/// `stop` woken), or a deadline of `watch`'s passes: the earliest of the requests taken and
+/// not answered (plus [`GRACE`], failing with `PastDeadline`), of the work it left running
+/// after the last answer, or [`IDLE`] after it went idle. Watched from outside the event
+/// loop, which guest code that keeps the processor holds.
+async fn watched(
+    mut run: std::pin::Pin<&mut impl Future<Output = wasmtime::Result<wasmtime::Result<()>>>>,
+    stopped: &std::sync::atomic::AtomicBool,
+    mut stop: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
+    watch: &Mutex<Watch>,
+    senders: &Mutex<HashMap<usize, (Instant, oneshot::Sender<Outcome>)>>,
+) -> wasmtime::Result<()> {
+    let mut timer = pin!(tokio::time::sleep(IDLE));
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(r) = run.as_mut().poll(cx) {
+            return Poll::Ready(r.and_then(|r| r));
+        }
+        // Shutdown: guest code that keeps the processor comes back here at every
+        // tick; one that waits is woken by the stop.
+        if stopped.load(Ordering::Acquire) || stop.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(wasmtime::Error::new(super::ShutDown)));
+        }
+        // Outside the instance's event loop, which guest code that keeps the
+        // processor holds: the deadlines of requests it has not answered.
+        let (due, late) = {
+            let w = lock(watch);
+            match w.state {
+                State::Busy => {
+                    let first = lock(senders).values().map(|(u, _)| *u).min();
+                    (first.map(|u| u + GRACE), true)
+                }
+                State::After => (w.latest.map(|l| l + GRACE), false),
+                State::Idle(since) => (Some(since + IDLE), false),
+            }
+        };
+        if let Some(due) = due {
+            if Instant::now() >= due {
+                return Poll::Ready(if late {
+                    Err(wasmtime::Error::new(super::PastDeadline))
+                } else {
+                    Ok(())
+                });
+            }
+            timer.as_mut().reset(tokio::time::Instant::from_std(due));
+            let _ = timer.as_mut().poll(cx);
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// Where `Prepared::run` sends what became of a request.
