@@ -14,8 +14,8 @@
 //! another shape is refused rather than encoded wrongly.
 
 use lrpc_presentation::layout::{
-    CaseOut, Cases, Decode, Encode, Fault, FieldsOut, FlagsOut, Layout, ListOut, Reader, Scalar,
-    Seq, Writer, flag_set,
+    CaseOut, Cases, Decode, Encode, Extent, Fault, FieldsOut, FlagsOut, Layout, ListOut, Reader,
+    Scalar, Seq, Writer, flag_set,
 };
 use lrpc_presentation::{InterfacePlan, Prim, Ty};
 use std::borrow::Cow;
@@ -44,6 +44,7 @@ impl From<Fault> for CodecError {
         match f {
             Fault::Short | Fault::Count(_) => CodecError::Short,
             Fault::TooLarge(_) => CodecError::TooLarge,
+            Fault::Trailing(n) => CodecError::Trailing(n),
             f => CodecError::Malformed(f.reason()),
         }
     }
@@ -81,15 +82,7 @@ pub(crate) const LIST_PREFIX: usize = 4;
 
 /// Decodes values of types `tys` from all of `bytes`.
 pub fn decode(plan: &InterfacePlan, tys: &[&Ty], bytes: &[u8]) -> Result<Vec<Val>, CodecError> {
-    let mut r = Reader::new(Layout::new(plan), bytes);
-    let mut vals = Vec::with_capacity(tys.len());
-    for t in tys {
-        vals.push(r.read(t, &mut Get)?);
-    }
-    match r.remaining() {
-        0 => Ok(vals),
-        n => Err(CodecError::Trailing(n)),
-    }
+    decode_extent(plan, tys, bytes, Extent::Whole)
 }
 
 /// Decodes values of types `tys` from the start of `bytes`, ignoring what follows them (an
@@ -100,8 +93,18 @@ pub fn decode_prefix(
     tys: &[&Ty],
     bytes: &[u8],
 ) -> Result<Vec<Val>, CodecError> {
-    let mut r = Reader::new(Layout::new(plan), bytes);
-    tys.iter().map(|t| r.read(t, &mut Get)).collect()
+    decode_extent(plan, tys, bytes, Extent::Prefix)
+}
+
+/// Decodes values of types `tys` from the start of `bytes`, which they take `extent` of
+/// ([`decode`] or [`decode_prefix`]).
+pub fn decode_extent(
+    plan: &InterfacePlan,
+    tys: &[&Ty],
+    bytes: &[u8],
+    extent: Extent,
+) -> Result<Vec<Val>, CodecError> {
+    Reader::new(Layout::new(plan), bytes).read_values(tys, &mut Get, extent)
 }
 
 fn wrong() -> CodecError {
@@ -432,8 +435,8 @@ pub(crate) trait FlatParams: Sized {
 
 /// The result of a typed function: `()` or `(A,)` (or a pair).
 pub(crate) trait FlatList: Sized {
-    /// Decodes from `src`; with `exact`, every byte must be used.
-    fn get(src: &[u8], exact: bool) -> Option<Self>;
+    /// Decodes from `src`, which the values take `extent` of.
+    fn get(src: &[u8], extent: Extent) -> Option<Self>;
     /// Appends the encoding of every value.
     fn put_all(&self, out: &mut Vec<u8>);
 }
@@ -465,8 +468,8 @@ impl FlatParams for () {
 }
 
 impl FlatList for () {
-    fn get(src: &[u8], exact: bool) -> Option<()> {
-        (!exact || src.is_empty()).then_some(())
+    fn get(src: &[u8], extent: Extent) -> Option<()> {
+        extent.check(src.len()).ok()
     }
     fn put_all(&self, _: &mut Vec<u8>) {}
 }
@@ -482,9 +485,9 @@ impl<A: FlatIn> FlatParams for (A,) {
 }
 
 impl<A: Flat> FlatList for (A,) {
-    fn get(mut src: &[u8], exact: bool) -> Option<(A,)> {
+    fn get(mut src: &[u8], extent: Extent) -> Option<(A,)> {
         let a = A::get(&mut src)?;
-        (!exact || src.is_empty()).then_some((a,))
+        extent.check(src.len()).ok().map(|()| (a,))
     }
     fn put_all(&self, out: &mut Vec<u8>) {
         self.0.put(out);
@@ -503,10 +506,10 @@ impl<A: FlatIn, B: FlatIn> FlatParams for (A, B) {
 }
 
 impl<A: Flat, B: Flat> FlatList for (A, B) {
-    fn get(mut src: &[u8], exact: bool) -> Option<(A, B)> {
+    fn get(mut src: &[u8], extent: Extent) -> Option<(A, B)> {
         let a = A::get(&mut src)?;
         let b = B::get(&mut src)?;
-        (!exact || src.is_empty()).then_some((a, b))
+        extent.check(src.len()).ok().map(|()| (a, b))
     }
     fn put_all(&self, out: &mut Vec<u8>) {
         self.0.put(out);
@@ -527,11 +530,11 @@ impl<A: FlatIn, B: FlatIn, C: FlatIn> FlatParams for (A, B, C) {
 }
 
 impl<A: Flat, B: Flat, C: Flat> FlatList for (A, B, C) {
-    fn get(mut src: &[u8], exact: bool) -> Option<(A, B, C)> {
+    fn get(mut src: &[u8], extent: Extent) -> Option<(A, B, C)> {
         let a = A::get(&mut src)?;
         let b = B::get(&mut src)?;
         let c = C::get(&mut src)?;
-        (!exact || src.is_empty()).then_some((a, b, c))
+        extent.check(src.len()).ok().map(|()| (a, b, c))
     }
     fn put_all(&self, out: &mut Vec<u8>) {
         self.0.put(out);
@@ -640,11 +643,12 @@ mod tests {
         )
         .expect("encode");
         assert_eq!(typed, dynamic);
-        assert_eq!(<(String, Vec<u8>)>::get(&typed, true), Some(v));
-        assert_eq!(<(u32,)>::get(&[1, 0, 0, 0, 9], true), None);
-        assert_eq!(<(u32,)>::get(&[1, 0, 0, 0, 9], false), Some((1,)));
-        assert_eq!(<(String,)>::get(&[1, 0, 0, 0, 0xff], true), None);
-        assert_eq!(<(Vec<u8>,)>::get(&[9, 0, 0, 0, 1], true), None);
+        let whole = Extent::Whole;
+        assert_eq!(<(String, Vec<u8>)>::get(&typed, whole), Some(v));
+        assert_eq!(<(u32,)>::get(&[1, 0, 0, 0, 9], whole), None);
+        assert_eq!(<(u32,)>::get(&[1, 0, 0, 0, 9], Extent::Prefix), Some((1,)));
+        assert_eq!(<(String,)>::get(&[1, 0, 0, 0, 0xff], whole), None);
+        assert_eq!(<(Vec<u8>,)>::get(&[9, 0, 0, 0, 1], whole), None);
     }
 
     #[test]

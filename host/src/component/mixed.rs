@@ -36,6 +36,7 @@ use crate::state::kernel::KernelInner;
 use crate::state::linkage::ReplicaKey;
 use crate::sync::lock;
 use lrpc_abi::{Status, header};
+use lrpc_presentation::layout::Extent;
 use lrpc_presentation::{InterfacePlan, ProcPlan, Side, SidePresentation, Ty};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -80,17 +81,13 @@ impl Target {
         reply: &mut Vec<u8>,
     ) -> Result<(), Status> {
         if let (Some(&idx), Some(Some(sig))) = (self.funcs.get(proc), self.typed.get(proc))
-            && super::typed::serve_flat(&self.server, idx, sig, request, !pp.bounded, reply)?
+            && super::typed::serve_flat(&self.server, idx, sig, request, Extent::of(pp), reply)?
         {
             return Ok(());
         }
         let params: Vec<&Ty> = pp.params.iter().map(|(_, t)| t).collect();
-        let decoded = if pp.bounded {
-            codec::decode_prefix(plan, &params, request)
-        } else {
-            codec::decode(plan, &params, request)
-        };
-        let args = decoded.map_err(|_| Status::ServerRejected)?;
+        let args = codec::decode_extent(plan, &params, request, Extent::of(pp))
+            .map_err(|_| Status::ServerRejected)?;
         let mut results = vec![Val::Bool(false); usize::from(pp.result.is_some())];
         self.run(proc, &args, &mut results)
             .map_err(|e| e.status())?;
@@ -123,7 +120,7 @@ impl Target {
         reply: &mut codec::Reply,
     ) -> Result<(), Status> {
         if let (Some(&idx), Some(Some(sig))) = (self.funcs.get(proc), self.typed.get(proc))
-            && super::typed::serve_lent(&self.server, idx, sig, request, !pp.bounded, reply)?
+            && super::typed::serve_lent(&self.server, idx, sig, request, Extent::of(pp), reply)?
         {
             return Ok(());
         }
@@ -314,11 +311,7 @@ impl CoreBinding {
             .map_err(|_| Status::ResourceExhausted)?;
         let reply = self.enter(plan, proc, &[&args])?;
         if let (Some(t), Some(slot)) = (&pp.result, results.first_mut()) {
-            let vals = if pp.bounded {
-                codec::decode_prefix(plan, &[t], &reply)
-            } else {
-                codec::decode(plan, &[t], &reply)
-            };
+            let vals = codec::decode_extent(plan, &[t], &reply, Extent::of(pp));
             *slot = vals
                 .ok()
                 .and_then(|v| v.into_iter().next())
@@ -347,7 +340,7 @@ impl CoreBinding {
         let mut head = Vec::with_capacity(16);
         let tail = params.split(client, &mut head);
         let reply = self.enter(plan, proc, &[&head, tail])?;
-        R::get(&reply, !pp.bounded).ok_or(Status::BadReply)
+        R::get(&reply, Extent::of(pp)).ok_or(Status::BadReply)
     }
 
     /// Runs the call in a free server replica (this thread's first), or one suspended in a

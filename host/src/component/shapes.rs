@@ -456,6 +456,7 @@ mod tests {
     use super::super::codec::{Flat, FlatList as _};
     use super::HTTP_PLUGIN;
     use super::strings::*;
+    use lrpc_presentation::layout::Extent;
     use wasmtime::component::Val;
 
     fn plan() -> lrpc_presentation::InterfacePlan {
@@ -512,7 +513,8 @@ mod tests {
         let mut got = Vec::new();
         (head(), b"body".to_vec()).put_all(&mut got);
         assert_eq!(got, want);
-        let back = <(Head, Vec<u8>) as super::super::codec::FlatList>::get(&want, true).unwrap();
+        let back =
+            <(Head, Vec<u8>) as super::super::codec::FlatList>::get(&want, Extent::Whole).unwrap();
         assert_eq!(back, (head(), b"body".to_vec()));
 
         let response = Val::Record(vec![
@@ -587,9 +589,12 @@ mod tests {
         let mut got = Vec::new();
         (head.clone(), Vec::<u8>::new()).put_all(&mut got);
         assert_eq!(got, want);
-        let back = <(v2::Head, Vec<u8>) as super::super::codec::FlatList>::get(&want, true);
+        let back =
+            <(v2::Head, Vec<u8>) as super::super::codec::FlatList>::get(&want, Extent::Whole);
         assert_eq!(back, Some((head, Vec::new())));
-        assert!(<(Head, Vec<u8>) as super::super::codec::FlatList>::get(&want, true).is_none());
+        assert!(
+            <(Head, Vec<u8>) as super::super::codec::FlatList>::get(&want, Extent::Whole).is_none()
+        );
     }
 
     /// Truncated or lying bytes are refused, never a panic or a large allocation.
@@ -599,7 +604,8 @@ mod tests {
         (head(), b"body".to_vec()).put_all(&mut b);
         for n in 0..b.len() {
             assert!(
-                <(Head, Vec<u8>) as super::super::codec::FlatList>::get(&b[..n], true).is_none()
+                <(Head, Vec<u8>) as super::super::codec::FlatList>::get(&b[..n], Extent::Whole)
+                    .is_none()
             );
         }
         // A header count of 2^32 - 1 with 8 bytes left.

@@ -26,6 +26,7 @@
 use super::codec::{Flat as _, FlatList, FlatParams};
 use super::{ComponentData, ImportBinding, record_failure};
 use lrpc_abi::Status;
+use lrpc_presentation::layout::Extent;
 use lrpc_presentation::{InterfacePlan, Prim, ProcPlan, Ty};
 use std::sync::Arc;
 use wasmtime::component::types::{ComponentFunc, Type};
@@ -162,12 +163,12 @@ pub(super) trait ViewForwarder: Send + Sync + 'static {
 /// Serves `lrpc:http/plugin`'s `handle` with the typed shapes of module `$shape` of
 /// `super::shapes` (`strings` or `bytes`), for [`serve_flat`].
 macro_rules! http_handle {
-    ($shape:ident, $server:expr, $idx:expr, $request:expr, $exact:expr, $reply:expr) => {{
-        let (server, idx, request, exact, reply) = ($server, $idx, $request, $exact, $reply);
+    ($shape:ident, $server:expr, $idx:expr, $request:expr, $extent:expr, $reply:expr) => {{
+        let (server, idx, request, extent, reply) = ($server, $idx, $request, $extent, $reply);
         use super::shapes::$shape::{Action, Head};
         let mut src = request;
         let head = Head::get(&mut src).ok_or(Status::ServerRejected)?;
-        let body = last_bytes(src, exact).ok_or(Status::ServerRejected)?;
+        let body = last_bytes(src, extent).ok_or(Status::ServerRejected)?;
         let (action,) = server
             .run_typed_by::<(Head, &'static [u8]), (Action,), _>(idx, |f, store| {
                 let f: TypedFunc<(Head, &[u8]), (Action,)> = f;
@@ -258,8 +259,8 @@ pub(super) fn plan_signature(plan: &InterfacePlan, p: &ProcPlan) -> Option<Signa
 }
 
 /// Serves one call of a core client on the component `server`'s function `idx` with static
-/// types: the parameters are decoded off the A-stack `request` (with `exact`, it must hold
-/// nothing else) straight into the values the canonical ABI lowers, and the result is
+/// types: the parameters are decoded off the A-stack `request` (which they take `extent`
+/// of) straight into the values the canonical ABI lowers, and the result is
 /// appended to `reply` in the A-stack layout. A byte list crosses as a copy each way, not as
 /// a dynamic value per byte. `Ok(false)`: the signature is not one this path carries.
 pub(super) fn serve_flat(
@@ -267,21 +268,21 @@ pub(super) fn serve_flat(
     idx: usize,
     sig: &Signature,
     request: &[u8],
-    exact: bool,
+    extent: Extent,
     reply: &mut Vec<u8>,
 ) -> Result<bool, Status> {
     fn serve<P, R>(
         server: &super::Shared,
         idx: usize,
         request: &[u8],
-        exact: bool,
+        extent: Extent,
         reply: &mut Vec<u8>,
     ) -> Result<(), Status>
     where
         P: ComponentNamedList + Lower + FlatList + 'static,
         R: ComponentNamedList + Lift + FlatList + 'static,
     {
-        let params = P::get(request, exact).ok_or(Status::ServerRejected)?;
+        let params = P::get(request, extent).ok_or(Status::ServerRejected)?;
         let results: R = server.run_typed(idx, params).map_err(|e| e.status())?;
         results.put_all(reply);
         Ok(())
@@ -289,7 +290,7 @@ pub(super) fn serve_flat(
     match sig {
         // One byte list: lowered from where it lies in `request`, not from a copy of it.
         Signature::Kinds { params, result } if params[..] == [Kind::Bytes] => {
-            let bytes = last_bytes(request, exact).ok_or(Status::ServerRejected)?;
+            let bytes = last_bytes(request, extent).ok_or(Status::ServerRejected)?;
             with_result!(*result, R => {
                 server
                     .run_typed_by::<(&'static [u8],), R, R>(idx, |f, store| {
@@ -302,17 +303,17 @@ pub(super) fn serve_flat(
         }
         Signature::Kinds { params, result } => {
             with_signature!(params, *result, Vec<u8>, P, R => {
-                serve::<P, R>(server, idx, request, exact, reply)?
+                serve::<P, R>(server, idx, request, extent, reply)?
             });
         }
         // The two versions of `lrpc:http/plugin` differ only in their header values' type.
-        Signature::HttpHandle => http_handle!(strings, server, idx, request, exact, reply),
+        Signature::HttpHandle => http_handle!(strings, server, idx, request, extent, reply),
         Signature::HttpHandleBytes => {
-            http_handle!(bytes, server, idx, request, exact, reply)
+            http_handle!(bytes, server, idx, request, extent, reply)
         }
         Signature::Kv(f) => {
             use super::shapes::kv::{Access, Entry, Error, Kind};
-            let (s, i, e, r) = (server, idx, exact, reply);
+            let (s, i, e, r) = (server, idx, extent, reply);
             match f {
                 KvFn::Put => {
                     serve::<(String, Vec<u8>, Kind), (Result<u64, Error>,)>(s, i, request, e, r)
@@ -339,7 +340,7 @@ pub(super) fn serve_lent(
     idx: usize,
     sig: &Signature,
     request: super::lent::Lent,
-    exact: bool,
+    extent: Extent,
     reply: &mut super::codec::Reply,
 ) -> Result<bool, Status> {
     let Signature::Kinds { params, result } = sig else {
@@ -350,7 +351,7 @@ pub(super) fn serve_lent(
     }
     let len = request.head::<4>().ok_or(Status::ServerRejected)?;
     let len = u32::from_le_bytes(len) as usize;
-    if exact && request.len() != 4 + len {
+    if extent.check(request.len().saturating_sub(4 + len)).is_err() {
         return Err(Status::ServerRejected);
     }
     let bytes = request.sub(4, len).ok_or(Status::ServerRejected)?;
@@ -383,12 +384,12 @@ pub(super) fn serve_lent(
     Ok(true)
 }
 
-/// The byte list at the front of `src` (a `u32` length, then the bytes), borrowed; with
-/// `exact`, nothing may follow it.
-fn last_bytes(src: &[u8], exact: bool) -> Option<&[u8]> {
+/// The byte list at the front of `src` (a `u32` length, then the bytes), borrowed, which
+/// takes `extent` of `src`.
+fn last_bytes(src: &[u8], extent: Extent) -> Option<&[u8]> {
     let (len, rest) = src.split_first_chunk::<4>()?;
     let bytes = rest.get(..u32::from_le_bytes(*len) as usize)?;
-    (!exact || bytes.len() == rest.len()).then_some(bytes)
+    extent.check(rest.len() - bytes.len()).ok().map(|()| bytes)
 }
 
 /// An imported function to link: the linker instance it goes in, its name and its type.
