@@ -314,6 +314,17 @@ impl<'t> Layout<'t> {
     }
 }
 
+/// Whether `ty` is a byte list (`list<u8>`): a list whose elements are its bytes, which the
+/// layout reads and writes as one run ([`Decode::bytes`], [`ListOut::bytes`]).
+pub fn is_bytes(ty: &Ty) -> bool {
+    matches!(ty, Ty::List(el) if byte_element(el))
+}
+
+/// Whether a list of `el` is a byte list ([`is_bytes`]).
+pub(crate) fn byte_element(el: &Ty) -> bool {
+    *el == Ty::Prim(Prim::U8)
+}
+
 /// Whether flag `k` is set in `bits`, a flags value's bytes.
 pub fn flag_set(bits: &[u8], k: usize) -> bool {
     bits.get(k / 8).is_some_and(|b| b & (1 << (k % 8)) != 0)
@@ -472,7 +483,7 @@ impl<'t, 'b> Reader<'t, 'b> {
                 let s = std::str::from_utf8(self.take(n)?).map_err(|_| Fault::Utf8)?;
                 v.string(s)
             }
-            Node::List(Ty::Prim(Prim::U8)) => {
+            Node::List(el) if byte_element(el) => {
                 let n = self.uint(4)? as usize;
                 let b = self.take(n)?;
                 v.bytes(b)
@@ -752,6 +763,11 @@ impl<'t> ListOut<'_, '_, 't> {
     /// The elements' type.
     pub fn element(&self) -> &'t Ty {
         self.el
+    }
+
+    /// Whether the list is a byte list ([`is_bytes`]), whose bytes [`ListOut::bytes`] writes.
+    pub fn is_bytes(&self) -> bool {
+        byte_element(self.el)
     }
 
     /// Writes the next element, from `s`.

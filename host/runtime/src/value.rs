@@ -269,7 +269,7 @@ impl<'t> Encode<'t> for Parser<'_> {
     }
 
     fn list(&mut self, items: &mut ListOut<'_, '_, 't>) -> Result<(), ValueError> {
-        if *items.element() == Ty::Prim(Prim::U8) && self.peek() == Some(b'"') {
+        if items.is_bytes() && self.peek() == Some(b'"') {
             // A byte list may be written as a string: its UTF-8 bytes.
             let s = self.quoted(b'"')?;
             items.bytes(s.as_bytes())?;

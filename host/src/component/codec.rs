@@ -146,7 +146,7 @@ impl<'t> Encode<'t> for Put<'_> {
         let Val::List(xs) = self.0 else {
             return Err(wrong());
         };
-        if *items.element() == Ty::Prim(Prim::U8) {
+        if items.is_bytes() {
             // Bytes go out a chunk at a time: one writer call per byte would cost more than
             // the copy.
             let mut chunk = [0u8; 512];

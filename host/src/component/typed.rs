@@ -27,6 +27,7 @@ use super::codec::{Flat as _, FlatList, FlatParams};
 use super::{ComponentData, ImportBinding, record_failure};
 use lrpc_abi::Status;
 use lrpc_presentation::layout::Extent;
+use lrpc_presentation::layout::is_bytes;
 use lrpc_presentation::{InterfacePlan, Prim, ProcPlan, Ty};
 use std::sync::Arc;
 use wasmtime::component::types::{ComponentFunc, Type};
@@ -222,7 +223,7 @@ pub(super) fn plan_signature(plan: &InterfacePlan, p: &ProcPlan) -> Option<Signa
             Ty::Prim(Prim::U32) => Some(Kind::U32),
             Ty::Prim(Prim::U64) => Some(Kind::U64),
             Ty::String => Some(Kind::Str),
-            Ty::List(e) if **e == Ty::Prim(Prim::U8) => Some(Kind::Bytes),
+            t if is_bytes(t) => Some(Kind::Bytes),
             _ => None,
         }
     }
