@@ -47,7 +47,7 @@
 //! - `state/domain.rs` and `direct.rs`: one block each making a `MemoryRange` of a memory
 //!   they own;
 //! - `channel/ring.rs`: the atomics and volatile copies of a URPC ring in shared pages
-//!   (`Window::new`, `Send`/`Sync` for the window), and `channel/mod.rs`: the one place a
+//!   (`SegmentView::new`, `Send`/`Sync` for the view), and `channel/mod.rs`: the one place a
 //!   channel's window is made;
 //! - `state/linkage.rs`: the per-thread linkage stack (records pinned on the calling
 //!   thread's stack) and the caller of a kernel import reached through it.

@@ -71,7 +71,7 @@ pub fn encode(
 /// the client from the vector they were lifted into), or, when `landed` says how many,
 /// `head` then bytes already lifted into the client's `out` segment right after it.
 #[derive(Default)]
-pub(crate) struct Reply {
+pub(crate) struct EncodedResult {
     pub(crate) head: Vec<u8>,
     pub(crate) tail: Vec<u8>,
     pub(crate) landed: Option<usize>,
@@ -327,7 +327,7 @@ impl<'t, 'b> Decode<'t, 'b> for Get {
 
 /// A value the typed paths carry (`u32`, `u64`, `string`, `list<u8>`), encoded and decoded
 /// in the same layout as [`encode`] and [`decode`] without going through `Val`s.
-pub(crate) trait Flat: Sized {
+pub(crate) trait AStackValue: Sized {
     /// Appends the encoding.
     fn put(&self, out: &mut Vec<u8>);
     /// The bytes after the length prefix of a string or byte list (written straight from
@@ -345,7 +345,7 @@ fn take<'a>(src: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
     Some(head)
 }
 
-impl Flat for u32 {
+impl AStackValue for u32 {
     fn put(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
     }
@@ -354,7 +354,7 @@ impl Flat for u32 {
     }
 }
 
-impl Flat for u64 {
+impl AStackValue for u64 {
     fn put(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
     }
@@ -363,7 +363,7 @@ impl Flat for u64 {
     }
 }
 
-impl Flat for Vec<u8> {
+impl AStackValue for Vec<u8> {
     fn put(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&(self.len() as u32).to_le_bytes());
         out.extend_from_slice(self);
@@ -377,7 +377,7 @@ impl Flat for Vec<u8> {
     }
 }
 
-impl Flat for String {
+impl AStackValue for String {
     fn put(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&(self.len() as u32).to_le_bytes());
         out.extend_from_slice(self.as_bytes());
@@ -392,9 +392,10 @@ impl Flat for String {
 }
 
 /// A parameter of a typed function as the host function received it: an owned value (any
-/// [`Flat`]), or a byte list still in the calling component's memory (`WasmList<u8>`, read
-/// through `store`, the caller's store). Encoded in the layout of [`Flat::put`].
-pub(crate) trait FlatIn {
+/// [`AStackValue`]), or a byte list still in the calling component's memory
+/// (`WasmList<u8>`, read through `store`, the caller's store). Encoded in the layout of
+/// [`AStackValue::put`].
+pub(crate) trait AStackArg {
     /// Appends the encoding.
     fn put_in<D: 'static>(&self, store: &StoreContext<'_, D>, out: &mut Vec<u8>);
     /// The bytes after the length prefix of a string or byte list, written straight from
@@ -402,7 +403,7 @@ pub(crate) trait FlatIn {
     fn tail_in<'a, D: 'static>(&'a self, store: &'a StoreContext<'_, D>) -> Option<&'a [u8]>;
 }
 
-impl<T: Flat> FlatIn for T {
+impl<T: AStackValue> AStackArg for T {
     fn put_in<D: 'static>(&self, _: &StoreContext<'_, D>, out: &mut Vec<u8>) {
         self.put(out);
     }
@@ -411,7 +412,7 @@ impl<T: Flat> FlatIn for T {
     }
 }
 
-impl FlatIn for WasmList<u8> {
+impl AStackArg for WasmList<u8> {
     fn put_in<D: 'static>(&self, store: &StoreContext<'_, D>, out: &mut Vec<u8>) {
         let b = self.as_le_slice(store);
         out.extend_from_slice(&(b.len() as u32).to_le_bytes());
@@ -423,9 +424,9 @@ impl FlatIn for WasmList<u8> {
 }
 
 /// The parameters of a typed function: `()`, `(A,)`, `(A, B)` or `(A, B, C)`.
-pub(crate) trait FlatParams: Sized {
+pub(crate) trait AStackArgs: Sized {
     /// Encodes all but the last value's data into `head`; returns that data (see
-    /// [`FlatIn::tail_in`]), to be written after `head`. `store` is the caller's.
+    /// [`AStackArg::tail_in`]), to be written after `head`. `store` is the caller's.
     fn split<'a, D: 'static>(
         &'a self,
         store: &'a StoreContext<'_, D>,
@@ -433,8 +434,9 @@ pub(crate) trait FlatParams: Sized {
     ) -> &'a [u8];
 }
 
-/// The result of a typed function: `()` or `(A,)` (or a pair).
-pub(crate) trait FlatList: Sized {
+/// Values of the typed path as a tuple, `()` to `(A, B, C)`: a typed function's result, or
+/// the parameters a server decodes.
+pub(crate) trait AStackTuple: Sized {
     /// Decodes from `src`, which the values take `extent` of.
     fn get(src: &[u8], extent: Extent) -> Option<Self>;
     /// Appends the encoding of every value.
@@ -443,7 +445,7 @@ pub(crate) trait FlatList: Sized {
 
 /// The last value: its length prefix into `head` and its data apart, or all of it into
 /// `head`.
-fn split_last<'a, T: FlatIn, D: 'static>(
+fn split_last<'a, T: AStackArg, D: 'static>(
     v: &'a T,
     store: &'a StoreContext<'_, D>,
     head: &mut Vec<u8>,
@@ -461,20 +463,20 @@ fn split_last<'a, T: FlatIn, D: 'static>(
     }
 }
 
-impl FlatParams for () {
+impl AStackArgs for () {
     fn split<'a, D: 'static>(&'a self, _: &'a StoreContext<'_, D>, _: &mut Vec<u8>) -> &'a [u8] {
         &[]
     }
 }
 
-impl FlatList for () {
+impl AStackTuple for () {
     fn get(src: &[u8], extent: Extent) -> Option<()> {
         extent.check(src.len()).ok()
     }
     fn put_all(&self, _: &mut Vec<u8>) {}
 }
 
-impl<A: FlatIn> FlatParams for (A,) {
+impl<A: AStackArg> AStackArgs for (A,) {
     fn split<'a, D: 'static>(
         &'a self,
         store: &'a StoreContext<'_, D>,
@@ -484,7 +486,7 @@ impl<A: FlatIn> FlatParams for (A,) {
     }
 }
 
-impl<A: Flat> FlatList for (A,) {
+impl<A: AStackValue> AStackTuple for (A,) {
     fn get(mut src: &[u8], extent: Extent) -> Option<(A,)> {
         let a = A::get(&mut src)?;
         extent.check(src.len()).ok().map(|()| (a,))
@@ -494,7 +496,7 @@ impl<A: Flat> FlatList for (A,) {
     }
 }
 
-impl<A: FlatIn, B: FlatIn> FlatParams for (A, B) {
+impl<A: AStackArg, B: AStackArg> AStackArgs for (A, B) {
     fn split<'a, D: 'static>(
         &'a self,
         store: &'a StoreContext<'_, D>,
@@ -505,7 +507,7 @@ impl<A: FlatIn, B: FlatIn> FlatParams for (A, B) {
     }
 }
 
-impl<A: Flat, B: Flat> FlatList for (A, B) {
+impl<A: AStackValue, B: AStackValue> AStackTuple for (A, B) {
     fn get(mut src: &[u8], extent: Extent) -> Option<(A, B)> {
         let a = A::get(&mut src)?;
         let b = B::get(&mut src)?;
@@ -517,7 +519,7 @@ impl<A: Flat, B: Flat> FlatList for (A, B) {
     }
 }
 
-impl<A: FlatIn, B: FlatIn, C: FlatIn> FlatParams for (A, B, C) {
+impl<A: AStackArg, B: AStackArg, C: AStackArg> AStackArgs for (A, B, C) {
     fn split<'a, D: 'static>(
         &'a self,
         store: &'a StoreContext<'_, D>,
@@ -529,7 +531,7 @@ impl<A: FlatIn, B: FlatIn, C: FlatIn> FlatParams for (A, B, C) {
     }
 }
 
-impl<A: Flat, B: Flat, C: Flat> FlatList for (A, B, C) {
+impl<A: AStackValue, B: AStackValue, C: AStackValue> AStackTuple for (A, B, C) {
     fn get(mut src: &[u8], extent: Extent) -> Option<(A, B, C)> {
         let a = A::get(&mut src)?;
         let b = B::get(&mut src)?;

@@ -26,7 +26,7 @@
 //! The component's import types are checked against the interface's WIT at bind time;
 //! interfaces carrying resources have no plan and can not pair with a core domain.
 
-use super::codec::{FlatList, FlatParams};
+use super::codec::{AStackArgs, AStackTuple};
 use super::{ComponentData, ComponentExport, Shared, codec, failed_value, record_failure};
 use crate::astack::page_round;
 use crate::error::{Error, Fault};
@@ -81,7 +81,7 @@ impl Target {
         reply: &mut Vec<u8>,
     ) -> Result<(), Status> {
         if let (Some(&idx), Some(Some(sig))) = (self.funcs.get(proc), self.typed.get(proc))
-            && super::typed::serve_flat(&self.server, idx, sig, request, Extent::of(pp), reply)?
+            && super::typed::serve_typed(&self.server, idx, sig, request, Extent::of(pp), reply)?
         {
             return Ok(());
         }
@@ -98,7 +98,7 @@ impl Target {
     }
 
     /// Whether procedure `proc`'s result is a lone byte list lifted by [`Target::serve_lent`]
-    /// as a `super::lent::Landed`, which lands in the spot the caller gives.
+    /// as a `super::lent::LiftedBytes`, which lands in the room the caller gives.
     pub(crate) fn lands(&self, proc: usize) -> bool {
         matches!(
             self.typed.get(proc),
@@ -117,7 +117,7 @@ impl Target {
         plan: &InterfacePlan,
         pp: &ProcPlan,
         request: super::lent::Lent,
-        reply: &mut codec::Reply,
+        reply: &mut codec::EncodedResult,
     ) -> Result<(), Status> {
         if let (Some(&idx), Some(Some(sig))) = (self.funcs.get(proc), self.typed.get(proc))
             && super::typed::serve_lent(&self.server, idx, sig, request, Extent::of(pp), reply)?
@@ -171,7 +171,7 @@ pub(super) fn face(
         entries: Box::new([]),
         deadline: shared.deadline,
         presentation: SidePresentation::default_for(interface, Side::Server),
-        detour: Some(Box::new(Target {
+        relay: Some(Box::new(Target {
             server: shared.clone(),
             funcs,
             typed,
@@ -323,7 +323,7 @@ impl CoreBinding {
     /// [`CoreBinding::call`] with static types (see `typed`): no `Val`s, and the data of the
     /// last parameter written straight from where it is (a byte list: in the memory of
     /// `client`, the calling component's store) into the server's memory.
-    fn call_typed<P: FlatParams, R: FlatList>(
+    fn call_typed<P: AStackArgs, R: AStackTuple>(
         self: &Arc<Self>,
         proc: usize,
         client: &StoreContext<'_, ComponentData>,
@@ -396,7 +396,7 @@ impl CoreBinding {
             crate::bulk::copy_slice(dst.ok_or(Status::ResourceExhausted)?, b);
             Ok(())
         };
-        // The arguments, in pieces written one after another (see `FlatList::split`).
+        // The arguments, in pieces written one after another (see `AStackArgs::split`).
         let len: usize = args.iter().map(|a| a.len()).sum();
         let put = |ctx: &mut StoreContextMut<'_, DomainData>, mut at: usize| {
             for a in args {

@@ -11,7 +11,7 @@
 //! it from there straight into the server's A-stack or `in` segment; between two components
 //! the parameter is lifted into the host and lowered into the server.
 //!
-//! The other way, a core client's call of a component server ([`serve_flat`]) decodes the
+//! The other way, a core client's call of a component server ([`serve_typed`]) decodes the
 //! A-stack straight into those Rust values and encodes the result from them; a lone byte
 //! list parameter is lowered into the component from where the client's stub put it
 //! ([`serve_lent`], `super::lent`), and a byte list result goes to the client from the
@@ -23,7 +23,7 @@
 //! on both paths: a failed call answers the result type's zero value (0, an empty string or
 //! list), as the general path does for those types, and is recorded as a failure.
 
-use super::codec::{Flat as _, FlatList, FlatParams};
+use super::codec::{AStackArgs, AStackTuple, AStackValue as _};
 use super::{ComponentData, ImportBinding, record_failure};
 use lrpc_abi::Status;
 use lrpc_presentation::layout::Extent;
@@ -121,11 +121,11 @@ macro_rules! with_signature {
 /// What the typed path carries as parameters or results: `()`, `(A,)` or `(A, B)` of the
 /// kinds above, lifted and lowered by the canonical ABI and encoded for an A-stack.
 pub(super) trait Args:
-    ComponentNamedList + Lift + Lower + FlatParams + FlatList + Send + Sync + 'static
+    ComponentNamedList + Lift + Lower + AStackArgs + AStackTuple + Send + Sync + 'static
 {
 }
 
-impl<T: ComponentNamedList + Lift + Lower + FlatParams + FlatList + Send + Sync + 'static> Args
+impl<T: ComponentNamedList + Lift + Lower + AStackArgs + AStackTuple + Send + Sync + 'static> Args
     for T
 {
 }
@@ -133,11 +133,11 @@ impl<T: ComponentNamedList + Lift + Lower + FlatParams + FlatList + Send + Sync 
 /// Parameters as an import bound to a core server receives them: byte lists still in the
 /// client's memory.
 pub(super) trait ViewArgs:
-    ComponentNamedList + Lift + FlatParams + Send + Sync + 'static
+    ComponentNamedList + Lift + AStackArgs + Send + Sync + 'static
 {
 }
 
-impl<T: ComponentNamedList + Lift + FlatParams + Send + Sync + 'static> ViewArgs for T {}
+impl<T: ComponentNamedList + Lift + AStackArgs + Send + Sync + 'static> ViewArgs for T {}
 
 /// Where a typed import's calls go: a component server's export.
 pub(super) trait Forwarder: Send + Sync + 'static {
@@ -162,7 +162,7 @@ pub(super) trait ViewForwarder: Send + Sync + 'static {
 }
 
 /// Serves `lrpc:http/plugin`'s `handle` with the typed shapes of module `$shape` of
-/// `super::shapes` (`strings` or `bytes`), for [`serve_flat`].
+/// `super::shapes` (`strings` or `bytes`), for [`serve_typed`].
 macro_rules! http_handle {
     ($shape:ident, $server:expr, $idx:expr, $request:expr, $extent:expr, $reply:expr) => {{
         let (server, idx, request, extent, reply) = ($server, $idx, $request, $extent, $reply);
@@ -264,7 +264,7 @@ pub(super) fn plan_signature(plan: &InterfacePlan, p: &ProcPlan) -> Option<Signa
 /// of) straight into the values the canonical ABI lowers, and the result is
 /// appended to `reply` in the A-stack layout. A byte list crosses as a copy each way, not as
 /// a dynamic value per byte. `Ok(false)`: the signature is not one this path carries.
-pub(super) fn serve_flat(
+pub(super) fn serve_typed(
     server: &super::Shared,
     idx: usize,
     sig: &Signature,
@@ -280,8 +280,8 @@ pub(super) fn serve_flat(
         reply: &mut Vec<u8>,
     ) -> Result<(), Status>
     where
-        P: ComponentNamedList + Lower + FlatList + 'static,
-        R: ComponentNamedList + Lift + FlatList + 'static,
+        P: ComponentNamedList + Lower + AStackTuple + 'static,
+        R: ComponentNamedList + Lift + AStackTuple + 'static,
     {
         let params = P::get(request, extent).ok_or(Status::ServerRejected)?;
         let results: R = server.run_typed(idx, params).map_err(|e| e.status())?;
@@ -333,7 +333,7 @@ pub(super) fn serve_flat(
     Ok(true)
 }
 
-/// [`serve_flat`] for a request lent where the client's stub laid it out: a lone byte list
+/// [`serve_typed`] for a request lent where the client's stub laid it out: a lone byte list
 /// parameter is lowered into the component straight from there. `Ok(false)`: the signature
 /// is another; the caller serves a private copy of the request.
 pub(super) fn serve_lent(
@@ -342,7 +342,7 @@ pub(super) fn serve_lent(
     sig: &Signature,
     request: super::lent::Lent,
     extent: Extent,
-    reply: &mut super::codec::Reply,
+    reply: &mut super::codec::EncodedResult,
 ) -> Result<bool, Status> {
     let Signature::Kinds { params, result } = sig else {
         return Ok(false);
@@ -359,20 +359,20 @@ pub(super) fn serve_lent(
     type In = (super::lent::Lent,);
     if *result == Some(Kind::Bytes) {
         // The result lands in the client's `out` segment as it is lifted, when the caller
-        // gave a spot there (`Landed::onto`), else goes from the vector it was lifted into.
-        use super::lent::Landed;
+        // gave a room there (`LiftedBytes::onto`), else goes from the vector it was lifted into.
+        use super::lent::LiftedBytes;
         let (out,) = server
-            .run_typed_by::<In, (Landed,), _>(idx, |f, store| f.call(store, (bytes,)))
+            .run_typed_by::<In, (LiftedBytes,), _>(idx, |f, store| f.call(store, (bytes,)))
             .map_err(|e| e.status())?;
         let n = match &out {
-            Landed::At(n) => *n,
-            Landed::Owned(v) => v.len(),
+            LiftedBytes::InRoom(n) => *n,
+            LiftedBytes::Owned(v) => v.len(),
         };
         let n32 = u32::try_from(n).map_err(|_| Status::ResourceExhausted)?;
         reply.head.extend_from_slice(&n32.to_le_bytes());
         match out {
-            Landed::At(n) => reply.landed = Some(n),
-            Landed::Owned(v) => reply.tail = v,
+            LiftedBytes::InRoom(n) => reply.landed = Some(n),
+            LiftedBytes::Owned(v) => reply.tail = v,
         }
         return Ok(true);
     }
