@@ -27,11 +27,11 @@ use wasmtime::{AsContextMut, Caller, Instance, Memory, Ref};
 /// The direct-linked server copies in a client replica's store, by export name (kept in
 /// the replica's feature tables).
 #[derive(Default)]
-struct Copies(std::collections::HashMap<String, Coresident>);
+struct Copies(std::collections::HashMap<String, ServerCopy>);
 
 /// A server copy living in a client's store.
 #[derive(Clone)]
-pub(crate) struct Coresident {
+pub(crate) struct ServerCopy {
     memory: Memory,
     base: usize,
     /// The copy's window space (shared with the bindings that hold windows in it).
@@ -42,7 +42,7 @@ pub(crate) struct Coresident {
     pub fast: Vec<u32>,
 }
 
-impl Coresident {
+impl ServerCopy {
     /// The copy's memory up to `len`, as a window-mapping range.
     #[allow(unsafe_code, reason = "the range's contract, argued below")]
     fn range(&self, len: usize) -> MemoryRange {
@@ -116,7 +116,7 @@ fn instantiate(
     caller: &mut Caller<'_, DomainData>,
     linker: &wasmtime::Linker<DomainData>,
     export: &ExportEntry,
-) -> Result<Coresident, Status> {
+) -> Result<ServerCopy, Status> {
     let table = caller
         .get_export("__indirect_function_table")
         .and_then(|e| e.into_table())
@@ -155,7 +155,7 @@ fn instantiate(
             None => 0,
         });
     }
-    Ok(Coresident {
+    Ok(ServerCopy {
         memory,
         base,
         windows: Arc::default(),

@@ -10,14 +10,16 @@
 //!
 //! # The API
 //!
-//! The root holds what most embedders name: the [`Kernel`] and its [`KernelConfig`], the
-//! [`Domain`]s it creates ([`DomainOptions`]), exports ([`ExportOptions`], [`Serving`]), a
-//! domain's [`Quotas`], the [`Error`] of the API and the [`Status`] of a call, and
-//! [`ComponentDomain`]. The rest is in modules: [`domain`] (calling exports, bindings,
-//! usage), [`component`] (component domains: options, WASI grants, limits, the codec),
-//! [`channel`] (URPC's asynchronous calls), [`transport`] (the contract a remote transport
-//! implements), [`error`] (faults and quotas in errors), [`presentation`] (WIT plans and
-//! presentations) and [`pace`] (hooks for a scheduler's ticks and waits).
+//! The root holds what most embedders name: the [`Kernel`] and its [`KernelConfig`] (with
+//! its [`InstancePool`]), the [`Domain`]s it creates ([`DomainOptions`]), exports
+//! ([`ExportOptions`], [`Serving`]), a domain's [`Quotas`], the [`Error`] of the API and the
+//! [`Status`] of a call, and [`ComponentDomain`] (`tests/layers.rs` checks that this
+//! paragraph names every type the root re-exports, and no other). The rest is in modules:
+//! [`domain`] (calling exports, bindings, usage), [`component`] (component domains: options,
+//! WASI grants, limits, the codec), [`channel`] (URPC's asynchronous calls), [`transport`]
+//! (the contract a remote transport implements), [`error`] (faults and quotas in errors),
+//! [`presentation`] (WIT plans and presentations) and [`pace`] (hooks for a scheduler's
+//! ticks and waits).
 //!
 //! # Modules, in layers
 //!
@@ -47,7 +49,7 @@
 //! - `state/domain.rs` and `direct.rs`: one block each making a `MemoryRange` of a memory
 //!   they own;
 //! - `channel/ring.rs`: the atomics and volatile copies of a URPC ring in shared pages
-//!   (`Window::new`, `Send`/`Sync` for the window), and `channel/mod.rs`: the one place a
+//!   (`SegmentView::new`, `Send`/`Sync` for the view), and `channel/mod.rs`: the one place a
 //!   channel's window is made;
 //! - `state/linkage.rs`: the per-thread linkage stack (records pinned on the calling
 //!   thread's stack) and the caller of a kernel import reached through it.

@@ -25,10 +25,10 @@ pub(crate) fn terminate_shared(kernel: &KernelInner, domain: &DomainShared) {
     tracing::debug!(domain = domain.core.name, "terminating domain");
     kernel.clerk.withdraw(domain);
     let (as_client, as_server): (Vec<Arc<Binding>>, Vec<Arc<Binding>>) = {
-        let book = lock(&domain.core.book);
+        let ties = lock(&domain.core.ties);
         (
-            book.client.clone(),
-            book.server.iter().filter_map(|w| w.upgrade()).collect(),
+            ties.client.clone(),
+            ties.server.iter().filter_map(|w| w.upgrade()).collect(),
         )
     };
     for b in as_server {
@@ -39,7 +39,7 @@ pub(crate) fn terminate_shared(kernel: &KernelInner, domain: &DomainShared) {
     }
     // Its asynchronous bindings: out of the servers' memories now, out of its own when the
     // guest is gone (it runs no more code meanwhile).
-    let closers = std::mem::take(&mut lock(&domain.core.book).closers);
+    let closers = std::mem::take(&mut lock(&domain.core.ties).closers);
     for c in closers.iter().filter_map(std::sync::Weak::upgrade) {
         c.close();
     }

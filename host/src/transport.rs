@@ -2,7 +2,7 @@
 //! with the clerk like any export, so that a guest binds to it by name and calls it through
 //! its unchanged client stub.
 //!
-//! The binding carries the remote bit: its export's detour is a [`RemoteDetour`]. Its server
+//! The binding carries the remote bit: its export's relay is a [`RemoteRelay`]. Its server
 //! is a *face*, a domain of the kernel's table with no instance (as for a component server's
 //! core face), so the binding's A-stacks are in the client's memory only. `lrpc.call` on it
 //! (`imports::translate::to_remote`) reads the request off the A-stack as a server stub would —
@@ -83,4 +83,4 @@ pub type RemoteDone = Box<dyn FnOnce(Result<Vec<u8>, Status>) + Send>;
 
 /// A remote export's way to its server: the transport (the call path's side of it is in
 /// `imports::translate`).
-pub(crate) struct RemoteDetour(pub Arc<dyn RemoteTarget>);
+pub(crate) struct RemoteRelay(pub Arc<dyn RemoteTarget>);

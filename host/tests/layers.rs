@@ -7,7 +7,7 @@ use std::path::Path;
 #[path = "layering/mod.rs"]
 mod layering;
 
-use layering::paths_after;
+use layering::{paths_after, root_reexports};
 
 /// Every top-level module of the kernel, bottom to top.
 const ORDER: &[&str] = &[
@@ -124,5 +124,39 @@ fn the_crate_docs_name_every_file_with_unsafe_code() {
         named_sorted, with_unsafe,
         "the files lib.rs lists under \"Where `unsafe` lives\" (left) must be the files with \
          unsafe code (right)"
+    );
+}
+
+#[test]
+fn the_crate_docs_name_every_root_reexport() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let lib = std::fs::read_to_string(src.join("lib.rs")).expect("read lib.rs");
+    // The first paragraph of "# The API": the root's types, linked as [`Name`] (the modules
+    // it names are lowercase).
+    let paragraph: String = lib
+        .split("# The API")
+        .nth(1)
+        .expect("lib.rs has a section on the API")
+        .lines()
+        .skip(1)
+        .map(|l| l.trim_start_matches("//!").trim())
+        .skip_while(|l| l.is_empty())
+        .take_while(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut named: Vec<&str> = paragraph
+        .split("[`")
+        .skip(1)
+        .filter_map(|s| s.split_once("`]").map(|(name, _)| name))
+        .filter(|name| name.starts_with(|c: char| c.is_ascii_uppercase()))
+        .collect();
+    named.sort();
+    named.dedup();
+    let root = root_reexports(&src, ORDER);
+    let reexported: Vec<&str> = root.keys().map(String::as_str).collect();
+    assert_eq!(
+        named, reexported,
+        "the types lib.rs's \"# The API\" names (left) must be the names its `pub use` lines \
+         re-export (right): a name added at the root is named there too"
     );
 }

@@ -21,7 +21,8 @@
 //! (Flick 4.5).
 
 use crate::Error;
-use crate::plan::{InterfacePlan, Prim, Ty};
+use crate::layout::is_bytes;
+use crate::plan::{InterfacePlan, Ty};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use toml::Spanned;
@@ -343,15 +344,7 @@ fn side_name(s: Side) -> &'static str {
 }
 
 fn is_buffer(t: &Ty) -> bool {
-    match t {
-        Ty::String => true,
-        Ty::List(e) => **e == Ty::Prim(Prim::U8),
-        _ => false,
-    }
-}
-
-fn is_byte_list(t: &Ty) -> bool {
-    matches!(t, Ty::List(e) if **e == Ty::Prim(Prim::U8))
+    *t == Ty::String || is_bytes(t)
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -462,7 +455,7 @@ pub fn combine(
                 .iter()
                 .enumerate()
                 .map(|(k, (_, t))| {
-                    borrow[k] || (is_byte_list(t) && !stable(k) && !s.special.contains(&k))
+                    borrow[k] || (is_bytes(t) && !stable(k) && !s.special.contains(&k))
                 })
                 .collect();
             // The server insists on its own buffer when it allocates the result itself; the

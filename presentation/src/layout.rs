@@ -19,7 +19,7 @@
 //! [`Fault`], never a panic, and no count is believed before the bytes that remain could hold
 //! its elements.
 
-use crate::plan::{DefKind, InterfacePlan, Prim, Ty, discriminant_size, flags_size};
+use crate::plan::{DefKind, InterfacePlan, Prim, ProcPlan, Ty, discriminant_size, flags_size};
 use std::borrow::Cow;
 
 /// Most elements a list of elements without bytes may claim: such a count is not bounded by
@@ -73,6 +73,10 @@ pub enum Fault {
     /// The plan names a type it does not define.
     #[error("the interface plan has no type {0}")]
     UnknownType(usize),
+    /// Bytes follow the last value where the values must take all of them
+    /// ([`Extent::Whole`]).
+    #[error("{0} trailing bytes")]
+    Trailing(usize),
 }
 
 impl Fault {
@@ -90,6 +94,7 @@ impl Fault {
             Fault::Mismatch => "a value of another type",
             Fault::TooLarge(_) => "the value is too large",
             Fault::UnknownType(_) => "the plan has no such type",
+            Fault::Trailing(_) => "bytes follow the value",
         }
     }
 }
@@ -309,6 +314,17 @@ impl<'t> Layout<'t> {
     }
 }
 
+/// Whether `ty` is a byte list (`list<u8>`): a list whose elements are its bytes, which the
+/// layout reads and writes as one run ([`Decode::bytes`], [`ListOut::bytes`]).
+pub fn is_bytes(ty: &Ty) -> bool {
+    matches!(ty, Ty::List(el) if byte_element(el))
+}
+
+/// Whether a list of `el` is a byte list ([`is_bytes`]).
+pub(crate) fn byte_element(el: &Ty) -> bool {
+    *el == Ty::Prim(Prim::U8)
+}
+
 /// Whether flag `k` is set in `bits`, a flags value's bytes.
 pub fn flag_set(bits: &[u8], k: usize) -> bool {
     bits.get(k / 8).is_some_and(|b| b & (1 << (k % 8)) != 0)
@@ -350,6 +366,37 @@ pub trait Decode<'t, 'b> {
     fn flags(&mut self, names: &'t [String], bits: &'b [u8]) -> Result<Self::Out, Self::Error>;
 }
 
+/// How much of its bytes a run of values must take: the one place the codecs' "decode
+/// exactly" and "decode a prefix" differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extent {
+    /// All of them: bytes after the last value are a [`Fault::Trailing`].
+    Whole,
+    /// A prefix: bytes after the last value are ignored (the A-stack of a procedure of
+    /// bounded size holds its largest encoding, and a smaller value leaves bytes unused).
+    Prefix,
+}
+
+impl Extent {
+    /// How much of its A-stack `proc`'s encodings take: a prefix for a bounded procedure
+    /// (its A-stacks hold its largest encodings), else all of the bytes sent.
+    pub fn of(proc: &ProcPlan) -> Extent {
+        if proc.bounded {
+            Extent::Prefix
+        } else {
+            Extent::Whole
+        }
+    }
+
+    /// Checks the `rest` bytes left after the last value.
+    pub fn check(self, rest: usize) -> Result<(), Fault> {
+        match (self, rest) {
+            (Extent::Whole, n) if n > 0 => Err(Fault::Trailing(n)),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Reads values of the layout off untrusted bytes.
 #[derive(Debug)]
 pub struct Reader<'t, 'b> {
@@ -376,6 +423,22 @@ impl<'t, 'b> Reader<'t, 'b> {
     /// The bytes after those read.
     pub fn remaining(&self) -> usize {
         self.bytes.len() - self.at
+    }
+
+    /// Reads one value of each of `tys`, in order, with `v`, then checks the bytes that
+    /// remain against `extent` (none may remain for [`Extent::Whole`]).
+    pub fn read_values<V: Decode<'t, 'b>>(
+        &mut self,
+        tys: &[&'t Ty],
+        v: &mut V,
+        extent: Extent,
+    ) -> Result<Vec<V::Out>, V::Error> {
+        let vals = tys
+            .iter()
+            .map(|t| self.read(t, v))
+            .collect::<Result<Vec<_>, _>>()?;
+        extent.check(self.remaining())?;
+        Ok(vals)
     }
 
     fn take(&mut self, n: usize) -> Result<&'b [u8], Fault> {
@@ -420,7 +483,7 @@ impl<'t, 'b> Reader<'t, 'b> {
                 let s = std::str::from_utf8(self.take(n)?).map_err(|_| Fault::Utf8)?;
                 v.string(s)
             }
-            Node::List(Ty::Prim(Prim::U8)) => {
+            Node::List(el) if byte_element(el) => {
                 let n = self.uint(4)? as usize;
                 let b = self.take(n)?;
                 v.bytes(b)
@@ -700,6 +763,11 @@ impl<'t> ListOut<'_, '_, 't> {
     /// The elements' type.
     pub fn element(&self) -> &'t Ty {
         self.el
+    }
+
+    /// Whether the list is a byte list ([`is_bytes`]), whose bytes [`ListOut::bytes`] writes.
+    pub fn is_bytes(&self) -> bool {
+        byte_element(self.el)
     }
 
     /// Writes the next element, from `s`.
@@ -1122,6 +1190,23 @@ mod tests {
         for n in 0..good.len() {
             assert!(read(&good[..n]).is_err(), "{n}");
         }
+    }
+
+    #[test]
+    fn a_whole_extent_refuses_trailing_bytes_a_prefix_ignores_them() {
+        let plan = kv();
+        let layout = Layout::new(&plan);
+        let (b, u) = (Ty::Prim(Prim::Bool), Ty::Prim(Prim::U8));
+        let read = |bytes: &[u8], extent| {
+            let mut r = Reader::new(layout, bytes);
+            r.read_values(&[&b, &u], &mut Skip, extent)
+                .map(|v| (v.len(), r.at()))
+        };
+        assert_eq!(read(&[1, 7], Extent::Whole), Ok((2, 2)));
+        assert_eq!(read(&[1, 7], Extent::Prefix), Ok((2, 2)));
+        assert_eq!(read(&[1, 7, 0, 0], Extent::Whole), Err(Fault::Trailing(2)));
+        assert_eq!(read(&[1, 7, 0, 0], Extent::Prefix), Ok((2, 2)));
+        assert_eq!(read(&[1], Extent::Prefix), Err(Fault::Short));
     }
 
     #[test]

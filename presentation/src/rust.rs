@@ -12,6 +12,7 @@
 //! stubs. Encoding code is generated per type, so `list<u8>` and `string` are single copies.
 
 use crate::annot::{OutMode, SidePresentation, Types};
+use crate::layout::is_bytes;
 use crate::plan::{Def, DefKind, InterfacePlan, Prim, ProcPlan, Ty};
 use std::fmt::Write as _;
 
@@ -91,7 +92,7 @@ impl Gen<'_> {
         match t {
             Ty::Prim(_) => false,
             Ty::String => true,
-            Ty::List(el) => Self::is_bytes(t) || self.lends(el),
+            Ty::List(el) => is_bytes(t) || self.lends(el),
             Ty::Tuple(ts) => ts.iter().any(|t| self.lends(t)),
             Ty::Option(t) => self.lends(t),
             Ty::Result(ok, err) => [ok, err]
@@ -145,11 +146,6 @@ impl Gen<'_> {
         format!("extern \"C\" fn({}){ret}", params.join(", "))
     }
 
-    /// Whether `t` is a byte list (`list<u8>`).
-    fn is_bytes(t: &Ty) -> bool {
-        matches!(t, Ty::List(e) if **e == Ty::Prim(Prim::U8))
-    }
-
     /// The Rust type, with lifetime `'a` where it may borrow.
     fn owned(&self, t: &Ty) -> String {
         self.codec(t, "").ty
@@ -160,7 +156,7 @@ impl Gen<'_> {
     fn decoded(&self, t: &Ty) -> String {
         match t {
             Ty::String => "String".into(),
-            t if Self::is_bytes(t) => "Vec<u8>".into(),
+            t if is_bytes(t) => "Vec<u8>".into(),
             t => self.owned(t).replace("'a", "'static"),
         }
     }
@@ -387,7 +383,7 @@ impl Gen<'_> {
         }
         match t {
             Ty::String => format!("::std::borrow::Cow::Owned({e}.into_owned())"),
-            t if Self::is_bytes(t) => format!("::std::borrow::Cow::Owned({e}.into_owned())"),
+            t if is_bytes(t) => format!("::std::borrow::Cow::Owned({e}.into_owned())"),
             Ty::List(el) => format!(
                 "{e}.into_iter().map(|__x| {}).collect::<Vec<_>>()",
                 self.own(el, "__x")
@@ -550,11 +546,9 @@ impl Gen<'_> {
             // A result that is one string or byte list is copied once, straight out of shared
             // memory (`rt::invoke_whole`); others are decoded from a private copy of the reply.
             let whole = !into
-                && match &p.result {
-                    Some(Ty::String) => true,
-                    Some(Ty::List(e)) => **e == Ty::Prim(Prim::U8),
-                    _ => false,
-                };
+                && p.result
+                    .as_ref()
+                    .is_some_and(|t| *t == Ty::String || is_bytes(t));
             let (f, dec_arg) = if whole {
                 ("invoke_whole", String::new())
             } else {
@@ -742,12 +736,12 @@ impl Gen<'_> {
             let has_string = p
                 .params
                 .iter()
-                .any(|(_, t)| self.plan.has_string(t) || (!Self::is_bytes(t) && self.lends(t)));
+                .any(|(_, t)| self.plan.has_string(t) || (!is_bytes(t) && self.lends(t)));
             let in_mask: u32 = p
                 .params
                 .iter()
                 .enumerate()
-                .filter(|(_, (_, t))| Self::is_bytes(t))
+                .filter(|(_, (_, t))| is_bytes(t))
                 .fold(0, |m, (i, _)| m | (1u32 << i.min(31)));
             let _ = writeln!(
                 o,
@@ -769,7 +763,7 @@ impl Gen<'_> {
                 }
                 // Strings and byte lists reach the handler as views; a byte list in place
                 // when the binding lets this side borrow it.
-                let dec = if Self::is_bytes(t) && k < 32 {
+                let dec = if is_bytes(t) && k < 32 {
                     format!("__r.list_u8_arg({k})?")
                 } else {
                     self.codec(t, "").dec_lent().to_string()

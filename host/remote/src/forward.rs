@@ -8,6 +8,7 @@ use crate::client::RemoteBinding;
 use crate::values::param_types;
 use crate::wire;
 use lrpc_kernel::{Domain, Kernel, Status, transport::RemoteDone, transport::RemoteTarget};
+use lrpc_presentation::layout::Extent;
 use std::sync::Arc;
 use std::sync::mpsc;
 use tokio::runtime::Handle;
@@ -38,12 +39,7 @@ impl Forward {
         let plan = self.binding.plan();
         let pp = plan.procs.get(proc).ok_or(Status::BadProcedure)?;
         let tys = param_types(plan, proc).map_err(|e| e.status())?;
-        let params = if pp.bounded {
-            wire::to_wire_prefix(plan, &tys, request)
-        } else {
-            wire::to_wire(plan, &tys, request)
-        }
-        .map_err(|e| {
+        let params = wire::to_wire_extent(plan, &tys, request, Extent::of(pp)).map_err(|e| {
             tracing::debug!(proc, "a guest's request does not translate: {e}");
             Status::ServerRejected
         })?;

@@ -23,8 +23,8 @@
 
 use bytes::{BufMut as _, BytesMut};
 use lrpc_presentation::layout::{
-    CaseOut, Cases, Decode, Encode, Fault, FieldsOut, FlagsOut, Layout, ListOut, Reader, Scalar,
-    Seq, Writer,
+    CaseOut, Cases, Decode, Encode, Extent, Fault, FieldsOut, FlagsOut, Layout, ListOut, Reader,
+    Scalar, Seq, Writer,
 };
 use lrpc_presentation::{InterfacePlan, Prim, Ty};
 use std::borrow::Cow;
@@ -54,6 +54,7 @@ impl From<Fault> for CodecError {
         match f {
             Fault::TooLarge(n) => CodecError::TooLarge(n),
             Fault::UnknownType(i) => CodecError::UnknownType(i),
+            Fault::Trailing(n) => CodecError::Trailing(n),
             f => CodecError::Malformed(f.reason()),
         }
     }
@@ -181,19 +182,14 @@ pub fn from_wire_whole(
     src: &[u8],
     limit: usize,
 ) -> Result<Vec<u8>, CodecError> {
-    match from_wire(plan, tys, src, limit)? {
-        (v, used) if used == src.len() => Ok(v),
-        (_, used) => Err(CodecError::Trailing(src.len() - used)),
-    }
+    let (v, used) = from_wire(plan, tys, src, limit)?;
+    Extent::Whole.check(src.len() - used)?;
+    Ok(v)
 }
 
 /// Translates A-stack encoded values of types `tys` (all of `src`) into the wire encoding.
 pub fn to_wire(plan: &InterfacePlan, tys: &[&Ty], src: &[u8]) -> Result<BytesMut, CodecError> {
-    let (dst, used) = translate(plan, tys, src)?;
-    match src.len() - used {
-        0 => Ok(dst),
-        n => Err(CodecError::Trailing(n)),
-    }
+    to_wire_extent(plan, tys, src, Extent::Whole)
 }
 
 /// Translates A-stack encoded values of types `tys` at the start of `src` into the wire
@@ -204,21 +200,20 @@ pub fn to_wire_prefix(
     tys: &[&Ty],
     src: &[u8],
 ) -> Result<BytesMut, CodecError> {
-    translate(plan, tys, src).map(|(dst, _)| dst)
+    to_wire_extent(plan, tys, src, Extent::Prefix)
 }
 
-/// The wire encoding of the values at the start of `src`, and the bytes they took.
-fn translate(
+/// Translates A-stack encoded values of types `tys` at the start of `src`, which they take
+/// `extent` of, into the wire encoding ([`to_wire`] or [`to_wire_prefix`]).
+pub fn to_wire_extent(
     plan: &InterfacePlan,
     tys: &[&Ty],
     src: &[u8],
-) -> Result<(BytesMut, usize), CodecError> {
-    let mut r = Reader::new(Layout::new(plan), src);
+    extent: Extent,
+) -> Result<BytesMut, CodecError> {
     let mut dst = ToWire(BytesMut::with_capacity(src.len() + 8));
-    for t in tys {
-        r.read(t, &mut dst)?;
-    }
-    Ok((dst.0, r.at()))
+    Reader::new(Layout::new(plan), src).read_values(tys, &mut dst, extent)?;
+    Ok(dst.0)
 }
 
 /// The source of an A-stack encoding: wire bytes, checked as they are read. Neither they nor

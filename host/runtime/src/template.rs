@@ -16,12 +16,12 @@ use std::path::{Path, PathBuf};
 pub struct New {
     /// What to start.
     #[command(subcommand)]
-    pub what: What,
+    pub template: Template,
 }
 
-/// What `lrpc new` starts.
+/// The template `lrpc new` starts from.
 #[derive(Debug, clap::Subcommand)]
-pub enum What {
+pub enum Template {
     /// An HTTP plugin crate (`lrpc:http/plugin@0.2.0`) with an `lrpc.toml` that serves it.
     Plugin(Plugin),
 }
@@ -332,7 +332,7 @@ fn toml_escape(s: &str) -> String {
 
 /// `lrpc new`: writes the crate and prints what to do next.
 pub fn run(new: &New) -> anyhow::Result<()> {
-    let What::Plugin(args) = &new.what;
+    let Template::Plugin(args) = &new.template;
     let made = plugin(args)?;
     let kind = if args.component {
         "a component (wasm32-wasip2)"

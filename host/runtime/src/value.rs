@@ -7,8 +7,8 @@
 
 use lrpc_kernel::presentation::InterfacePlan;
 use lrpc_presentation::layout::{
-    CaseOut, Cases, Decode, Encode, Fault, FieldsOut, FlagsOut, Layout, ListOut, Reader, Scalar,
-    Seq, Writer, flag_set,
+    CaseOut, Cases, Decode, Encode, Extent, Fault, FieldsOut, FlagsOut, Layout, ListOut, Reader,
+    Scalar, Seq, Writer, flag_set,
 };
 use lrpc_presentation::plan::{Prim, Ty};
 use std::borrow::Cow;
@@ -77,15 +77,8 @@ pub fn encode_args(
 
 /// Prints an encoded value of type `ty` as text; the whole of `bytes` must be consumed.
 pub fn print(plan: &InterfacePlan, ty: &Ty, bytes: &[u8]) -> Result<String, ValueError> {
-    let mut r = Reader::new(Layout::new(plan), bytes);
     let mut out = String::new();
-    r.read(ty, &mut Text(&mut out))?;
-    if r.remaining() != 0 {
-        return Err(ValueError::Decode(format!(
-            "{} trailing bytes",
-            r.remaining()
-        )));
-    }
+    Reader::new(Layout::new(plan), bytes).read_values(&[ty], &mut Text(&mut out), Extent::Whole)?;
     Ok(out)
 }
 
@@ -276,7 +269,7 @@ impl<'t> Encode<'t> for Parser<'_> {
     }
 
     fn list(&mut self, items: &mut ListOut<'_, '_, 't>) -> Result<(), ValueError> {
-        if *items.element() == Ty::Prim(Prim::U8) && self.peek() == Some(b'"') {
+        if items.is_bytes() && self.peek() == Some(b'"') {
             // A byte list may be written as a string: its UTF-8 bytes.
             let s = self.quoted(b'"')?;
             items.bytes(s.as_bytes())?;

@@ -40,7 +40,7 @@
 //! # Synchronisation, and why plain accesses are sound here
 //!
 //! Every host access to a ring counter is an atomic `u32` load with acquire or store with
-//! release ordering (`ring::Window`); the payload (ring entries, A-stacks) is copied with
+//! release ordering (`ring::SegmentView`); the payload (ring entries, A-stacks) is copied with
 //! volatile byte accesses. The client and the server loop are both host code, so the
 //! protocol is an ordinary single-producer/single-consumer ring under the Rust memory model:
 //! the producer writes the entry and A-stack, then release-stores the head; the consumer
@@ -92,7 +92,7 @@ pub(crate) use guest::{HANDLE_BIT, MAX_WAIT};
 use lrpc_abi::Status;
 use lrpc_lock::TryLock;
 use lrpc_presentation::{Side, SidePresentation};
-use ring::{Layout, REP_HEAD, REP_TAIL, REQ_HEAD, REQ_TAIL, Window};
+use ring::{Layout, REP_HEAD, REP_TAIL, REQ_HEAD, REQ_TAIL, SegmentView};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering, fence};
@@ -466,7 +466,7 @@ pub(crate) struct ChannelShared {
     export: Arc<ExportEntry>,
     info: Box<[ProcInfo]>,
     layout: Layout,
-    window: Window,
+    window: SegmentView,
     /// Where the segment is in each server replica's memory.
     offsets: Box<[usize]>,
     serving: Lines<TryLock<ServerSide>>,
@@ -551,8 +551,8 @@ impl ChannelShared {
         // that replica's linear memory, page aligned. The memory's Store lives as long as
         // `server` (held by `procs`, which this channel holds), its 4 GiB reservation never
         // moves, and the window's pages stay allocated to this channel until `Drop` (after
-        // every user of the `Window`, all of which hold the channel).
-        let window = unsafe { Window::new(base, layout.len) };
+        // every user of the `SegmentView`, all of which hold the channel).
+        let window = unsafe { SegmentView::new(base, layout.len) };
         window.store(0, ring::MAGIC);
         window.store(4, layout.slots);
         window.store(8, layout.size);

@@ -57,25 +57,25 @@ impl Layout {
 
 /// The host's view of one mapping of a channel segment: `len` bytes at `base`.
 ///
-/// Whoever builds a `Window` promises that `[base, base + len)` stays mapped readable and
-/// writable memory for the `Window`'s whole life: here it is a window of a server replica's
+/// Whoever builds a `SegmentView` promises that `[base, base + len)` stays mapped readable and
+/// writable memory for the `SegmentView`'s whole life: here it is a window of a server replica's
 /// linear memory, whose `Store` (and so whose 4 GiB reservation, which never moves) the
 /// channel keeps alive, and whose pages are not given back to the replica's window allocator
 /// before the channel is dropped (see `ChannelShared`'s `Drop`). After the channel is closed
 /// the pages are private zero pages: still mapped, no longer shared.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Window {
+pub(crate) struct SegmentView {
     base: usize,
     len: usize,
 }
 
-impl Window {
+impl SegmentView {
     /// # Safety
     ///
     /// `[base, base + len)` must stay mapped, readable and writable memory for as long as
     /// the returned value (or a copy) is used, and `base` must be 64-byte aligned.
-    pub(crate) unsafe fn new(base: *mut u8, len: usize) -> Window {
-        Window {
+    pub(crate) unsafe fn new(base: *mut u8, len: usize) -> SegmentView {
+        SegmentView {
             base: base as usize,
             len,
         }
@@ -87,7 +87,7 @@ impl Window {
             return None;
         }
         // SAFETY: `off + 4 <= len`, `off` is 4-aligned and `base` is 64-aligned, so the
-        // pointer is an aligned u32 inside the mapped window (the `Window` contract). The
+        // pointer is an aligned u32 inside the mapped window (the `SegmentView` contract). The
         // host touches these words only through atomics; the guest's plain wasm accesses to
         // them are aligned 4-byte loads and stores (single-copy atomic on the host ISA, see
         // the module docs of `channel`) made outside the Rust abstract machine, like another
@@ -138,12 +138,12 @@ impl Window {
     }
 }
 
-// SAFETY: a `Window` is an address range plus a length; all accesses through it are atomic
+// SAFETY: a `SegmentView` is an address range plus a length; all accesses through it are atomic
 // words or volatile bytes into memory that stays mapped (the constructor's contract), so
 // sharing it between threads can not create a data race in the Rust sense.
-unsafe impl Send for Window {}
+unsafe impl Send for SegmentView {}
 // SAFETY: as for `Send`.
-unsafe impl Sync for Window {}
+unsafe impl Sync for SegmentView {}
 
 #[cfg(test)]
 mod tests {
@@ -165,7 +165,7 @@ mod tests {
         let mut buf = vec![0u64; 64];
         // SAFETY: `buf` outlives `w` and is 8-aligned; the test only needs 4-alignment
         // for words, and the 64-byte rule matters only for cache lines.
-        let w = unsafe { Window::new(buf.as_mut_ptr().cast(), 512) };
+        let w = unsafe { SegmentView::new(buf.as_mut_ptr().cast(), 512) };
         w.store(508, 7);
         assert_eq!(w.load(508), 7);
         assert_eq!(w.load(512), 0);

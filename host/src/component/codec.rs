@@ -14,8 +14,8 @@
 //! another shape is refused rather than encoded wrongly.
 
 use lrpc_presentation::layout::{
-    CaseOut, Cases, Decode, Encode, Fault, FieldsOut, FlagsOut, Layout, ListOut, Reader, Scalar,
-    Seq, Writer, flag_set,
+    CaseOut, Cases, Decode, Encode, Extent, Fault, FieldsOut, FlagsOut, Layout, ListOut, Reader,
+    Scalar, Seq, Writer, flag_set,
 };
 use lrpc_presentation::{InterfacePlan, Prim, Ty};
 use std::borrow::Cow;
@@ -44,6 +44,7 @@ impl From<Fault> for CodecError {
         match f {
             Fault::Short | Fault::Count(_) => CodecError::Short,
             Fault::TooLarge(_) => CodecError::TooLarge,
+            Fault::Trailing(n) => CodecError::Trailing(n),
             f => CodecError::Malformed(f.reason()),
         }
     }
@@ -70,7 +71,7 @@ pub fn encode(
 /// the client from the vector they were lifted into), or, when `landed` says how many,
 /// `head` then bytes already lifted into the client's `out` segment right after it.
 #[derive(Default)]
-pub(crate) struct Reply {
+pub(crate) struct EncodedResult {
     pub(crate) head: Vec<u8>,
     pub(crate) tail: Vec<u8>,
     pub(crate) landed: Option<usize>,
@@ -81,15 +82,7 @@ pub(crate) const LIST_PREFIX: usize = 4;
 
 /// Decodes values of types `tys` from all of `bytes`.
 pub fn decode(plan: &InterfacePlan, tys: &[&Ty], bytes: &[u8]) -> Result<Vec<Val>, CodecError> {
-    let mut r = Reader::new(Layout::new(plan), bytes);
-    let mut vals = Vec::with_capacity(tys.len());
-    for t in tys {
-        vals.push(r.read(t, &mut Get)?);
-    }
-    match r.remaining() {
-        0 => Ok(vals),
-        n => Err(CodecError::Trailing(n)),
-    }
+    decode_extent(plan, tys, bytes, Extent::Whole)
 }
 
 /// Decodes values of types `tys` from the start of `bytes`, ignoring what follows them (an
@@ -100,8 +93,18 @@ pub fn decode_prefix(
     tys: &[&Ty],
     bytes: &[u8],
 ) -> Result<Vec<Val>, CodecError> {
-    let mut r = Reader::new(Layout::new(plan), bytes);
-    tys.iter().map(|t| r.read(t, &mut Get)).collect()
+    decode_extent(plan, tys, bytes, Extent::Prefix)
+}
+
+/// Decodes values of types `tys` from the start of `bytes`, which they take `extent` of
+/// ([`decode`] or [`decode_prefix`]).
+pub fn decode_extent(
+    plan: &InterfacePlan,
+    tys: &[&Ty],
+    bytes: &[u8],
+    extent: Extent,
+) -> Result<Vec<Val>, CodecError> {
+    Reader::new(Layout::new(plan), bytes).read_values(tys, &mut Get, extent)
 }
 
 fn wrong() -> CodecError {
@@ -143,7 +146,7 @@ impl<'t> Encode<'t> for Put<'_> {
         let Val::List(xs) = self.0 else {
             return Err(wrong());
         };
-        if *items.element() == Ty::Prim(Prim::U8) {
+        if items.is_bytes() {
             // Bytes go out a chunk at a time: one writer call per byte would cost more than
             // the copy.
             let mut chunk = [0u8; 512];
@@ -324,7 +327,7 @@ impl<'t, 'b> Decode<'t, 'b> for Get {
 
 /// A value the typed paths carry (`u32`, `u64`, `string`, `list<u8>`), encoded and decoded
 /// in the same layout as [`encode`] and [`decode`] without going through `Val`s.
-pub(crate) trait Flat: Sized {
+pub(crate) trait AStackValue: Sized {
     /// Appends the encoding.
     fn put(&self, out: &mut Vec<u8>);
     /// The bytes after the length prefix of a string or byte list (written straight from
@@ -342,7 +345,7 @@ fn take<'a>(src: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
     Some(head)
 }
 
-impl Flat for u32 {
+impl AStackValue for u32 {
     fn put(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
     }
@@ -351,7 +354,7 @@ impl Flat for u32 {
     }
 }
 
-impl Flat for u64 {
+impl AStackValue for u64 {
     fn put(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
     }
@@ -360,7 +363,7 @@ impl Flat for u64 {
     }
 }
 
-impl Flat for Vec<u8> {
+impl AStackValue for Vec<u8> {
     fn put(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&(self.len() as u32).to_le_bytes());
         out.extend_from_slice(self);
@@ -374,7 +377,7 @@ impl Flat for Vec<u8> {
     }
 }
 
-impl Flat for String {
+impl AStackValue for String {
     fn put(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&(self.len() as u32).to_le_bytes());
         out.extend_from_slice(self.as_bytes());
@@ -389,9 +392,10 @@ impl Flat for String {
 }
 
 /// A parameter of a typed function as the host function received it: an owned value (any
-/// [`Flat`]), or a byte list still in the calling component's memory (`WasmList<u8>`, read
-/// through `store`, the caller's store). Encoded in the layout of [`Flat::put`].
-pub(crate) trait FlatIn {
+/// [`AStackValue`]), or a byte list still in the calling component's memory
+/// (`WasmList<u8>`, read through `store`, the caller's store). Encoded in the layout of
+/// [`AStackValue::put`].
+pub(crate) trait AStackArg {
     /// Appends the encoding.
     fn put_in<D: 'static>(&self, store: &StoreContext<'_, D>, out: &mut Vec<u8>);
     /// The bytes after the length prefix of a string or byte list, written straight from
@@ -399,7 +403,7 @@ pub(crate) trait FlatIn {
     fn tail_in<'a, D: 'static>(&'a self, store: &'a StoreContext<'_, D>) -> Option<&'a [u8]>;
 }
 
-impl<T: Flat> FlatIn for T {
+impl<T: AStackValue> AStackArg for T {
     fn put_in<D: 'static>(&self, _: &StoreContext<'_, D>, out: &mut Vec<u8>) {
         self.put(out);
     }
@@ -408,7 +412,7 @@ impl<T: Flat> FlatIn for T {
     }
 }
 
-impl FlatIn for WasmList<u8> {
+impl AStackArg for WasmList<u8> {
     fn put_in<D: 'static>(&self, store: &StoreContext<'_, D>, out: &mut Vec<u8>) {
         let b = self.as_le_slice(store);
         out.extend_from_slice(&(b.len() as u32).to_le_bytes());
@@ -420,9 +424,9 @@ impl FlatIn for WasmList<u8> {
 }
 
 /// The parameters of a typed function: `()`, `(A,)`, `(A, B)` or `(A, B, C)`.
-pub(crate) trait FlatParams: Sized {
+pub(crate) trait AStackArgs: Sized {
     /// Encodes all but the last value's data into `head`; returns that data (see
-    /// [`FlatIn::tail_in`]), to be written after `head`. `store` is the caller's.
+    /// [`AStackArg::tail_in`]), to be written after `head`. `store` is the caller's.
     fn split<'a, D: 'static>(
         &'a self,
         store: &'a StoreContext<'_, D>,
@@ -430,17 +434,18 @@ pub(crate) trait FlatParams: Sized {
     ) -> &'a [u8];
 }
 
-/// The result of a typed function: `()` or `(A,)` (or a pair).
-pub(crate) trait FlatList: Sized {
-    /// Decodes from `src`; with `exact`, every byte must be used.
-    fn get(src: &[u8], exact: bool) -> Option<Self>;
+/// Values of the typed path as a tuple, `()` to `(A, B, C)`: a typed function's result, or
+/// the parameters a server decodes.
+pub(crate) trait AStackTuple: Sized {
+    /// Decodes from `src`, which the values take `extent` of.
+    fn get(src: &[u8], extent: Extent) -> Option<Self>;
     /// Appends the encoding of every value.
     fn put_all(&self, out: &mut Vec<u8>);
 }
 
 /// The last value: its length prefix into `head` and its data apart, or all of it into
 /// `head`.
-fn split_last<'a, T: FlatIn, D: 'static>(
+fn split_last<'a, T: AStackArg, D: 'static>(
     v: &'a T,
     store: &'a StoreContext<'_, D>,
     head: &mut Vec<u8>,
@@ -458,20 +463,20 @@ fn split_last<'a, T: FlatIn, D: 'static>(
     }
 }
 
-impl FlatParams for () {
+impl AStackArgs for () {
     fn split<'a, D: 'static>(&'a self, _: &'a StoreContext<'_, D>, _: &mut Vec<u8>) -> &'a [u8] {
         &[]
     }
 }
 
-impl FlatList for () {
-    fn get(src: &[u8], exact: bool) -> Option<()> {
-        (!exact || src.is_empty()).then_some(())
+impl AStackTuple for () {
+    fn get(src: &[u8], extent: Extent) -> Option<()> {
+        extent.check(src.len()).ok()
     }
     fn put_all(&self, _: &mut Vec<u8>) {}
 }
 
-impl<A: FlatIn> FlatParams for (A,) {
+impl<A: AStackArg> AStackArgs for (A,) {
     fn split<'a, D: 'static>(
         &'a self,
         store: &'a StoreContext<'_, D>,
@@ -481,17 +486,17 @@ impl<A: FlatIn> FlatParams for (A,) {
     }
 }
 
-impl<A: Flat> FlatList for (A,) {
-    fn get(mut src: &[u8], exact: bool) -> Option<(A,)> {
+impl<A: AStackValue> AStackTuple for (A,) {
+    fn get(mut src: &[u8], extent: Extent) -> Option<(A,)> {
         let a = A::get(&mut src)?;
-        (!exact || src.is_empty()).then_some((a,))
+        extent.check(src.len()).ok().map(|()| (a,))
     }
     fn put_all(&self, out: &mut Vec<u8>) {
         self.0.put(out);
     }
 }
 
-impl<A: FlatIn, B: FlatIn> FlatParams for (A, B) {
+impl<A: AStackArg, B: AStackArg> AStackArgs for (A, B) {
     fn split<'a, D: 'static>(
         &'a self,
         store: &'a StoreContext<'_, D>,
@@ -502,11 +507,11 @@ impl<A: FlatIn, B: FlatIn> FlatParams for (A, B) {
     }
 }
 
-impl<A: Flat, B: Flat> FlatList for (A, B) {
-    fn get(mut src: &[u8], exact: bool) -> Option<(A, B)> {
+impl<A: AStackValue, B: AStackValue> AStackTuple for (A, B) {
+    fn get(mut src: &[u8], extent: Extent) -> Option<(A, B)> {
         let a = A::get(&mut src)?;
         let b = B::get(&mut src)?;
-        (!exact || src.is_empty()).then_some((a, b))
+        extent.check(src.len()).ok().map(|()| (a, b))
     }
     fn put_all(&self, out: &mut Vec<u8>) {
         self.0.put(out);
@@ -514,7 +519,7 @@ impl<A: Flat, B: Flat> FlatList for (A, B) {
     }
 }
 
-impl<A: FlatIn, B: FlatIn, C: FlatIn> FlatParams for (A, B, C) {
+impl<A: AStackArg, B: AStackArg, C: AStackArg> AStackArgs for (A, B, C) {
     fn split<'a, D: 'static>(
         &'a self,
         store: &'a StoreContext<'_, D>,
@@ -526,12 +531,12 @@ impl<A: FlatIn, B: FlatIn, C: FlatIn> FlatParams for (A, B, C) {
     }
 }
 
-impl<A: Flat, B: Flat, C: Flat> FlatList for (A, B, C) {
-    fn get(mut src: &[u8], exact: bool) -> Option<(A, B, C)> {
+impl<A: AStackValue, B: AStackValue, C: AStackValue> AStackTuple for (A, B, C) {
+    fn get(mut src: &[u8], extent: Extent) -> Option<(A, B, C)> {
         let a = A::get(&mut src)?;
         let b = B::get(&mut src)?;
         let c = C::get(&mut src)?;
-        (!exact || src.is_empty()).then_some((a, b, c))
+        extent.check(src.len()).ok().map(|()| (a, b, c))
     }
     fn put_all(&self, out: &mut Vec<u8>) {
         self.0.put(out);
@@ -640,11 +645,12 @@ mod tests {
         )
         .expect("encode");
         assert_eq!(typed, dynamic);
-        assert_eq!(<(String, Vec<u8>)>::get(&typed, true), Some(v));
-        assert_eq!(<(u32,)>::get(&[1, 0, 0, 0, 9], true), None);
-        assert_eq!(<(u32,)>::get(&[1, 0, 0, 0, 9], false), Some((1,)));
-        assert_eq!(<(String,)>::get(&[1, 0, 0, 0, 0xff], true), None);
-        assert_eq!(<(Vec<u8>,)>::get(&[9, 0, 0, 0, 1], true), None);
+        let whole = Extent::Whole;
+        assert_eq!(<(String, Vec<u8>)>::get(&typed, whole), Some(v));
+        assert_eq!(<(u32,)>::get(&[1, 0, 0, 0, 9], whole), None);
+        assert_eq!(<(u32,)>::get(&[1, 0, 0, 0, 9], Extent::Prefix), Some((1,)));
+        assert_eq!(<(String,)>::get(&[1, 0, 0, 0, 0xff], whole), None);
+        assert_eq!(<(Vec<u8>,)>::get(&[9, 0, 0, 0, 1], whole), None);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! reads its own copy, so what it validates stays as it was.
 //!
 //! The other way, a `list<u8>` result is lifted out of the component straight into the
-//! client's `out` segment when that is large enough ([`Landed`]), instead of into a host
+//! client's `out` segment when that is large enough ([`LiftedBytes`]), instead of into a host
 //! vector and from there into the segment.
 //!
 //! Both copies are `crate::bulk`'s, which keeps clear of the host `memmove`'s slow
@@ -34,11 +34,11 @@ pub(crate) struct Lent {
     len: usize,
 }
 
-// SAFETY: a `Spot` is a view, not an owner; `Spot::in_memory`'s contract holds on any
-// thread, and results are lifted on the calling thread anyway.
-unsafe impl Send for Spot {}
-// SAFETY: as for `Send`; a shared `Spot` is only copied.
-unsafe impl Sync for Spot {}
+// SAFETY: a `ResultRoom` is a view, not an owner; `ResultRoom::in_memory`'s contract holds
+// on any thread, and results are lifted on the calling thread anyway.
+unsafe impl Send for ResultRoom {}
+// SAFETY: as for `Send`; a shared `ResultRoom` is only copied.
+unsafe impl Sync for ResultRoom {}
 
 // SAFETY: a `Lent` is a view, not an owner; `Lent::in_memory`'s contract (the bytes stay
 // readable and unwritten until the lowering that uses them ends) holds whichever thread
@@ -169,14 +169,14 @@ unsafe impl Lower for Lent {
 
 /// Room in a core client's memory (its `out` segment) where a byte list result is copied
 /// as it is lifted out of the component, instead of into a host vector first: see
-/// [`Landed`].
+/// [`LiftedBytes`].
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Spot {
+pub(crate) struct ResultRoom {
     ptr: *mut u8,
     cap: usize,
 }
 
-impl Spot {
+impl ResultRoom {
     /// The bytes `at..at + cap` of `memory`, or `None` when they are not all in it.
     ///
     /// As for [`Lent::in_memory`]: the view stays writable while `store` lives, and the
@@ -186,62 +186,67 @@ impl Spot {
         mut store: impl wasmtime::AsContextMut,
         at: usize,
         cap: usize,
-    ) -> Option<Spot> {
+    ) -> Option<ResultRoom> {
         let end = at.checked_add(cap)?;
         let data = memory.data_mut(&mut store);
         let ptr = data.get_mut(at..end)?.as_mut_ptr();
-        Some(Spot { ptr, cap })
+        Some(ResultRoom { ptr, cap })
     }
 }
 
 thread_local! {
-    /// Where a [`Landed`] lifted on this thread goes: set by [`Landed::onto`] for its extent.
-    static LANDING: std::cell::Cell<Option<Spot>> = const { std::cell::Cell::new(None) };
+    /// The room a [`LiftedBytes`] lifted on this thread goes to: set by
+    /// [`LiftedBytes::onto`] for its extent.
+    static LANDING: std::cell::Cell<Option<ResultRoom>> = const { std::cell::Cell::new(None) };
 }
 
-/// A `list<u8>` result lifted out of a component: copied straight to the [`Spot`] that
-/// [`Landed::onto`] gave for the call when it fits there (its length), else into a vector.
+/// A `list<u8>` result lifted out of a component: copied straight into the [`ResultRoom`]
+/// that [`LiftedBytes::onto`] gave for the call when it fits there (its length), else into a
+/// vector.
 #[derive(Debug)]
-pub(crate) enum Landed {
-    At(usize),
+pub(crate) enum LiftedBytes {
+    /// This many bytes, copied into the room.
+    InRoom(usize),
+    /// The bytes, when no room was given or they did not fit it.
     Owned(Vec<u8>),
 }
 
-impl Landed {
-    /// Runs `f`, in which the first `Landed` lifted on this thread goes to `spot` if it fits.
-    /// Nested calls each have their own spot; the outer one's is back when they return.
-    pub(crate) fn onto<R>(spot: Option<Spot>, f: impl FnOnce() -> R) -> R {
-        struct Restore(Option<Spot>);
+impl LiftedBytes {
+    /// Runs `f`, in which the first `LiftedBytes` lifted on this thread goes to `room` if it
+    /// fits.
+    /// Nested calls each have their own room; the outer one's is back when they return.
+    pub(crate) fn onto<R>(room: Option<ResultRoom>, f: impl FnOnce() -> R) -> R {
+        struct Restore(Option<ResultRoom>);
         impl Drop for Restore {
             fn drop(&mut self) {
                 LANDING.with(|l| l.set(self.0));
             }
         }
-        let _restore = Restore(LANDING.with(|l| l.replace(spot)));
+        let _restore = Restore(LANDING.with(|l| l.replace(room)));
         f()
     }
 
-    fn land(cx: &mut LiftContext<'_>, at: usize, len: usize) -> wasmtime::Result<Landed> {
+    fn land(cx: &mut LiftContext<'_>, at: usize, len: usize) -> wasmtime::Result<LiftedBytes> {
         let src = cx
             .memory()
             .get(at..)
             .and_then(|m| m.get(..len))
             .ok_or_else(|| wasmtime::format_err!("list pointer/length out of bounds of memory"))?;
         match LANDING.with(|l| l.take()) {
-            Some(spot) if len <= spot.cap => {
-                // SAFETY: `spot` is `spot.cap >= len` writable bytes of the client's memory
-                // (`Spot::in_memory`'s contract), another Store's memory than `src`'s.
-                unsafe { copy(src.as_ptr(), spot.ptr, len) };
-                Ok(Landed::At(len))
+            Some(room) if len <= room.cap => {
+                // SAFETY: `room` is `room.cap >= len` writable bytes of the client's memory
+                // (`ResultRoom::in_memory`'s contract), another Store's memory than `src`'s.
+                unsafe { copy(src.as_ptr(), room.ptr, len) };
+                Ok(LiftedBytes::InRoom(len))
             }
-            _ => Ok(Landed::Owned(src.to_vec())),
+            _ => Ok(LiftedBytes::Owned(src.to_vec())),
         }
     }
 }
 
-// SAFETY: a `Landed` lifts exactly as `Vec<u8>` does (a pointer and a length); its type
+// SAFETY: a `LiftedBytes` lifts exactly as `Vec<u8>` does (a pointer and a length); its type
 // check is `[u8]`'s, so it is only ever lifted from a `list<u8>`.
-unsafe impl ComponentType for Landed {
+unsafe impl ComponentType for LiftedBytes {
     type Lower = [ValRaw; 2];
 
     const ABI: CanonicalAbiInfo = CanonicalAbiInfo::POINTER_PAIR;
@@ -252,20 +257,20 @@ unsafe impl ComponentType for Landed {
 }
 
 // SAFETY: reads the pair as `Vec<u8>`'s lifting does, and checks the bytes are in memory.
-unsafe impl Lift for Landed {
+unsafe impl Lift for LiftedBytes {
     fn linear_lift_from_flat(
         cx: &mut LiftContext<'_>,
         _: InterfaceType,
         src: &[ValRaw; 2],
-    ) -> wasmtime::Result<Landed> {
-        Landed::land(cx, src[0].get_u32() as usize, src[1].get_u32() as usize)
+    ) -> wasmtime::Result<LiftedBytes> {
+        LiftedBytes::land(cx, src[0].get_u32() as usize, src[1].get_u32() as usize)
     }
 
     fn linear_lift_from_memory(
         cx: &mut LiftContext<'_>,
         _: InterfaceType,
         bytes: &[u8],
-    ) -> wasmtime::Result<Landed> {
+    ) -> wasmtime::Result<LiftedBytes> {
         let word = |i: usize| {
             bytes
                 .get(i..i + 4)
@@ -273,6 +278,6 @@ unsafe impl Lift for Landed {
                 .map(u32::from_le_bytes)
                 .ok_or_else(|| wasmtime::format_err!("list pointer/length out of bounds"))
         };
-        Landed::land(cx, word(0)? as usize, word(4)? as usize)
+        LiftedBytes::land(cx, word(0)? as usize, word(4)? as usize)
     }
 }

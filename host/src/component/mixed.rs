@@ -26,7 +26,7 @@
 //! The component's import types are checked against the interface's WIT at bind time;
 //! interfaces carrying resources have no plan and can not pair with a core domain.
 
-use super::codec::{FlatList, FlatParams};
+use super::codec::{AStackArgs, AStackTuple};
 use super::{ComponentData, ComponentExport, Shared, codec, failed_value, record_failure};
 use crate::astack::page_round;
 use crate::error::{Error, Fault};
@@ -36,6 +36,7 @@ use crate::state::kernel::KernelInner;
 use crate::state::linkage::ReplicaKey;
 use crate::sync::lock;
 use lrpc_abi::{Status, header};
+use lrpc_presentation::layout::Extent;
 use lrpc_presentation::{InterfacePlan, ProcPlan, Side, SidePresentation, Ty};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -80,17 +81,13 @@ impl Target {
         reply: &mut Vec<u8>,
     ) -> Result<(), Status> {
         if let (Some(&idx), Some(Some(sig))) = (self.funcs.get(proc), self.typed.get(proc))
-            && super::typed::serve_flat(&self.server, idx, sig, request, !pp.bounded, reply)?
+            && super::typed::serve_typed(&self.server, idx, sig, request, Extent::of(pp), reply)?
         {
             return Ok(());
         }
         let params: Vec<&Ty> = pp.params.iter().map(|(_, t)| t).collect();
-        let decoded = if pp.bounded {
-            codec::decode_prefix(plan, &params, request)
-        } else {
-            codec::decode(plan, &params, request)
-        };
-        let args = decoded.map_err(|_| Status::ServerRejected)?;
+        let args = codec::decode_extent(plan, &params, request, Extent::of(pp))
+            .map_err(|_| Status::ServerRejected)?;
         let mut results = vec![Val::Bool(false); usize::from(pp.result.is_some())];
         self.run(proc, &args, &mut results)
             .map_err(|e| e.status())?;
@@ -101,7 +98,7 @@ impl Target {
     }
 
     /// Whether procedure `proc`'s result is a lone byte list lifted by [`Target::serve_lent`]
-    /// as a `super::lent::Landed`, which lands in the spot the caller gives.
+    /// as a `super::lent::LiftedBytes`, which lands in the room the caller gives.
     pub(crate) fn lands(&self, proc: usize) -> bool {
         matches!(
             self.typed.get(proc),
@@ -120,10 +117,10 @@ impl Target {
         plan: &InterfacePlan,
         pp: &ProcPlan,
         request: super::lent::Lent,
-        reply: &mut codec::Reply,
+        reply: &mut codec::EncodedResult,
     ) -> Result<(), Status> {
         if let (Some(&idx), Some(Some(sig))) = (self.funcs.get(proc), self.typed.get(proc))
-            && super::typed::serve_lent(&self.server, idx, sig, request, !pp.bounded, reply)?
+            && super::typed::serve_lent(&self.server, idx, sig, request, Extent::of(pp), reply)?
         {
             return Ok(());
         }
@@ -174,7 +171,7 @@ pub(super) fn face(
         entries: Box::new([]),
         deadline: shared.deadline,
         presentation: SidePresentation::default_for(interface, Side::Server),
-        detour: Some(Box::new(Target {
+        relay: Some(Box::new(Target {
             server: shared.clone(),
             funcs,
             typed,
@@ -314,11 +311,7 @@ impl CoreBinding {
             .map_err(|_| Status::ResourceExhausted)?;
         let reply = self.enter(plan, proc, &[&args])?;
         if let (Some(t), Some(slot)) = (&pp.result, results.first_mut()) {
-            let vals = if pp.bounded {
-                codec::decode_prefix(plan, &[t], &reply)
-            } else {
-                codec::decode(plan, &[t], &reply)
-            };
+            let vals = codec::decode_extent(plan, &[t], &reply, Extent::of(pp));
             *slot = vals
                 .ok()
                 .and_then(|v| v.into_iter().next())
@@ -330,7 +323,7 @@ impl CoreBinding {
     /// [`CoreBinding::call`] with static types (see `typed`): no `Val`s, and the data of the
     /// last parameter written straight from where it is (a byte list: in the memory of
     /// `client`, the calling component's store) into the server's memory.
-    fn call_typed<P: FlatParams, R: FlatList>(
+    fn call_typed<P: AStackArgs, R: AStackTuple>(
         self: &Arc<Self>,
         proc: usize,
         client: &StoreContext<'_, ComponentData>,
@@ -347,7 +340,7 @@ impl CoreBinding {
         let mut head = Vec::with_capacity(16);
         let tail = params.split(client, &mut head);
         let reply = self.enter(plan, proc, &[&head, tail])?;
-        R::get(&reply, !pp.bounded).ok_or(Status::BadReply)
+        R::get(&reply, Extent::of(pp)).ok_or(Status::BadReply)
     }
 
     /// Runs the call in a free server replica (this thread's first), or one suspended in a
@@ -403,7 +396,7 @@ impl CoreBinding {
             crate::bulk::copy_slice(dst.ok_or(Status::ResourceExhausted)?, b);
             Ok(())
         };
-        // The arguments, in pieces written one after another (see `FlatList::split`).
+        // The arguments, in pieces written one after another (see `AStackArgs::split`).
         let len: usize = args.iter().map(|a| a.len()).sum();
         let put = |ctx: &mut StoreContextMut<'_, DomainData>, mut at: usize| {
             for a in args {

@@ -2,14 +2,15 @@
 //! values as strings and, in `@0.2.0`, as bytes), for the typed path
 //! (`typed`): a core client's call of a component plugin's `handle` crosses with its head's
 //! strings and its body as copies, not as one dynamic value per byte. Each shape lifts and
-//! lowers with the canonical ABI (derived) and reads and writes the A-stack layout (`Flat`).
+//! lowers with the canonical ABI (derived) and reads and writes the A-stack layout
+//! (`AStackValue`).
 //!
 //! The layout is the one `lrpc_presentation::layout` walks: scalars little endian, a string
 //! or list as a `u32` length then its bytes or elements, fields in order, a variant as a
 //! one-byte tag then the case's payload. Bytes read are untrusted: a count is not believed
 //! before the bytes that remain could hold its elements.
 
-use super::codec::Flat;
+use super::codec::AStackValue;
 
 /// The interfaces whose `handle` the shapes carry: header values as strings (`strings`) and
 /// as bytes (`bytes`). Both lay a value out the same way, a `u32` length then its bytes; only
@@ -20,7 +21,7 @@ pub(super) const HTTP_PLUGIN_BYTES: &str = "lrpc:http/plugin@0.2.0";
 /// The shapes of `handle` with header values of type `$value`.
 macro_rules! http_shapes {
     ($value:ty) => {
-        use super::super::codec::Flat;
+        use super::super::codec::AStackValue;
         use wasmtime::component::{ComponentType, Lift, Lower};
 
         /// `header`.
@@ -73,7 +74,7 @@ macro_rules! http_shapes {
             }
         }
 
-        impl Flat for Header {
+        impl AStackValue for Header {
             fn put(&self, out: &mut Vec<u8>) {
                 self.name.put(out);
                 self.value.put(out);
@@ -86,7 +87,7 @@ macro_rules! http_shapes {
             }
         }
 
-        impl Flat for Vec<Header> {
+        impl AStackValue for Vec<Header> {
             fn put(&self, out: &mut Vec<u8>) {
                 super::put_list(self, out);
             }
@@ -96,7 +97,7 @@ macro_rules! http_shapes {
             }
         }
 
-        impl Flat for Head {
+        impl AStackValue for Head {
             fn put(&self, out: &mut Vec<u8>) {
                 self.method.put(out);
                 self.path.put(out);
@@ -111,7 +112,7 @@ macro_rules! http_shapes {
             }
         }
 
-        impl Flat for Response {
+        impl AStackValue for Response {
             fn put(&self, out: &mut Vec<u8>) {
                 self.status.put(out);
                 self.headers.put(out);
@@ -126,7 +127,7 @@ macro_rules! http_shapes {
             }
         }
 
-        impl Flat for Action {
+        impl AStackValue for Action {
             fn put(&self, out: &mut Vec<u8>) {
                 match self {
                     Action::Continue(h) => {
@@ -168,7 +169,7 @@ pub(super) mod bytes {
     http_shapes!(Vec<u8>);
 }
 
-impl Flat for u16 {
+impl AStackValue for u16 {
     fn put(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
     }
@@ -180,7 +181,7 @@ impl Flat for u16 {
 }
 
 /// Appends a list: its `u32` count, then its elements.
-fn put_list<T: Flat>(v: &[T], out: &mut Vec<u8>) {
+fn put_list<T: AStackValue>(v: &[T], out: &mut Vec<u8>) {
     out.extend_from_slice(&(v.len() as u32).to_le_bytes());
     for e in v {
         e.put(out);
@@ -189,7 +190,7 @@ fn put_list<T: Flat>(v: &[T], out: &mut Vec<u8>) {
 
 /// Takes a list whose elements each take at least `min` bytes: a count the bytes that remain
 /// can not hold is refused before anything is allocated.
-fn get_list<T: Flat>(src: &mut &[u8], min: usize) -> Option<Vec<T>> {
+fn get_list<T: AStackValue>(src: &mut &[u8], min: usize) -> Option<Vec<T>> {
     let n = u32::get(src)? as usize;
     if n > src.len() / min {
         return None;
@@ -202,7 +203,7 @@ pub(super) const KV_STORE: &str = "lrpc:kv/store";
 
 /// `lrpc:kv/store`'s shapes.
 pub(super) mod kv {
-    use super::super::codec::Flat;
+    use super::super::codec::AStackValue;
     use wasmtime::component::{ComponentType, Lift, Lower};
 
     /// `kind`.
@@ -259,7 +260,7 @@ pub(super) mod kv {
         Some(b)
     }
 
-    impl Flat for Kind {
+    impl AStackValue for Kind {
         fn put(&self, out: &mut Vec<u8>) {
             out.push(*self as u8);
         }
@@ -272,7 +273,7 @@ pub(super) mod kv {
         }
     }
 
-    impl Flat for Access {
+    impl AStackValue for Access {
         fn put(&self, out: &mut Vec<u8>) {
             let bit = |f: Access, b: u8| if self.contains(f) { b } else { 0 };
             out.push(bit(Access::READ, 1) | bit(Access::WRITE, 2) | bit(Access::SCAN, 4));
@@ -292,7 +293,7 @@ pub(super) mod kv {
         }
     }
 
-    impl Flat for Entry {
+    impl AStackValue for Entry {
         fn put(&self, out: &mut Vec<u8>) {
             self.key.put(out);
             self.value.put(out);
@@ -309,7 +310,7 @@ pub(super) mod kv {
         }
     }
 
-    impl Flat for Error {
+    impl AStackValue for Error {
         fn put(&self, out: &mut Vec<u8>) {
             match self {
                 Error::NotFound(k) => {
@@ -338,7 +339,7 @@ pub(super) mod kv {
         }
     }
 
-    impl<T: Flat> Flat for Result<T, Error> {
+    impl<T: AStackValue> AStackValue for Result<T, Error> {
         fn put(&self, out: &mut Vec<u8>) {
             match self {
                 Ok(v) => {
@@ -360,7 +361,7 @@ pub(super) mod kv {
         }
     }
 
-    impl Flat for Option<String> {
+    impl AStackValue for Option<String> {
         fn put(&self, out: &mut Vec<u8>) {
             match self {
                 None => out.push(0),
@@ -379,7 +380,7 @@ pub(super) mod kv {
         }
     }
 
-    impl Flat for Vec<String> {
+    impl AStackValue for Vec<String> {
         fn put(&self, out: &mut Vec<u8>) {
             super::put_list(self, out);
         }
@@ -389,7 +390,7 @@ pub(super) mod kv {
         }
     }
 
-    impl Flat for bool {
+    impl AStackValue for bool {
         fn put(&self, out: &mut Vec<u8>) {
             out.push(u8::from(*self));
         }
@@ -402,7 +403,7 @@ pub(super) mod kv {
         }
     }
 
-    impl Flat for char {
+    impl AStackValue for char {
         fn put(&self, out: &mut Vec<u8>) {
             u32::from(*self).put(out);
         }
@@ -411,7 +412,7 @@ pub(super) mod kv {
         }
     }
 
-    impl Flat for i64 {
+    impl AStackValue for i64 {
         fn put(&self, out: &mut Vec<u8>) {
             out.extend_from_slice(&self.to_le_bytes());
         }
@@ -420,7 +421,7 @@ pub(super) mod kv {
         }
     }
 
-    impl Flat for f64 {
+    impl AStackValue for f64 {
         fn put(&self, out: &mut Vec<u8>) {
             out.extend_from_slice(&self.to_bits().to_le_bytes());
         }
@@ -429,7 +430,7 @@ pub(super) mod kv {
         }
     }
 
-    impl Flat for (u32, u64) {
+    impl AStackValue for (u32, u64) {
         fn put(&self, out: &mut Vec<u8>) {
             self.0.put(out);
             self.1.put(out);
@@ -439,7 +440,7 @@ pub(super) mod kv {
         }
     }
 
-    impl Flat for (char, i64, f64) {
+    impl AStackValue for (char, i64, f64) {
         fn put(&self, out: &mut Vec<u8>) {
             self.0.put(out);
             self.1.put(out);
@@ -453,9 +454,10 @@ pub(super) mod kv {
 
 #[cfg(test)]
 mod tests {
-    use super::super::codec::{Flat, FlatList as _};
+    use super::super::codec::{AStackTuple as _, AStackValue};
     use super::HTTP_PLUGIN;
     use super::strings::*;
+    use lrpc_presentation::layout::Extent;
     use wasmtime::component::Val;
 
     fn plan() -> lrpc_presentation::InterfacePlan {
@@ -512,7 +514,8 @@ mod tests {
         let mut got = Vec::new();
         (head(), b"body".to_vec()).put_all(&mut got);
         assert_eq!(got, want);
-        let back = <(Head, Vec<u8>) as super::super::codec::FlatList>::get(&want, true).unwrap();
+        let back = <(Head, Vec<u8>) as super::super::codec::AStackTuple>::get(&want, Extent::Whole)
+            .unwrap();
         assert_eq!(back, (head(), b"body".to_vec()));
 
         let response = Val::Record(vec![
@@ -587,9 +590,13 @@ mod tests {
         let mut got = Vec::new();
         (head.clone(), Vec::<u8>::new()).put_all(&mut got);
         assert_eq!(got, want);
-        let back = <(v2::Head, Vec<u8>) as super::super::codec::FlatList>::get(&want, true);
+        let back =
+            <(v2::Head, Vec<u8>) as super::super::codec::AStackTuple>::get(&want, Extent::Whole);
         assert_eq!(back, Some((head, Vec::new())));
-        assert!(<(Head, Vec<u8>) as super::super::codec::FlatList>::get(&want, true).is_none());
+        assert!(
+            <(Head, Vec<u8>) as super::super::codec::AStackTuple>::get(&want, Extent::Whole)
+                .is_none()
+        );
     }
 
     /// Truncated or lying bytes are refused, never a panic or a large allocation.
@@ -599,7 +606,8 @@ mod tests {
         (head(), b"body".to_vec()).put_all(&mut b);
         for n in 0..b.len() {
             assert!(
-                <(Head, Vec<u8>) as super::super::codec::FlatList>::get(&b[..n], true).is_none()
+                <(Head, Vec<u8>) as super::super::codec::AStackTuple>::get(&b[..n], Extent::Whole)
+                    .is_none()
             );
         }
         // A header count of 2^32 - 1 with 8 bytes left.

@@ -11,7 +11,7 @@
 //! it from there straight into the server's A-stack or `in` segment; between two components
 //! the parameter is lifted into the host and lowered into the server.
 //!
-//! The other way, a core client's call of a component server ([`serve_flat`]) decodes the
+//! The other way, a core client's call of a component server ([`serve_typed`]) decodes the
 //! A-stack straight into those Rust values and encodes the result from them; a lone byte
 //! list parameter is lowered into the component from where the client's stub put it
 //! ([`serve_lent`], `super::lent`), and a byte list result goes to the client from the
@@ -23,9 +23,11 @@
 //! on both paths: a failed call answers the result type's zero value (0, an empty string or
 //! list), as the general path does for those types, and is recorded as a failure.
 
-use super::codec::{Flat as _, FlatList, FlatParams};
+use super::codec::{AStackArgs, AStackTuple, AStackValue as _};
 use super::{ComponentData, ImportBinding, record_failure};
 use lrpc_abi::Status;
+use lrpc_presentation::layout::Extent;
+use lrpc_presentation::layout::is_bytes;
 use lrpc_presentation::{InterfacePlan, Prim, ProcPlan, Ty};
 use std::sync::Arc;
 use wasmtime::component::types::{ComponentFunc, Type};
@@ -119,11 +121,11 @@ macro_rules! with_signature {
 /// What the typed path carries as parameters or results: `()`, `(A,)` or `(A, B)` of the
 /// kinds above, lifted and lowered by the canonical ABI and encoded for an A-stack.
 pub(super) trait Args:
-    ComponentNamedList + Lift + Lower + FlatParams + FlatList + Send + Sync + 'static
+    ComponentNamedList + Lift + Lower + AStackArgs + AStackTuple + Send + Sync + 'static
 {
 }
 
-impl<T: ComponentNamedList + Lift + Lower + FlatParams + FlatList + Send + Sync + 'static> Args
+impl<T: ComponentNamedList + Lift + Lower + AStackArgs + AStackTuple + Send + Sync + 'static> Args
     for T
 {
 }
@@ -131,11 +133,11 @@ impl<T: ComponentNamedList + Lift + Lower + FlatParams + FlatList + Send + Sync 
 /// Parameters as an import bound to a core server receives them: byte lists still in the
 /// client's memory.
 pub(super) trait ViewArgs:
-    ComponentNamedList + Lift + FlatParams + Send + Sync + 'static
+    ComponentNamedList + Lift + AStackArgs + Send + Sync + 'static
 {
 }
 
-impl<T: ComponentNamedList + Lift + FlatParams + Send + Sync + 'static> ViewArgs for T {}
+impl<T: ComponentNamedList + Lift + AStackArgs + Send + Sync + 'static> ViewArgs for T {}
 
 /// Where a typed import's calls go: a component server's export.
 pub(super) trait Forwarder: Send + Sync + 'static {
@@ -160,14 +162,14 @@ pub(super) trait ViewForwarder: Send + Sync + 'static {
 }
 
 /// Serves `lrpc:http/plugin`'s `handle` with the typed shapes of module `$shape` of
-/// `super::shapes` (`strings` or `bytes`), for [`serve_flat`].
+/// `super::shapes` (`strings` or `bytes`), for [`serve_typed`].
 macro_rules! http_handle {
-    ($shape:ident, $server:expr, $idx:expr, $request:expr, $exact:expr, $reply:expr) => {{
-        let (server, idx, request, exact, reply) = ($server, $idx, $request, $exact, $reply);
+    ($shape:ident, $server:expr, $idx:expr, $request:expr, $extent:expr, $reply:expr) => {{
+        let (server, idx, request, extent, reply) = ($server, $idx, $request, $extent, $reply);
         use super::shapes::$shape::{Action, Head};
         let mut src = request;
         let head = Head::get(&mut src).ok_or(Status::ServerRejected)?;
-        let body = last_bytes(src, exact).ok_or(Status::ServerRejected)?;
+        let body = last_bytes(src, extent).ok_or(Status::ServerRejected)?;
         let (action,) = server
             .run_typed_by::<(Head, &'static [u8]), (Action,), _>(idx, |f, store| {
                 let f: TypedFunc<(Head, &[u8]), (Action,)> = f;
@@ -221,7 +223,7 @@ pub(super) fn plan_signature(plan: &InterfacePlan, p: &ProcPlan) -> Option<Signa
             Ty::Prim(Prim::U32) => Some(Kind::U32),
             Ty::Prim(Prim::U64) => Some(Kind::U64),
             Ty::String => Some(Kind::Str),
-            Ty::List(e) if **e == Ty::Prim(Prim::U8) => Some(Kind::Bytes),
+            t if is_bytes(t) => Some(Kind::Bytes),
             _ => None,
         }
     }
@@ -258,30 +260,30 @@ pub(super) fn plan_signature(plan: &InterfacePlan, p: &ProcPlan) -> Option<Signa
 }
 
 /// Serves one call of a core client on the component `server`'s function `idx` with static
-/// types: the parameters are decoded off the A-stack `request` (with `exact`, it must hold
-/// nothing else) straight into the values the canonical ABI lowers, and the result is
+/// types: the parameters are decoded off the A-stack `request` (which they take `extent`
+/// of) straight into the values the canonical ABI lowers, and the result is
 /// appended to `reply` in the A-stack layout. A byte list crosses as a copy each way, not as
 /// a dynamic value per byte. `Ok(false)`: the signature is not one this path carries.
-pub(super) fn serve_flat(
+pub(super) fn serve_typed(
     server: &super::Shared,
     idx: usize,
     sig: &Signature,
     request: &[u8],
-    exact: bool,
+    extent: Extent,
     reply: &mut Vec<u8>,
 ) -> Result<bool, Status> {
     fn serve<P, R>(
         server: &super::Shared,
         idx: usize,
         request: &[u8],
-        exact: bool,
+        extent: Extent,
         reply: &mut Vec<u8>,
     ) -> Result<(), Status>
     where
-        P: ComponentNamedList + Lower + FlatList + 'static,
-        R: ComponentNamedList + Lift + FlatList + 'static,
+        P: ComponentNamedList + Lower + AStackTuple + 'static,
+        R: ComponentNamedList + Lift + AStackTuple + 'static,
     {
-        let params = P::get(request, exact).ok_or(Status::ServerRejected)?;
+        let params = P::get(request, extent).ok_or(Status::ServerRejected)?;
         let results: R = server.run_typed(idx, params).map_err(|e| e.status())?;
         results.put_all(reply);
         Ok(())
@@ -289,7 +291,7 @@ pub(super) fn serve_flat(
     match sig {
         // One byte list: lowered from where it lies in `request`, not from a copy of it.
         Signature::Kinds { params, result } if params[..] == [Kind::Bytes] => {
-            let bytes = last_bytes(request, exact).ok_or(Status::ServerRejected)?;
+            let bytes = last_bytes(request, extent).ok_or(Status::ServerRejected)?;
             with_result!(*result, R => {
                 server
                     .run_typed_by::<(&'static [u8],), R, R>(idx, |f, store| {
@@ -302,17 +304,17 @@ pub(super) fn serve_flat(
         }
         Signature::Kinds { params, result } => {
             with_signature!(params, *result, Vec<u8>, P, R => {
-                serve::<P, R>(server, idx, request, exact, reply)?
+                serve::<P, R>(server, idx, request, extent, reply)?
             });
         }
         // The two versions of `lrpc:http/plugin` differ only in their header values' type.
-        Signature::HttpHandle => http_handle!(strings, server, idx, request, exact, reply),
+        Signature::HttpHandle => http_handle!(strings, server, idx, request, extent, reply),
         Signature::HttpHandleBytes => {
-            http_handle!(bytes, server, idx, request, exact, reply)
+            http_handle!(bytes, server, idx, request, extent, reply)
         }
         Signature::Kv(f) => {
             use super::shapes::kv::{Access, Entry, Error, Kind};
-            let (s, i, e, r) = (server, idx, exact, reply);
+            let (s, i, e, r) = (server, idx, extent, reply);
             match f {
                 KvFn::Put => {
                     serve::<(String, Vec<u8>, Kind), (Result<u64, Error>,)>(s, i, request, e, r)
@@ -331,7 +333,7 @@ pub(super) fn serve_flat(
     Ok(true)
 }
 
-/// [`serve_flat`] for a request lent where the client's stub laid it out: a lone byte list
+/// [`serve_typed`] for a request lent where the client's stub laid it out: a lone byte list
 /// parameter is lowered into the component straight from there. `Ok(false)`: the signature
 /// is another; the caller serves a private copy of the request.
 pub(super) fn serve_lent(
@@ -339,8 +341,8 @@ pub(super) fn serve_lent(
     idx: usize,
     sig: &Signature,
     request: super::lent::Lent,
-    exact: bool,
-    reply: &mut super::codec::Reply,
+    extent: Extent,
+    reply: &mut super::codec::EncodedResult,
 ) -> Result<bool, Status> {
     let Signature::Kinds { params, result } = sig else {
         return Ok(false);
@@ -350,27 +352,27 @@ pub(super) fn serve_lent(
     }
     let len = request.head::<4>().ok_or(Status::ServerRejected)?;
     let len = u32::from_le_bytes(len) as usize;
-    if exact && request.len() != 4 + len {
+    if extent.check(request.len().saturating_sub(4 + len)).is_err() {
         return Err(Status::ServerRejected);
     }
     let bytes = request.sub(4, len).ok_or(Status::ServerRejected)?;
     type In = (super::lent::Lent,);
     if *result == Some(Kind::Bytes) {
         // The result lands in the client's `out` segment as it is lifted, when the caller
-        // gave a spot there (`Landed::onto`), else goes from the vector it was lifted into.
-        use super::lent::Landed;
+        // gave a room there (`LiftedBytes::onto`), else goes from the vector it was lifted into.
+        use super::lent::LiftedBytes;
         let (out,) = server
-            .run_typed_by::<In, (Landed,), _>(idx, |f, store| f.call(store, (bytes,)))
+            .run_typed_by::<In, (LiftedBytes,), _>(idx, |f, store| f.call(store, (bytes,)))
             .map_err(|e| e.status())?;
         let n = match &out {
-            Landed::At(n) => *n,
-            Landed::Owned(v) => v.len(),
+            LiftedBytes::InRoom(n) => *n,
+            LiftedBytes::Owned(v) => v.len(),
         };
         let n32 = u32::try_from(n).map_err(|_| Status::ResourceExhausted)?;
         reply.head.extend_from_slice(&n32.to_le_bytes());
         match out {
-            Landed::At(n) => reply.landed = Some(n),
-            Landed::Owned(v) => reply.tail = v,
+            LiftedBytes::InRoom(n) => reply.landed = Some(n),
+            LiftedBytes::Owned(v) => reply.tail = v,
         }
         return Ok(true);
     }
@@ -383,12 +385,12 @@ pub(super) fn serve_lent(
     Ok(true)
 }
 
-/// The byte list at the front of `src` (a `u32` length, then the bytes), borrowed; with
-/// `exact`, nothing may follow it.
-fn last_bytes(src: &[u8], exact: bool) -> Option<&[u8]> {
+/// The byte list at the front of `src` (a `u32` length, then the bytes), borrowed, which
+/// takes `extent` of `src`.
+fn last_bytes(src: &[u8], extent: Extent) -> Option<&[u8]> {
     let (len, rest) = src.split_first_chunk::<4>()?;
     let bytes = rest.get(..u32::from_le_bytes(*len) as usize)?;
-    (!exact || bytes.len() == rest.len()).then_some(bytes)
+    extent.check(rest.len() - bytes.len()).ok().map(|()| bytes)
 }
 
 /// An imported function to link: the linker instance it goes in, its name and its type.

@@ -118,7 +118,7 @@ fn bind_inner(caller: &mut Caller<'_, DomainData>, named: Named, out: Place) -> 
     // A component or remote server has no module to link into the client: always the
     // isolated path.
     let direct = combination.transport == lrpc_presentation::Transport::Direct
-        && !export.detour.as_ref().is_some_and(|d| d.translates());
+        && !export.relay.as_ref().is_some_and(|d| d.translates());
     let mut flags = 0;
     // A free slot and the next generation for it.
     let (slot, generation) = slot::vacancy(&data.bindings);
@@ -217,13 +217,13 @@ fn bind_inner(caller: &mut Caller<'_, DomainData>, named: Named, out: Place) -> 
         .adopt_astacks(segment, at)
         .map_err(|e| status_of(&e))?;
     {
-        let mut book = lock(&client.core.book);
-        book.client.push(binding.clone());
-        book.handles.insert(raw);
+        let mut ties = lock(&client.core.ties);
+        ties.client.push(binding.clone());
+        ties.handles.insert(raw);
     }
     // After the push: a reachability answer computed from the old graph is stale now.
     crate::state::binding::graph_changed();
-    lock(&export.server.core.book)
+    lock(&export.server.core.ties)
         .server
         .push(Arc::downgrade(&binding));
     if export.server.core.terminated.load(Ordering::Acquire) {

@@ -11,7 +11,7 @@ use super::{HostResult, flush_own, live_binding};
 use crate::astack;
 use crate::error::{Fault, Interrupt};
 use crate::state::binding::{Binding, ClientBinding};
-use crate::state::clerk::{Detour, DetourCall, EntryArgs};
+use crate::state::clerk::{EntryArgs, Relay, RelayCall};
 use crate::state::domain::DomainData;
 use crate::state::linkage::{self, BusyFlag, Pinned, ReplicaKey, Scoped};
 use crate::sync::lock;
@@ -239,8 +239,8 @@ fn transfer(
     let b = p.binding.get();
     let server = &b.server;
     let deadline = now.saturating_add(b.deadline_ticks);
-    if let Some(d) = &b.export.detour {
-        return detoured(caller, client_key, p, proc, deadline, &**d);
+    if let Some(d) = &b.export.relay {
+        return relayed(caller, client_key, p, proc, deadline, &**d);
     }
     // A free replica, starting from this thread's own so that threads do not contend for
     // the same one. The common case is that one being free: the rest is `transfer_contended`.
@@ -374,15 +374,15 @@ fn enter_isolated(
 /// A call that does not migrate into the server's replicas: to the server's own thread, to a
 /// component domain or to a server on another machine (see `translate`).
 #[cold]
-fn detoured(
+fn relayed(
     caller: &mut Caller<'_, DomainData>,
     client_key: ReplicaKey,
     p: &Prepared,
     proc: u32,
     deadline: u64,
-    detour: &dyn Detour,
+    relay: &dyn Relay,
 ) -> Status {
-    let call = DetourCall {
+    let call = RelayCall {
         client_key,
         binding: p.binding,
         client_astack: p.client_astack,
@@ -392,7 +392,7 @@ fn detoured(
         deadline,
         first: p.first,
     };
-    detour.call(caller, &call)
+    relay.call(caller, &call)
 }
 
 /// A server's fault during a call: the server is terminated, the client gets the status.
@@ -567,8 +567,8 @@ impl RunArgs<'_> {
 
 /// The message-passing path: the `in` segment resolved in the server's replica 0, then the
 /// request sent to the server's thread (`send_message`).
-impl Detour for crate::mailbox::Mailbox {
-    fn call(&self, caller: &mut Caller<'_, DomainData>, call: &DetourCall) -> Status {
+impl Relay for crate::mailbox::Mailbox {
+    fn call(&self, caller: &mut Caller<'_, DomainData>, call: &RelayCall) -> Status {
         let b = call.binding.get();
         // Replica 0's arguments, as prepared.
         let mut args = call.first;
@@ -595,7 +595,7 @@ fn send_message(
     caller: &mut Caller<'_, DomainData>,
     b: &Binding,
     mailbox: &crate::mailbox::Mailbox,
-    p: &DetourCall,
+    p: &RelayCall,
     args: EntryArgs,
 ) -> Status {
     use crate::mailbox::{Outcome, Request};
@@ -604,7 +604,7 @@ fn send_message(
     };
     // The binding's `Arc`, for the request to own (the call path's `Pinned` is valid only
     // while this thread waits, and the request may outlive that wait).
-    let Some(binding) = lock(&client.core.book)
+    let Some(binding) = lock(&client.core.ties)
         .client
         .iter()
         .find(|x| x.handle == b.handle)

@@ -68,10 +68,10 @@ fn bind_inner(
     .map_err(|e| status_of(&e))?;
     desc.handle = raw;
     {
-        let mut book = crate::sync::lock(&client.core.book);
-        book.closers.retain(|w| w.strong_count() > 0);
+        let mut ties = crate::sync::lock(&client.core.ties);
+        ties.closers.retain(|w| w.strong_count() > 0);
         let ch: std::sync::Arc<dyn crate::state::domain::Close> = gc.ch.clone();
-        book.closers.push(std::sync::Arc::downgrade(&ch));
+        ties.closers.push(std::sync::Arc::downgrade(&ch));
     }
     let table = crate::channel::guest::table_mut(caller.data_mut());
     crate::slot::fill(table, slot, generation, gc);

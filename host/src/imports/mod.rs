@@ -170,7 +170,7 @@ fn bad_handle(data: &DomainData, raw: u64) -> Status {
     // Someone else's handle? Ask the domain it names (a slow path: refusals only).
     let foreign = data.kernel.upgrade().is_some_and(|k| {
         k.domain_by_id(owner)
-            .is_some_and(|d| lock(&d.core.book).handles.contains(&raw))
+            .is_some_and(|d| lock(&d.core.ties).handles.contains(&raw))
     });
     if foreign {
         Status::ForeignBinding

@@ -174,8 +174,8 @@ fn route(caller: &mut Caller<'_, DomainData>, m: &Member, proc: i32) -> Result<R
     let data = caller.data();
     let (cb, e, local) = lookup(data, m, proc)?;
     let b = &cb.binding;
-    let remote = b.export.detour.as_ref().and_then(|d| d.remote());
-    match (&b.export.detour, remote) {
+    let remote = b.export.relay.as_ref().and_then(|d| d.remote());
+    match (&b.export.relay, remote) {
         (_, Some(target)) => {
             let a = astack_of(m, proc, e, local);
             let (b, target) = (b.clone(), target.clone());

@@ -11,14 +11,14 @@
 use super::memory;
 use super::oob::{Side, segment_slow};
 use crate::bulk::copy_slice;
-use crate::component::codec::{LIST_PREFIX, Reply};
-use crate::component::lent::{Landed, Lent, Spot};
+use crate::component::codec::{EncodedResult, LIST_PREFIX};
+use crate::component::lent::{Lent, LiftedBytes, ResultRoom};
 use crate::component::mixed::Target;
 use crate::state::binding::Binding;
-use crate::state::clerk::{Detour, DetourCall};
+use crate::state::clerk::{Relay, RelayCall};
 use crate::state::domain::DomainData;
 use crate::state::linkage::{self, Pinned, ReplicaKey};
-use crate::transport::{RemoteDetour, RemoteTarget};
+use crate::transport::{RemoteRelay, RemoteTarget};
 use lrpc_abi::{Status, header};
 use lrpc_presentation::ProcPlan;
 use wasmtime::{Caller, Memory};
@@ -82,12 +82,12 @@ pub(super) fn to_component(
     } else {
         None
     };
-    let mut reply = Reply::default();
+    let mut reply = EncodedResult::default();
     // On the thread's linkage stack like any call, so that the component may call back into
     // this client (A→B→A re-enters it). The request is lent: the client can not run before
     // the component's export is entered, and by then the request is lowered or copied.
     let ran = linkage::with_record(caller, a.record(client_key, binding), || {
-        Landed::onto(landing.map(|l| l.1), || {
+        LiftedBytes::onto(landing.map(|l| l.1), || {
             target.serve_lent(a.proc as usize, plan, pp, request, &mut reply)
         })
     });
@@ -100,25 +100,25 @@ pub(super) fn to_component(
     }
 }
 
-/// The client's `out` segment for this A-stack (address and capacity), and the spot in it
+/// The client's `out` segment for this A-stack (address and capacity), and the room in it
 /// where a byte list result lands (after its length), if the segment exists.
 fn landing(
     caller: &mut Caller<'_, DomainData>,
     mem: &Memory,
     b: &Binding,
     a: &AStack,
-) -> Option<((usize, usize), Spot)> {
+) -> Option<((usize, usize), ResultRoom)> {
     let (at, cap) = b.with_oob((a.proc, a.index, lrpc_abi::OOB_OUT), |p| (p.client, p.len))?;
     if at == crate::state::place::UNMAPPED {
         return None;
     }
-    let spot = Spot::in_memory(
+    let room = ResultRoom::in_memory(
         mem,
         &mut *caller,
         at.checked_add(LIST_PREFIX)?,
         cap.checked_sub(LIST_PREFIX)?,
     )?;
-    Some(((at, cap), spot))
+    Some(((at, cap), room))
 }
 
 /// Completes a reply whose byte list landed `n` bytes into the `out` segment at `segment`:
@@ -334,8 +334,8 @@ fn write_at(
     Some(())
 }
 
-/// The A-stack of a detoured call, as the translations read it.
-fn astack_of(call: &DetourCall) -> AStack {
+/// The A-stack of a relayed call, as the translations read it.
+fn astack_of(call: &RelayCall) -> AStack {
     AStack {
         at: call.client_astack,
         cap: call.size,
@@ -344,8 +344,8 @@ fn astack_of(call: &DetourCall) -> AStack {
     }
 }
 
-impl Detour for Target {
-    fn call(&self, caller: &mut Caller<'_, DomainData>, call: &DetourCall) -> Status {
+impl Relay for Target {
+    fn call(&self, caller: &mut Caller<'_, DomainData>, call: &RelayCall) -> Status {
         to_component(
             caller,
             call.client_key,
@@ -360,8 +360,8 @@ impl Detour for Target {
     }
 }
 
-impl Detour for RemoteDetour {
-    fn call(&self, caller: &mut Caller<'_, DomainData>, call: &DetourCall) -> Status {
+impl Relay for RemoteRelay {
+    fn call(&self, caller: &mut Caller<'_, DomainData>, call: &RelayCall) -> Status {
         to_remote(
             caller,
             call.client_key,

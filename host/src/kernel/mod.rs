@@ -8,11 +8,11 @@ use crate::component::AnyDomain;
 use crate::error::{Error, Quota, boxed};
 use crate::mailbox::Mailbox;
 use crate::quota::{Account, Quotas};
-use crate::state::clerk::{Detour, EntryFunc, ExportEntry, ExportOptions, Serving};
+use crate::state::clerk::{EntryFunc, ExportEntry, ExportOptions, Relay, Serving};
 use crate::state::domain::{self as records, Domain, DomainCore, DomainShared, SETUP_WAIT};
 use crate::state::kernel::{EngineKind, Kernel, KernelConfig, KernelInner};
 use crate::sync::lock;
-use crate::transport::{RemoteDetour, RemoteTarget};
+use crate::transport::{RemoteRelay, RemoteTarget};
 use lrpc_presentation::{InterfacePlan, Side, SidePresentation, Wit, plan::Presentation};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -261,7 +261,7 @@ impl Kernel {
             name: name.to_string(),
             presentations: options.presentations.clone(),
             terminated: AtomicBool::new(false),
-            book: Mutex::new(Default::default()),
+            ties: Mutex::new(Default::default()),
             account,
             memory: Default::default(),
         });
@@ -378,7 +378,7 @@ impl Kernel {
                 server.name()
             )));
         }
-        let detour: Option<Box<dyn Detour>> = match options.serving {
+        let relay: Option<Box<dyn Relay>> = match options.serving {
             Serving::Migrate => None,
             Serving::OwnThread => Some(Box::new(
                 Mailbox::start(name, &server.shared, entries[0].to_vec()).map_err(Error::Thread)?,
@@ -391,7 +391,7 @@ impl Kernel {
             entries,
             deadline: options.deadline.unwrap_or(self.inner.config.deadline),
             presentation,
-            detour,
+            relay,
         }))
     }
 
@@ -445,7 +445,7 @@ impl Kernel {
             entries: Box::new([]),
             deadline: self.inner.config.deadline,
             presentation: SidePresentation::default_for(interface, Side::Server),
-            detour: Some(Box::new(RemoteDetour(target))),
+            relay: Some(Box::new(RemoteRelay(target))),
         };
         if let Err(e) = self.inner.clerk.insert(Arc::new(entry)) {
             crate::terminate::terminate_shared(&self.inner, &face);

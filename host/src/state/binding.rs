@@ -242,9 +242,9 @@ impl Binding {
         let mut seen = vec![self.server.core.id];
         let mut todo = vec![self.server.clone()];
         while let Some(d) = todo.pop() {
-            let out: Vec<Arc<Binding>> = lock(&d.core.book).client.clone();
+            let out: Vec<Arc<Binding>> = lock(&d.core.ties).client.clone();
             for b in out.iter().filter(|b| b.is_live()) {
-                if b.export.detour.as_ref().is_some_and(|x| x.translates()) {
+                if b.export.relay.as_ref().is_some_and(|x| x.translates()) {
                     return true;
                 }
                 let next = b.server.core.id;
@@ -314,12 +314,12 @@ impl Binding {
         self.account.refund(&charged);
         self.unmap_direct(client_ref);
         if let Some(c) = client_ref {
-            let mut book = lock(&c.core.book);
-            book.client.retain(|b| b.handle != self.handle);
-            book.handles.remove(&self.handle);
+            let mut ties = lock(&c.core.ties);
+            ties.client.retain(|b| b.handle != self.handle);
+            ties.handles.remove(&self.handle);
         }
-        let mut book = lock(&self.server.core.book);
-        book.server
+        let mut ties = lock(&self.server.core.ties);
+        ties.server
             .retain(|w| w.upgrade().is_some_and(|b| b.is_live()));
     }
 }

@@ -97,11 +97,11 @@ pub(crate) struct ExportEntry {
     pub presentation: SidePresentation,
     /// How calls reach the server when they do not migrate into its replicas: `None` on
     /// the call path's common case, so it is one test there.
-    pub detour: Option<Box<dyn Detour>>,
+    pub relay: Option<Box<dyn Relay>>,
 }
 
-/// A call on its way to a server that it does not migrate into (see [`Detour`]).
-pub(crate) struct DetourCall {
+/// A call on its way to a server that it does not migrate into (see [`Relay`]).
+pub(crate) struct RelayCall {
     /// The calling replica.
     pub client_key: ReplicaKey,
     /// The binding the call travels on.
@@ -120,13 +120,13 @@ pub(crate) struct DetourCall {
     pub first: EntryArgs,
 }
 
-/// Another way than migration that a call reaches an export's server: the server's own
-/// thread (`mailbox`), the component domain behind a core face (`component::mixed`), or a
-/// server on another machine (`transport`). Each is implemented beside the call path
-/// (`imports`).
-pub(crate) trait Detour: Send + Sync {
+/// How the kernel relays a call to an export's server that the calling thread does not
+/// migrate into: to the server's own thread (`mailbox`), the component domain behind a core
+/// face (`component::mixed`), or a server on another machine (`transport`). Each is
+/// implemented beside the call path (`imports`).
+pub(crate) trait Relay: Send + Sync {
     /// Makes the call from `caller` and says how it went.
-    fn call(&self, caller: &mut Caller<'_, DomainData>, call: &DetourCall) -> Status;
+    fn call(&self, caller: &mut Caller<'_, DomainData>, call: &RelayCall) -> Status;
 
     /// Whether the kernel translates each call for a server that is not a core domain here
     /// (a component domain or a remote server), rather than running a core entry stub.
@@ -176,7 +176,7 @@ impl Clerk {
         v
     }
 
-    /// Registers an export under its name, in its server's book so that terminating the
+    /// Registers an export under its name, in its server's ties so that terminating the
     /// server withdraws it.
     pub fn insert(&self, entry: Arc<ExportEntry>) -> Result<(), Error> {
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
@@ -189,7 +189,7 @@ impl Clerk {
         {
             return Err(Error::NameTaken(entry.name.clone()));
         }
-        lock(&entry.server.core.book)
+        lock(&entry.server.core.ties)
             .exports
             .push(entry.name.clone());
         map.insert(entry.name.clone(), entry);
@@ -198,7 +198,7 @@ impl Clerk {
 
     /// Withdraws every export of a domain.
     pub fn withdraw(&self, server: &DomainShared) {
-        let names = std::mem::take(&mut lock(&server.core.book).exports);
+        let names = std::mem::take(&mut lock(&server.core.ties).exports);
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
         for n in names {
             map.remove(&n);

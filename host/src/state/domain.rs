@@ -15,7 +15,7 @@
 use super::binding::{Binding, ClientBinding};
 use super::kernel::KernelInner;
 use super::linkage::{self, ReplicaKey};
-use super::window::ReplicaWindows;
+use super::window::WindowSpace;
 use crate::astack::MemoryRange;
 use crate::error::Error;
 use crate::ext::Extensions;
@@ -84,7 +84,7 @@ pub(crate) struct DomainCore {
     /// Client-side presentations, by interface.
     pub presentations: Vec<lrpc_presentation::SidePresentation>,
     pub terminated: AtomicBool,
-    pub book: Mutex<Book>,
+    pub ties: Mutex<Ties>,
     /// The domain's quotas and what its bindings hold.
     pub account: Arc<crate::quota::Account>,
     /// Bytes of linear memory its replicas' Stores hold (every memory of each, direct-linked
@@ -92,9 +92,11 @@ pub(crate) struct DomainCore {
     pub memory: Arc<std::sync::atomic::AtomicUsize>,
 }
 
-/// Bookkeeping touched at bind, unbind and termination time, never on the call path.
+/// What ties a domain to others — its bindings either way, its exports, its handles, what
+/// closes with it — so that terminating it undoes them. Touched at bind, unbind and
+/// termination time, never on the call path.
 #[derive(Default)]
-pub(crate) struct Book {
+pub(crate) struct Ties {
     /// Bindings this domain holds as client.
     pub client: Vec<Arc<Binding>>,
     /// Bindings to this domain as server.
@@ -124,7 +126,7 @@ pub(crate) struct Replica {
     pub memory: Memory,
     base: usize,
     /// The replica's window space and the windows waiting to be unmapped.
-    pub windows: ReplicaWindows,
+    pub windows: WindowSpace,
     /// Threads waiting for `store` (shared with the store's `DomainData`).
     waiting: Arc<AtomicU32>,
     /// Set once the replica's memory went back to the system after its domain was
@@ -170,9 +172,9 @@ impl Drop for DomainShared {
         // Revoke while this domain's Stores still exist (fields drop after this body), so
         // that unmapping its side of each window happens in a live memory.
         let bindings = {
-            let mut book = lock(&self.core.book);
-            let mut all: Vec<Arc<Binding>> = std::mem::take(&mut book.client);
-            all.extend(book.server.drain(..).filter_map(|w| w.upgrade()));
+            let mut ties = lock(&self.core.ties);
+            let mut all: Vec<Arc<Binding>> = std::mem::take(&mut ties.client);
+            all.extend(ties.server.drain(..).filter_map(|w| w.upgrade()));
             all
         };
         for b in bindings {
@@ -340,7 +342,7 @@ pub(crate) fn instantiate(
         instance,
         memory,
         base,
-        windows: ReplicaWindows::new(has_deferred),
+        windows: WindowSpace::new(has_deferred),
         waiting,
         released: AtomicBool::new(false),
     };
@@ -553,14 +555,14 @@ impl Domain {
 
     /// The bindings this domain holds as client.
     pub fn client_bindings(&self) -> Vec<super::binding::BindingInfo> {
-        let book = lock(&self.shared.core.book);
-        book.client.iter().map(|b| b.info()).collect()
+        let ties = lock(&self.shared.core.ties);
+        ties.client.iter().map(|b| b.info()).collect()
     }
 
     /// The live bindings to this domain as server.
     pub fn server_bindings(&self) -> Vec<super::binding::BindingInfo> {
-        let book = lock(&self.shared.core.book);
-        book.server
+        let ties = lock(&self.shared.core.ties);
+        ties.server
             .iter()
             .filter_map(|b| b.upgrade())
             .filter(|b| b.is_live())

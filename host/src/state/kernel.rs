@@ -224,32 +224,33 @@ pub(crate) struct KernelInner {
 
 #[derive(Default)]
 struct DomainTable {
-    slots: Vec<Slot>,
+    entries: Vec<DomainEntry>,
 }
 
-/// One entry of the domain table. A slot is reserved while its domain is being created, so
-/// that two domains created at once on different threads never get the same id (their
-/// replicas' keys would collide, and bindings would be placed in the wrong memory).
+/// One entry of the domain table, indexed by domain id. An entry is reserved while its
+/// domain is being created, so that two domains created at once on different threads never
+/// get the same id (their replicas' keys would collide, and bindings would be placed in the
+/// wrong memory).
 #[derive(Default)]
-enum Slot {
+enum DomainEntry {
     #[default]
     Free,
     Reserved,
     Live(Weak<DomainShared>),
 }
 
-impl Slot {
+impl DomainEntry {
     fn is_free(&self) -> bool {
         match self {
-            Slot::Free => true,
-            Slot::Reserved => false,
-            Slot::Live(w) => w.strong_count() == 0,
+            DomainEntry::Free => true,
+            DomainEntry::Reserved => false,
+            DomainEntry::Live(w) => w.strong_count() == 0,
         }
     }
 
     fn live(&self) -> Option<Arc<DomainShared>> {
         match self {
-            Slot::Live(w) => w.upgrade(),
+            DomainEntry::Live(w) => w.upgrade(),
             _ => None,
         }
     }
@@ -395,20 +396,21 @@ impl KernelInner {
 
     /// Gives a reserved id back (its domain was not created).
     pub(crate) fn free_id(&self, id: u16) {
-        lock(&self.domains).slots[usize::from(id)] = Slot::Free;
+        lock(&self.domains).entries[usize::from(id)] = DomainEntry::Free;
     }
 
     /// Enters a created domain under its reserved id.
     pub(crate) fn enter(&self, shared: &Arc<DomainShared>) {
-        lock(&self.domains).slots[usize::from(shared.core.id)] = Slot::Live(Arc::downgrade(shared));
+        lock(&self.domains).entries[usize::from(shared.core.id)] =
+            DomainEntry::Live(Arc::downgrade(shared));
     }
 
     /// Every live domain.
     pub(crate) fn live_domains(&self) -> Vec<Arc<DomainShared>> {
         lock(&self.domains)
-            .slots
+            .entries
             .iter()
-            .filter_map(Slot::live)
+            .filter_map(DomainEntry::live)
             .collect()
     }
 
@@ -429,7 +431,7 @@ impl KernelInner {
     /// A live domain by id.
     pub(crate) fn domain_by_id(&self, id: u16) -> Option<Arc<DomainShared>> {
         let t = lock(&self.domains);
-        t.slots.get(usize::from(id))?.live()
+        t.entries.get(usize::from(id))?.live()
     }
 
     /// Runs `f` on the newest loaded WIT that defines `interface` (the component domains
@@ -442,25 +444,25 @@ impl KernelInner {
             .map(f)
     }
 
-    /// Reserves a free slot of the domain table (until the domain is created or the slot is
+    /// Reserves a free entry of the domain table (until the domain is created or the entry is
     /// freed again) and returns its id.
     pub(crate) fn reserve_id(&self) -> Result<u16, Error> {
         let mut t = lock(&self.domains);
-        let free = t.slots.iter().position(Slot::is_free);
-        let id = free.unwrap_or(t.slots.len());
+        let free = t.entries.iter().position(DomainEntry::is_free);
+        let id = free.unwrap_or(t.entries.len());
         if id > usize::from(u16::MAX) {
             return Err(Error::TooManyDomains);
         }
-        if id == t.slots.len() {
-            t.slots.push(Slot::Free);
+        if id == t.entries.len() {
+            t.entries.push(DomainEntry::Free);
         }
-        t.slots[id] = Slot::Reserved;
+        t.entries[id] = DomainEntry::Reserved;
         Ok(id as u16)
     }
 
     /// The core face of a component domain's export (see `component::mixed`): a domain of
     /// the table with no replicas, the server side of the bindings core clients make to the
-    /// export. Its book lists those bindings, so that terminating it revokes them.
+    /// export. Its ties list those bindings, so that terminating it revokes them.
     pub(crate) fn face(&self, name: &str) -> Result<Arc<DomainShared>, Error> {
         // The smallest module: a face has no instance, but a domain has a module.
         const EMPTY: &[u8] = b"\0asm\x01\0\0\0";
@@ -474,7 +476,7 @@ impl KernelInner {
             name: name.to_string(),
             presentations: Vec::new(),
             terminated: AtomicBool::new(false),
-            book: Mutex::new(Default::default()),
+            ties: Mutex::new(Default::default()),
             account: Arc::new(Account::new(name, self.config.quotas)),
             memory: Default::default(),
         });

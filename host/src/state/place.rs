@@ -76,7 +76,7 @@ pub(crate) struct Mappings {
 impl Mappings {
     /// The windows as `BindingInfo` shows them: A-stack windows, then out-of-band windows,
     /// each as client offset, server offsets per replica and length.
-    pub(crate) fn views(&self) -> (Vec<Window>, Vec<Window>) {
+    pub(crate) fn views(&self) -> (Vec<WindowOffsets>, Vec<WindowOffsets>) {
         let view = |x: &Mapped| (x.at.client, x.at.server.to_vec(), x.at.len);
         (
             self.astacks.iter().map(view).collect(),
@@ -86,7 +86,7 @@ impl Mappings {
 }
 
 /// A window as the embedder sees it: client offset, server offsets per replica, length.
-pub(crate) type Window = (usize, Vec<usize>, usize);
+pub(crate) type WindowOffsets = (usize, Vec<usize>, usize);
 
 impl Binding {
     /// Creates a segment of `len` bytes and maps it into the client replica and every server

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use wasmtime::AsContextMut;
 
 /// The window space of one replica's memory.
-pub(crate) struct ReplicaWindows {
+pub(crate) struct WindowSpace {
     alloc: Mutex<WindowAlloc>,
     /// Windows revoked while this replica was running (see [`Replica::unmap_or_defer`]).
     deferred: Mutex<Vec<(usize, usize)>>,
@@ -22,10 +22,10 @@ pub(crate) struct ReplicaWindows {
     has_deferred: Arc<AtomicBool>,
 }
 
-impl ReplicaWindows {
+impl WindowSpace {
     /// No windows yet; `has_deferred` is the flag the replica's store data reads too.
-    pub(crate) fn new(has_deferred: Arc<AtomicBool>) -> ReplicaWindows {
-        ReplicaWindows {
+    pub(crate) fn new(has_deferred: Arc<AtomicBool>) -> WindowSpace {
+        WindowSpace {
             alloc: Mutex::new(WindowAlloc::default()),
             deferred: Mutex::new(Vec::new()),
             has_deferred,

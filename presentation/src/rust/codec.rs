@@ -9,7 +9,7 @@
 
 use super::Gen;
 use super::names::{camel, def_fn};
-use crate::layout::{Cases, Layout, Node};
+use crate::layout::{Cases, Layout, Node, byte_element};
 use crate::plan::{Prim, Ty, flags_size};
 
 /// The code the stubs need for values of one type.
@@ -247,7 +247,7 @@ impl Gen<'_> {
                 }
             }
             Node::String => self.bytes(e, ["str", "String"], "str", "&str", "__r.str()?"),
-            Node::List(Ty::Prim(Prim::U8)) => {
+            Node::List(el) if byte_element(el) => {
                 self.bytes(e, ["[u8]", "Vec<u8>"], "list_u8", "&[u8]", "__r.list_u8()?")
             }
             Node::List(el) => {
