@@ -328,7 +328,16 @@ pub(crate) struct Queue {
     batch: usize,
     dropped: AtomicU64,
     stopping: AtomicBool,
+    /// Shelves' buffers the exporter is done with, for the shelves to fill again: a large
+    /// buffer allocated afresh is mapped page by page as a thread writes it.
+    spare: Mutex<Vec<Vec<u8>>>,
 }
+
+/// The most buffers [`Queue::recycle`] keeps.
+const SPARE_SHELVES: usize = 32;
+
+/// The largest buffer [`Queue::recycle`] keeps.
+const SPARE_SHELF_BYTES: usize = 8 << 20;
 
 /// One thread's finished spans.
 #[derive(Default)]
@@ -370,6 +379,19 @@ impl Queue {
             batch: batch.clamp(1, max),
             dropped: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
+            spare: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Keeps `bytes`, a shelf's the exporter has sent, for a shelf to fill again.
+    pub fn recycle(&self, mut bytes: Vec<u8>) {
+        if bytes.capacity() == 0 || bytes.capacity() > SPARE_SHELF_BYTES {
+            return;
+        }
+        bytes.clear();
+        let mut spare = lock(&self.spare);
+        if spare.len() < SPARE_SHELVES {
+            spare.push(bytes);
         }
     }
 
@@ -445,19 +467,16 @@ impl Queue {
         let mut shelves = lock(&self.shelves);
         // A shelf only the list holds is an ended thread's, once it is empty.
         shelves.retain(|s| Arc::strong_count(s) > 1 || lock(&s.spans).count > 0);
+        let mut spare = lock(&self.spare);
         for shelf in shelves.iter() {
             let mut spans = lock(&shelf.spans);
             if spans.count > 0 {
                 let room = spans.bytes.capacity();
-                into.push(std::mem::replace(
-                    &mut *spans,
-                    Encoded {
-                        bytes: Vec::with_capacity(room),
-                        count: 0,
-                    },
-                ));
+                let bytes = spare.pop().unwrap_or_else(|| Vec::with_capacity(room));
+                into.push(std::mem::replace(&mut *spans, Encoded { bytes, count: 0 }));
             }
         }
+        drop(spare);
         stopping
     }
 
