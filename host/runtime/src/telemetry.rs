@@ -58,6 +58,8 @@ use spans::{Queue, Record, SpanContext, Spans};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use tracing::level_filters::LevelFilter;
+use tracing::subscriber::Interest;
 use tracing_subscriber::registry::LookupSpan as _;
 
 static ON: AtomicBool = AtomicBool::new(false);
@@ -89,9 +91,87 @@ pub struct Telemetry {
     exporter: export::Exporter,
 }
 
-/// The export's `tracing` layer, for a subscriber built on the registry.
-pub type TraceLayer =
-    Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>;
+/// The export's `tracing` layer, for a subscriber built on the registry: put it over the
+/// other layers (`registry().with(log).with(trace)`), and tell it what they take
+/// ([`TraceLayer::over`]).
+///
+/// It is a layer without a per-layer filter (`Layer::with_filter`): it decides which spans
+/// it takes by their callsite (the runtime's own, at debug level or above), so that the
+/// registry does not ask it about every span entered, left, recorded or closed. For the
+/// callsites it does not take, it says what the layers under it said, when it knows; else
+/// that it may want them (`Interest::always`), which is right whatever they are, but makes
+/// events disabled by a per-layer filter under it cost a check each time.
+pub struct TraceLayer {
+    spans: Spans,
+    below: Option<Below>,
+}
+
+/// What the layers under the export's take.
+struct Below {
+    interest: Box<dyn Fn(&'static tracing::Metadata<'static>) -> Interest + Send + Sync>,
+    hint: Option<LevelFilter>,
+}
+
+impl TraceLayer {
+    /// The layer over layers that take what `filter` enables (the log's filter: a filter
+    /// made from the same directives as theirs, which this one keeps).
+    pub fn over(mut self, filter: tracing_subscriber::EnvFilter) -> TraceLayer {
+        let hint = filter.max_level_hint();
+        self.below = Some(Below {
+            interest: Box::new(move |m| {
+                tracing_subscriber::layer::Filter::<tracing_subscriber::Registry>::callsite_enabled(
+                    &filter, m,
+                )
+            }),
+            hint,
+        });
+        self
+    }
+}
+
+impl<S> tracing_subscriber::Layer<S> for TraceLayer
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn register_callsite(&self, m: &'static tracing::Metadata<'static>) -> Interest {
+        if spans::takes(m) {
+            return Interest::always();
+        }
+        match &self.below {
+            Some(below) => (below.interest)(m),
+            None => Interest::always(),
+        }
+    }
+
+    /// The log's most verbose level, and debug for the spans taken here; no hint when the
+    /// layers under it are not known.
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        let hint = self.below.as_ref()?.hint?;
+        Some(hint.max(LevelFilter::DEBUG))
+    }
+
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        self.spans.on_new_span(attrs, id, ctx);
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        self.spans.on_record(id, values, ctx);
+    }
+
+    fn on_close(&self, id: tracing::span::Id, ctx: tracing_subscriber::layer::Context<'_, S>) {
+        self.spans.on_close(id, ctx);
+    }
+}
 
 /// The settings that turn export on, resolved from the environment and the config.
 #[derive(Debug, Clone, PartialEq)]
@@ -357,15 +437,12 @@ impl Telemetry {
             settings.batch.max_export,
         ));
         let exporter = export::Exporter::start(&settings, queue.clone())?;
-        let layer = Spans::new(queue, settings.sampler);
         // Spans only (events stay the log's), and only the runtime's own: the spans listed
-        // in the module docs, at debug level whatever `RUST_LOG` says.
-        // The level hint keeps trace-level callsites off whatever this filter says.
-        let filter = tracing_subscriber::filter::filter_fn(|m| {
-            m.is_span() && *m.level() <= tracing::Level::DEBUG && m.target().starts_with("lrpc")
-        })
-        .with_max_level_hint(tracing::level_filters::LevelFilter::DEBUG);
-        let layer: TraceLayer = Box::new(tracing_subscriber::Layer::with_filter(layer, filter));
+        // in the module docs, at debug level whatever `RUST_LOG` says (`spans::takes`).
+        let layer = TraceLayer {
+            spans: Spans::new(queue, settings.sampler),
+            below: None,
+        };
         // A second install (an embedder's) keeps the first.
         let _ = lrpc_remote::trace::set_propagation(Box::new(Remote));
         ON.store(true, Ordering::Relaxed);

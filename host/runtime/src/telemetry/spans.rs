@@ -255,8 +255,9 @@ impl Visit for Fields<'_> {
     }
 }
 
-/// The export's layer: a [`Record`] per span it is given (the module's filter decides
-/// which), queued when the span closes if sampled.
+/// The export's layer: a [`Record`] per span it takes ([`takes`]), queued when the span
+/// closes if sampled. It has no per-layer filter: it looks at a new span's callsite itself,
+/// and has nothing to do when a span is entered or left.
 pub(crate) struct Spans {
     queue: Arc<Queue>,
     sampler: Sampler,
@@ -268,17 +269,29 @@ impl Spans {
     }
 }
 
+/// Whether the export takes spans of `m`'s callsite: the runtime's own (`lrpc*` targets),
+/// at debug level or above, whatever the log's filter says. Events stay the log's.
+pub(crate) fn takes(m: &tracing::Metadata<'_>) -> bool {
+    m.is_span() && *m.level() <= tracing::Level::DEBUG && m.target().starts_with("lrpc")
+}
+
 impl<S> tracing_subscriber::Layer<S> for Spans
 where
     S: tracing::Subscriber + for<'a> LookupSpan<'a>,
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        if !takes(attrs.metadata()) {
+            return;
+        }
         let Some(span) = ctx.span(id) else {
             return;
         };
+        // The nearest ancestor the export took (a span between, which it did not, is
+        // skipped).
         let parent = span
-            .parent()
-            .and_then(|p| p.extensions().get::<Record>().map(Record::context));
+            .scope()
+            .skip(1)
+            .find_map(|p| p.extensions().get::<Record>().map(Record::context));
         let mut record = Record::new(attrs.metadata().name(), parent, self.sampler);
         if record.recording {
             attrs.record(&mut Fields(&mut record));
