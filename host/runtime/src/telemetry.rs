@@ -749,6 +749,58 @@ mod tests {
     }
 
     #[test]
+    fn the_export_takes_its_spans_and_the_log_keeps_its_own_filter() {
+        use tracing_subscriber::Layer as _;
+        use tracing_subscriber::layer::SubscriberExt as _;
+        /// What the log's layer is shown.
+        #[derive(Clone, Default)]
+        struct Seen(Arc<std::sync::Mutex<Vec<String>>>);
+        impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Seen {
+            fn on_new_span(
+                &self,
+                attrs: &tracing::span::Attributes<'_>,
+                _: &tracing::span::Id,
+                _: tracing_subscriber::layer::Context<'_, S>,
+            ) {
+                let name = attrs.metadata().name();
+                self.0.lock().unwrap().push(format!("span {name}"));
+            }
+            fn on_event(
+                &self,
+                event: &tracing::Event<'_>,
+                _: tracing_subscriber::layer::Context<'_, S>,
+            ) {
+                let level = event.metadata().level();
+                self.0.lock().unwrap().push(format!("event {level}"));
+            }
+        }
+        let seen = Seen::default();
+        let queue = Arc::new(Queue::new(100, 100));
+        let log = tracing_subscriber::EnvFilter::new("info");
+        let trace = TraceLayer {
+            spans: Spans::new(queue.clone(), Sampler::default()),
+            below: None,
+        }
+        .over(tracing_subscriber::EnvFilter::new("info"));
+        let subscriber = tracing_subscriber::registry()
+            .with(seen.clone().with_filter(log))
+            .with(trace);
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::debug_span!("request");
+            span.in_scope(|| {
+                tracing::info!("kept");
+                tracing::debug!("not logged");
+                drop(tracing::trace_span!("too fine"));
+            });
+        });
+        // The log saw its event only; the export took the debug span only.
+        assert_eq!(*seen.0.lock().unwrap(), ["event INFO"]);
+        let mut taken = Vec::new();
+        queue.take(&mut taken, std::time::Instant::now());
+        assert_eq!(taken.iter().map(|e| e.count).sum::<usize>(), 1);
+    }
+
+    #[test]
     fn a_span_s_context_goes_out_and_a_caller_s_comes_in() {
         use tracing_subscriber::layer::SubscriberExt as _;
         let queue = Arc::new(Queue::new(100, 100));
