@@ -129,8 +129,11 @@ fn start_log(
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,lrpc::access=off"));
+    let log_filter = || {
+        tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,lrpc::access=off"))
+    };
+    let filter = log_filter();
     let log = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let log = match format {
         LogFormat::Text => log
@@ -140,14 +143,160 @@ fn start_log(
         // The event's fields beside `timestamp`, `level` and `target`, not nested.
         LogFormat::Json => log.json().flatten_event(true).with_filter(filter).boxed(),
     };
-    let (running, trace) = match Telemetry::start(telemetry).context("exporting traces")? {
-        Some((t, layer)) => (Some(t), Some(layer)),
-        None => (None, None),
+    // A filter with span directives (`target[span{field}]=level`) follows the spans entered.
+    let follows_spans = std::env::var("RUST_LOG").is_ok_and(|v| v.contains('['));
+    let log = LogLayer {
+        inner: log,
+        spans: follows_spans,
     };
-    let layers: Vec<lrpc_runtime::telemetry::TraceLayer> =
-        std::iter::once(log).chain(trace).collect();
-    tracing_subscriber::registry().with(layers).init();
-    Ok(running)
+    let registry = tracing_subscriber::registry().with(log);
+    // The export's layer goes over the log's, and keeps a filter like the log's, to tell
+    // the callsites neither takes (see `TraceLayer`).
+    match Telemetry::start(telemetry).context("exporting traces")? {
+        Some((running, trace)) => {
+            registry.with(trace.over(log_filter())).init();
+            Ok(Some(running))
+        }
+        None => {
+            registry.init();
+            Ok(None)
+        }
+    }
+}
+
+/// The log's layer (the formatter under its per-layer filter), not told of spans entered,
+/// left or closed unless its filter follows spans (`spans`). The log writes no span events
+/// (the formatter's `FmtSpan::NONE`), and a filter without span directives keeps nothing per
+/// span: told, the per-layer filter would only look each span up to find nothing to do, for
+/// every span the export takes (see `lrpc_runtime::telemetry::TraceLayer`). New spans, their
+/// fields and events reach it as before.
+struct LogLayer {
+    inner: Box<dyn tracing_subscriber::Layer<Registry> + Send + Sync>,
+    spans: bool,
+}
+
+type Registry = tracing_subscriber::Registry;
+
+impl tracing_subscriber::Layer<Registry> for LogLayer {
+    fn on_register_dispatch(&self, subscriber: &tracing::Dispatch) {
+        self.inner.on_register_dispatch(subscriber);
+    }
+
+    fn on_layer(&mut self, subscriber: &mut Registry) {
+        self.inner.on_layer(subscriber);
+    }
+
+    fn register_callsite(
+        &self,
+        m: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        self.inner.register_callsite(m)
+    }
+
+    fn enabled(
+        &self,
+        m: &tracing::Metadata<'_>,
+        ctx: tracing_subscriber::layer::Context<'_, Registry>,
+    ) -> bool {
+        self.inner.enabled(m, ctx)
+    }
+
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, Registry>,
+    ) {
+        self.inner.on_new_span(attrs, id, ctx);
+    }
+
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        self.inner.max_level_hint()
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: tracing_subscriber::layer::Context<'_, Registry>,
+    ) {
+        self.inner.on_record(id, values, ctx);
+    }
+
+    fn on_follows_from(
+        &self,
+        id: &tracing::span::Id,
+        follows: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, Registry>,
+    ) {
+        self.inner.on_follows_from(id, follows, ctx);
+    }
+
+    fn event_enabled(
+        &self,
+        event: &tracing::Event<'_>,
+        ctx: tracing_subscriber::layer::Context<'_, Registry>,
+    ) -> bool {
+        self.inner.event_enabled(event, ctx)
+    }
+
+    fn on_event(
+        &self,
+        event: &tracing::Event<'_>,
+        ctx: tracing_subscriber::layer::Context<'_, Registry>,
+    ) {
+        self.inner.on_event(event, ctx);
+    }
+
+    fn on_enter(
+        &self,
+        id: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, Registry>,
+    ) {
+        if self.spans {
+            self.inner.on_enter(id, ctx);
+        }
+    }
+
+    fn on_exit(
+        &self,
+        id: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, Registry>,
+    ) {
+        if self.spans {
+            self.inner.on_exit(id, ctx);
+        }
+    }
+
+    fn on_close(
+        &self,
+        id: tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, Registry>,
+    ) {
+        if self.spans {
+            self.inner.on_close(id, ctx);
+        }
+    }
+
+    fn on_id_change(
+        &self,
+        old: &tracing::span::Id,
+        new: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, Registry>,
+    ) {
+        self.inner.on_id_change(old, new, ctx);
+    }
+
+    // The per-layer filter inside says so: the registry keeps the filter's state per span.
+    #[allow(unsafe_code, reason = "forwarding the layer's own downcast")]
+    unsafe fn downcast_raw(&self, id: std::any::TypeId) -> Option<*const ()> {
+        if id == std::any::TypeId::of::<Self>() {
+            return Some(std::ptr::from_ref(self).cast());
+        }
+        // SAFETY: the inner layer answers for itself, as `Layer::downcast_raw` requires: a
+        // pointer to a value of the type `id` names, which lives as long as the layer.
+        unsafe { self.inner.downcast_raw(id) }
+    }
 }
 
 /// The listening socket a service manager passed to this process, as systemd does

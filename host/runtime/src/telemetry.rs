@@ -35,9 +35,13 @@
 //! wraps them in `ExportTraceServiceRequest`s, encoded by hand (`otlp`), and sends them
 //! over HTTP/protobuf or gRPC. It replaced the `tracing-opentelemetry` bridge and the SDK's
 //! batch processor, with which the edge kept 0.40 of its throughput with every trace
-//! exported (`edge_chain3_traced_over_untraced_rps`); this keeps about 0.75 on the same
-//! 2-processor machine. What is left is mostly `tracing-subscriber`'s registry and
-//! per-layer filters, which every span pays.
+//! exported (`edge_chain3_traced_over_untraced_rps`); this kept about 0.75 on the same
+//! 2-processor machine. The export's layer ([`TraceLayer`]) has no per-layer filter, so
+//! that the registry does not look every span entered, left, recorded or closed up for it
+//! (nor, in `lrpc serve`, for the log's layer on enter, exit and close). What is left per
+//! span is `tracing-subscriber`'s registry (a slot, its parent's reference, the extensions'
+//! lock), the record's fields encoded, its clock reads, and its bytes written onto the
+//! thread's shelf.
 //!
 //! **Propagation.** A request's `traceparent` makes its span a child of the caller's; the
 //! request the plugins see carries the request span's own `traceparent` (and the
@@ -58,6 +62,8 @@ use spans::{Queue, Record, SpanContext, Spans};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use tracing::level_filters::LevelFilter;
+use tracing::subscriber::Interest;
 use tracing_subscriber::registry::LookupSpan as _;
 
 static ON: AtomicBool = AtomicBool::new(false);
@@ -89,9 +95,87 @@ pub struct Telemetry {
     exporter: export::Exporter,
 }
 
-/// The export's `tracing` layer, for a subscriber built on the registry.
-pub type TraceLayer =
-    Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>;
+/// The export's `tracing` layer, for a subscriber built on the registry: put it over the
+/// other layers (`registry().with(log).with(trace)`), and tell it what they take
+/// ([`TraceLayer::over`]).
+///
+/// It is a layer without a per-layer filter (`Layer::with_filter`): it decides which spans
+/// it takes by their callsite (the runtime's own, at debug level or above), so that the
+/// registry does not ask it about every span entered, left, recorded or closed. For the
+/// callsites it does not take, it says what the layers under it said, when it knows; else
+/// that it may want them (`Interest::always`), which is right whatever they are, but makes
+/// events disabled by a per-layer filter under it cost a check each time.
+pub struct TraceLayer {
+    spans: Spans,
+    below: Option<Below>,
+}
+
+/// What the layers under the export's take.
+struct Below {
+    interest: Box<dyn Fn(&'static tracing::Metadata<'static>) -> Interest + Send + Sync>,
+    hint: Option<LevelFilter>,
+}
+
+impl TraceLayer {
+    /// The layer over layers that take what `filter` enables (the log's filter: a filter
+    /// made from the same directives as theirs, which this one keeps).
+    pub fn over(mut self, filter: tracing_subscriber::EnvFilter) -> TraceLayer {
+        let hint = filter.max_level_hint();
+        self.below = Some(Below {
+            interest: Box::new(move |m| {
+                tracing_subscriber::layer::Filter::<tracing_subscriber::Registry>::callsite_enabled(
+                    &filter, m,
+                )
+            }),
+            hint,
+        });
+        self
+    }
+}
+
+impl<S> tracing_subscriber::Layer<S> for TraceLayer
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn register_callsite(&self, m: &'static tracing::Metadata<'static>) -> Interest {
+        if spans::takes(m) {
+            return Interest::always();
+        }
+        match &self.below {
+            Some(below) => (below.interest)(m),
+            None => Interest::always(),
+        }
+    }
+
+    /// The log's most verbose level, and debug for the spans taken here; no hint when the
+    /// layers under it are not known.
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        let hint = self.below.as_ref()?.hint?;
+        Some(hint.max(LevelFilter::DEBUG))
+    }
+
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        self.spans.on_new_span(attrs, id, ctx);
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        self.spans.on_record(id, values, ctx);
+    }
+
+    fn on_close(&self, id: tracing::span::Id, ctx: tracing_subscriber::layer::Context<'_, S>) {
+        self.spans.on_close(id, ctx);
+    }
+}
 
 /// The settings that turn export on, resolved from the environment and the config.
 #[derive(Debug, Clone, PartialEq)]
@@ -357,15 +441,12 @@ impl Telemetry {
             settings.batch.max_export,
         ));
         let exporter = export::Exporter::start(&settings, queue.clone())?;
-        let layer = Spans::new(queue, settings.sampler);
         // Spans only (events stay the log's), and only the runtime's own: the spans listed
-        // in the module docs, at debug level whatever `RUST_LOG` says.
-        // The level hint keeps trace-level callsites off whatever this filter says.
-        let filter = tracing_subscriber::filter::filter_fn(|m| {
-            m.is_span() && *m.level() <= tracing::Level::DEBUG && m.target().starts_with("lrpc")
-        })
-        .with_max_level_hint(tracing::level_filters::LevelFilter::DEBUG);
-        let layer: TraceLayer = Box::new(tracing_subscriber::Layer::with_filter(layer, filter));
+        // in the module docs, at debug level whatever `RUST_LOG` says (`spans::takes`).
+        let layer = TraceLayer {
+            spans: Spans::new(queue, settings.sampler),
+            below: None,
+        };
         // A second install (an embedder's) keeps the first.
         let _ = lrpc_remote::trace::set_propagation(Box::new(Remote));
         ON.store(true, Ordering::Relaxed);
@@ -669,6 +750,58 @@ mod tests {
         assert_eq!(s.notes.len(), 4, "{:?}", s.notes);
         assert_eq!(percent_decoded("a%2"), None);
         assert_eq!(percent_decoded("%e2%82%ac"), Some("\u{20ac}".into()));
+    }
+
+    #[test]
+    fn the_export_takes_its_spans_and_the_log_keeps_its_own_filter() {
+        use tracing_subscriber::Layer as _;
+        use tracing_subscriber::layer::SubscriberExt as _;
+        /// What the log's layer is shown.
+        #[derive(Clone, Default)]
+        struct Seen(Arc<std::sync::Mutex<Vec<String>>>);
+        impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Seen {
+            fn on_new_span(
+                &self,
+                attrs: &tracing::span::Attributes<'_>,
+                _: &tracing::span::Id,
+                _: tracing_subscriber::layer::Context<'_, S>,
+            ) {
+                let name = attrs.metadata().name();
+                self.0.lock().unwrap().push(format!("span {name}"));
+            }
+            fn on_event(
+                &self,
+                event: &tracing::Event<'_>,
+                _: tracing_subscriber::layer::Context<'_, S>,
+            ) {
+                let level = event.metadata().level();
+                self.0.lock().unwrap().push(format!("event {level}"));
+            }
+        }
+        let seen = Seen::default();
+        let queue = Arc::new(Queue::new(100, 100));
+        let log = tracing_subscriber::EnvFilter::new("info");
+        let trace = TraceLayer {
+            spans: Spans::new(queue.clone(), Sampler::default()),
+            below: None,
+        }
+        .over(tracing_subscriber::EnvFilter::new("info"));
+        let subscriber = tracing_subscriber::registry()
+            .with(seen.clone().with_filter(log))
+            .with(trace);
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::debug_span!("request");
+            span.in_scope(|| {
+                tracing::info!("kept");
+                tracing::debug!("not logged");
+                drop(tracing::trace_span!("too fine"));
+            });
+        });
+        // The log saw its event only; the export took the debug span only.
+        assert_eq!(*seen.0.lock().unwrap(), ["event INFO"]);
+        let mut taken = Vec::new();
+        queue.take(&mut taken, std::time::Instant::now());
+        assert_eq!(taken.iter().map(|e| e.count).sum::<usize>(), 1);
     }
 
     #[test]

@@ -100,6 +100,9 @@ fn run(queue: &Queue, sender: &Sender, resource: &[u8], delay: Duration, notes: 
     // Noted when the settings were read, logged once the log is surely set up.
     let mut notes = Some(notes);
     let mut taken: Vec<Encoded> = Vec::new();
+    // The request's buffer, kept from one export to the next (a large buffer is mapped
+    // afresh, page by page, each time it is allocated).
+    let mut message = Vec::new();
     let mut warnings = Warnings::default();
     loop {
         let stopping = queue.take(&mut taken, Instant::now() + delay);
@@ -110,19 +113,23 @@ fn run(queue: &Queue, sender: &Sender, resource: &[u8], delay: Duration, notes: 
         let mut spans = taken.iter().flat_map(|e| otlp::spans(&e.bytes)).peekable();
         while spans.peek().is_some() {
             let batch: Vec<&[u8]> = spans.by_ref().take(queue.batch()).collect();
-            let mut message = Vec::new();
             otlp::request(&mut message, resource, batch.iter().copied());
             let timeout = deadline.map_or(sender.timeout, |d| {
                 sender
                     .timeout
                     .min(d.saturating_duration_since(Instant::now()))
             });
-            if let Err(e) = runtime.block_on(sender.send(message, timeout)) {
+            let body = Bytes::from(std::mem::take(&mut message));
+            if let Err(e) = runtime.block_on(sender.send(body.clone(), timeout)) {
                 warnings.failed(batch.len(), e);
             }
+            // The buffer back, unless the client still holds the body.
+            message = Vec::from(body);
         }
         drop(spans);
-        taken.clear();
+        for e in taken.drain(..) {
+            queue.recycle(e.bytes);
+        }
         warnings.dropped(queue.take_dropped(), queue.max());
         if stopping {
             warnings.report();
@@ -190,14 +197,14 @@ impl Sender {
     }
 
     /// Sends one encoded `ExportTraceServiceRequest`, waiting at most `timeout`.
-    async fn send(&self, message: Vec<u8>, timeout: Duration) -> Result<(), String> {
+    async fn send(&self, message: Bytes, timeout: Duration) -> Result<(), String> {
         let body = if self.grpc {
-            grpc_frame(message)?
+            Bytes::from(grpc_frame(&message)?)
         } else {
             message
         };
         let mut request = hyper::Request::post(self.uri.clone())
-            .body(http_body_util::Full::new(Bytes::from(body)))
+            .body(http_body_util::Full::new(body))
             .map_err(|e| e.to_string())?;
         *request.headers_mut() = self.headers.clone();
         let exchange = async {
@@ -244,12 +251,12 @@ impl Sender {
 }
 
 /// `message` as gRPC frames it: not compressed (0), its length (4 bytes, big endian), it.
-fn grpc_frame(message: Vec<u8>) -> Result<Vec<u8>, String> {
+fn grpc_frame(message: &[u8]) -> Result<Vec<u8>, String> {
     let len = u32::try_from(message.len()).map_err(|_| "a batch over 4 GiB".to_string())?;
     let mut framed = Vec::with_capacity(message.len() + 5);
     framed.push(0);
     framed.extend_from_slice(&len.to_be_bytes());
-    framed.extend_from_slice(&message);
+    framed.extend_from_slice(message);
     Ok(framed)
 }
 

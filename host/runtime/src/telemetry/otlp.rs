@@ -4,8 +4,9 @@
 //! A span's attributes are encoded once, when they are recorded ([`attribute`]), as the
 //! bytes of the `attributes` fields of its `Span` message; the span is encoded when it
 //! closes ([`span`]), as a `spans` field of a `ScopeSpans`, and the export copies these
-//! into its requests ([`request`]). A message nested in another is written in place and
-//! its length put in front after ([`nested`]), so that nothing is measured twice.
+//! into its requests ([`request`]). A message's length is counted before it is written,
+//! so that its bytes are written once, where they stay (none is moved to put a length in
+//! front of it).
 
 use super::spans::Record;
 
@@ -43,25 +44,6 @@ fn bytes_field(buf: &mut Vec<u8>, field: u32, bytes: &[u8]) {
 fn varint_len(v: u64) -> usize {
     // 7 bits a byte, at least one byte.
     (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
-}
-
-/// Appends field `field` holding the message `write` appends: written in place, then its
-/// length is put in front of it (moving it by that many bytes).
-fn nested(buf: &mut Vec<u8>, field: u32, write: impl FnOnce(&mut Vec<u8>)) {
-    key(buf, field, LEN);
-    let at = buf.len();
-    write(buf);
-    let len = (buf.len() - at) as u64;
-    let mut prefix = [0u8; 10];
-    let mut n = 0;
-    let mut v = len;
-    while v >= 0x80 {
-        prefix[n] = (v as u8) | 0x80;
-        v >>= 7;
-        n += 1;
-    }
-    prefix[n] = v as u8;
-    buf.splice(at..at, prefix[..=n].iter().copied());
 }
 
 /// An attribute's value (`AnyValue`).
@@ -121,33 +103,51 @@ const IS_REMOTE: u32 = 0x200;
 /// `ScopeSpans.spans`, a repeated `Span`.
 const SCOPE_SPANS: u32 = 2;
 
-/// Appends `r` as a `Span` message, a `spans` field of a `ScopeSpans`.
+/// Appends `r` as a `Span` message, a `spans` field of a `ScopeSpans`: its length counted
+/// first, then the fields written after it (nothing moved).
 pub(crate) fn span(buf: &mut Vec<u8>, r: &Record) {
-    nested(buf, SCOPE_SPANS, |s| {
-        bytes_field(s, 1, &r.trace.to_be_bytes());
-        bytes_field(s, 2, &r.id.to_be_bytes());
-        if let Some(state) = &r.state {
-            bytes_field(s, 3, state.as_bytes());
-        }
-        if r.parent != 0 {
-            bytes_field(s, 4, &r.parent.to_be_bytes());
-        }
-        bytes_field(s, 5, r.name.as_bytes());
-        key(s, 6, VARINT);
-        varint(s, u64::from(r.kind as u8));
-        key(s, 7, FIXED64);
-        s.extend_from_slice(&r.start.to_le_bytes());
-        key(s, 8, FIXED64);
-        s.extend_from_slice(&r.end.to_le_bytes());
-        s.extend_from_slice(&r.attributes);
-        let remote = if r.remote_parent { IS_REMOTE } else { 0 };
-        key(s, 16, FIXED32);
-        s.extend_from_slice(&(u32::from(r.sampled) | HAS_IS_REMOTE | remote).to_le_bytes());
-    });
+    let field = |len: usize| 1 + varint_len(len as u64) + len;
+    let kind = u64::from(r.kind as u8);
+    let len = field(16)
+        + field(8)
+        + r.state.as_ref().map_or(0, |s| field(s.len()))
+        + if r.parent != 0 { field(8) } else { 0 }
+        + field(r.name.len())
+        + 1
+        + varint_len(kind)
+        + 2 * (1 + 8)
+        + r.attributes.len()
+        // Field 16 takes a two-byte key.
+        + 2
+        + 4;
+    buf.reserve(1 + varint_len(len as u64) + len);
+    key(buf, SCOPE_SPANS, LEN);
+    varint(buf, len as u64);
+    let at = buf.len();
+    bytes_field(buf, 1, &r.trace.to_be_bytes());
+    bytes_field(buf, 2, &r.id.to_be_bytes());
+    if let Some(state) = &r.state {
+        bytes_field(buf, 3, state.as_bytes());
+    }
+    if r.parent != 0 {
+        bytes_field(buf, 4, &r.parent.to_be_bytes());
+    }
+    bytes_field(buf, 5, r.name.as_bytes());
+    key(buf, 6, VARINT);
+    varint(buf, kind);
+    key(buf, 7, FIXED64);
+    buf.extend_from_slice(&r.start.to_le_bytes());
+    key(buf, 8, FIXED64);
+    buf.extend_from_slice(&r.end.to_le_bytes());
+    buf.extend_from_slice(&r.attributes);
+    let remote = if r.remote_parent { IS_REMOTE } else { 0 };
+    key(buf, 16, FIXED32);
+    buf.extend_from_slice(&(u32::from(r.sampled) | HAS_IS_REMOTE | remote).to_le_bytes());
+    debug_assert_eq!(buf.len() - at, len, "the span's length as counted");
 }
 
 /// The spans [`span`] appended to `bytes`, one slice each (stopping at anything else).
-pub(crate) fn spans(mut bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub(crate) fn spans(mut bytes: &[u8]) -> impl Iterator<Item = &[u8]> + Clone {
     std::iter::from_fn(move || {
         let key = u64::from(SCOPE_SPANS) << 3 | u64::from(LEN);
         if u64::from(*bytes.first()?) != key {
@@ -188,21 +188,30 @@ const SCOPE: &str = "lrpc";
 pub(crate) fn request<'s>(
     out: &mut Vec<u8>,
     resource: &[u8],
-    spans: impl IntoIterator<Item = &'s [u8]>,
+    spans: impl IntoIterator<Item = &'s [u8]> + Clone,
 ) {
     out.clear();
+    // The lengths first, so that the spans are copied once, where they stay.
+    let field = |len: usize| 1 + varint_len(len as u64) + len;
+    let spans_len: usize = spans.clone().into_iter().map(<[u8]>::len).sum();
+    let scope = field(SCOPE.len());
+    let scope_spans = field(scope) + spans_len;
+    let resource_spans = field(resource.len()) + field(scope_spans);
+    out.reserve(field(resource_spans));
     // ExportTraceServiceRequest.resource_spans (1): ResourceSpans.
-    nested(out, 1, |rs| {
-        bytes_field(rs, 1, resource);
-        // ResourceSpans.scope_spans (2): ScopeSpans.
-        nested(rs, 2, |ss| {
-            // ScopeSpans.scope (1): InstrumentationScope.name (1).
-            nested(ss, 1, |scope| bytes_field(scope, 1, SCOPE.as_bytes()));
-            for s in spans {
-                ss.extend_from_slice(s);
-            }
-        });
-    });
+    key(out, 1, LEN);
+    varint(out, resource_spans as u64);
+    bytes_field(out, 1, resource);
+    // ResourceSpans.scope_spans (2): ScopeSpans.
+    key(out, 2, LEN);
+    varint(out, scope_spans as u64);
+    // ScopeSpans.scope (1): InstrumentationScope.name (1).
+    key(out, 1, LEN);
+    varint(out, scope as u64);
+    bytes_field(out, 1, SCOPE.as_bytes());
+    for s in spans {
+        out.extend_from_slice(s);
+    }
 }
 
 #[cfg(test)]
@@ -319,15 +328,6 @@ mod tests {
             b.clear();
             varint(&mut b, v);
             assert_eq!(b.len(), varint_len(v), "{v}");
-        }
-        // A message nested in place gets its length in front, however long.
-        for n in [0, 5, 127, 128, 20_000] {
-            b.clear();
-            nested(&mut b, 1, |m| m.resize(m.len() + n, 7));
-            let mut want = vec![0x0a];
-            varint(&mut want, n as u64);
-            want.resize(want.len() + n, 7);
-            assert_eq!(b, want, "{n}");
         }
     }
 }

@@ -255,8 +255,9 @@ impl Visit for Fields<'_> {
     }
 }
 
-/// The export's layer: a [`Record`] per span it is given (the module's filter decides
-/// which), queued when the span closes if sampled.
+/// The export's layer: a [`Record`] per span it takes ([`takes`]), queued when the span
+/// closes if sampled. It has no per-layer filter: it looks at a new span's callsite itself,
+/// and has nothing to do when a span is entered or left.
 pub(crate) struct Spans {
     queue: Arc<Queue>,
     sampler: Sampler,
@@ -268,17 +269,29 @@ impl Spans {
     }
 }
 
+/// Whether the export takes spans of `m`'s callsite: the runtime's own (`lrpc*` targets),
+/// at debug level or above, whatever the log's filter says. Events stay the log's.
+pub(crate) fn takes(m: &tracing::Metadata<'_>) -> bool {
+    m.is_span() && *m.level() <= tracing::Level::DEBUG && m.target().starts_with("lrpc")
+}
+
 impl<S> tracing_subscriber::Layer<S> for Spans
 where
     S: tracing::Subscriber + for<'a> LookupSpan<'a>,
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        if !takes(attrs.metadata()) {
+            return;
+        }
         let Some(span) = ctx.span(id) else {
             return;
         };
+        // The nearest ancestor the export took (a span between, which it did not, is
+        // skipped).
         let parent = span
-            .parent()
-            .and_then(|p| p.extensions().get::<Record>().map(Record::context));
+            .scope()
+            .skip(1)
+            .find_map(|p| p.extensions().get::<Record>().map(Record::context));
         let mut record = Record::new(attrs.metadata().name(), parent, self.sampler);
         if record.recording {
             attrs.record(&mut Fields(&mut record));
@@ -328,7 +341,16 @@ pub(crate) struct Queue {
     batch: usize,
     dropped: AtomicU64,
     stopping: AtomicBool,
+    /// Shelves' buffers the exporter is done with, for the shelves to fill again: a large
+    /// buffer allocated afresh is mapped page by page as a thread writes it.
+    spare: Mutex<Vec<Vec<u8>>>,
 }
+
+/// The most buffers [`Queue::recycle`] keeps.
+const SPARE_SHELVES: usize = 32;
+
+/// The largest buffer [`Queue::recycle`] keeps.
+const SPARE_SHELF_BYTES: usize = 8 << 20;
 
 /// One thread's finished spans.
 #[derive(Default)]
@@ -370,6 +392,19 @@ impl Queue {
             batch: batch.clamp(1, max),
             dropped: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
+            spare: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Keeps `bytes`, a shelf's the exporter has sent, for a shelf to fill again.
+    pub fn recycle(&self, mut bytes: Vec<u8>) {
+        if bytes.capacity() == 0 || bytes.capacity() > SPARE_SHELF_BYTES {
+            return;
+        }
+        bytes.clear();
+        let mut spare = lock(&self.spare);
+        if spare.len() < SPARE_SHELVES {
+            spare.push(bytes);
         }
     }
 
@@ -445,19 +480,16 @@ impl Queue {
         let mut shelves = lock(&self.shelves);
         // A shelf only the list holds is an ended thread's, once it is empty.
         shelves.retain(|s| Arc::strong_count(s) > 1 || lock(&s.spans).count > 0);
+        let mut spare = lock(&self.spare);
         for shelf in shelves.iter() {
             let mut spans = lock(&shelf.spans);
             if spans.count > 0 {
                 let room = spans.bytes.capacity();
-                into.push(std::mem::replace(
-                    &mut *spans,
-                    Encoded {
-                        bytes: Vec::with_capacity(room),
-                        count: 0,
-                    },
-                ));
+                let bytes = spare.pop().unwrap_or_else(|| Vec::with_capacity(room));
+                into.push(std::mem::replace(&mut *spans, Encoded { bytes, count: 0 }));
             }
         }
+        drop(spare);
         stopping
     }
 
