@@ -493,13 +493,15 @@ fn unbinding_leaks_no_mappings() {
 fn an_idle_client_processor_serves_when_every_server_processor_is_busy() {
     let _guard = crate::shared();
     let kernel = Kernel::new().unwrap();
-    // Two replicas: a donor runs in the one the busy processor does not hold.
+    // Two replicas: a donor runs in the one the busy processor does not hold. The spin's
+    // deadline bounds the test's time and must outlast the echoes below on a loaded machine
+    // (with 2 s, two busy loops beside the test command made them miss it once).
     let server = crate::replicated(&kernel, "faulty", lrpc_artifacts::FAULTY_SERVER, 2);
     crate::export_with(
         &kernel,
         &server,
         "lrpc:test/faulty",
-        ExportOptions::default().with_deadline(Some(Duration::from_secs(2))),
+        ExportOptions::default().with_deadline(Some(Duration::from_secs(8))),
     )
     .unwrap();
     let cpus = Processors::start(&kernel, &server, 1).unwrap();
