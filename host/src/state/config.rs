@@ -88,8 +88,8 @@ pub(super) const POOL_TABLES: u32 = 8;
 /// The largest linear memory of the pooled engine: a 32-bit memory's whole range.
 pub(super) const POOL_MAX_MEMORY: usize = 4 << 30;
 
-/// The engines the kernel compiles for ([`Kernel::engine_of`](crate::Kernel::engine_of)); each keeps its own compiled
-/// code.
+/// The engines the kernel compiles for ([`Kernel::engine_of`](crate::Kernel::engine_of));
+/// each keeps its own compiled code.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum EngineKind {
     /// The kernel's own, which domains run on.

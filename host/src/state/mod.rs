@@ -8,8 +8,8 @@
 //! [`Extensions`](crate::ext::Extensions), or through a trait the record defines
 //! ([`clerk::Relay`], [`domain::Close`]).
 //!
-//! Its files are in layers too (`tests/layers.rs` checks it): each imports only files
-//! above it in this list, bottom to top.
+//! Its files are in layers too (`tests/layers.rs` checks it). Bottom to top, each importing
+//! only files listed before it:
 //!
 //! - Records that refer to no other record: [`config`] (the kernel's settings, the engines
 //!   it compiles for, its cache of compiled code), [`window`] (a replica's window space,
@@ -18,7 +18,7 @@
 //! - [`records`]: the records that refer to each other — a replica's store data holds its
 //!   client bindings and its kernel, a binding holds its export and both its domains, a
 //!   domain's ties list its bindings, the kernel's table lists its domains — so their
-//!   types are defined together, and only their types.
+//!   types are defined together (with two one-line accessors, and no other behaviour).
 //! - What is done with them: [`linkage`] (the per-thread stack of calls in flight, and the
 //!   pinned bindings and busy flags of those calls: the unsafe code, fenced in one file),
 //!   [`clerk`] (the registry of exports, an export's options), [`replica`] (a replica's

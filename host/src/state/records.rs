@@ -168,8 +168,8 @@ pub(crate) struct Binding {
     /// instead when the call lends its arguments (see [`Binding::lends`]); side by side, so
     /// that a call reads one slot.
     pub masks: Box<[Masks]>,
-    /// Whether the server can reach the client through bindings, as [`GRAPH`] generation
-    /// `reach >> 1` found it (bit 0: it can). Generation 0 is never current.
+    /// Whether the server can reach the client through bindings, as `binding::GRAPH`
+    /// generation `reach >> 1` found it (bit 0: it can). Generation 0 is never current.
     pub(super) reach: AtomicU64,
     pub export: Arc<ExportEntry>,
     pub server: Arc<DomainShared>,
@@ -178,7 +178,7 @@ pub(crate) struct Binding {
     pub state: AtomicU8,
     pub deadline: Duration,
     pub deadline_ticks: u64,
-    /// The segments this binding owns and where each is mapped (see `astack::place`).
+    /// The segments this binding owns and where each is mapped (see `place`).
     pub(crate) mappings: Mutex<Mappings>,
     /// Where the A-stacks are mapped into a direct-linked server copy (in the client's store).
     pub(crate) direct: Mutex<Option<DirectWindow>>,
