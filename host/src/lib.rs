@@ -30,7 +30,8 @@
 //!   reset), and `astack` (memory files and their mappings, window space, extents);
 //! - the records, `state`: domains and replicas, bindings and their placement, the clerk's
 //!   registry, the linkage stack, the kernel's own record, an isolated replica's fresh
-//!   state;
+//!   state (its files in layers too: the records at the bottom, those that refer to each
+//!   other in one file, what is done with them above);
 //! - behaviour: `terminate`, `mailbox` (a server on a thread of its own), `direct` (direct
 //!   linking), [`channel`], [`component`], and `imports` (the kernel imports: binding, the
 //!   call path, out-of-band segments, MultiRPC, the translations for component and remote
@@ -46,13 +47,14 @@
 //!   its revert (copies into written pages, or `madvise`) (`MemoryRange::new` is the
 //!   `unsafe fn` every caller argues);
 //! - `astack/scan.rs`: the `PAGEMAP_SCAN` ioctl that lists the pages a guest wrote;
-//! - `state/domain.rs` and `direct.rs`: one block each making a `MemoryRange` of a memory
+//! - `state/replica.rs` and `direct.rs`: one block each making a `MemoryRange` of a memory
 //!   they own;
 //! - `channel/ring.rs`: the atomics and volatile copies of a URPC ring in shared pages
 //!   (`SegmentView::new`, `Send`/`Sync` for the view), and `channel/mod.rs`: the one place a
 //!   channel's window is made;
 //! - `state/linkage.rs`: the per-thread linkage stack (records pinned on the calling
-//!   thread's stack) and the caller of a kernel import reached through it.
+//!   thread's stack), the caller of a kernel import reached through it, and the bindings
+//!   and busy flags a call pins (the one file that reads through their pointers);
 //! - `component/lent.rs`: lowering a core client's byte list into a component straight from
 //!   the client's memory, and lifting a byte list result straight into it (raw views,
 //!   `Send`/`Sync` for them, and wasmtime's `Lower` and `Lift`);

@@ -43,6 +43,57 @@ const ORDER: &[&str] = &[
 /// The A-stack tree bottom to top: its files import only files before them (`super::`).
 const ASTACK: &[&str] = &["scan", "map", "alloc", "extent"];
 
+/// The records' tree (`state`) bottom to top: its files import only files before them
+/// (`super::`, or `crate::state::`). At the bottom the records that refer to no other
+/// record: the kernel's settings and code cache, window space and what a binding has
+/// mapped, an isolated replica's fresh state; then the records that refer to each other,
+/// defined in one file; then what is done with them: the linkage stack (the fenced unsafe
+/// code), the clerk's registry, a replica's store and memory, resets, bindings, their
+/// placement and revocation, the kernel's record, and domains.
+const STATE: &[&str] = &[
+    "config", "window", "fresh", "records", "linkage", "clerk", "replica", "reset", "binding",
+    "place", "kernel", "domain",
+];
+
+/// Checks that `order` lists every file of the module tree `module` (a folder of `src`
+/// with a `mod.rs`) and that each file imports only files listed before it.
+fn check_tree(module: &str, order: &[&str]) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src")
+        .join(module);
+    let mut present: Vec<String> = std::fs::read_dir(&dir)
+        .expect("read the module's folder")
+        .flatten()
+        .filter_map(|e| {
+            let p = e.path();
+            let stem = p.file_stem()?.to_str()?.to_owned();
+            (p.extension().is_some_and(|x| x == "rs") && stem != "mod").then_some(stem)
+        })
+        .collect();
+    present.sort();
+    let mut listed: Vec<String> = order.iter().map(|f| f.to_string()).collect();
+    listed.sort();
+    assert_eq!(
+        present, listed,
+        "the order of {module}/ must list every file in it (and only those)"
+    );
+    let mut wrong = Vec::new();
+    for (i, file) in order.iter().enumerate() {
+        let text = std::fs::read_to_string(dir.join(format!("{file}.rs"))).expect("read");
+        let heads = paths_after(&text, "super::")
+            .into_iter()
+            .chain(paths_after(&text, &format!("crate::{module}::")));
+        for head in heads {
+            if !order[..i].contains(&head.as_str()) {
+                wrong.push(format!(
+                    "{module}/{file}.rs imports {head}, a file not below it"
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 #[test]
 fn every_module_imports_only_modules_below_it() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -51,16 +102,12 @@ fn every_module_imports_only_modules_below_it() {
 
 #[test]
 fn the_astack_tree_is_layered_too() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/astack");
-    for (i, file) in ASTACK.iter().enumerate() {
-        let text = std::fs::read_to_string(dir.join(format!("{file}.rs"))).expect("read");
-        for head in paths_after(&text, "super::") {
-            assert!(
-                ASTACK[..i].contains(&head.as_str()),
-                "astack/{file}.rs imports super::{head}, a file above it"
-            );
-        }
-    }
+    check_tree("astack", ASTACK);
+}
+
+#[test]
+fn the_records_are_layered_too() {
+    check_tree("state", STATE);
 }
 
 /// The `.rs` files under `dir`, as paths relative to `src`.

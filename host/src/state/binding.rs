@@ -11,25 +11,27 @@
 //! * [`Binding`] is shared (`Arc`) between the client's slot, the linkage records of calls in
 //!   flight and the domains' books. It owns the memfd segments and knows where each is mapped,
 //!   so it can be revoked from any thread (termination) without the client's store.
+//!
+//! The records are defined with the others they refer to (`records`); placing a binding's
+//! segments and revoking it are above this file (`place`).
 
-use super::clerk::ExportEntry;
-use super::domain::DomainShared;
-use super::linkage::ReplicaKey;
-use super::place::{DirectWindow, Mappings};
-use crate::astack::ProcStacks;
+use super::records::ExportEntry;
+use super::window::Mappings;
 use crate::error::Error;
-use crate::quota::{Account, Charge};
+use crate::quota::Charge;
 use crate::sync::lock;
 use lrpc_presentation::Combination;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+pub(crate) use super::records::{Binding, ClientBinding, DomainShared, Masks, ReplicaKey};
 
 /// Binding state values.
 pub(crate) const LIVE: u8 = 0;
-const UNBOUND: u8 = 1;
-const SERVER_TERMINATED: u8 = 2;
-const CLIENT_TERMINATED: u8 = 3;
+pub(super) const UNBOUND: u8 = 1;
+pub(super) const SERVER_TERMINATED: u8 = 2;
+pub(super) const CLIENT_TERMINATED: u8 = 3;
 
 /// The binding graph's generation, bumped by every bind and revocation (in any kernel of the
 /// process: a bump elsewhere only costs a recomputation). Starts at 1.
@@ -51,12 +53,6 @@ pub(crate) enum RevokeReason {
     ClientTerminated,
 }
 
-/// A client's view of one live binding.
-pub(crate) struct ClientBinding {
-    pub binding: Arc<Binding>,
-    pub procs: Box<[ProcStacks]>,
-}
-
 impl ClientBinding {
     /// Whether a call on this binding is in flight.
     pub fn any_busy(&self) -> bool {
@@ -66,43 +62,6 @@ impl ClientBinding {
                 .any(|e| e.busy.iter().any(std::cell::Cell::get))
         })
     }
-}
-
-/// A procedure's masks of `in` arguments the server reads in place.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Masks {
-    /// On a call that does not lend.
-    pub borrow: i32,
-    /// On a call that lends.
-    pub lend: i32,
-}
-
-/// A binding between one client replica and a server domain.
-pub(crate) struct Binding {
-    pub handle: u64,
-    /// The combination signature of both sides' presentations.
-    pub combination: Combination,
-    /// Per procedure, the borrow mask passed to the server's entry, and the mask passed
-    /// instead when the call lends its arguments (see [`Binding::lends`]); side by side, so
-    /// that a call reads one slot.
-    pub masks: Box<[Masks]>,
-    /// Whether the server can reach the client through bindings, as [`GRAPH`] generation
-    /// `reach >> 1` found it (bit 0: it can). Generation 0 is never current.
-    reach: AtomicU64,
-    pub export: Arc<ExportEntry>,
-    pub server: Arc<DomainShared>,
-    pub client: Weak<DomainShared>,
-    pub client_key: ReplicaKey,
-    pub state: AtomicU8,
-    pub deadline: Duration,
-    pub deadline_ticks: u64,
-    /// The segments this binding owns and where each is mapped (see `astack::place`).
-    pub(crate) mappings: Mutex<Mappings>,
-    /// Where the A-stacks are mapped into a direct-linked server copy (in the client's store).
-    pub(crate) direct: Mutex<Option<DirectWindow>>,
-    /// The client domain's quota account, and what this binding has charged to it.
-    account: Arc<Account>,
-    charged: Mutex<Charge>,
 }
 
 /// What the embedder can see of a binding.
@@ -287,39 +246,5 @@ impl Binding {
             oob_windows,
             combination: self.combination.clone(),
         }
-    }
-
-    /// Revokes the binding once: marks it dead, takes its pages out of both domains and
-    /// removes it from the domains' books. `dropping` is a domain being dropped (its strong
-    /// count is already zero, but its stores are still alive).
-    pub(crate) fn revoke_with(&self, reason: RevokeReason, dropping: Option<&DomainShared>) {
-        let state = match reason {
-            RevokeReason::Unbound => UNBOUND,
-            RevokeReason::ServerTerminated => SERVER_TERMINATED,
-            RevokeReason::ClientTerminated => CLIENT_TERMINATED,
-        };
-        if self
-            .state
-            .compare_exchange(LIVE, state, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
-            return;
-        }
-        graph_changed();
-        let client = self.client.upgrade();
-        let client_ref: Option<&DomainShared> = client.as_deref().or(dropping);
-        self.unmap_all(client_ref);
-        // Everything this binding charged to its client goes back.
-        let charged = std::mem::take(&mut *lock(&self.charged));
-        self.account.refund(&charged);
-        self.unmap_direct(client_ref);
-        if let Some(c) = client_ref {
-            let mut ties = lock(&c.core.ties);
-            ties.client.retain(|b| b.handle != self.handle);
-            ties.handles.remove(&self.handle);
-        }
-        let mut ties = lock(&self.server.core.ties);
-        ties.server
-            .retain(|w| w.upgrade().is_some_and(|b| b.is_live()));
     }
 }

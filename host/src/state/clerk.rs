@@ -5,52 +5,20 @@
 //! list from the WIT (per procedure: entry stub, A-stack size and count) and checks that the
 //! module really has each entry with the right type; binding then needs no further checks
 //! of the server.
+//!
+//! The registry's records (an export, its entries, the [`Relay`] of calls that do not
+//! migrate) are defined with the records they refer to (`records`); this file is what the
+//! clerk does with them, and the options of an export.
 
-use super::domain::{DomainData, DomainShared};
-use super::linkage::{Pinned, ReplicaKey};
+use super::records::{Clerk, DomainShared};
 use crate::error::Error;
 use crate::sync::lock;
-use crate::transport::RemoteTarget;
-use lrpc_abi::Status;
-use lrpc_presentation::{InterfacePlan, SidePresentation};
+use lrpc_presentation::SidePresentation;
 use std::any::Any;
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
-use wasmtime::{Caller, TypedFunc};
 
-/// The core type of an entry stub: `(astack, astack_cap, oob, oob_cap, borrow) -> status`.
-pub(crate) type EntryFunc = TypedFunc<(i32, i32, i32, i32, i32), i32>;
-
-/// The arguments of a server's entry stub for one call (see [`EntryFunc`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct EntryArgs {
-    /// The A-stack's address in the server replica.
-    pub astack: i32,
-    /// The A-stack's size.
-    pub astack_cap: i32,
-    /// The `in` out-of-band segment's address in the server replica (`u32::MAX` while it is
-    /// not mapped there yet; 0 when there is none).
-    pub oob: i32,
-    /// The `in` segment's capacity (0: none).
-    pub oob_cap: i32,
-    /// Which `in` arguments the server reads in place (the procedure's borrow mask).
-    pub borrow: i32,
-}
-
-impl EntryArgs {
-    /// The arguments in the order the entry stub takes them.
-    #[inline(always)]
-    pub(crate) fn params(self) -> (i32, i32, i32, i32, i32) {
-        (
-            self.astack,
-            self.astack_cap,
-            self.oob,
-            self.oob_cap,
-            self.borrow,
-        )
-    }
-}
+pub(crate) use super::records::{EntryArgs, EntryFunc, ExportEntry, Relay, RelayCall};
 
 /// How a server domain runs the calls made to it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -83,70 +51,6 @@ setters!(ExportOptions {
     with_deadline => deadline: Option<Duration>,
     with_presentation => presentation: Option<SidePresentation>,
 });
-
-/// One exported interface: the procedure descriptor list and the entries per replica.
-pub(crate) struct ExportEntry {
-    /// The name clients bind under.
-    pub name: String,
-    pub plan: InterfacePlan,
-    pub server: Arc<DomainShared>,
-    /// `entries[replica][proc]`.
-    pub entries: Box<[Box<[EntryFunc]>]>,
-    pub deadline: Duration,
-    /// The server's presentation.
-    pub presentation: SidePresentation,
-    /// How calls reach the server when they do not migrate into its replicas: `None` on
-    /// the call path's common case, so it is one test there.
-    pub relay: Option<Box<dyn Relay>>,
-}
-
-/// A call on its way to a server that it does not migrate into (see [`Relay`]).
-pub(crate) struct RelayCall {
-    /// The calling replica.
-    pub client_key: ReplicaKey,
-    /// The binding the call travels on.
-    pub binding: Pinned,
-    /// The A-stack's address in the client replica.
-    pub client_astack: u32,
-    /// The A-stack's size.
-    pub size: u32,
-    /// The A-stack's index among the procedure's.
-    pub index: u32,
-    /// The procedure.
-    pub proc: u32,
-    /// The tick by which the call must be done.
-    pub deadline: u64,
-    /// The entry's arguments in the server's first replica.
-    pub first: EntryArgs,
-}
-
-/// How the kernel relays a call to an export's server that the calling thread does not
-/// migrate into: to the server's own thread (`mailbox`), the component domain behind a core
-/// face (`component::mixed`), or a server on another machine (`transport`). Each is
-/// implemented beside the call path (`imports`).
-pub(crate) trait Relay: Send + Sync {
-    /// Makes the call from `caller` and says how it went.
-    fn call(&self, caller: &mut Caller<'_, DomainData>, call: &RelayCall) -> Status;
-
-    /// Whether the kernel translates each call for a server that is not a core domain here
-    /// (a component domain or a remote server), rather than running a core entry stub.
-    fn translates(&self) -> bool;
-
-    /// The transport, when the server is on another machine (MultiRPC sends its remote
-    /// members' calls through it at once).
-    fn remote(&self) -> Option<&Arc<dyn RemoteTarget>> {
-        None
-    }
-}
-
-/// The registry.
-#[derive(Default)]
-pub(crate) struct Clerk {
-    map: RwLock<HashMap<String, Arc<ExportEntry>>>,
-    /// Interfaces exported by component domains (one namespace with `map`), as the
-    /// component module's records.
-    components: RwLock<HashMap<String, Arc<dyn Any + Send + Sync>>>,
-}
 
 impl Clerk {
     pub fn get(&self, name: &str) -> Option<Arc<ExportEntry>> {

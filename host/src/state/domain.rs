@@ -12,135 +12,27 @@
 //! A domain whose instance traps is terminated: after a trap the guest's shadow stack
 //! pointer is not restored, so the instance is not trusted to run again.
 
-use super::binding::{Binding, ClientBinding};
-use super::kernel::KernelInner;
-use super::linkage::{self, ReplicaKey};
+use super::binding::{BindingInfo, RevokeReason};
+use super::records::{Binding, KernelInner};
+use super::reset;
 use super::window::WindowSpace;
 use crate::astack::MemoryRange;
 use crate::error::Error;
 use crate::ext::Extensions;
-use crate::slot::Slot;
 use crate::sync::lock;
-use lrpc_lock::{Guard, TryLock};
-use std::collections::HashSet;
+use lrpc_lock::TryLock;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 use wasmtime::{
-    AsContextMut, Instance, Memory, Module, Store, StoreContextMut, StoreLimits,
-    StoreLimitsBuilder, TypedFunc, WasmParams, WasmResults,
+    Module, Store, StoreLimits, StoreLimitsBuilder, TypedFunc, WasmParams, WasmResults,
 };
+
+pub(crate) use super::records::{Close, DomainCore, DomainData, DomainShared, Replica, ReplicaKey};
+pub(crate) use super::replica::{pick_replica, thread_slot};
 
 /// How long setup operations (export, export lookup) wait for a busy replica.
 pub(crate) const SETUP_WAIT: Duration = Duration::from_secs(30);
-
-/// The per-`Store` data of a replica.
-pub struct DomainData {
-    pub(crate) core: Arc<DomainCore>,
-    pub(crate) replica: u16,
-    pub(crate) kernel: Weak<KernelInner>,
-    /// Bindings this replica holds as client, indexed by handle slot.
-    pub(crate) bindings: Vec<Slot<ClientBinding>>,
-    /// Bindings unbound while a call on them was still in flight (see `linkage::Pinned`).
-    pub(crate) retired: Vec<super::binding::ClientBinding>,
-    /// The features' tables of this replica: its channels (`channel::guest`), its
-    /// MultiRPCs under way (`imports::multi`), the direct-linked server copies in its store
-    /// (`direct`).
-    pub(crate) features: Extensions,
-    /// Ticks of the kernel's default deadline, for calls the embedder makes.
-    pub(crate) default_deadline_ticks: u64,
-    /// Tick at which the code running now must stop (0: no deadline).
-    pub(crate) deadline_tick: u64,
-    pub(crate) ticks: Arc<crate::tick::Clock>,
-    /// The store's resource limits (memory size, instances, tables: the domain's quotas).
-    pub(crate) limits: crate::quota::MeteredLimits,
-    /// The domain module's `memory` export as an index, so that the imports find the calling
-    /// instance's memory without a lookup by name (a direct-linked server copy in this store
-    /// is another module: for it, the index does not match and the name is looked up).
-    pub(crate) memory_export: Option<wasmtime::ModuleExport>,
-    /// The replica's flag for windows waiting to be unmapped (`Replica::flush_deferred`),
-    /// so that the imports find out without looking the replica up.
-    pub(crate) has_deferred: Arc<AtomicBool>,
-    /// Threads waiting for this replica's store (`Replica::wait_store`), which the epoch
-    /// callback passes to the thread's tick hook (`pace`).
-    pub(crate) waiting: Arc<AtomicU32>,
-    /// The fresh state of an isolated domain's replica (`reset`).
-    pub(crate) fresh: Option<Box<super::reset::Fresh>>,
-}
-
-impl DomainData {
-    pub(crate) fn key(&self) -> ReplicaKey {
-        ReplicaKey {
-            domain: self.core.id,
-            replica: self.replica,
-        }
-    }
-}
-
-/// State of a domain shared by its replicas and by the kernel.
-pub(crate) struct DomainCore {
-    pub id: u16,
-    pub name: String,
-    /// Client-side presentations, by interface.
-    pub presentations: Vec<lrpc_presentation::SidePresentation>,
-    pub terminated: AtomicBool,
-    pub ties: Mutex<Ties>,
-    /// The domain's quotas and what its bindings hold.
-    pub account: Arc<crate::quota::Account>,
-    /// Bytes of linear memory its replicas' Stores hold (every memory of each, direct-linked
-    /// server copies included), counted by their resource limiters as memories grow.
-    pub memory: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-/// What ties a domain to others — its bindings either way, its exports, its handles, what
-/// closes with it — so that terminating it undoes them. Touched at bind, unbind and
-/// termination time, never on the call path.
-#[derive(Default)]
-pub(crate) struct Ties {
-    /// Bindings this domain holds as client.
-    pub client: Vec<Arc<Binding>>,
-    /// Bindings to this domain as server.
-    pub server: Vec<Weak<Binding>>,
-    /// Names this domain exports interfaces under.
-    pub exports: Vec<String>,
-    /// Handles of its live bindings, to tell a foreign handle from a forged one.
-    pub handles: HashSet<u64>,
-    /// What closes with it: the asynchronous bindings (URPC channels) its replicas hold as
-    /// client (each replica's table owns them: see `channel::guest`).
-    pub closers: Vec<Weak<dyn Close>>,
-}
-
-/// Something a domain holds that closes when the domain is terminated.
-pub(crate) trait Close: Send + Sync {
-    /// Closes it (idempotent).
-    fn close(&self);
-}
-
-/// One instance of a domain. Aligned to two cache lines so that the locks of neighbouring
-/// replicas, taken by different threads, never share one.
-#[repr(align(128))]
-pub(crate) struct Replica {
-    pub key: ReplicaKey,
-    pub store: TryLock<Store<DomainData>>,
-    pub instance: Instance,
-    pub memory: Memory,
-    base: usize,
-    /// The replica's window space and the windows waiting to be unmapped.
-    pub windows: WindowSpace,
-    /// Threads waiting for `store` (shared with the store's `DomainData`).
-    waiting: Arc<AtomicU32>,
-    /// Set once the replica's memory went back to the system after its domain was
-    /// terminated ([`DomainShared::release_memory`]).
-    released: AtomicBool,
-}
-
-/// A domain: its replicas and shared state.
-pub(crate) struct DomainShared {
-    pub core: Arc<DomainCore>,
-    pub replicas: Box<[Replica]>,
-    /// The compiled module (direct-linked clients instantiate their own copy of it).
-    pub module: Module,
-}
 
 impl DomainShared {
     /// Gives a terminated domain's memory back to the system: zero pages over the whole
@@ -178,88 +70,10 @@ impl Drop for DomainShared {
             all
         };
         for b in bindings {
-            b.revoke_with(super::binding::RevokeReason::ClientTerminated, Some(self));
+            b.revoke_with(RevokeReason::ClientTerminated, Some(self));
         }
     }
 }
-
-impl Replica {
-    /// See [`DomainShared::release_memory`].
-    fn release_memory(&self) {
-        if self.released.load(Ordering::Acquire) {
-            return;
-        }
-        // Only while no code runs in the replica: the store lock is what a running call
-        // holds.
-        let Some(store) = self.store.try_lock() else {
-            return;
-        };
-        let size = self.memory.data_size(&*store);
-        // The guest's own pages only: windows stay as they are (a channel's replies that
-        // its client has yet to collect live there), and go when their owners give them
-        // back. They are pages of memory files, not the guest's heap.
-        let guest = self.guest_ranges(size);
-        let range = self.range(size);
-        for (off, len) in guest {
-            if let Err(e) = range.unmap(off, len) {
-                tracing::error!(
-                    domain = self.key.domain,
-                    replica = self.key.replica,
-                    "giving a terminated replica's memory back failed: {e}"
-                );
-                return;
-            }
-        }
-        self.released.store(true, Ordering::Release);
-    }
-
-    /// Whether the replica's memory went back to the system.
-    pub(crate) fn is_released(&self) -> bool {
-        self.released.load(Ordering::Acquire)
-    }
-
-    /// Locks the replica's store, waiting for at most `wait` (counted as a waiter meanwhile:
-    /// see `DomainData::waiting`).
-    #[inline]
-    pub(crate) fn wait_store(&self, wait: Duration) -> Option<Guard<'_, Store<DomainData>>> {
-        crate::sync::wait_lock(&self.store, wait, &self.waiting)
-    }
-
-    /// The memory as a window-mapping range, up to the host-grown high-water mark.
-    #[allow(unsafe_code, reason = "the range's contract, argued below")]
-    pub(crate) fn range(&self, high: usize) -> MemoryRange {
-        // SAFETY: `base` is this replica's linear memory, which never moves and lives as long
-        // as the replica's Store; callers pass at most the size the host has grown it to, and
-        // use the range only while they hold the replica (its shared state keeps the Store).
-        unsafe { MemoryRange::new(self.base as *mut u8, high) }
-    }
-
-    /// Runs `f` with this replica's store: locked if it is free, borrowed from the linkage
-    /// stack if this thread is inside a call made by it, or after waiting up to `wait` for
-    /// another thread to release it.
-    pub(crate) fn with_store<R>(
-        &self,
-        wait: Duration,
-        f: impl FnOnce(StoreContextMut<'_, DomainData>) -> R,
-    ) -> Result<R, Busy> {
-        if let Some(mut guard) = self.store.try_lock() {
-            return Ok(f(guard.as_context_mut()));
-        }
-        let mut f = Some(f);
-        if let Some(r) = linkage::reenter(self.key, |caller| {
-            (f.take().expect("called once"))(caller.as_context_mut())
-        }) {
-            return Ok(r);
-        }
-        let f = f.take().expect("not yet called");
-        let mut guard = self.wait_store(wait).ok_or(Busy)?;
-        Ok(f(guard.as_context_mut()))
-    }
-}
-
-/// A replica stayed locked by another thread for the whole wait.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Busy;
 
 /// The exports a module rewritten for isolation keeps its state under (`isolate`).
 #[derive(Debug, Clone, Default)]
@@ -351,7 +165,7 @@ pub(crate) fn instantiate(
             domain: core.name.clone(),
             source: "a new replica's store is locked".into(),
         })?;
-        super::reset::snapshot(&mut store, &r, &names.globals, &names.tables).map_err(|e| {
+        reset::snapshot(&mut store, &r, &names.globals, &names.tables).map_err(|e| {
             Error::Instantiate {
                 domain: core.name.clone(),
                 source: e.into(),
@@ -554,13 +368,13 @@ impl Domain {
     }
 
     /// The bindings this domain holds as client.
-    pub fn client_bindings(&self) -> Vec<super::binding::BindingInfo> {
+    pub fn client_bindings(&self) -> Vec<BindingInfo> {
         let ties = lock(&self.shared.core.ties);
         ties.client.iter().map(|b| b.info()).collect()
     }
 
     /// The live bindings to this domain as server.
-    pub fn server_bindings(&self) -> Vec<super::binding::BindingInfo> {
+    pub fn server_bindings(&self) -> Vec<BindingInfo> {
         let ties = lock(&self.shared.core.ties);
         ties.server
             .iter()
@@ -585,31 +399,4 @@ pub struct DomainFunc<P, R> {
     pub(crate) domain: Domain,
     pub(crate) funcs: Vec<TypedFunc<P, R>>,
     pub(crate) wait: Duration,
-}
-
-/// Locks the first free replica, starting from one chosen by the calling thread so that
-/// threads spread over replicas; waits (bounded) when all are busy.
-pub(crate) fn pick_replica(
-    replicas: &[Replica],
-    wait: Duration,
-) -> Option<(usize, Guard<'_, Store<DomainData>>)> {
-    let n = replicas.len();
-    let start = if n == 1 { 0 } else { thread_slot() % n };
-    for k in 0..n {
-        let i = (start + k) % n;
-        if let Some(g) = replicas[i].store.try_lock() {
-            return Some((i, g));
-        }
-    }
-    replicas[start].wait_store(wait).map(|g| (start, g))
-}
-
-/// A small per-thread number used to spread threads over replicas.
-pub(crate) fn thread_slot() -> usize {
-    use std::sync::atomic::AtomicUsize;
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static SLOT: usize = NEXT.fetch_add(1, Ordering::Relaxed);
-    }
-    SLOT.with(|s| *s)
 }

@@ -23,18 +23,12 @@
     reason = "re-entry borrows a suspended Caller through a raw pointer; argued below"
 )]
 
-use super::binding::Binding;
-use super::domain::DomainData;
+use super::records::{Binding, DomainData};
 use std::cell::Cell;
 use std::sync::Arc;
 use wasmtime::Caller;
 
-/// Identifies one replica (one `Store`) of one domain.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct ReplicaKey {
-    pub domain: u16,
-    pub replica: u16,
-}
+pub(crate) use super::records::{Pinned, ReplicaKey};
 
 /// What a linkage record says of a call.
 #[derive(Clone, Copy)]
@@ -190,18 +184,6 @@ pub(crate) fn current() -> Option<Call> {
     find(|r| Some(r.call))
 }
 
-/// A binding pinned for the duration of a call without touching its reference count.
-///
-/// The call path reads the binding of every call; cloning its `Arc` would cost two atomic
-/// read-modify-writes per call (measured: a large share of a null call). Instead the client
-/// replica's binding slot keeps the `Arc` alive while any A-stack of the binding is busy: the
-/// `unbind` import moves a slot with busy A-stacks to the replica's retired list rather than
-/// dropping it, and a retired binding is dropped only once its last call released its
-/// A-stack. A `Pinned` is created from the slot when the call marks its A-stack busy and is
-/// used only until the call releases it.
-#[derive(Clone, Copy)]
-pub(crate) struct Pinned(*const Binding);
-
 impl Pinned {
     /// Pins `b`. The caller has just marked one of `b`'s A-stacks busy, or (a server
     /// thread serving a request) owns an `Arc` of `b` for as long as the `Pinned` is used.
@@ -217,7 +199,7 @@ impl Pinned {
         // either between marking an A-stack of the binding busy and releasing it (the `call`
         // import and the linkage record of that call, which is popped before the release;
         // meanwhile the client replica's slot or its retired list holds the `Arc`, see the
-        // type's documentation), or inside a server thread's linkage record for a request
+        // type's documentation, in `records`), or inside a server thread's linkage record for a request
         // that owns an `Arc` (`mailbox::run`). `Pinned` is not `Send`, so it is used only on
         // the thread that made it, inside that span. `Binding` is only ever accessed through
         // shared references.

@@ -1,92 +1,22 @@
 //! Placement: creating a binding's segments and mapping each into the client replica and
 //! every server replica (pairwise allocation, LRPC 3.2), the out-of-band segments beside the
-//! A-stacks, and taking them all out again when the binding is revoked.
+//! A-stacks, and revocation: marking a binding dead and taking them all out again. What a
+//! binding owns and where each segment is mapped are records below (`window`).
 
-use super::binding::Binding;
-use super::domain::{DomainData, DomainShared};
-use super::linkage::ReplicaKey;
-use crate::astack::alloc::WindowAlloc;
+use super::binding::{
+    CLIENT_TERMINATED, LIVE, RevokeReason, SERVER_TERMINATED, UNBOUND, graph_changed,
+};
+use super::records::{Binding, DomainData, DomainShared, ReplicaKey};
+use super::window::{Mapped, oob_charge};
 use crate::astack::extent::Placement;
-use crate::astack::map::{MemoryRange, Segment};
+use crate::astack::map::Segment;
 use crate::error::Error;
 use crate::quota::Charge;
 use crate::sync::lock;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
 use wasmtime::{AsContextMut, StoreContextMut};
 
-/// A mapped segment owned by a binding. Its memory file stays open only while some server
-/// replica still waits for a lazy mapping ([`UNMAPPED`]); mapped pages need no open file.
-struct Mapped {
-    segment: Option<Segment>,
-    at: Placement,
-}
-
-impl Mapped {
-    /// Keeps the memory file only while a replica still needs it mapped; returns the charge
-    /// to give back when the file was closed.
-    fn new(segment: Segment, at: Placement) -> (Mapped, Charge) {
-        let mut m = Mapped {
-            segment: Some(segment),
-            at,
-        };
-        let freed = m.close_if_mapped();
-        (m, freed)
-    }
-
-    fn close_if_mapped(&mut self) -> Charge {
-        if self.segment.is_some()
-            && !self.at.server.contains(&UNMAPPED)
-            && self.at.client != UNMAPPED
-        {
-            self.segment = None;
-            return Charge {
-                memfds: 1,
-                ..Charge::default()
-            };
-        }
-        Charge::default()
-    }
-}
-
-/// Which out-of-band segment: procedure, A-stack index, direction.
-pub(crate) type OobKey = (u32, u32, i32);
-
-/// Where a binding's A-stacks are mapped into a direct-linked server copy, which lives in
-/// the client's store, and the copy's window space the pages go back to.
-pub(crate) struct DirectWindow {
-    pub range: MemoryRange,
-    pub windows: Arc<Mutex<WindowAlloc>>,
-    pub offset: usize,
-    pub len: usize,
-}
-
-/// A server replica a segment is not (yet) mapped into.
-pub(crate) const UNMAPPED: usize = usize::MAX;
-
-/// The segments a binding owns, and where each is mapped.
-#[derive(Default)]
-pub(crate) struct Mappings {
-    /// A-stack extents.
-    astacks: Vec<Mapped>,
-    /// Out-of-band segments.
-    oob: HashMap<OobKey, Mapped>,
-}
-
-impl Mappings {
-    /// The windows as `BindingInfo` shows them: A-stack windows, then out-of-band windows,
-    /// each as client offset, server offsets per replica and length.
-    pub(crate) fn views(&self) -> (Vec<WindowOffsets>, Vec<WindowOffsets>) {
-        let view = |x: &Mapped| (x.at.client, x.at.server.to_vec(), x.at.len);
-        (
-            self.astacks.iter().map(view).collect(),
-            self.oob.values().map(view).collect(),
-        )
-    }
-}
-
-/// A window as the embedder sees it: client offset, server offsets per replica, length.
-pub(crate) type WindowOffsets = (usize, Vec<usize>, usize);
+pub(crate) use super::window::{DirectWindow, OobKey, UNMAPPED};
 
 impl Binding {
     /// Creates a segment of `len` bytes and maps it into the client replica and every server
@@ -332,6 +262,40 @@ impl Binding {
         Ok(())
     }
 
+    /// Revokes the binding once: marks it dead, takes its pages out of both domains and
+    /// removes it from the domains' books. `dropping` is a domain being dropped (its strong
+    /// count is already zero, but its stores are still alive).
+    pub(crate) fn revoke_with(&self, reason: RevokeReason, dropping: Option<&DomainShared>) {
+        let state = match reason {
+            RevokeReason::Unbound => UNBOUND,
+            RevokeReason::ServerTerminated => SERVER_TERMINATED,
+            RevokeReason::ClientTerminated => CLIENT_TERMINATED,
+        };
+        if self
+            .state
+            .compare_exchange(LIVE, state, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return;
+        }
+        graph_changed();
+        let client = self.client.upgrade();
+        let client_ref: Option<&DomainShared> = client.as_deref().or(dropping);
+        self.unmap_all(client_ref);
+        // Everything this binding charged to its client goes back.
+        let charged = std::mem::take(&mut *lock(&self.charged));
+        self.account.refund(&charged);
+        self.unmap_direct(client_ref);
+        if let Some(c) = client_ref {
+            let mut ties = lock(&c.core.ties);
+            ties.client.retain(|b| b.handle != self.handle);
+            ties.handles.remove(&self.handle);
+        }
+        let mut ties = lock(&self.server.core.ties);
+        ties.server
+            .retain(|w| w.upgrade().is_some_and(|b| b.is_live()));
+    }
+
     /// Takes every segment of this binding out of both domains (revocation). `client` is the
     /// client domain while its stores are alive.
     pub(crate) fn unmap_all(&self, client: Option<&DomainShared>) {
@@ -382,18 +346,7 @@ impl Binding {
 }
 
 /// Takes a window out of a replica's memory and returns its pages to the replica's window
-/// allocator (see [`Replica::unmap_free`](super::domain::Replica::unmap_free)).
+/// allocator (see `Replica::unmap_free`).
 fn unmap_free(domain: &DomainShared, replica: u16, off: usize, len: usize) {
     domain.replicas[usize::from(replica)].unmap_free(off, len);
-}
-
-/// What an out-of-band segment placed at `at` is charged: its bytes, a mapping per place
-/// it may be mapped, and its memory file while `open`.
-pub(crate) fn oob_charge(at: &Placement, open: bool) -> Charge {
-    Charge {
-        oob_bytes: at.len as u64,
-        mappings: 1 + at.server.len() as u64,
-        memfds: u64::from(open),
-        ..Charge::default()
-    }
 }
