@@ -54,10 +54,18 @@ const EDGE: &[&str] = &[
 ];
 
 /// The files of `wasi_http/`, bottom to top: the handler's outgoing HTTP, its response
-/// bodies, the request it gets, the response heads held back; WASI 0.3 instances, the
-/// supervised handler, a WASI 0.2 instance serving. `mod.rs` is on top.
+/// bodies, the request it gets, the response heads held back, WASI 0.2 instances between
+/// requests; WASI 0.3 instances, the supervised handler, a WASI 0.2 request's task. `mod.rs`
+/// is on top.
 const WASI_HTTP: &[&str] = &[
-    "outgoing", "body", "request", "heads", "p3", "handler", "p2",
+    "outgoing",
+    "body",
+    "request",
+    "heads",
+    "instances",
+    "p3",
+    "handler",
+    "p2",
 ];
 
 /// The one import against the order: a WASI 0.3 instance's service holds its handler

@@ -9,7 +9,7 @@ use crate::deploy::{Deployment, Plugin, PluginInstance};
 use crate::driver::{BindError, ChainEnd, Driver};
 use crate::http::{Answer, Reply};
 use crate::supervise::report_failure;
-use crate::wasi_http::{HandlerSlot, RequestBody};
+use crate::wasi_http::RequestBody;
 use lrpc_kernel::Status;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,13 +17,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 /// What a thread that serves a route's requests keeps between them: its driver domain (by
-/// its name), the plugin generations the driver is bound to, and its instance of the
-/// route's `wasi:http` handler.
+/// its name) and the plugin generations the driver is bound to.
 pub(super) struct Seat {
     name: String,
     driver: Option<Driver>,
     bound: Vec<Option<Arc<PluginInstance>>>,
-    pub(super) handler: HandlerSlot,
     /// Time the last request spent on the seat's own setup (a driver started, plugins bound
     /// after a restart or reload), which is not the route's.
     setup: Duration,
@@ -50,7 +48,6 @@ impl Seat {
             name,
             driver: None,
             bound: vec![None; rt.plugins.len()],
-            handler: HandlerSlot::new(rt.route.reuse),
             setup: Duration::ZERO,
             trapped: false,
             setup_began: None,
@@ -102,11 +99,10 @@ impl Seat {
         }
     }
 
-    /// Whether a request served now would start this seat's driver or handler (and so take
-    /// longer than the route's requests do).
+    /// Whether a request served now would start this seat's driver (and so take longer
+    /// than the route's requests do).
     pub(super) fn cold(&self, rt: &RouteRt) -> bool {
-        (self.driver.is_none() && !rt.plugins.is_empty())
-            || (self.handler.cold() && rt.handler.is_some())
+        self.driver.is_none() && !rt.plugins.is_empty()
     }
 
     /// Starts the driver and binds it to the route's plugins, ahead of any request; whether
@@ -162,10 +158,10 @@ impl Drop for Seat {
 }
 
 /// A request a seat is serving, counted in its route's `running` while it lives.
-struct Serving<'a>(&'a AtomicUsize);
+pub(super) struct Serving<'a>(&'a AtomicUsize);
 
 impl<'a> Serving<'a> {
-    fn new(running: &'a AtomicUsize) -> Serving<'a> {
+    pub(super) fn new(running: &'a AtomicUsize) -> Serving<'a> {
         running.fetch_add(1, Ordering::SeqCst);
         Serving(running)
     }
@@ -459,16 +455,21 @@ impl ChainRun<'_> {
         Ok(())
     }
 
-    /// Runs the route's `wasi:http` handler on `request` (encoded as `handle`'s arguments,
-    /// as `from` passed it on).
+    /// Hands `request` (encoded as `handle`'s arguments, as `from` passed it on) to the
+    /// route's `wasi:http` handler, which answers through the reply channel (taken).
     fn handle(&mut self, request: &[u8], from: &str) -> Answer {
         let Some(h) = &self.rt.handler else {
             return Answer::text(502, "no plugin of the chain answered\n".into());
         };
-        match decode_request(request) {
-            Some(r) => h.serve(&mut self.seat.handler, r, self.body.take(), &mut self.reply),
-            None => Answer::text(502, format!("{from} passed on a malformed request\n")),
-        }
+        let Some(r) = decode_request(request) else {
+            return Answer::text(502, format!("{from} passed on a malformed request\n"));
+        };
+        let Some(reply) = self.reply.take() else {
+            return Answer::text(500, "no reply channel for the handler\n".into());
+        };
+        h.serve(r, self.body.take(), reply, self.rt.route.reuse);
+        // Not sent: the reply channel went with the request.
+        Answer::text(202, String::new())
     }
 
     /// Drops a driver that failed (terminated first, so that its bindings are revoked).

@@ -51,8 +51,12 @@
 //!   eight times it: see `RequestTimes`) leaves it for its pool (`workers` threads, each with
 //!   a driver bound to the route's plugins; the answer comes back on a oneshot channel).
 //!   A worker that then sees a thousand of its requests clearly short brings it back
-//!   (`ComeBack`). Routes ending in a `wasi:http` handler and tokio's current-thread
-//!   runtime always use the pool.
+//!   (`ComeBack`). On tokio's current-thread runtime, plugins always use the pool.
+//!
+//! A `wasi:http` handler's code runs as a task per request on the reactor
+//! ([`crate::wasi_http`]: wasmtime's async bindings, yielding at every epoch tick). A route
+//! of a handler alone has no workers; on one with plugins, a worker runs them and hands the
+//! request to the handler's task.
 //!
 //! (`spawn_blocking` for every request would pay the hop on every request and share one
 //! pool between routes, so a slow route could take every blocking thread; wasmtime's async
@@ -72,8 +76,8 @@
 //! `lrpc:http/plugin`; the driver reaches a component through the kernel's core face of its
 //! export, so a chain mixes both kinds. The last domain of a chain may instead be an
 //! off-the-shelf `wasi:http/incoming-handler` component ([`crate::wasi_http`]): the driver
-//! hands back the request as the plugins left it, and the worker runs the handler on its own
-//! instance of it, outside the kernel's call path.
+//! hands back the request as the plugins left it, and the handler's task serves it, outside
+//! the kernel's call path.
 //!
 //! **Failures.** A plugin that traps answers 502, one that runs past its deadline 504, one
 //! whose domain is dead (and being restarted) 503, each with a short body naming the
@@ -240,9 +244,15 @@ impl Edge {
             });
             let (rt2, rt3, dep, short) =
                 (rt.clone(), rt.clone(), deployment.clone(), short.clone());
+            // A handler alone needs no workers: its requests run as tasks.
+            let workers = if rt.plugins.is_empty() && rt.handler.is_some() {
+                0
+            } else {
+                route.workers
+            };
             rt.pool
                 .start(
-                    route.workers,
+                    workers,
                     |k| format!("edge{}#{k}", route.prefix),
                     move |k| Ok::<_, std::convert::Infallible>(Worker::new(&rt2, k, short.clone())),
                     move |w: &mut Worker, job| w.run(&dep, &rt3, job),
@@ -394,12 +404,24 @@ impl Edge {
             return answer.into();
         }
         let (tx, rx) = oneshot::channel();
-        let sent = route.pool.submit(Job {
-            request,
-            reply: tx,
-            body: stream,
-            span: span.clone(),
-        });
+        let _running;
+        let sent = match &route.handler {
+            // A handler alone: its request's task runs on this thread (`crate::wasi_http`).
+            Some(h) if route.plugins.is_empty() => match decode_request(&request) {
+                Some(r) => {
+                    _running = Some(chain::Serving::new(&route.running));
+                    span.in_scope(|| h.serve(r, stream, tx, route.route.reuse));
+                    Ok(())
+                }
+                None => return Answer::text(500, "a request it could not pass on\n".into()).into(),
+            },
+            _ => route.pool.submit(Job {
+                request,
+                reply: tx,
+                body: stream,
+                span: span.clone(),
+            }),
+        };
         let reply = match sent {
             Ok(()) => {
                 // At the end of a shutdown's grace, the answer is 503 whatever the worker is

@@ -154,7 +154,6 @@ impl Worker {
         if let Some(tx) = unsent {
             let _ = tx.send(answer.into());
         }
-        seat.handler.tidy();
         if self.demoted {
             return;
         }

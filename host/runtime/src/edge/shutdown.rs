@@ -60,12 +60,14 @@ impl Edge {
         if inner.ended.swap(true, Ordering::SeqCst) {
             return None;
         }
-        inner.ended_now.notify_waiters();
+        // Counted before the requests waiting for an answer are told: a handler's request
+        // is counted by the request that waits for its task.
         let mut ended = GraceEnded::default();
         for r in &inner.routes {
             ended.queued += r.pool.stop();
             ended.running += r.running.load(Ordering::SeqCst);
         }
+        inner.ended_now.notify_waiters();
         let dep = &inner.deployment;
         // Marked stopped first, so that none of them restarts another's generation.
         for p in dep.plugins.values() {

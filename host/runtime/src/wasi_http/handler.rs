@@ -27,6 +27,8 @@ pub struct HttpHandler {
     pub(super) deadline: Duration,
     /// Requests one instance serves (`reuse`; 1: a fresh instance per request).
     pub(super) reuse: usize,
+    /// The WASI 0.2 instances between requests, and the room for those at work.
+    pub(super) instances: super::instances::Instances,
     /// How a WASI 0.3 handler's instances serve.
     p3: p3::Limits,
     /// The handler itself, for the instances of its WASI 0.3 generations.
@@ -47,8 +49,8 @@ pub struct HttpHandler {
     origins: Arc<[HttpOrigin]>,
     /// Its outgoing request counters (looked up once).
     outgoing: OutgoingMeters,
-    /// The linear memory of each worker's instance (or last instance), counted by its
-    /// Store's limiter; a worker's count goes when its slot does.
+    /// The linear memory of each live instance, counted by its Store's limiter; an
+    /// instance's count goes with it.
     memories: Mutex<Vec<std::sync::Weak<std::sync::atomic::AtomicUsize>>>,
 }
 
@@ -109,6 +111,7 @@ impl HttpHandler {
             memory: Some(memory_limit(spec)),
             deadline,
             reuse: c.reuse.unwrap_or(1).max(1),
+            instances: super::instances::Instances::new(workers),
             p3: limits,
             me: me.clone(),
             output: lrpc_kernel::component::CapturedOutput::default(),
@@ -170,6 +173,7 @@ impl HttpHandler {
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
         self.stopping.notify_waiters();
+        lock(&self.instances.idle).clear();
         self.supervision.stop();
     }
 
@@ -216,8 +220,7 @@ impl HttpHandler {
         Ok(store)
     }
 
-    /// Bytes of linear memory of the handler's instances: per route worker that has served
-    /// it, its instance's, or its last instance's.
+    /// Bytes of linear memory of the handler's live instances (at work or idle).
     pub fn memory(&self) -> usize {
         lock(&self.memories)
             .iter()

@@ -25,8 +25,8 @@
 //! wasmtime-wasi-http's default sender (HTTPS with the webpki roots), and none outlives the
 //! deadline of the request the handler is serving.
 //!
-//! **A request.** After the plugins of the chain have passed the request on, the worker
-//! hands it, as they left it, to the handler: an `incoming-request` whose authority is the
+//! **A request.** After the plugins of the chain have passed the request on (or at once,
+//! with none), it goes, as they left it, to a task of its own (p2.rs) on the handler: an `incoming-request` whose authority is the
 //! request's `host` header, and a `response-outparam`. When no plugin in front takes the
 //! body (none does, or all say `body = "none"`), the body is not collected: it streams from
 //! the client as the guest reads it ([`RequestBody`], request.rs, capped at the route's
@@ -34,8 +34,8 @@
 //!
 //! **The response.** The response the guest sets is held back (see `Outparam`, heads.rs):
 //! a guest that finishes its body and returns, as most do, has it sent whole, in one
-//! hand-over to the client's connection. A guest still running a tick or two of the watch
-//! thread (heads.rs) later gets its head sent then, over the worker's reply channel, and its
+//! hand-over to the client's connection. A guest still running a moment later
+//! (`heads::HOLD`) gets its head sent then, over the request's reply channel, and its
 //! body streams behind it (`StreamedBody`, body.rs) through wasmtime-wasi-http's bounded
 //! channel, so a slow client slows the guest's writes.
 //!
@@ -49,21 +49,21 @@
 //! restarted).
 //!
 //! **Files.** mod.rs: the Store's data, generations, the instance pool's size;
-//! handler.rs: the domain under supervision and its Stores; p2.rs: a WASI 0.2 instance
-//! serving a request; p3.rs: WASI 0.3 instances; request.rs: the request and its streamed
-//! body; heads.rs: response heads held back and their watch thread; body.rs: response
-//! bodies, whole or streamed; outgoing.rs: the handler's outgoing HTTP.
+//! handler.rs: the domain under supervision and its Stores; p2.rs: a WASI 0.2 request's
+//! task; instances.rs: its instances between requests; p3.rs: WASI 0.3 instances;
+//! request.rs: the request and its streamed body; heads.rs: response heads held back;
+//! body.rs: response bodies, whole or streamed; outgoing.rs: the handler's outgoing HTTP.
 
 mod body;
 mod handler;
 mod heads;
+mod instances;
 mod outgoing;
 mod p2;
 mod p3;
 mod request;
 
 pub use handler::HttpHandler;
-pub use p2::HandlerSlot;
 pub use request::{BodyState, RequestBody};
 
 use crate::config::DomainSpec;
@@ -73,7 +73,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use wasmtime::component::{Linker, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
-use wasmtime_wasi_http::p2::bindings::sync::ProxyPre;
+use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 /// The data of a handler's Store.
@@ -125,7 +125,7 @@ pub struct Generation {
     pub generation: u64,
 }
 
-/// A generation's component: a WASI 0.2 handler, run on the route workers' threads, or a
+/// A generation's component: a WASI 0.2 handler, run by a task per request (p2.rs), or a
 /// WASI 0.3 one, run by its [`p3::Service`] on the WASI runtime.
 enum Pre {
     P2(ProxyPre<HttpState>),
@@ -222,8 +222,8 @@ fn prepare(kernel: &lrpc_kernel::Kernel, wasm: &[u8]) -> Result<Prepared, String
         .compile_component(EngineKind::Pooled, wasm)
         .map_err(|e| format!("{e:#}"))?;
     let mut linker: Linker<HttpState> = Linker::new(component.engine());
-    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| format!("{e:#}"))?;
-    wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| format!("{e:#}"))?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
         .map_err(|e| format!("{e:#}"))?;
     let pre = linker
         .instantiate_pre(&component)

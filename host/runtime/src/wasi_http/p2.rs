@@ -1,92 +1,218 @@
-//! A WASI 0.2 handler serving a request on a worker's instance: the instance a worker
-//! keeps ([`HandlerSlot`]), a fresh one per request or reused, the call, and what its
-//! response, trap or deadline answer.
+//! A WASI 0.2 handler serving a request: a task on the runtime of the connection that
+//! brought it (wasmtime's async bindings), on an instance of the handler's own (a fresh one
+//! per request, or an idle one it may use again), the call, and what its response, trap or
+//! deadline answer.
+//!
+//! **Where it runs.** The request's task runs the guest on the thread that runs the
+//! connection, with no hand-over to a worker thread and back. Guest code that keeps the
+//! processor yields at every epoch tick, so a long computation takes turns with the
+//! connections of its thread. At most the handler's room (`Instances`: its routes'
+//! `workers`) of its requests run at once; the others wait for room, and one whose client
+//! went away meanwhile is not run.
 
 use super::body::drain;
 use super::handler::HttpHandler;
-use super::heads::{Outparam, Sent, stream, watch};
+use super::heads::{HOLD, Outparam, Sent, stream};
+use super::instances::{AtWork, HandlerInstance};
 use super::request::hyper_request;
 use super::request::{BodyState, RequestBody};
 use super::{Generation, HttpState, PastDeadline, Pre, ShutDown};
 use crate::http::{Answer, Incoming, Reply};
 use crate::supervise::{lock, report_failure};
+use std::future::Future;
+use std::pin::{Pin, pin};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Instant;
 use tokio::sync::oneshot;
+use tracing::Instrument as _;
 use wasmtime::{Store, UpdateDeadline};
 use wasmtime_wasi_http::WasiHttpView;
+use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
-use wasmtime_wasi_http::p2::bindings::sync::{Proxy, ProxyPre};
 use wasmtime_wasi_http::p2::body::HostOutgoingBody;
 
-/// A worker's instance of a handler.
-struct HandlerInstance {
-    generation: u64,
-    store: Store<HttpState>,
-    proxy: Proxy,
-    /// Requests it has served.
-    served: usize,
-}
-
-/// What a worker thread keeps of a handler between requests: the instance it may use again
-/// (with `reuse` above 1), and the memory of its instance, or of the last one it ran.
-#[derive(Default)]
-pub struct HandlerSlot {
-    instance: Option<HandlerInstance>,
-    /// An instance that served its last request, until [`HandlerSlot::tidy`] drops it.
-    spent: Option<HandlerInstance>,
-    /// Bytes of linear memory, counted by the instance's Store's limiter.
-    bytes: Option<Arc<std::sync::atomic::AtomicUsize>>,
-    /// The route's `reuse`, over the handler's.
-    reuse: Option<usize>,
-}
-
-impl HandlerSlot {
-    /// The slot of a worker of a route whose `reuse` is `reuse` (`None`: the handler's).
-    pub fn new(reuse: Option<usize>) -> HandlerSlot {
-        HandlerSlot {
-            reuse,
-            ..HandlerSlot::default()
-        }
-    }
-
-    /// Whether the worker has not run the handler yet (its first request pays for warming
-    /// the pool's memory slot).
-    pub fn cold(&self) -> bool {
-        self.bytes.is_none()
-    }
-
-    /// Drops the instance that served its last request. Called once the answer has gone, so
-    /// that giving its memory back to the pool is not part of the request's time.
-    pub fn tidy(&mut self) {
-        self.spent = None;
-    }
-}
-
 impl HttpHandler {
-    /// A fresh instance of the current generation, in a fresh Store, whose memory is counted
-    /// in `slot`'s bytes.
-    fn instantiate(
+    /// Serves one request and returns at once: the answer goes through `reply`, the head as
+    /// soon as the guest sets it (its body streaming while the guest writes it), or the
+    /// failure's answer. A WASI 0.2 handler's request runs as a task of its own (see the
+    /// module's doc); `reuse` is the route's, over the handler's.
+    ///
+    /// The call has a `handler` span; with trace export on, the request the guest gets
+    /// carries that span's `traceparent` (its outgoing requests are the span's children).
+    pub fn serve(
+        self: &Arc<Self>,
+        mut req: Incoming,
+        body: Option<RequestBody>,
+        reply: oneshot::Sender<Reply>,
+        reuse: Option<usize>,
+    ) {
+        let span = tracing::debug_span!(
+            "handler",
+            domain = self.name.as_str(),
+            deadline_ms = u64::try_from(self.deadline.as_millis()).unwrap_or(u64::MAX),
+            status = tracing::field::Empty,
+        );
+        if crate::telemetry::on()
+            && let Some(headers) = crate::telemetry::carry_on(&req.headers, &span)
+        {
+            req.headers = headers;
+        }
+        let entered = span.enter();
+        let answer = |answer: Answer, reply: oneshot::Sender<Reply>| {
+            span.record("status", answer.status);
+            let _ = reply.send(answer.into());
+        };
+        let current = match self.admit() {
+            Ok(current) => current,
+            Err(refused) => return answer(refused, reply),
+        };
+        if let Pre::P3(service) = &current.pre {
+            let mut reply = Some(reply);
+            let a = self.serve_p3(service, current.generation, req, body, &mut reply);
+            // Not sent: the head goes out when the handler answers.
+            if let Some(tx) = reply {
+                answer(a, tx);
+            }
+            return;
+        }
+        drop(entered);
+        let me = self.clone();
+        let task = async move {
+            let mut reply = Some(reply);
+            let mut work = None;
+            let answer = me
+                .serve_p2(&current, req, body, &mut reply, &mut work)
+                .await;
+            // The answer is the client's unless the head went out already (streamed, whose
+            // status the guest set).
+            if let Some(tx) = reply {
+                tracing::Span::current().record("status", answer.status);
+                let _ = tx.send(answer.into());
+            }
+            if let Some(work) = work {
+                me.put_back(work, &current, reuse).await;
+            }
+        };
+        wasmtime_wasi::runtime::with_ambient_tokio_runtime(|| {
+            tokio::spawn(task.instrument(span));
+        });
+    }
+
+    /// Counts the call; the generation to serve it, unless the handler is stopped or
+    /// restarting (then the answer).
+    fn admit(self: &Arc<Self>) -> Result<Arc<Generation>, Answer> {
+        self.calls.inc();
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(self.fail(
+                503,
+                "terminated",
+                "was stopped: the server is shutting down",
+            ));
+        }
+        // Its guest code runs in a Store the kernel does not call: wake a resting ticker, so
+        // the deadline is checked at every tick from the start.
+        self.kernel.wake_ticker();
+        let current = self.current();
+        if self.down.load(Ordering::Acquire) {
+            // Schedules another attempt if the last restart failed.
+            self.died(current.generation);
+            return Err(self.fail(503, "terminated", "is restarting"));
+        }
+        Ok(current)
+    }
+
+    /// Counts a failure of `kind`; its answer.
+    fn fail(&self, code: u16, kind: &str, what: &str) -> Answer {
+        self.supervision.metrics.failure(&self.name, kind);
+        Answer::text(code, format!("plugin {} {what}\n", self.name))
+    }
+
+    /// Serves a request of a WASI 0.2 generation: waits for room, takes an idle instance or
+    /// makes one (into `work`), and calls it.
+    async fn serve_p2(
+        self: &Arc<Self>,
+        current: &Generation,
+        req: Incoming,
+        body: Option<RequestBody>,
+        reply: &mut Option<oneshot::Sender<Reply>>,
+        work: &mut Option<AtWork>,
+    ) -> Answer {
+        let Pre::P2(pre) = &current.pre else {
+            return self.fail(500, "other", "changed its kind");
+        };
+        let room = {
+            let Some(tx) = reply.as_mut() else {
+                return self.fail(500, "other", "answered where no reply could go");
+            };
+            tokio::select! {
+                room = self.instances.room.clone().acquire_owned() => room.ok(),
+                // The client went away while the request waited: it is not run.
+                () = tx.closed() => None,
+            }
+        };
+        let Some(room) = room else {
+            return Answer::text(503, "the client went away\n".into());
+        };
+        let idle = lock(&self.instances.idle).pop();
+        let at_work = work.insert(AtWork {
+            instance: idle.filter(|i| i.generation == current.generation),
+            _room: room,
+        });
+        if at_work.instance.is_none() {
+            match self.instantiate(current, pre).await {
+                Ok(i) => at_work.instance = Some(i),
+                Err(e) => {
+                    tracing::warn!(plugin = self.name, "instantiating failed: {e}");
+                    self.died(current.generation);
+                    return self.fail(503, "terminated", "is restarting");
+                }
+            }
+        }
+        self.call(&mut at_work.instance, req, body, reply).await
+    }
+
+    /// After the answer: an instance that may serve again waits among the idle ones; one
+    /// used up, failed or of an old generation is dropped, once the answer's task has run
+    /// (giving its memory back to the pool is not part of the request's time).
+    async fn put_back(&self, mut work: AtWork, current: &Generation, reuse: Option<usize>) {
+        let again = work.instance.as_ref().is_some_and(|i| {
+            i.served < reuse.unwrap_or(self.reuse)
+                && i.generation == current.generation
+                && !self.stopped.load(Ordering::Acquire)
+        });
+        if again {
+            if let Some(i) = work.instance.take() {
+                lock(&self.instances.idle).push(i);
+            }
+        } else if work.instance.is_some() {
+            tokio::task::yield_now().await;
+        }
+        drop(work);
+    }
+
+    /// A fresh instance of the generation `generation`, in a fresh Store whose memory is
+    /// counted in [`HttpHandler::memory`].
+    async fn instantiate(
         &self,
         generation: &Generation,
         pre: &ProxyPre<HttpState>,
-        slot: &mut HandlerSlot,
     ) -> Result<HandlerInstance, String> {
-        let bytes = slot
-            .bytes
-            .get_or_insert_with(|| self.memory_counter())
-            .clone();
-        let mut store = self.new_store(&self.engine, bytes)?;
+        let mut store = self.new_store(&self.engine, self.memory_counter())?;
         store.data_mut().deadline = Some(Instant::now() + self.deadline);
         let stopped = self.stopped.clone();
         store.epoch_deadline_callback(move |ctx| match ctx.data().deadline {
             _ if stopped.load(Ordering::Relaxed) => Err(wasmtime::Error::new(ShutDown)),
             Some(d) if Instant::now() >= d => Err(wasmtime::Error::new(PastDeadline)),
-            _ => Ok(UpdateDeadline::Continue(1)),
+            // Guest code that keeps the processor takes turns with its thread's other tasks.
+            _ => Ok(UpdateDeadline::Yield(1)),
         });
         store.set_epoch_deadline(1);
-        let proxy = pre.instantiate(&mut store).map_err(|e| format!("{e:#}"))?;
+        let proxy = pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| format!("{e:#}"))?;
         store.data_mut().deadline = None;
         Ok(HandlerInstance {
             generation: generation.generation,
@@ -96,110 +222,25 @@ impl HttpHandler {
         })
     }
 
-    /// Serves one request on the worker's instance in `slot` (a fresh one unless the last
-    /// may be used again); counts the call and its failures. When the guest sets its
-    /// response, the head goes out at once through `reply` (taken), and its body streams
-    /// while the guest writes it; otherwise the answer to send is returned.
-    /// A used-up instance waits in the slot for [`HandlerSlot::tidy`].
-    ///
-    /// The call has a `handler` span; with trace export on, the request the guest gets
-    /// carries that span's `traceparent` (its outgoing requests are the span's children).
-    pub fn serve(
+    /// Calls the instance in `slot` with the request; counts its failures. When the guest
+    /// sets its response, the head goes out through `reply` (taken) a moment later if the
+    /// guest runs on (see [`Outparam`]); otherwise the answer to send is returned. The
+    /// instance is dropped if it failed.
+    async fn call(
         self: &Arc<Self>,
-        slot: &mut HandlerSlot,
-        mut req: Incoming,
-        body: Option<RequestBody>,
-        reply: &mut Option<oneshot::Sender<Reply>>,
-    ) -> Answer {
-        let span = tracing::debug_span!(
-            "handler",
-            domain = self.name.as_str(),
-            deadline_ms = u64::try_from(self.deadline.as_millis()).unwrap_or(u64::MAX),
-            status = tracing::field::Empty,
-        );
-        let _entered = span.enter();
-        if crate::telemetry::on()
-            && let Some(headers) = crate::telemetry::carry_on(&req.headers, &span)
-        {
-            req.headers = headers;
-        }
-        slot.tidy();
-        let answer = self.serve_on(slot, req, body, reply);
-        // The answer is the client's unless the head went out already (streamed, whose
-        // status the guest set; or a WASI 0.3 handler's, answered on its own runtime).
-        if reply.is_some() {
-            span.record("status", answer.status);
-        }
-        // Used up, or failed (then already gone): the next request gets a fresh instance.
-        if slot
-            .instance
-            .as_ref()
-            .is_some_and(|i| i.served >= slot.reuse.unwrap_or(self.reuse))
-        {
-            slot.spent = slot.instance.take();
-        }
-        answer
-    }
-
-    /// [`HttpHandler::serve`]'s work; drops the instance if it failed.
-    fn serve_on(
-        self: &Arc<Self>,
-        slot: &mut HandlerSlot,
+        slot: &mut Option<HandlerInstance>,
         req: Incoming,
         body: Option<RequestBody>,
         reply: &mut Option<oneshot::Sender<Reply>>,
     ) -> Answer {
-        self.calls.inc();
-        let fail = |code: u16, kind: &str, what: &str| {
-            self.supervision.metrics.failure(&self.name, kind);
-            Answer::text(code, format!("plugin {} {what}\n", self.name))
-        };
-        if self.stopped.load(Ordering::Acquire) {
-            return fail(
-                503,
-                "terminated",
-                "was stopped: the server is shutting down",
-            );
-        }
-        // Its guest code runs in a Store the kernel does not call: wake a resting ticker, so
-        // the deadline is checked at every tick from the start.
-        self.kernel.wake_ticker();
-        let current = self.current();
-        if self.down.load(Ordering::Acquire) {
-            // Schedules another attempt if the last restart failed.
-            self.died(current.generation);
-            return fail(503, "terminated", "is restarting");
-        }
-        let pre = match &current.pre {
-            Pre::P2(pre) => pre,
-            Pre::P3(service) => {
-                slot.instance = None;
-                return self.serve_p3(service, current.generation, req, body, reply);
-            }
-        };
-        if slot
-            .instance
-            .as_ref()
-            .is_none_or(|i| i.generation != current.generation)
-        {
-            slot.instance = None;
-            match self.instantiate(&current, pre, slot) {
-                Ok(i) => slot.instance = Some(i),
-                Err(e) => {
-                    tracing::warn!(plugin = self.name, "instantiating failed: {e}");
-                    self.died(current.generation);
-                    return fail(503, "terminated", "is restarting");
-                }
-            }
-        }
-        let Some(inst) = slot.instance.as_mut() else {
-            return fail(503, "terminated", "is restarting");
+        let Some(inst) = slot.as_mut() else {
+            return self.fail(503, "terminated", "is restarting");
         };
         let (request, over) = match hyper_request(req, body) {
             Ok(r) => r,
             Err(e) => {
                 report_failure(&self.name, || format!("a request it can not take: {e}"));
-                return fail(502, "malformed", "was passed a malformed request");
+                return self.fail(502, "malformed", "was passed a malformed request");
             }
         };
         let until = Instant::now() + self.deadline;
@@ -207,23 +248,14 @@ impl HttpHandler {
             reply: reply.take(),
             sent: None,
             until,
-            aged: false,
         }));
         let sink = outparam.clone();
         let resources = {
             let mut http = inst.store.data_mut().http();
             http.new_incoming_request(Scheme::Http, request)
                 .and_then(|r| {
-                    let out = http.new_response_outparam_from_callback(move |v| {
-                        let held = {
-                            let mut o = lock(&sink);
-                            o.set(v);
-                            matches!(o.sent, Some(Sent::Held(_)))
-                        };
-                        if held {
-                            watch(&sink);
-                        }
-                    })?;
+                    let out =
+                        http.new_response_outparam_from_callback(move |v| lock(&sink).set(v))?;
                     Ok((r, out))
                 })
         };
@@ -232,14 +264,17 @@ impl HttpHandler {
             Err(e) => {
                 *reply = lock(&outparam).reply.take();
                 report_failure(&self.name, || format!("passing the request: {e:#}"));
-                return fail(502, "malformed", "was passed a malformed request");
+                return self.fail(502, "malformed", "was passed a malformed request");
             }
         };
         inst.store.data_mut().deadline = Some(until);
-        let called =
-            inst.proxy
-                .wasi_http_incoming_handler()
-                .call_handle(&mut inst.store, request, out);
+        let called = {
+            let call =
+                inst.proxy
+                    .wasi_http_incoming_handler()
+                    .call_handle(&mut inst.store, request, out);
+            self.watched(call, &outparam, until).await
+        };
         inst.store.data_mut().deadline = None;
         inst.served += 1;
         let (sent, unsent) = {
@@ -251,23 +286,57 @@ impl HttpHandler {
         self.settle(slot, called, sent, reply, over, until)
     }
 
+    /// Runs the guest's `call` to its end, unless the handler is stopped or the request's
+    /// deadline passes while the guest waits (guest code that computes is stopped at an
+    /// epoch tick either way). A response the guest set is held back while the call runs
+    /// on, [`HOLD`] at most: then its head goes out and its body streams.
+    async fn watched(
+        &self,
+        call: impl Future<Output = wasmtime::Result<()>>,
+        outparam: &Mutex<Outparam>,
+        until: Instant,
+    ) -> wasmtime::Result<()> {
+        let mut stopping = pin!(self.stopping.notified());
+        stopping.as_mut().enable();
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(wasmtime::Error::new(ShutDown));
+        }
+        let mut call = pin!(call);
+        let mut hold: Option<Pin<Box<tokio::time::Sleep>>> = None;
+        let run = std::future::poll_fn(|cx| {
+            if let Poll::Ready(r) = call.as_mut().poll(cx) {
+                return Poll::Ready(r);
+            }
+            let mut o = lock(outparam);
+            if o.held() {
+                let timer = hold.get_or_insert_with(|| Box::pin(tokio::time::sleep(HOLD)));
+                if timer.as_mut().poll(cx).is_ready() {
+                    o.send_head();
+                }
+            }
+            Poll::Pending
+        });
+        tokio::select! {
+            called = run => called,
+            () = stopping => Err(wasmtime::Error::new(ShutDown)),
+            () = tokio::time::sleep_until(until.into()) => Err(wasmtime::Error::new(PastDeadline)),
+        }
+    }
+
     /// What a call to the handler answers, once it returned (`called`) having set `sent`
     /// (with `reply` still here unless the head went out): a response it held back goes
     /// now; a trap, a deadline or a body left unfinished is the failure's answer (or the
     /// refusal of the request's body, when that caused it), and the instance goes.
     fn settle(
-        self: &Arc<Self>,
-        slot: &mut HandlerSlot,
+        &self,
+        slot: &mut Option<HandlerInstance>,
         called: wasmtime::Result<()>,
         sent: Option<Sent>,
         reply: &mut Option<oneshot::Sender<Reply>>,
         over: Option<Arc<BodyState>>,
         until: Instant,
     ) -> Answer {
-        let fail = |code: u16, kind: &str, what: &str| {
-            self.supervision.metrics.failure(&self.name, kind);
-            Answer::text(code, format!("plugin {} {what}\n", self.name))
-        };
+        let fail = |code: u16, kind: &str, what: &str| self.fail(code, kind, what);
         // A response held back that the guest gave past its deadline (it waited for something
         // the deadline cut short, an outgoing request say, then answered) is 504, as when the
         // guest is stopped at a tick: which of the two comes first must not pick the answer.
@@ -279,10 +348,7 @@ impl HttpHandler {
         // a trap, nothing of it went out: the client gets the failure's answer instead.
         let sent = match sent {
             Some(Sent::Held(response)) if called.is_ok() => {
-                let finished = !slot
-                    .instance
-                    .as_mut()
-                    .is_some_and(|i| unfinished(&mut i.store));
+                let finished = !slot.as_mut().is_some_and(|i| unfinished(&mut i.store));
                 reply.take().map(|tx| {
                     let status = response.status().as_u16();
                     let (parts, body) = response.into_parts();
@@ -324,7 +390,7 @@ impl HttpHandler {
             // compiled code and pre-instance are sound, and the next request gets a fresh
             // instance at once. (A restart's backoff would let a client that makes the
             // handler trap keep the route answering 503.)
-            slot.instance = None;
+            *slot = None;
             return if e.downcast_ref::<PastDeadline>().is_some() {
                 fail(504, "deadline", "ran past its deadline")
             } else if e.downcast_ref::<ShutDown>().is_some() {
@@ -342,7 +408,7 @@ impl HttpHandler {
         }
         if !matches!(sent, Some(Sent::Streaming(..) | Sent::Whole(_))) {
             // A guest that did not answer may be in any state: it is not used again.
-            slot.instance = None;
+            *slot = None;
         }
         match sent {
             None => fail(502, "malformed", "answered nothing"),
@@ -361,14 +427,10 @@ impl HttpHandler {
             Some(Sent::Streaming(body, status)) => {
                 // A body the guest left unfinished when it returned would look complete
                 // once its Store is gone: it ends badly instead, after what was written.
-                if slot
-                    .instance
-                    .as_mut()
-                    .is_some_and(|i| unfinished(&mut i.store))
-                {
+                if slot.as_mut().is_some_and(|i| unfinished(&mut i.store)) {
                     report_failure(&self.name, || "returned with its body unfinished".into());
                     body.end_badly();
-                    slot.instance = None;
+                    *slot = None;
                     return fail(status, "malformed", "left its response body unfinished");
                 }
                 Answer {

@@ -8,8 +8,7 @@
 //! many instances as the handler's routes have workers run at once (each in a Store of its
 //! own), and requests wait in a queue for room on one. Instances run as tasks on the WASI
 //! runtime (tokio), with the component model's concurrency (`Store::run_concurrent`), on the
-//! kernel's pooled concurrent engine; the route's worker threads only hand requests over and
-//! are free again at once.
+//! kernel's pooled concurrent engine; a request is handed over at once.
 //!
 //! **A request.** Each goes to `handle` as a `wasi:http/types.request` whose body streams from
 //! the client (capped at the route's `max-body`), through wasmtime-wasi-http's `Prepared`
@@ -372,34 +371,8 @@ impl Service {
                             continue;
                         }
                         taken += 1;
-                        let id = taken;
-                        let (itx, irx) = futures::channel::oneshot::channel();
-                        let prepared = accessor.with(|mut store| {
-                            let latest = &mut store.get().deadline;
-                            *latest = Some(latest.map_or(until, |l| l.max(until)));
-                            Prepared::new(
-                                store.as_context_mut(),
-                                proxy,
-                                request,
-                                HttpState::http,
-                                itx,
-                            )
-                        });
-                        lock(&senders).insert(id, (until, tx));
-                        {
-                            let mut w = lock(&watch);
-                            w.state = State::Busy;
-                            w.latest = Some(w.latest.map_or(until, |l| l.max(until)));
-                        }
-                        running.push(Box::pin(async move {
-                            let expiry =
-                                tokio::time::sleep_until(tokio::time::Instant::from_std(until));
-                            let ran = match prepared {
-                                Ok(p) => p.run(accessor, expiry).await,
-                                Err(e) => Err(e),
-                            };
-                            (id, ran, irx)
-                        }));
+                        lock(&senders).insert(taken, (until, tx));
+                        running.push(start(accessor, proxy, request, until, taken, &watch));
                         if !lock(&self.queue).is_empty() {
                             // Another instance may take the next.
                             self.pushed.notify_one();
@@ -438,9 +411,18 @@ impl Service {
         )
         .await;
         open.set(false);
-        // Requests still on the instance when it goes.
-        let now = Instant::now();
         let left: Vec<_> = lock(&senders).drain().map(|(_, v)| v).collect();
+        self.fail_left(left, result);
+        drop(store);
+    }
+
+    /// Answers the requests `left` on an instance when it went, having ended with `result`.
+    fn fail_left(
+        &self,
+        left: Vec<(Instant, oneshot::Sender<Outcome>)>,
+        result: wasmtime::Result<()>,
+    ) {
+        let now = Instant::now();
         for (until, tx) in left {
             let failure = match &result {
                 Err(e) if e.is::<super::ShutDown>() => Failure::Stopped,
@@ -456,7 +438,6 @@ impl Service {
                 "a p3 handler instance failed: {e:#}"
             );
         }
-        drop(store);
     }
 }
 
@@ -519,6 +500,37 @@ type Sent =
 /// why the call failed), and what it sent.
 type Running<'a> =
     std::pin::Pin<Box<dyn Future<Output = (usize, wasmtime::Result<bool>, Sent)> + Send + 'a>>;
+
+/// Starts a call on the instance of `accessor` for `request` (number `id`, due by `until`),
+/// noting its deadline in the Store and in `watch`.
+fn start<'a>(
+    accessor: &'a Accessor<HttpState>,
+    proxy: &'a Proxy,
+    request: wasmtime_wasi_http::handler::Request,
+    until: Instant,
+    id: usize,
+    watch: &Mutex<Watch>,
+) -> Running<'a> {
+    let (itx, irx) = futures::channel::oneshot::channel();
+    let prepared = accessor.with(|mut store| {
+        let latest = &mut store.get().deadline;
+        *latest = Some(latest.map_or(until, |l| l.max(until)));
+        Prepared::new(store.as_context_mut(), proxy, request, HttpState::http, itx)
+    });
+    {
+        let mut w = lock(watch);
+        w.state = State::Busy;
+        w.latest = Some(w.latest.map_or(until, |l| l.max(until)));
+    }
+    Box::pin(async move {
+        let expiry = tokio::time::sleep_until(tokio::time::Instant::from_std(until));
+        let ran = match prepared {
+            Ok(p) => p.run(accessor, expiry).await,
+            Err(e) => Err(e),
+        };
+        (id, ran, irx)
+    })
+}
 
 /// What became of a request whose call ended, from what `Prepared::run` sent.
 fn outcome(mut rx: Sent) -> Outcome {
