@@ -26,8 +26,10 @@
 //! The component's import types are checked against the interface's WIT at bind time;
 //! interfaces carrying resources have no plan and can not pair with a core domain.
 
-use super::codec::{AStackArgs, AStackTuple};
-use super::{ComponentData, ComponentExport, Shared, codec, failed_value, record_failure};
+use super::codec::{self, AStackArgs, AStackTuple};
+use super::export::ComponentExport;
+use super::failure::{failed_value, record_failure};
+use super::record::{ComponentData, Shared};
 use crate::astack::page_round;
 use crate::error::{Error, Fault};
 use crate::state::clerk::ExportEntry;
