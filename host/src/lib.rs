@@ -50,8 +50,8 @@
 //! - `state/replica.rs` and `direct.rs`: one block each making a `MemoryRange` of a memory
 //!   they own;
 //! - `channel/ring.rs`: the atomics and volatile copies of a URPC ring in shared pages
-//!   (`SegmentView::new`, `Send`/`Sync` for the view), and `channel/mod.rs`: the one place a
-//!   channel's window is made;
+//!   (`SegmentView::new`, `Send`/`Sync` for the view), and `channel/open.rs`: the one place
+//!   a channel's window is made;
 //! - `state/linkage.rs`: the per-thread linkage stack (records pinned on the calling
 //!   thread's stack), the caller of a kernel import reached through it, and the bindings
 //!   and busy flags a call pins (the one file that reads through their pointers);

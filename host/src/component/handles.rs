@@ -21,7 +21,9 @@
 //! nothing. A call that fails while the client expects a handle back answers a handle with
 //! no server handle behind it (stale from the start), since handles have no zero value.
 
-use super::ComponentData;
+use super::bind::holds_handles;
+use super::record::ComponentData;
+use crate::sync::lock;
 use lrpc_abi::Status;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -79,7 +81,7 @@ impl Handles {
     }
 
     fn insert(&self, entry: Entry) -> Option<u32> {
-        let mut t = super::lock(&self.table);
+        let mut t = lock(&self.table);
         if let Some(rep) = t.free.pop() {
             t.slots[rep as usize] = Some(entry);
             return Some(rep);
@@ -93,7 +95,7 @@ impl Handles {
 
     /// Takes the entry of `rep` out of the table (the client's handle is gone).
     pub(crate) fn take(&self, rep: u32) -> Option<(Option<ResourceAny>, u64)> {
-        let mut t = super::lock(&self.table);
+        let mut t = lock(&self.table);
         let e = t.slots.get_mut(rep as usize)?.take()?;
         t.free.push(rep);
         Some((e.server, e.instance))
@@ -102,7 +104,7 @@ impl Handles {
     /// Takes every entry with a server handle behind it out of the table (the client is
     /// gone).
     pub(crate) fn take_all(&self) -> Vec<(ResourceAny, u64)> {
-        let mut t = super::lock(&self.table);
+        let mut t = lock(&self.table);
         let t = &mut *t;
         let mut all = Vec::new();
         for (rep, slot) in t.slots.iter_mut().enumerate() {
@@ -117,7 +119,7 @@ impl Handles {
     }
 
     fn get(&self, rep: u32) -> Option<(Option<ResourceAny>, u64)> {
-        let t = super::lock(&self.table);
+        let t = lock(&self.table);
         let e = t.slots.get(rep as usize)?.as_ref()?;
         Some((e.server, e.instance))
     }
@@ -216,7 +218,7 @@ impl Handles {
         t: &Type,
         instance: u64,
     ) -> Result<Val, Status> {
-        if !super::holds_handles(t) {
+        if !holds_handles(t) {
             return Ok(v);
         }
         let bad = Status::StaleBinding;

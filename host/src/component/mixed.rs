@@ -26,8 +26,10 @@
 //! The component's import types are checked against the interface's WIT at bind time;
 //! interfaces carrying resources have no plan and can not pair with a core domain.
 
-use super::codec::{AStackArgs, AStackTuple};
-use super::{ComponentData, ComponentExport, Shared, codec, failed_value, record_failure};
+use super::codec::{self, AStackArgs, AStackTuple};
+use super::export::ComponentExport;
+use super::failure::{failed_value, record_failure};
+use super::record::{ComponentData, Shared};
 use crate::astack::page_round;
 use crate::error::{Error, Fault};
 use crate::state::clerk::ExportEntry;
@@ -386,61 +388,8 @@ impl CoreBinding {
         let server = &self.export.server;
         let replica = &server.replicas[r];
         let pp = &plan.procs[proc];
-        let mem = replica.memory;
         let size = pp.astack_size as usize;
-        let write = |ctx: &mut StoreContextMut<'_, DomainData>, at: usize, b: &[u8]| {
-            let dst = mem
-                .data_mut(ctx)
-                .get_mut(at..)
-                .and_then(|d| d.get_mut(..b.len()));
-            crate::bulk::copy_slice(dst.ok_or(Status::ResourceExhausted)?, b);
-            Ok(())
-        };
-        // The arguments, in pieces written one after another (see `AStackArgs::split`).
-        let len: usize = args.iter().map(|a| a.len()).sum();
-        let put = |ctx: &mut StoreContextMut<'_, DomainData>, mut at: usize| {
-            for a in args {
-                write(ctx, at, a)?;
-                at += a.len();
-            }
-            Ok::<(), Status>(())
-        };
-        let (astack, oob) = {
-            let mut w = lock(&self.windows[r]);
-            if w.astack.1 == 0 {
-                let off = replica
-                    .alloc_window(ctx.as_context_mut(), self.astack_len)
-                    .map_err(|e| e.status())?;
-                w.astack = (off, self.astack_len);
-            }
-            let astack = w.astack.0;
-            let oob = if pp.bounded {
-                if len > size {
-                    return Err(Status::ResourceExhausted);
-                }
-                put(&mut ctx, astack)?;
-                (0, 0)
-            } else if len <= size.saturating_sub(header::LEN) {
-                put(&mut ctx, astack + header::LEN)?;
-                write(&mut ctx, astack, &head(0, len)?)?;
-                (0, 0)
-            } else {
-                if w.oob_in.1 < len {
-                    let len = segment_len(len, self.max_oob)?;
-                    let off = replica
-                        .alloc_window(ctx.as_context_mut(), len)
-                        .map_err(|e| e.status())?;
-                    let old = std::mem::replace(&mut w.oob_in, (off, len));
-                    if old.1 > 0 {
-                        replica.unmap_free(old.0, old.1);
-                    }
-                }
-                put(&mut ctx, w.oob_in.0)?;
-                write(&mut ctx, astack, &head(header::OOB, len)?)?;
-                w.oob_in
-            };
-            (astack, oob)
-        };
+        let (astack, oob) = self.write_args(r, pp, args, &mut ctx)?;
         let addr = |x: usize| i32::try_from(x).map_err(|_| Status::ResourceExhausted);
         // Every `in` parameter may be read in place (borrow mask all ones): only the kernel
         // writes this A-stack, and it waits for the call.
@@ -465,7 +414,88 @@ impl CoreBinding {
                 return Err(fault.status());
             }
         }
-        // The reply: written by the server, untrusted.
+        self.read_reply(r, pp, astack, &ctx)
+    }
+
+    /// Writes the arguments for procedure `pp` (`args`, pieces written one after another:
+    /// see `AStackArgs::split`) on this binding's A-stack in server replica `r`, or, when
+    /// they do not fit there, in its `in` segment (grown as needed), with the A-stack's
+    /// header when it is unbounded. The A-stack's offset, and the segment's offset and
+    /// length ((0, 0): none).
+    fn write_args(
+        &self,
+        r: usize,
+        pp: &ProcPlan,
+        args: &[&[u8]],
+        ctx: &mut StoreContextMut<'_, DomainData>,
+    ) -> Result<(usize, (usize, usize)), Status> {
+        let replica = &self.export.server.replicas[r];
+        let mem = replica.memory;
+        let size = pp.astack_size as usize;
+        let write = |ctx: &mut StoreContextMut<'_, DomainData>, at: usize, b: &[u8]| {
+            let dst = mem
+                .data_mut(ctx)
+                .get_mut(at..)
+                .and_then(|d| d.get_mut(..b.len()));
+            crate::bulk::copy_slice(dst.ok_or(Status::ResourceExhausted)?, b);
+            Ok(())
+        };
+        let len: usize = args.iter().map(|a| a.len()).sum();
+        let put = |ctx: &mut StoreContextMut<'_, DomainData>, mut at: usize| {
+            for a in args {
+                write(ctx, at, a)?;
+                at += a.len();
+            }
+            Ok::<(), Status>(())
+        };
+        let mut w = lock(&self.windows[r]);
+        if w.astack.1 == 0 {
+            let off = replica
+                .alloc_window(ctx.as_context_mut(), self.astack_len)
+                .map_err(|e| e.status())?;
+            w.astack = (off, self.astack_len);
+        }
+        let astack = w.astack.0;
+        let oob = if pp.bounded {
+            if len > size {
+                return Err(Status::ResourceExhausted);
+            }
+            put(ctx, astack)?;
+            (0, 0)
+        } else if len <= size.saturating_sub(header::LEN) {
+            put(ctx, astack + header::LEN)?;
+            write(ctx, astack, &head(0, len)?)?;
+            (0, 0)
+        } else {
+            if w.oob_in.1 < len {
+                let len = segment_len(len, self.max_oob)?;
+                let off = replica
+                    .alloc_window(ctx.as_context_mut(), len)
+                    .map_err(|e| e.status())?;
+                let old = std::mem::replace(&mut w.oob_in, (off, len));
+                if old.1 > 0 {
+                    replica.unmap_free(old.0, old.1);
+                }
+            }
+            put(ctx, w.oob_in.0)?;
+            write(ctx, astack, &head(header::OOB, len)?)?;
+            w.oob_in
+        };
+        Ok((astack, oob))
+    }
+
+    /// Reads the reply of procedure `pp` off this binding's A-stack (at `astack`) in server
+    /// replica `r`, or off its `out` segment: written by the server, untrusted, so its
+    /// length is checked against the room it had.
+    fn read_reply(
+        &self,
+        r: usize,
+        pp: &ProcPlan,
+        astack: usize,
+        ctx: &StoreContextMut<'_, DomainData>,
+    ) -> Result<Vec<u8>, Status> {
+        let mem = self.export.server.replicas[r].memory;
+        let size = pp.astack_size as usize;
         let read = |ctx: &StoreContextMut<'_, DomainData>, at: usize, len: usize| {
             let mut buf = vec![0; len];
             mem.read(ctx, at, &mut buf)
@@ -473,9 +503,9 @@ impl CoreBinding {
                 .map_err(|_| Status::BadReply)
         };
         if pp.bounded {
-            return read(&ctx, astack, pp.out_bound.unwrap_or(0).min(size));
+            return read(ctx, astack, pp.out_bound.unwrap_or(0).min(size));
         }
-        let h = read(&ctx, astack, header::LEN)?;
+        let h = read(ctx, astack, header::LEN)?;
         let flags = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
         let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
         let (at, room) = if flags & header::OOB != 0 {
@@ -486,7 +516,7 @@ impl CoreBinding {
         if len > room {
             return Err(Status::BadReply);
         }
-        read(&ctx, at, len)
+        read(ctx, at, len)
     }
 }
 
@@ -525,21 +555,7 @@ pub(super) fn bind_core(
             }
         }
     }
-    let checked = kernel.with_wit(import, |wit| {
-        let resolve = wit.resolve();
-        let id = super::typecheck::interface_id(resolve, import)
-            .ok_or_else(|| "the interface is not in the kernel's WIT".to_string())?;
-        let want = &resolve.interfaces[id].functions;
-        for (fname, have) in &funcs {
-            let f = want
-                .get(fname.as_str())
-                .ok_or_else(|| format!("`{fname}` is not in the WIT interface"))?;
-            super::typecheck::check_func(resolve, f, have)
-                .map_err(|r| format!("`{fname}`: {r}"))?;
-        }
-        Ok::<(), String>(())
-    });
-    checked.unwrap_or_else(|| Err("the interface is not in the kernel's WIT".into()))?;
+    check_with_wit(kernel, import, &funcs)?;
     let plan = &export.plan;
     let astack_len = plan
         .procs
@@ -566,53 +582,89 @@ pub(super) fn bind_core(
     });
     let inst_funcs = funcs.clone();
     for (fname, _) in funcs {
-        let proc = binding
-            .export
-            .plan
-            .procs
-            .iter()
-            .position(|p| p.name == fname)
-            .ok_or_else(|| format!("`{fname}` is not served"))?;
-        let to = ToCore {
-            binding: binding.clone(),
-            proc,
-            function: fname.clone(),
-        };
-        let plan = &binding.export.plan;
-        let sig = super::typed::plan_signature(plan, &plan.procs[proc]);
-        if let Some(ty) = inst_func(&inst_funcs, &fname)
-            && super::typed::link_view(
-                super::typed::Import {
-                    li,
-                    name: &fname,
-                    ty,
-                },
-                sig.as_ref(),
-                to,
-            )
-            .map_err(|e| format!("`{fname}`: {e:#}"))?
-        {
-            continue;
-        }
-        let b = binding.clone();
-        let iface = import.to_string();
-        li.func_new(&fname.clone(), move |mut ctx, ty, params, results| match b
-            .call(proc, params, results)
-        {
-            Ok(()) => Ok(()),
-            Err(status) => {
-                let text = format!("{iface}#{fname}: {status:?}");
-                for (slot, t) in results.iter_mut().zip(ty.results()) {
-                    *slot = failed_value(&t, &text)
-                        .ok_or_else(|| wasmtime::format_err!("{text}: no value to answer with"))?;
-                }
-                record_failure(ctx.data_mut(), &iface, &fname, status);
-                Ok(())
-            }
-        })
-        .map_err(|e| format!("{e:#}"))?;
+        link_to_core(li, &binding, &inst_funcs, fname)?;
     }
     Ok(binding)
+}
+
+/// Checks the imported functions `funcs` of `import` against the interface's WIT, as the
+/// kernel knows it.
+fn check_with_wit(
+    kernel: &KernelInner,
+    import: &str,
+    funcs: &[(String, ComponentFunc)],
+) -> Result<(), String> {
+    let checked = kernel.with_wit(import, |wit| {
+        let resolve = wit.resolve();
+        let id = super::typecheck::interface_id(resolve, import)
+            .ok_or_else(|| "the interface is not in the kernel's WIT".to_string())?;
+        let want = &resolve.interfaces[id].functions;
+        for (fname, have) in funcs {
+            let f = want
+                .get(fname.as_str())
+                .ok_or_else(|| format!("`{fname}` is not in the WIT interface"))?;
+            super::typecheck::check_func(resolve, f, have)
+                .map_err(|r| format!("`{fname}`: {r}"))?;
+        }
+        Ok::<(), String>(())
+    });
+    checked.unwrap_or_else(|| Err("the interface is not in the kernel's WIT".into()))
+}
+
+/// Links the imported function `fname` (its type among `inst_funcs`) in `li` as a call
+/// through `binding` to the core server's procedure of that name: on the typed path when it
+/// carries the function's signature, else with dynamically typed values.
+fn link_to_core(
+    li: &mut LinkerInstance<'_, ComponentData>,
+    binding: &Arc<CoreBinding>,
+    inst_funcs: &[(String, ComponentFunc)],
+    fname: String,
+) -> Result<(), String> {
+    let proc = binding
+        .export
+        .plan
+        .procs
+        .iter()
+        .position(|p| p.name == fname)
+        .ok_or_else(|| format!("`{fname}` is not served"))?;
+    let to = ToCore {
+        binding: binding.clone(),
+        proc,
+        function: fname.clone(),
+    };
+    let plan = &binding.export.plan;
+    let sig = super::typed::plan_signature(plan, &plan.procs[proc]);
+    if let Some(ty) = inst_func(inst_funcs, &fname)
+        && super::typed::link_view(
+            super::typed::Import {
+                li,
+                name: &fname,
+                ty,
+            },
+            sig.as_ref(),
+            to,
+        )
+        .map_err(|e| format!("`{fname}`: {e:#}"))?
+    {
+        return Ok(());
+    }
+    let b = binding.clone();
+    let iface = binding.interface.clone();
+    li.func_new(&fname.clone(), move |mut ctx, ty, params, results| match b
+        .call(proc, params, results)
+    {
+        Ok(()) => Ok(()),
+        Err(status) => {
+            let text = format!("{iface}#{fname}: {status:?}");
+            for (slot, t) in results.iter_mut().zip(ty.results()) {
+                *slot = failed_value(&t, &text)
+                    .ok_or_else(|| wasmtime::format_err!("{text}: no value to answer with"))?;
+            }
+            record_failure(ctx.data_mut(), &iface, &fname, status);
+            Ok(())
+        }
+    })
+    .map_err(|e| format!("{e:#}"))
 }
 
 /// The type of imported function `name`.

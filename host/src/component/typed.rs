@@ -23,8 +23,10 @@
 //! on both paths: a failed call answers the result type's zero value (0, an empty string or
 //! list), as the general path does for those types, and is recorded as a failure.
 
+use super::binding::ImportBinding;
 use super::codec::{AStackArgs, AStackTuple, AStackValue as _};
-use super::{ComponentData, ImportBinding, record_failure};
+use super::failure::record_failure;
+use super::record::{ComponentData, Shared};
 use lrpc_abi::Status;
 use lrpc_presentation::layout::Extent;
 use lrpc_presentation::layout::is_bytes;
@@ -265,7 +267,7 @@ pub(super) fn plan_signature(plan: &InterfacePlan, p: &ProcPlan) -> Option<Signa
 /// appended to `reply` in the A-stack layout. A byte list crosses as a copy each way, not as
 /// a dynamic value per byte. `Ok(false)`: the signature is not one this path carries.
 pub(super) fn serve_typed(
-    server: &super::Shared,
+    server: &Shared,
     idx: usize,
     sig: &Signature,
     request: &[u8],
@@ -273,7 +275,7 @@ pub(super) fn serve_typed(
     reply: &mut Vec<u8>,
 ) -> Result<bool, Status> {
     fn serve<P, R>(
-        server: &super::Shared,
+        server: &Shared,
         idx: usize,
         request: &[u8],
         extent: Extent,
@@ -337,7 +339,7 @@ pub(super) fn serve_typed(
 /// parameter is lowered into the component straight from there. `Ok(false)`: the signature
 /// is another; the caller serves a private copy of the request.
 pub(super) fn serve_lent(
-    server: &super::Shared,
+    server: &Shared,
     idx: usize,
     sig: &Signature,
     request: super::lent::Lent,
