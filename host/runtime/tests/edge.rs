@@ -518,6 +518,11 @@ fn a_wasi_http_handler_gets_a_fresh_instance_per_request() {
     let m = s.get("/metrics", &[]).text();
     assert_eq!(metric_value(&m, "lrpc_compilations"), compiled);
     assert_eq!(metric_value(&m, "lrpc_plugin_failures_total"), 0.0);
+    // A handler alone runs on the reactor's threads (as tasks).
+    assert_eq!(
+        metric_value(&m, "lrpc_http_route_on_reactor{route=\"/\"}"),
+        1.0
+    );
     // Each instance went with its request: no memory is held between requests.
     assert!(eventually(|| {
         let m = s.get("/metrics", &[]).text();

@@ -218,7 +218,8 @@ impl Edge {
                 .fold(0u32, |m, (slot, _)| m | 1 << slot);
             let on_reactor = handler.is_none();
             let meters = deployment.metrics.route(&route.prefix);
-            meters.on_reactor(on_reactor);
+            // A handler alone runs as tasks on the reactor's threads.
+            meters.on_reactor(on_reactor || plugins.is_empty());
             let rt = Arc::new(RouteRt {
                 meters,
                 calls,

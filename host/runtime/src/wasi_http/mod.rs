@@ -155,8 +155,8 @@ enum Prepared {
 /// The most bytes a linear memory of a handler takes when its `memory` limit is not set.
 pub const HANDLER_MEMORY: usize = 128 << 20;
 
-/// Instances in the handler pool beyond one per worker thread of the routes that end in a
-/// handler (each thread holds at most one instance at a time).
+/// Instances in the handler pool beyond one per worker of the routes that end in a handler
+/// (a handler has at most that many instances: at work, or idle between requests).
 const POOL_MARGIN: u32 = 2;
 
 /// A handler's memory limit: its `memory`, else [`HANDLER_MEMORY`].
