@@ -114,7 +114,7 @@ pub use shutdown::{GraceEnded, shutdown_signal};
 use crate::config::Route;
 use crate::deploy::{Deployment, Plugin};
 use crate::driver::pool::{Pool, Refused};
-use crate::http::{Answer, Reply};
+use crate::http::{Answer, Incoming, Reply};
 use crate::metrics::RouteMeters;
 use crate::telemetry;
 use crate::wasi_http::{HttpHandler, RequestBody};
@@ -385,7 +385,11 @@ impl Edge {
         } else {
             None
         };
+        // A handler alone takes the request as it came (its task carries its own trace
+        // context): it is not encoded for a driver.
+        let alone = route.plugins.is_empty() && route.handler.is_some();
         let request = match &context {
+            _ if alone => Vec::new(),
             Some((parent, state)) => {
                 let carried = telemetry::with_context(headers, parent, state);
                 encode_request_with(method, &inner, &carried[..], body)
@@ -408,14 +412,20 @@ impl Edge {
         let _running;
         let sent = match &route.handler {
             // A handler alone: its request's task runs on this thread (`crate::wasi_http`).
-            Some(h) if route.plugins.is_empty() => match decode_request(&request) {
-                Some(r) => {
-                    _running = Some(chain::Serving::new(&route.running));
-                    span.in_scope(|| h.serve(r, stream, tx, route.route.reuse));
-                    Ok(())
-                }
-                None => return Answer::text(500, "a request it could not pass on\n".into()).into(),
-            },
+            Some(h) if alone => {
+                let r = Incoming {
+                    method: method.to_owned(),
+                    path: inner.into_owned(),
+                    headers: headers
+                        .iter()
+                        .map(|(n, v)| (n.as_ref().to_owned(), v.as_ref().to_vec()))
+                        .collect(),
+                    body: body.to_vec(),
+                };
+                _running = Some(chain::Serving::new(&route.running));
+                span.in_scope(|| h.serve(r, stream, tx, route.route.reuse));
+                Ok(())
+            }
             _ => route.pool.submit(Job {
                 request,
                 reply: tx,
