@@ -46,9 +46,8 @@ pub(crate) struct Request {
     pub astack: u32,
     /// Entry arguments besides the A-stack: capacity, `in` segment, its capacity, borrow mask.
     pub rest: (i32, i32, i32, i32),
-    /// Tick at which the server must stop.
-    pub deadline_tick: u64,
-    /// How long the server thread waits for its store (the binding's deadline).
+    /// How long the server thread waits for its store (the binding's deadline; the run gets
+    /// that deadline again, counted from when it starts).
     pub wait: Duration,
     /// A copy of the client's A-stack.
     pub payload: Vec<u8>,
@@ -206,7 +205,9 @@ fn run(server: &DomainShared, entries: &[EntryFunc], req: &Request) -> Reply {
             message: format!("resetting the isolated server failed: {why}"),
         }));
     }
-    store.data_mut().deadline_tick = req.deadline_tick;
+    // The server is blamed only for its own run: its deadline starts now, after the queue
+    // and the wait for the store.
+    store.data_mut().deadline_tick = req.binding.run_deadline(&store.data().ticks);
     let args = (
         req.astack as i32,
         req.rest.0,

@@ -144,9 +144,11 @@ fn two_exports(deadline: Duration) -> (Kernel, Domain) {
 #[test]
 fn a_call_the_client_gave_up_on_never_runs_later_even_across_window_reuse() {
     let _guard = crate::shared();
-    let (kernel, server) = two_exports(Duration::from_millis(60));
+    // The deadline also bounds each echo's run: 150 ms leaves room for a loaded machine
+    // to deschedule the server thread, and the blocker holds the store well past it.
+    let (kernel, server) = two_exports(Duration::from_millis(150));
     let blocker = faulty_client(&kernel, "blocker");
-    let units = units_for(&blocker, Duration::from_millis(150));
+    let units = units_for(&blocker, Duration::from_millis(400));
     let before = echoes(&server);
     let clients_done = std::sync::atomic::AtomicUsize::new(0);
     let (answered, gave_up) = std::thread::scope(|s| {
@@ -252,4 +254,45 @@ fn a_server_store_busy_past_the_deadline_is_busy_not_terminated() {
         "waiting for a busy store is no fault"
     );
     assert_eq!(echo(), (0, 42), "the server thread serves again");
+}
+
+/// Two long calls at once on a server with one replica: the second waits for the first,
+/// then gets the binding's whole deadline for its own run. The wait is the server being
+/// busy, not its fault, so neither call is cut short and the server is not terminated.
+#[test]
+fn a_call_that_waited_for_a_busy_server_gets_its_whole_deadline_to_run() {
+    let _guard = crate::shared();
+    let deadline = Duration::from_secs(2);
+    let kernel = Kernel::new().unwrap();
+    let server = kernel
+        .domain("faulty", lrpc_artifacts::FAULTY_SERVER)
+        .unwrap();
+    let options = ExportOptions::default().with_deadline(Some(deadline));
+    kernel
+        .export_as(&server, "lrpc:test/faulty", "lrpc:test/faulty", options)
+        .unwrap();
+    let first = faulty_client(&kernel, "first");
+    let second = faulty_client(&kernel, "second");
+    // Each run takes 60% of the deadline: the later one waits about that long, so wait and
+    // run together pass the deadline, while either alone stays well inside it.
+    let units = units_for(&first, deadline.mul_f64(0.6));
+    let start = std::sync::Barrier::new(2);
+    let answers: Vec<i64> = std::thread::scope(|s| {
+        let calls: Vec<_> = [&first, &second]
+            .into_iter()
+            .map(|c| {
+                let start = &start;
+                s.spawn(move || {
+                    start.wait();
+                    c.call::<(i32,), i64>("busy", (units,)).unwrap()
+                })
+            })
+            .collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    assert_eq!(answers, [i64::from(units); 2], "both calls ran to the end");
+    assert!(
+        !server.is_terminated(),
+        "waiting for the server is no fault"
+    );
 }

@@ -238,10 +238,10 @@ fn transfer(
 ) -> Status {
     let b = p.binding.get();
     let server = &b.server;
-    let deadline = now.saturating_add(b.deadline_ticks);
     if let Some(d) = &b.export.relay {
-        return relayed(caller, client_key, p, proc, deadline, &**d);
+        return relayed(caller, client_key, p, proc, &**d);
     }
+    let deadline = now.saturating_add(b.deadline_ticks);
     // A free replica, starting from this thread's own so that threads do not contend for
     // the same one. The common case is that one being free: the rest is `transfer_contended`.
     let (start, replica) = match &*server.replicas {
@@ -379,7 +379,6 @@ fn relayed(
     client_key: ReplicaKey,
     p: &Prepared,
     proc: u32,
-    deadline: u64,
     relay: &dyn Relay,
 ) -> Status {
     let call = RelayCall {
@@ -389,7 +388,6 @@ fn relayed(
         size: p.first.astack_cap as u32,
         index: p.index,
         proc,
-        deadline,
         first: p.first,
     };
     relay.call(caller, &call)
@@ -557,8 +555,14 @@ impl RunArgs<'_> {
         });
         match reentered {
             Some(r) => r,
+            // The wait was the server's being busy, not its fault: the deadline that bounds
+            // its run starts once it is ours.
             None => match server.replicas[start].wait_store(b.deadline) {
-                Some(store) => self.locked(caller, start, server.replicas[start].key, store),
+                Some(store) => RunArgs {
+                    deadline: b.run_deadline(&caller.data().ticks),
+                    ..self
+                }
+                .locked(caller, start, server.replicas[start].key, store),
                 None => Err(Status::ServerBusy),
             },
         }
@@ -628,7 +632,6 @@ fn send_message(
             proc: p.proc as usize,
             astack: args.astack as u32,
             rest: (args.astack_cap, args.oob, args.oob_cap, args.borrow),
-            deadline_tick: p.deadline,
             wait: b.deadline,
             payload: request,
             state,
@@ -676,7 +679,6 @@ pub(super) struct Detached {
     pub index: u32,
     /// The entry's arguments in each replica of the server (see `args_in`).
     pub args: Vec<EntryArgs>,
-    pub deadline_tick: u64,
     pub kernel: std::sync::Weak<crate::state::kernel::KernelInner>,
     /// The client's request (`state::reset`), which this call is part of.
     pub request: u64,
@@ -707,16 +709,10 @@ impl Detached {
             lent: false,
         };
         let _request = crate::state::reset::adopt_request(self.request);
+        // Counted from now: the wait for a free replica is not the server's run.
+        let deadline = b.run_deadline(&store.data().ticks);
         let outcome = linkage::with_served(call, || {
-            enter(
-                b,
-                key,
-                i,
-                args,
-                self.deadline_tick,
-                store.as_context_mut(),
-                false,
-            )
+            enter(b, key, i, args, deadline, store.as_context_mut(), false)
         });
         drop(store);
         let status = status_of(outcome, &self.kernel, server);

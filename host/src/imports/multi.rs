@@ -192,14 +192,12 @@ fn route(caller: &mut Caller<'_, DomainData>, m: &Member, proc: i32) -> Result<R
             let args = (0..b.server.replicas.len())
                 .map(|r| call::args_in(e, local, r, borrow))
                 .collect();
-            let now = data.ticks.now();
             Ok(Route::Helper(Detached {
                 binding: b.clone(),
                 client_key: data.key(),
                 proc: proc as u32,
                 index: e.first + local,
                 args,
-                deadline_tick: now.saturating_add(b.deadline_ticks),
                 kernel: data.kernel.clone(),
                 request: crate::state::reset::current_request(),
             }))

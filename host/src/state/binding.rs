@@ -127,6 +127,16 @@ impl Binding {
         }
     }
 
+    /// The tick at which a call's run in the server must stop, for a run starting now.
+    ///
+    /// The binding's deadline bounds the wait for a busy server (the caller then hears
+    /// `ServerBusy`) and, counted again from when the server is entered, the server's own run
+    /// (past it the server is terminated). A run is never shortened by the wait before it:
+    /// a server is not blamed for being busy.
+    pub(crate) fn run_deadline(&self, clock: &crate::tick::Clock) -> u64 {
+        clock.now().saturating_add(self.deadline_ticks)
+    }
+
     /// Charges `c` to the client domain's quotas on this binding's behalf (returned when the
     /// binding is revoked), or refuses with the quota it would exceed.
     pub(crate) fn charge(&self, c: Charge) -> Result<(), Error> {

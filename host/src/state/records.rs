@@ -263,8 +263,6 @@ pub(crate) struct RelayCall {
     pub index: u32,
     /// The procedure.
     pub proc: u32,
-    /// The tick by which the call must be done.
-    pub deadline: u64,
     /// The entry's arguments in the server's first replica.
     pub first: EntryArgs,
 }
