@@ -935,6 +935,12 @@ fn main() {
         ),
         // A heavy handler (the conformance Python one), instances reused on both servers.
         ("edge_wasi_py_reuse_over_wasmtime_reuse_rps", "≥ 1.0"),
+        // The same against `wasmtime serve -W timeout=5s`: a peer whose handlers have a
+        // deadline too, so its code carries the same epoch checks as ours.
+        (
+            "edge_wasi_py_reuse_over_wasmtime_timeout_reuse_rps",
+            "≥ 1.0",
+        ),
         // The auth → rewrite → hello chain with its plugins isolated per request
         // (`isolation = "request"`), against the same chain reused and against wasmtime's
         // fresh pooled instance of one hello handler.

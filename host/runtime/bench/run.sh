@@ -281,7 +281,8 @@ stream_rss_growth() {
 }
 tmp=$(mktemp -d)
 py_wt=
-trap 'kill -TERM $server $wt $wt_pool $wt_reuse $big $py_wt 2>/dev/null || true; wait $server $wt $wt_pool $wt_reuse $big $py_wt 2>/dev/null || true; rm -rf "$tmp"' EXIT
+py_wtt=
+trap 'kill -TERM $server $wt $wt_pool $wt_reuse $big $py_wt $py_wtt 2>/dev/null || true; wait $server $wt $wt_pool $wt_reuse $big $py_wt $py_wtt 2>/dev/null || true; rm -rf "$tmp"' EXIT
 # Warm: the handler's first instances and the server's buffers exist before the first sample.
 curl -sf -o /dev/null "http://$addr/stream/gen/1"
 curl -sf -o /dev/null "http://$addr/stream/gen/1"
@@ -370,12 +371,18 @@ fi
 # reused under both servers (lrpc's `reuse`; `wasmtime serve -O pooling-allocator
 # --max-instance-reuse-count`), in three interleaved rounds:
 # `edge_wasi_py_reuse_over_wasmtime_reuse_rps` is the median of the rounds' ratios.
+# `wasmtime serve` compiles epoch checks into guest code only with `-W timeout`; without
+# it a handler has no deadline. The third server is wasmtime with the same 5 s deadline as
+# lrpc's: `edge_wasi_py_reuse_over_wasmtime_timeout_reuse_rps`.
 py_wasm=target/conformance/handler-py.wasm
 py_lrpc_addr=127.0.0.1:18186
 py_wt_addr=127.0.0.1:18187
+py_wtt_addr=127.0.0.1:18188
 py_ratio=null
+py_timeout_ratio=null
 py_lrpc_rounds=()
 py_wt_rounds=()
+py_wtt_rounds=()
 if [ -f "$py_wasm" ]; then
     cat >"$tmp/py.toml" <<TOML
 [kernel]
@@ -401,22 +408,31 @@ TOML
     wasmtime serve -Scli -O pooling-allocator --max-instance-reuse-count 100000 \
         --addr "$py_wt_addr" "$py_wasm" >/dev/null 2>&1 &
     py_wt=$!
+    wasmtime serve -Scli -O pooling-allocator --max-instance-reuse-count 100000 -W timeout=5s \
+        --addr "$py_wtt_addr" "$py_wasm" >/dev/null 2>&1 &
+    py_wtt=$!
     for _ in $(seq 1 600); do
-        curl -sf -o /dev/null "http://$py_lrpc_addr/hello" && curl -sf -o /dev/null "http://$py_wt_addr/hello" && break
+        curl -sf -o /dev/null "http://$py_lrpc_addr/hello" && curl -sf -o /dev/null "http://$py_wt_addr/hello" \
+            && curl -sf -o /dev/null "http://$py_wtt_addr/hello" && break
         sleep 0.2
     done
     py_ratios=()
+    py_timeout_ratios=()
     for _ in 1 2 3; do
         read -r a _ _ < <(measure /hello "$py_lrpc_addr")
         read -r b _ _ < <(measure /hello "$py_wt_addr")
+        read -r c _ _ < <(measure /hello "$py_wtt_addr")
         py_lrpc_rounds+=("$a")
         py_wt_rounds+=("$b")
+        py_wtt_rounds+=("$c")
         py_ratios+=("$(div "$a" "$b")")
+        py_timeout_ratios+=("$(div "$a" "$c")")
     done
     py_ratio=$(median "${py_ratios[@]}")
-    kill -TERM "$big" "$py_wt" 2>/dev/null || true
-    wait "$big" "$py_wt" 2>/dev/null || true
-    big= py_wt=
+    py_timeout_ratio=$(median "${py_timeout_ratios[@]}")
+    kill -TERM "$big" "$py_wt" "$py_wtt" 2>/dev/null || true
+    wait "$big" "$py_wt" "$py_wtt" 2>/dev/null || true
+    big= py_wt= py_wtt=
 else
     echo "edge_wasi_py_reuse_over_wasmtime_reuse_rps: no Python handler was built (scripts/conformance.sh build); left null" >&2
 fi
@@ -453,7 +469,8 @@ cat > bench-results/edge.json <<JSON
   "edge_chain3_isolated_over_chain3_reuse_rps": $chainiso_over_chain,
   "edge_chain3_isolated_over_wasmtime_pooling_rps": $chainiso_over_pool,
   "edge_wasi_py_reuse_over_wasmtime_reuse_rps": $py_ratio,
-  "wasi_py_reuse_rps_rounds": {"lrpc": [$(join "${py_lrpc_rounds[@]}")], "wasmtime": [$(join "${py_wt_rounds[@]}")]},
+  "edge_wasi_py_reuse_over_wasmtime_timeout_reuse_rps": $py_timeout_ratio,
+  "wasi_py_reuse_rps_rounds": {"lrpc": [$(join "${py_lrpc_rounds[@]}")], "wasmtime": [$(join "${py_wt_rounds[@]}")], "wasmtime_timeout": [$(join "${py_wtt_rounds[@]}")]},
   "edge_fast_p99_loaded_over_alone": $(div "$loaded_p99" "$alone_p99"),
   "stream_rss_growth_mib": $stream_rss_growth_mib,
   "stream_rss_growth_mib_target": 8,

@@ -11,6 +11,9 @@
 //! 64-byte line) before every request, as a server's other work (HTTP, the network stack, a
 //! load generator beside it) pushes a route's code and data out of the caches between its
 //! requests; the time printed is the sum of the requests' own times, without the writing.
+//!
+//! With `OTEL_EXPORTER_OTLP_ENDPOINT` set (and `OTEL_TRACES_SAMPLER=always_on`), spans are
+//! exported as `lrpc serve` exports them: what tracing costs a request, without HTTP.
 
 use anyhow::Context as _;
 use lrpc_runtime::config::Config;
@@ -27,6 +30,7 @@ fn main() -> anyhow::Result<()> {
     let requests: u64 = args.next().map_or(Ok(100_000), |s| s.parse())?;
     let threads: usize = args.next().map_or(Ok(1), |s| s.parse())?;
     let evict_kib: usize = args.next().map_or(Ok(0), |s| s.parse())?;
+    let telemetry = export_spans()?;
     let deployment = Deployment::start(Config::load(config.as_ref())?)?;
     let edge = Edge::start(Arc::new(deployment))?;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -101,7 +105,22 @@ fn main() -> anyhow::Result<()> {
         println!("{line}");
     }
     rt.block_on(async { tokio::task::spawn_blocking(move || edge.shutdown()).await })?;
+    if let Some(t) = telemetry {
+        t.shutdown();
+    }
     Ok(())
+}
+
+/// Exports spans over OTLP when the environment configures it, as `lrpc serve` does (with
+/// no log layer beneath): the running export, to flush at the end.
+fn export_spans() -> anyhow::Result<Option<lrpc_runtime::telemetry::Telemetry>> {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let Some((running, layer)) = lrpc_runtime::telemetry::Telemetry::start(None)? else {
+        return Ok(None);
+    };
+    tracing_subscriber::registry().with(layer).init();
+    Ok(Some(running))
 }
 
 /// A thread's buffer for pushing the route out of the caches between requests.
