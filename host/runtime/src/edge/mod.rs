@@ -374,29 +374,25 @@ impl Edge {
             path,
             status = tracing::field::Empty,
         );
-        // With export on: the span continues the client's trace, and the plugins see the
-        // request span's own `traceparent`.
-        let context = if telemetry::on() {
-            if let Some(parent) = telemetry::header(headers, telemetry::TRACEPARENT) {
-                let state = telemetry::header(headers, telemetry::TRACESTATE);
-                telemetry::adopt(&span, parent, state);
-            }
-            telemetry::context_of(&span)
-        } else {
-            None
-        };
+        // With export on, the span continues the client's trace.
+        let traced = telemetry::on();
+        if traced && let Some(parent) = telemetry::header(headers, telemetry::TRACEPARENT) {
+            let state = telemetry::header(headers, telemetry::TRACESTATE);
+            telemetry::adopt(&span, parent, state);
+        }
         // A handler alone takes the request as it came (its task carries its own trace
-        // context): it is not encoded for a driver.
+        // context): it is not encoded for a driver. Plugins see the request span's own
+        // `traceparent`.
         let alone = route.plugins.is_empty() && route.handler.is_some();
-        let request = match &context {
-            _ if alone => Vec::new(),
-            Some((parent, state)) => {
-                let carried = telemetry::with_context(headers, parent, state);
-                encode_request_with(method, &inner, &carried[..], body)
-            }
-            None => encode_request_with(method, &inner, headers, body),
+        let request = if alone {
+            Vec::new()
+        } else if let Some((parent, state)) = traced.then(|| telemetry::context_of(&span)).flatten()
+        {
+            let carried = telemetry::with_context(headers, &parent, &state);
+            encode_request_with(method, &inner, &carried[..], body)
+        } else {
+            encode_request_with(method, &inner, headers, body)
         };
-        drop(context);
         let metrics = &self.inner.deployment.metrics;
         // Counted down on every way out, also when the client goes away mid-request.
         let _in_flight = InFlight::new(&route.meters);
