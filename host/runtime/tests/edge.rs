@@ -2421,11 +2421,15 @@ fn a_wasi_http_handler_s_outgoing_request_ends_by_its_deadline() {
     let config = proxies(&dir, &[("proxy", &grant, "1s")]);
     let s = Server::start(&config);
     let via = |target: String| s.get("/proxy", &[("x-target", &target)]);
+    // Requests to the fast backend that did not end well (on a loaded machine).
+    let mut missed = 0.0;
     for backend in [&late, &slow] {
         // The handler is up (again, after the deadline stopped it) and sends requests.
-        assert!(eventually(
-            || via(format!("http://{}/", fast.addr)).status == 200
-        ));
+        assert!(eventually(|| {
+            let ok = via(format!("http://{}/", fast.addr)).status == 200;
+            missed += f64::from(u8::from(!ok));
+            ok
+        }));
         let started = Instant::now();
         let r = via(format!("http://{}/", backend.addr));
         let took = started.elapsed();
@@ -2440,7 +2444,8 @@ fn a_wasi_http_handler_s_outgoing_request_ends_by_its_deadline() {
         metric_value(&m, &series)
     };
     // The late backend's request failed; the slow one's was sent (its body timed out).
-    assert_eq!(count("failed"), 1.0, "{m}");
+    let failed = count("failed");
+    assert!((1.0..=1.0 + missed).contains(&failed), "{m}");
     assert!(count("sent") >= 3.0, "{m}");
     let _ = std::fs::remove_dir_all(&dir);
 }

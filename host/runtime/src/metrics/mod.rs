@@ -248,7 +248,7 @@ pub struct OutgoingMeters {
     pub sent: Counter,
     /// Requests to an origin the handler is not granted.
     pub denied: Counter,
-    /// Requests sent that got no response (refused, timed out, …).
+    /// Requests that got no response (refused, timed out, or left when the handler stopped).
     pub failed: Counter,
 }
 

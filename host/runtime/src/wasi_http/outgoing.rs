@@ -73,6 +73,9 @@ impl WasiHttpHooks for Outgoing {
             tracing::Span::none()
         };
         let traced = span.clone();
+        // Counted as failed unless it resolves: the handler may be stopped by its deadline
+        // (and this future dropped) before the timeout below fires.
+        let mut unresolved = Unresolved(Some(meters.clone()));
         let sent = async move {
             let deadline = deadline.map(tokio::time::Instant::from_std);
             let options = within(options, deadline);
@@ -84,6 +87,7 @@ impl WasiHttpHooks for Outgoing {
                     .unwrap_or(Err(HttpError::HttpResponseTimeout)),
                 None => send.await,
             };
+            unresolved.resolved();
             let (response, io) = match sent {
                 Ok(s) => s,
                 Err(e) => {
@@ -111,6 +115,24 @@ impl WasiHttpHooks for Outgoing {
             Ok((response, Box::new(io) as Box<dyn Future<Output = _> + Send>))
         };
         Box::new(tracing::Instrument::instrument(sent, span))
+    }
+}
+
+/// An outgoing request not yet answered: counted as failed if dropped so.
+struct Unresolved(Option<OutgoingMeters>);
+
+impl Unresolved {
+    /// The request resolved: whoever has it counts it.
+    fn resolved(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Unresolved {
+    fn drop(&mut self) {
+        if let Some(meters) = self.0.take() {
+            meters.failed.inc();
+        }
     }
 }
 
