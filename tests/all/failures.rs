@@ -101,7 +101,9 @@ fn a_threads_tick_hook_paces_the_server_it_migrated_into() {
 #[test]
 fn a_tick_hook_learns_when_another_thread_waits_for_its_server() {
     let _guard = crate::shared();
-    let (kernel, _server, client) = faulty(Some(Duration::from_millis(400)));
+    // A deadline no loaded machine reaches: the server is terminated once the hook saw the
+    // waiting call (or at the deadline, and then the test fails).
+    let (kernel, server, client) = faulty(Some(Duration::from_secs(30)));
     // A second client of the same server (one replica), calling from another thread.
     let other = kernel
         .domain("faulty-client-2", lrpc_artifacts::FAULTY_CLIENT)
@@ -117,25 +119,33 @@ fn a_tick_hook_learns_when_another_thread_waits_for_its_server() {
             std::thread::sleep(Duration::from_millis(1));
         }
         // Waits for the spinning call's Store, then fails with it (the spinner is
-        // terminated at its deadline).
+        // terminated).
         other.call::<(i32,), i64>("echo", (1,)).unwrap()
     });
-    let s2 = seen.clone();
+    let (s2, k2, watched) = (seen.clone(), kernel.clone(), seen.clone());
+    let killer = std::thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(30);
+        while !watched.load(Ordering::Acquire) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        k2.terminate(&server);
+    });
     let hook = move |wanted: bool| {
         spinning.store(true, Ordering::Release);
         if wanted {
-            s2.store(true, Ordering::Relaxed);
+            s2.store(true, Ordering::Release);
         }
     };
     lrpc_kernel::pace::set_tick_hook(Some(Box::new(hook)));
     let s: i32 = client.call("spin", ()).unwrap();
     lrpc_kernel::pace::set_tick_hook(None);
-    assert_eq!(s, Status::DeadlineExceeded as i32);
-    assert!(waiter.join().expect("the waiting client") < 0);
+    killer.join().expect("the killer");
     assert!(
-        seen.load(Ordering::Relaxed),
+        seen.load(Ordering::Acquire),
         "the hook never saw the waiting call"
     );
+    assert_eq!(s, Status::ServerTerminated as i32);
+    assert!(waiter.join().expect("the waiting client") < 0);
 }
 
 #[test]
