@@ -189,7 +189,7 @@ fn transfer_traced(
         status = tracing::field::Empty,
     );
     let status = span.in_scope(|| transfer(caller, client_key, raw, p, proc, now));
-    span.record("status", tracing::field::display(&status));
+    span.record("status", status.describe());
     status
 }
 
