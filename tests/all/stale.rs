@@ -256,13 +256,18 @@ fn a_server_store_busy_past_the_deadline_is_busy_not_terminated() {
     assert_eq!(echo(), (0, 42), "the server thread serves again");
 }
 
-/// Two long calls at once on a server with one replica: the second waits for the first,
-/// then gets the binding's whole deadline for its own run. The wait is the server being
-/// busy, not its fault, so neither call is cut short and the server is not terminated.
+/// Two calls at once on a server with one replica: the second waits for the first, then gets
+/// the binding's whole deadline for its own run. The wait is the server being busy, not its
+/// fault, so neither call is cut short and the server is not terminated.
+///
+/// The first call holds the server for a fixed 8 s of its 10 s deadline (its thread's tick
+/// hook sleeps), so the wait does not depend on the machine's speed; the second runs about
+/// 3 s of work. Counted from its start, the second call would have 2 s left to run; counted
+/// from its entry it has 10 s, which a machine three times slower than measured still meets.
 #[test]
 fn a_call_that_waited_for_a_busy_server_gets_its_whole_deadline_to_run() {
     let _guard = crate::shared();
-    let deadline = Duration::from_secs(2);
+    let deadline = Duration::from_secs(10);
     let kernel = Kernel::new().unwrap();
     let server = kernel
         .domain("faulty", lrpc_artifacts::FAULTY_SERVER)
@@ -273,24 +278,39 @@ fn a_call_that_waited_for_a_busy_server_gets_its_whole_deadline_to_run() {
         .unwrap();
     let first = faulty_client(&kernel, "first");
     let second = faulty_client(&kernel, "second");
-    // Each run takes 60% of the deadline: the later one waits about that long, so wait and
-    // run together pass the deadline, while either alone stays well inside it.
-    let units = units_for(&first, deadline.mul_f64(0.6));
-    let start = std::sync::Barrier::new(2);
-    let answers: Vec<i64> = std::thread::scope(|s| {
-        let calls: Vec<_> = [&first, &second]
-            .into_iter()
-            .map(|c| {
-                let start = &start;
-                s.spawn(move || {
-                    start.wait();
-                    c.call::<(i32,), i64>("busy", (units,)).unwrap()
-                })
-            })
-            .collect();
-        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    let long = units_for(&second, Duration::from_secs(3));
+    let short = units_for(&first, Duration::from_millis(50));
+    let (held, holding) = std::sync::mpsc::channel();
+    let answers = std::thread::scope(|s| {
+        let holder = s.spawn(|| {
+            // At the first tick inside the server: let the second call go, then hold the
+            // server's Store for 8 s.
+            let mut once = Some(held);
+            let hook = move |_wanted: bool| {
+                if let Some(held) = once.take() {
+                    let _ = held.send(());
+                    std::thread::sleep(Duration::from_secs(8));
+                }
+            };
+            lrpc_kernel::pace::set_tick_hook(Some(Box::new(hook)));
+            let r = first.call::<(i32,), i64>("busy", (short,)).unwrap();
+            lrpc_kernel::pace::set_tick_hook(None);
+            r
+        });
+        let second = &second;
+        let waiter = s.spawn(move || {
+            holding
+                .recv_timeout(Duration::from_secs(60))
+                .expect("the first call reached a tick in the server");
+            second.call::<(i32,), i64>("busy", (long,)).unwrap()
+        });
+        [holder.join().unwrap(), waiter.join().unwrap()]
     });
-    assert_eq!(answers, [i64::from(units); 2], "both calls ran to the end");
+    assert_eq!(
+        answers,
+        [i64::from(short), i64::from(long)],
+        "both calls ran to the end"
+    );
     assert!(
         !server.is_terminated(),
         "waiting for the server is no fault"
