@@ -467,7 +467,7 @@ impl ChainRun<'_> {
         let Some(reply) = self.reply.take() else {
             return Answer::text(500, "no reply channel for the handler\n".into());
         };
-        h.serve(r, self.body.take(), reply, self.rt.route.reuse);
+        h.serve(r, self.body.take(), reply, self.rt.route.reuse, false);
         // Not sent: the reply channel went with the request.
         Answer::text(202, String::new())
     }

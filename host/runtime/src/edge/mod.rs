@@ -419,7 +419,7 @@ impl Edge {
                     body: body.to_vec(),
                 };
                 _running = Some(chain::Serving::new(&route.running));
-                span.in_scope(|| h.serve(r, stream, tx, route.route.reuse));
+                span.in_scope(|| h.serve(r, stream, tx, route.route.reuse, true));
                 Ok(())
             }
             _ => route.pool.submit(Job {
