@@ -105,9 +105,8 @@ impl HttpHandler {
         if here {
             // Polled here until it first waits, with a waker that does nothing: a task that
             // waits is spawned below, and its first poll there registers the runtime's waker
-            // with what it waits for.
-            // A panic ends the task, as tokio's harness would end it: the reply channel goes
-            // with it, and the client is answered 500.
+            // with what it waits for. A panic ends the task as tokio's harness would: the
+            // reply channel goes with it, and the client is answered 500.
             let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
             let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 task.as_mut().poll(&mut cx)
