@@ -952,6 +952,13 @@ fn main() {
             "edge_chain3_isolated_over_wasmtime_pooling_rps",
             "≥ 1.5 (goal 2.5)",
         ),
+        // The servers' processor time per request, ours over the peer's (or traced over
+        // untraced): the `_rps` ratios' twins, measured in the same rounds, with no target.
+        ("edge_wasi_fresh_over_wasmtime_pooling_cpu", "none"),
+        ("edge_wasi_reuse_over_wasmtime_reuse_cpu", "none"),
+        ("edge_chain3_traced_over_untraced_cpu", "none"),
+        ("edge_wasi_py_reuse_over_wasmtime_reuse_cpu", "none"),
+        ("edge_wasi_py_reuse_over_wasmtime_timeout_reuse_cpu", "none"),
         ("edge_chain3_p50_over_chain1_p50", "≤ 1.15"),
         ("edge_fast_p99_loaded_over_alone", "≤ 2"),
         // The ceiling of a route that keeps its work off the reactor (no target).

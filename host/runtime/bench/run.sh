@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Load benchmark of the edge server, on loopback, bounded in time: requests per second and
-# p50/p99 latency of a native Rust handler (the ceiling), the same handler busy for 1 µs per
+# Load benchmark of the edge server, on loopback, bounded in time: requests per second,
+# p50/p99 latency and the server's processor time per request of a native Rust handler (the ceiling), the same handler busy for 1 µs per
 # request (a calibration: what that much processor time costs here), the same answer from a thread off
 # the reactor (the hop a route served by its worker pool makes, alone), one plugin, a
 # three-plugin chain (reused, and isolated per request) and `wasmtime serve` running the same hello handler as a wasi:http component (it instantiates
@@ -64,15 +64,28 @@ for _ in $(seq 1 200); do
 done
 
 # wrk's "Requests/sec" and its 50% / 99% latencies (in microseconds).
+# With a server's process id as $3, a fourth figure: the processor time the server spent per
+# request, in microseconds (user and system time from /proc, over the run). Requests per
+# second on this 2-core machine swing with what else runs on it; a server's own time per
+# request swings far less, and it is what a busy host pays.
 measure() {
-    local out
+    local out cpu0=0 cpu1=0
+    [ -n "${3:-}" ] && cpu0=$(server_ticks "$3")
     out=$(wrk -t2 -c16 -d"${secs}s" --latency -H 'authorization: Bearer letmein' "http://${2:-$addr}$1")
-    local rps p50 p99
+    [ -n "${3:-}" ] && cpu1=$(server_ticks "$3")
+    local rps p50 p99 n cpu=null
     rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
     p50=$(echo "$out" | awk '$1 == "50%" {print $2}')
     p99=$(echo "$out" | awk '$1 == "99%" {print $2}')
-    echo "$rps $(to_us "$p50") $(to_us "$p99")"
+    n=$(echo "$out" | awk '/requests in/ {print $1}')
+    if [ -n "${3:-}" ] && [ "${n:-0}" -gt 0 ]; then
+        cpu=$(awk -v a="$cpu0" -v b="$cpu1" -v n="$n" -v hz="$clk_tck" 'BEGIN {printf "%.1f", (b - a) * 1e6 / hz / n}')
+    fi
+    echo "$rps $(to_us "$p50") $(to_us "$p99") $cpu"
 }
+# A process's user and system time so far, in clock ticks.
+server_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+clk_tck=$(getconf CLK_TCK)
 to_us() {
     awk -v v="$1" 'BEGIN {
         n = v + 0; u = v; sub(/^[0-9.]+/, "", u);
@@ -99,13 +112,16 @@ declare -A path=([native]=/native/x [spin1us]=/spin/1000/x [hop]=/hop/x [one]=/o
     [chainiso]=/chain-iso/v1/x [wt]=/x [wfresh]=/wasi-fresh/x [wtpool]=/x [wreuse]=/wasi-reuse/x [wtreuse]=/x)
 declare -A host=([native]=$addr [spin1us]=$addr [hop]=$addr [one]=$addr [chain]=$addr [chainiso]=$addr
     [wt]=$wt_addr [wfresh]=$addr [wtpool]=$wt_pool_addr [wreuse]=$addr [wtreuse]=$wt_reuse_addr)
-declare -A rps p50 p99
+declare -A pid=([native]=$server [spin1us]=$server [hop]=$server [one]=$server [chain]=$server
+    [chainiso]=$server [wt]=$wt [wfresh]=$server [wtpool]=$wt_pool [wreuse]=$server [wtreuse]=$wt_reuse)
+declare -A rps p50 p99 cpu
 for _ in 1 2 3; do
     for c in "${cases[@]}"; do
-        read -r r a b < <(measure "${path[$c]}" "${host[$c]}")
+        read -r r a b u < <(measure "${path[$c]}" "${host[$c]}" "${pid[$c]}")
         rps[$c]+="$r "
         p50[$c]+="$a "
         p99[$c]+="$b "
+        cpu[$c]+="$u "
     done
 done
 # Where the plugin routes ran by the end of the plain cases (1: on the reactor's threads, 0:
@@ -131,7 +147,7 @@ ratios() {
 # A case's medians as JSON, with its rounds' requests per second.
 summary() {
     # shellcheck disable=SC2086
-    echo "{\"rps\": $(median ${rps[$1]}), \"p50_us\": $(median ${p50[$1]}), \"p99_us\": $(median ${p99[$1]}), \"rps_rounds\": [$(join ${rps[$1]})]}"
+    echo "{\"rps\": $(median ${rps[$1]}), \"p50_us\": $(median ${p50[$1]}), \"p99_us\": $(median ${p99[$1]}), \"cpu_us_per_request\": $(median ${cpu[$1]}), \"rps_rounds\": [$(join ${rps[$1]})]}"
 }
 # shellcheck disable=SC2046
 chain_over_wt=$(median $(ratios chain wt rps))
@@ -147,6 +163,11 @@ chain_p50_over_one=$(median $(ratios chain one p50))
 wasi_fresh_over_pool=$(median $(ratios wfresh wtpool rps))
 # shellcheck disable=SC2046
 wasi_reuse_over_reuse=$(median $(ratios wreuse wtreuse rps))
+# The same pairs by the servers' processor time per request (lower is cheaper).
+# shellcheck disable=SC2046
+wasi_fresh_over_pool_cpu=$(median $(ratios wfresh wtpool cpu))
+# shellcheck disable=SC2046
+wasi_reuse_over_reuse_cpu=$(median $(ratios wreuse wtreuse cpu))
 # shellcheck disable=SC2046
 chainiso_over_chain=$(median $(ratios chainiso chain rps))
 # shellcheck disable=SC2046
@@ -158,12 +179,12 @@ loaded_p99s=()
 loaded_rpss=()
 loaded_p50s=()
 for _ in 1 2 3; do
-    read -r _ _ p99 < <(measure /chain/v1/x)
+    read -r _ _ p99 _ < <(measure /chain/v1/x)
     alone_p99s+=("$p99")
     wrk -t1 -c4 -d"$((secs + 2))s" "http://$addr/slow/busy/20" >/dev/null &
     slow=$!
     sleep 1
-    read -r r a b < <(measure /chain/v1/x)
+    read -r r a b _ < <(measure /chain/v1/x)
     wait $slow
     loaded_rpss+=("$r")
     loaded_p50s+=("$a")
@@ -212,14 +233,17 @@ done
 untraced_rpss=()
 traced_rpss=()
 traced_ratios=()
+traced_cpu_ratios=()
 for _ in 1 2 3; do
-    read -r u _ _ < <(measure /chain/v1/x "$untraced_addr")
-    read -r t _ _ < <(measure /chain/v1/x "$traced_addr")
+    read -r u _ _ uc < <(measure /chain/v1/x "$untraced_addr" "$untraced")
+    read -r t _ _ tc < <(measure /chain/v1/x "$traced_addr" "$traced")
     untraced_rpss+=("$u")
     traced_rpss+=("$t")
     traced_ratios+=("$(div "$t" "$u")")
+    traced_cpu_ratios+=("$(div "$tc" "$uc")")
 done
 chain_traced_over_untraced=$(median "${traced_ratios[@]}")
+chain_traced_over_untraced_cpu=$(median "${traced_cpu_ratios[@]}")
 kill -TERM "$sink" "$untraced" "$traced" 2>/dev/null || true
 wait "$sink" "$untraced" "$traced" 2>/dev/null || true
 sink= untraced= traced=
@@ -380,6 +404,8 @@ py_wt_addr=127.0.0.1:18187
 py_wtt_addr=127.0.0.1:18188
 py_ratio=null
 py_timeout_ratio=null
+py_cpu_ratio=null
+py_timeout_cpu_ratio=null
 py_lrpc_rounds=()
 py_wt_rounds=()
 py_wtt_rounds=()
@@ -418,18 +444,24 @@ TOML
     done
     py_ratios=()
     py_timeout_ratios=()
+    py_cpu_ratios=()
+    py_timeout_cpu_ratios=()
     for _ in 1 2 3; do
-        read -r a _ _ < <(measure /hello "$py_lrpc_addr")
-        read -r b _ _ < <(measure /hello "$py_wt_addr")
-        read -r c _ _ < <(measure /hello "$py_wtt_addr")
+        read -r a _ _ ac < <(measure /hello "$py_lrpc_addr" "$big")
+        read -r b _ _ bc < <(measure /hello "$py_wt_addr" "$py_wt")
+        read -r c _ _ cc < <(measure /hello "$py_wtt_addr" "$py_wtt")
         py_lrpc_rounds+=("$a")
         py_wt_rounds+=("$b")
         py_wtt_rounds+=("$c")
         py_ratios+=("$(div "$a" "$b")")
         py_timeout_ratios+=("$(div "$a" "$c")")
+        py_cpu_ratios+=("$(div "$ac" "$bc")")
+        py_timeout_cpu_ratios+=("$(div "$ac" "$cc")")
     done
     py_ratio=$(median "${py_ratios[@]}")
     py_timeout_ratio=$(median "${py_timeout_ratios[@]}")
+    py_cpu_ratio=$(median "${py_cpu_ratios[@]}")
+    py_timeout_cpu_ratio=$(median "${py_timeout_cpu_ratios[@]}")
     kill -TERM "$big" "$py_wt" "$py_wtt" 2>/dev/null || true
     wait "$big" "$py_wt" "$py_wtt" 2>/dev/null || true
     big= py_wt= py_wtt=
@@ -466,6 +498,11 @@ cat > bench-results/edge.json <<JSON
   "edge_chain3_p50_over_chain1_p50": $chain_p50_over_one,
   "edge_wasi_fresh_over_wasmtime_pooling_rps": $wasi_fresh_over_pool,
   "edge_wasi_reuse_over_wasmtime_reuse_rps": $wasi_reuse_over_reuse,
+  "edge_wasi_fresh_over_wasmtime_pooling_cpu": $wasi_fresh_over_pool_cpu,
+  "edge_wasi_reuse_over_wasmtime_reuse_cpu": $wasi_reuse_over_reuse_cpu,
+  "edge_chain3_traced_over_untraced_cpu": $chain_traced_over_untraced_cpu,
+  "edge_wasi_py_reuse_over_wasmtime_reuse_cpu": $py_cpu_ratio,
+  "edge_wasi_py_reuse_over_wasmtime_timeout_reuse_cpu": $py_timeout_cpu_ratio,
   "edge_chain3_isolated_over_chain3_reuse_rps": $chainiso_over_chain,
   "edge_chain3_isolated_over_wasmtime_pooling_rps": $chainiso_over_pool,
   "edge_wasi_py_reuse_over_wasmtime_reuse_rps": $py_ratio,
