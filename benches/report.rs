@@ -1197,6 +1197,43 @@ fn why(ratio: &str) -> &'static str {
              target: 1.11, 0.97 (the one-plugin route had left the reactor for good), 1.17, \
              1.14, 1.19 and 1.13 in six runs."
         }
+        "edge_wasi_reuse_over_wasmtime_reuse_rps" => {
+            "the server spends about the peer's processor time per request \
+             (`edge_wasi_reuse_over_wasmtime_reuse_cpu`), and most of it goes to what both \
+             servers share: two system calls per request on the connection, hyper, wasmtime's \
+             component runtime and its `wasi:http` host. The edge's own layer (admission, the \
+             handler's request, the trace instrument) is 3-4% of a profile; the deadline timer \
+             of a call that waits, 2% (a build without it). 1.3 needs about a quarter less \
+             processor time per request than the peer. Runs up to 12-02 read 1.28-1.40 with \
+             the same cost per request (a build of 64641e2 beside 6e0d41d, interleaved: \
+             within 2-4%): the peer's requests per second moved with the machine."
+        }
+        "edge_chain3_traced_over_untraced_rps" => {
+            "a traced chain request makes six spans and carries `traceparent` through three \
+             plugins: 22 µs of processor time on top of 44 µs (perf, 12-03). The span \
+             registry takes about 3 µs, encoding and queueing the spans 3 µs, dispatch 1 µs, \
+             clocks 0.6 µs; the rest is spread over copying the context into each plugin's \
+             request and the plugins reading it. Spans that cost nothing would leave about \
+             0.8."
+        }
+        "edge_wasi_py_reuse_over_wasmtime_reuse_rps" => {
+            "lrpc's handler runs under a deadline, so its compiled code carries epoch checks; \
+             `wasmtime serve` compiles none without `-W timeout`. Against the peer with the \
+             same deadline (the next ratio) runs read 1.19, 1.09 and 0.91."
+        }
+        "edge_wasi_py_reuse_over_wasmtime_timeout_reuse_rps" => {
+            "a Python request takes 200-300 µs of processor time, about 60% of it in \
+             CPython's compiled code, which both servers run alike. On this machine the \
+             rounds of one pair spread from 0.73 to 1.30 (processor time per request, five \
+             interleaved rounds, 12-03): wider than the gap."
+        }
+        "edge_fast_p99_loaded_over_alone" => {
+            "the loaded rounds run seven busy threads on two cores: wrk's three, two reactor \
+             threads, and the slow route's two workers, which pause while short requests \
+             arrive. Neither a 200 µs epoch tick (the slow guest looks five times as often) \
+             nor a 5 ms pause step (a fifth of its wake-ups) moved the loaded p99, about \
+             2.5-3 ms in interleaved rounds (12-03); the p99 alone spreads from 0.7 to 2.2 ms."
+        }
         "urpc_t2_over_t1_throughput" => {
             "the pipeline of URPC's Fig. 4 needs the guest client's and the server's \
              processors to run at once; on this shared 2-core machine they often do not, and \
