@@ -1,24 +1,23 @@
 #!/usr/bin/env bash
-# Load benchmark of the edge server, on loopback, bounded in time: requests per second,
-# p50/p99 latency and the server's processor time per request of a native Rust handler (the ceiling), the same handler busy for 1 µs per
-# request (a calibration: what that much processor time costs here), the same answer from a thread off
-# the reactor (the hop a route served by its worker pool makes, alone), one plugin, a
-# three-plugin chain (reused, and isolated per request) and `wasmtime serve` running the same hello handler as a wasi:http component (it instantiates
-# the component per request; our domains live across requests); the wasi:http hello handler
-# under lrpc serve, fresh per request and reused, against `wasmtime serve -O pooling-allocator`
-# fresh and reused (the peer at its best); all in three interleaved rounds
-# (ratios are medians of the rounds' ratios); then the chain alone and while a slow route
-# (long guest computations) is loaded beside it (three rounds of each, alternating; the
-# loaded ratio compares their medians); the chain under `lrpc serve` without and with every
-# trace exported over OTLP/HTTP (three alternating rounds); and the two plugin routes in
-# process, without HTTP,
-# back to back and with the caches written over between requests. Then two figures of the
-# wasi:http handlers: the server's RSS growth while a client downloads a 50 MiB streamed
-# response, and the time from a trap's answer to the next 200 of the largest handler that
-# scripts/conformance.sh builds (instances reused); last, that Python handler's requests per
-# second under both servers, instances reused. Uses wrk (Debian) and wasmtime 48
-# (scripts/wasmtime.sh), installed here if missing. Writes bench-results/edge.json and merges the edge
-# ratios into bench-results/summary.json.
+# Load benchmark of the edge server, on loopback, bounded in time: requests per second, p50/p99
+# latency and the server's processor time per request of a native Rust handler (the ceiling), the
+# same handler busy for 1 µs per request (a calibration: what that much processor time costs here),
+# the same answer from a thread off the reactor (the hop a route served by its worker pool makes,
+# alone), one plugin, a three-plugin chain (reused, and isolated per request) and `wasmtime serve`
+# running the same hello handler as a wasi:http component (it instantiates the component per
+# request; our domains live across requests); the wasi:http hello handler under lrpc serve, fresh
+# per request and reused, against `wasmtime serve -O pooling-allocator` fresh and reused (the peer
+# at its best); all in three interleaved rounds (ratios are medians of the rounds' ratios); then the
+# chain alone and while a slow route (long guest computations) is loaded beside it (three rounds of
+# each, alternating; the loaded ratio compares their medians); the chain under `lrpc serve` without
+# and with every trace exported over OTLP/HTTP (three alternating rounds); and the two plugin routes
+# in process, without HTTP, back to back and with the caches written over between requests. Then two
+# figures of the wasi:http handlers: the server's RSS growth while a client downloads a 50 MiB
+# streamed response, and the time from a trap's answer to the next 200 of the largest handler that
+# scripts/conformance.sh builds (instances reused); last, that Python handler's requests per second
+# under both servers, instances reused. Uses wrk (Debian) and wasmtime 48 (scripts/wasmtime.sh),
+# installed here if missing. Writes bench-results/edge.json and merges the edge ratios into
+# bench-results/summary.json.
 #
 #   host/runtime/bench/run.sh [SECONDS_PER_CASE]
 set -euo pipefail
