@@ -6,20 +6,23 @@
 //!    A-stack size and count (the procedure descriptor list the kernel uses at bind time), and
 //!    the interface fingerprint both sides check;
 //! 3. **back end** ([`rust`]): Rust client and server stubs for guests, written against
-//!    `lrpc-sdk`.
+//!    `lrpc-sdk`; and ([`host`]) the static Rust shapes of interfaces the kernel's typed
+//!    path carries calls between core and component domains with.
 //!
 //! Beside them, [`layout`] is the one walker of the A-stack encoding of a type: the stub
 //! back end, the kernel's component codec, the remote wire translation and the runtime's
 //! value text all visit values through it.
 //!
-//! The kernel links the first two stages to build procedure descriptor lists; guests' build
-//! scripts run all three through [`build::guest`].
+//! The kernel links the first two stages to build procedure descriptor lists and keeps what
+//! [`host`] makes of the WIT it embeds; guests' build scripts run all three through
+//! [`build::guest`].
 
 #![warn(missing_docs)]
 
 pub mod annot;
 pub mod build;
 pub mod front;
+pub mod host;
 pub mod layout;
 pub mod plan;
 pub mod rust;

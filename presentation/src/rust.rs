@@ -17,7 +17,7 @@ use crate::plan::{Def, DefKind, InterfacePlan, Prim, ProcPlan, Ty};
 use std::fmt::Write as _;
 
 mod codec;
-mod names;
+pub(crate) mod names;
 
 use codec::{flags_repr, prim_rust};
 pub use names::module_name;

@@ -26,10 +26,11 @@
 //! The component's import types are checked against the interface's WIT at bind time;
 //! interfaces carrying resources have no plan and can not pair with a core domain.
 
-use super::codec::{self, AStackArgs, AStackTuple};
+use super::codec;
 use super::export::ComponentExport;
 use super::failure::{failed_value, record_failure};
 use super::record::{ComponentData, Shared};
+use super::values::{AStackArgs, AStackTuple};
 use crate::astack::page_round;
 use crate::error::{Error, Fault};
 use crate::state::clerk::ExportEntry;

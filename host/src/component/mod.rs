@@ -77,8 +77,10 @@
 //! * `enter`: how a call enters a domain's Store (deadline, fuel, faults, isolation).
 //! * `export`: exporting an interface through the clerk, checked by `typecheck`.
 //! * `bind`: binding a new instance's imports; `binding`: the Binding Object of one import;
-//!   `handles`: resource handles across a binding; `typed`, `shapes`: the typed path of a
-//!   call; `failure`: what a failed call answers and how it is recorded.
+//!   `handles`: resource handles across a binding; `typed`: the typed path of a call, with
+//!   `values` (static values in the A-stack layout) and `generated` (the shapes of the
+//!   embedded WIT's functions, written at build time by the stub compiler); `failure`: what
+//!   a failed call answers and how it is recorded.
 //! * `mixed`, `codec`, `lent`: mixed pairs of component and core domains, the A-stack
 //!   encoding of component values, byte lists lent straight from a core client's memory.
 
@@ -90,6 +92,7 @@ mod enter;
 mod export;
 mod failure;
 mod fuse;
+mod generated;
 mod handles;
 mod instantiate;
 pub(crate) mod lent;
@@ -98,9 +101,9 @@ mod limits;
 pub(crate) mod mixed;
 mod options;
 mod record;
-mod shapes;
 mod typecheck;
 mod typed;
+mod values;
 mod wasi;
 
 pub use crate::state::kernel::EngineKind;

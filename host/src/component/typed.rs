@@ -15,18 +15,19 @@
 //! A-stack straight into those Rust values and encodes the result from them; a lone byte
 //! list parameter is lowered into the component from where the client's stub put it
 //! ([`serve_lent`], `super::lent`), and a byte list result goes to the client from the
-//! vector it was lifted into. Both ways also
-//! carry `lrpc:http/plugin`'s `handle` (both versions) and `lrpc:kv/store` with the shapes of
-//! `super::shapes`.
+//! vector it was lifted into. Both ways also carry every other function of the kernel's
+//! embedded WIT (`lrpc:http/plugin`'s `handle`, `lrpc:kv/store`, ...) with the static shapes
+//! the stub compiler generated for it at build time (`super::generated`).
 //!
 //! The binding's checks, the server's deadline and fuel, and the failure answers are the same
 //! on both paths: a failed call answers the result type's zero value (0, an empty string or
 //! list), as the general path does for those types, and is recorded as a failure.
 
 use super::binding::ImportBinding;
-use super::codec::{AStackArgs, AStackTuple, AStackValue as _};
 use super::failure::record_failure;
+use super::generated::{self, LeadArgs, Shape, ShapeVisitor};
 use super::record::{ComponentData, Shared};
+use super::values::{AStackArgs, AStackTuple};
 use lrpc_abi::Status;
 use lrpc_presentation::layout::Extent;
 use lrpc_presentation::layout::is_bytes;
@@ -163,24 +164,6 @@ pub(super) trait ViewForwarder: Send + Sync + 'static {
     fn names(&self) -> (&str, &str);
 }
 
-/// Serves `lrpc:http/plugin`'s `handle` with the typed shapes of module `$shape` of
-/// `super::shapes` (`strings` or `bytes`), for [`serve_typed`].
-macro_rules! http_handle {
-    ($shape:ident, $server:expr, $idx:expr, $request:expr, $extent:expr, $reply:expr) => {{
-        let (server, idx, request, extent, reply) = ($server, $idx, $request, $extent, $reply);
-        use super::shapes::$shape::{Action, Head};
-        let mut src = request;
-        let head = Head::get(&mut src).ok_or(Status::ServerRejected)?;
-        let body = last_bytes(src, extent).ok_or(Status::ServerRejected)?;
-        let (action,) = server
-            .run_typed_by::<(Head, &'static [u8]), (Action,), _>(idx, |f, store| {
-                let f: TypedFunc<(Head, &[u8]), (Action,)> = f;
-                f.call(store, (head, body))
-            })
-            .map_err(|e| e.status())?;
-        action.put(reply);
-    }};
-}
 /// The kinds of `ty`'s parameters and its result kind, when the typed path carries them.
 fn signature(ty: &ComponentFunc) -> Option<(Vec<Kind>, Option<Kind>)> {
     let params: Option<Vec<Kind>> = ty.params().map(|(_, t)| kind(&t)).collect();
@@ -197,25 +180,9 @@ pub(super) enum Signature {
         params: Vec<Kind>,
         result: Option<Kind>,
     },
-    /// `lrpc:http/plugin`'s `handle`, carried with the shapes of `super::shapes::strings`.
-    HttpHandle,
-    /// `lrpc:http/plugin@0.2.0`'s `handle` (header values as bytes), carried with the shapes
-    /// of `super::shapes::bytes`.
-    HttpHandleBytes,
-    /// A function of `lrpc:kv/store`, carried with the shapes of `super::shapes::kv`.
-    Kv(KvFn),
-}
-
-/// The functions of `lrpc:kv/store`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum KvFn {
-    Put,
-    Get,
-    Delete,
-    Keys,
-    Stats,
-    Rights,
-    Measure,
+    /// A function of the kernel's embedded WIT: an index into `super::generated::FUNCTIONS`,
+    /// carried with its generated shape.
+    Generated(usize),
 }
 
 /// The [`Signature`] of procedure `p` of `plan`.
@@ -229,36 +196,26 @@ pub(super) fn plan_signature(plan: &InterfacePlan, p: &ProcPlan) -> Option<Signa
             _ => None,
         }
     }
-    // The kernel's own WIT defines the interface, so its types are the shapes'.
-    if plan.name == super::shapes::HTTP_PLUGIN && p.name == "handle" {
-        return Some(Signature::HttpHandle);
-    }
-    if plan.name == super::shapes::HTTP_PLUGIN_BYTES && p.name == "handle" {
-        return Some(Signature::HttpHandleBytes);
-    }
-    if plan.name == super::shapes::KV_STORE {
-        let f = match p.name.as_str() {
-            "put" => KvFn::Put,
-            "get" => KvFn::Get,
-            "delete" => KvFn::Delete,
-            "keys" => KvFn::Keys,
-            "stats" => KvFn::Stats,
-            "rights" => KvFn::Rights,
-            "measure" => KvFn::Measure,
-            _ => return None,
+    let kinds = || {
+        let params: Vec<Kind> = p
+            .params
+            .iter()
+            .map(|(_, t)| kind(t))
+            .collect::<Option<_>>()?;
+        let result = match &p.result {
+            None => None,
+            Some(t) => Some(kind(t)?),
         };
-        return Some(Signature::Kv(f));
-    }
-    let params: Vec<Kind> = p
-        .params
-        .iter()
-        .map(|(_, t)| kind(t))
-        .collect::<Option<_>>()?;
-    let result = match &p.result {
-        None => None,
-        Some(t) => Some(kind(t)?),
+        (params.len() <= 2).then_some(Signature::Kinds { params, result })
     };
-    (params.len() <= 2).then_some(Signature::Kinds { params, result })
+    // A function of the embedded WIT, checked by its interface's fingerprint: the shape was
+    // generated from that very interface.
+    kinds().or_else(|| {
+        generated::FUNCTIONS
+            .iter()
+            .position(|&(i, fp, f)| i == plan.name && fp == plan.fingerprint && f == p.name)
+            .map(Signature::Generated)
+    })
 }
 
 /// Serves one call of a core client on the component `server`'s function `idx` with static
@@ -309,30 +266,56 @@ pub(super) fn serve_typed(
                 serve::<P, R>(server, idx, request, extent, reply)?
             });
         }
-        // The two versions of `lrpc:http/plugin` differ only in their header values' type.
-        Signature::HttpHandle => http_handle!(strings, server, idx, request, extent, reply),
-        Signature::HttpHandleBytes => {
-            http_handle!(bytes, server, idx, request, extent, reply)
-        }
-        Signature::Kv(f) => {
-            use super::shapes::kv::{Access, Entry, Error, Kind};
-            let (s, i, e, r) = (server, idx, extent, reply);
-            match f {
-                KvFn::Put => {
-                    serve::<(String, Vec<u8>, Kind), (Result<u64, Error>,)>(s, i, request, e, r)
-                }
-                KvFn::Get => serve::<(String,), (Result<Entry, Error>,)>(s, i, request, e, r),
-                KvFn::Delete => serve::<(String,), (bool,)>(s, i, request, e, r),
-                KvFn::Keys => serve::<(Option<String>,), (Vec<String>,)>(s, i, request, e, r),
-                KvFn::Stats => serve::<(), ((u32, u64),)>(s, i, request, e, r),
-                KvFn::Rights => serve::<(), (Access,)>(s, i, request, e, r),
-                KvFn::Measure => {
-                    serve::<(char, i64, f64), ((char, i64, f64),)>(s, i, request, e, r)
-                }
-            }?;
+        Signature::Generated(i) => {
+            let serve = Serve {
+                server,
+                idx,
+                request,
+                extent,
+                reply,
+            };
+            generated::visit(*i, serve).ok_or(Status::ServerRejected)??;
         }
     }
     Ok(true)
+}
+
+/// A call of a component server's function with a generated shape, for [`serve_typed`].
+struct Serve<'a> {
+    server: &'a Shared,
+    idx: usize,
+    request: &'a [u8],
+    extent: Extent,
+    reply: &'a mut Vec<u8>,
+}
+
+impl ShapeVisitor for Serve<'_> {
+    type Out = Result<(), Status>;
+
+    fn visit<S: Shape>(self) -> Result<(), Status> {
+        let Serve {
+            server,
+            idx,
+            request,
+            extent,
+            reply,
+        } = self;
+        let results: S::Results = if S::BYTES_LAST {
+            // The last byte list is lowered from where it lies in `request`.
+            let mut src = request;
+            let lead = S::Lead::take(&mut src).ok_or(Status::ServerRejected)?;
+            let bytes = last_bytes(src, extent).ok_or(Status::ServerRejected)?;
+            server.run_typed_by::<<S::Lead as LeadArgs>::With, S::Results, _>(idx, |f, store| {
+                lead.call_with(f, store, bytes)
+            })
+        } else {
+            let params = S::Lead::get(request, extent).ok_or(Status::ServerRejected)?;
+            server.run_typed::<S::Lead, S::Results>(idx, params)
+        }
+        .map_err(|e| e.status())?;
+        results.put_all(reply);
+        Ok(())
+    }
 }
 
 /// [`serve_typed`] for a request lent where the client's stub laid it out: a lone byte list
@@ -409,98 +392,53 @@ pub(super) fn link<F: Forwarder>(at: Import<'_, '_>, f: F) -> wasmtime::Result<b
         return Ok(false);
     };
     with_signature!(params, result, Vec<u8>, P, R => {
-        wrap(at.li, at.name, f, |to: &F, _, params: P| to.call::<P, R>(params), F::names, R::default)
+        wrap(at.li, at.name, f, |to: &F, _, params: P| to.call::<P, R>(params), F::names, |_| R::default())
     })?;
     Ok(true)
 }
 
 /// [`link`] for a forwarder that reads byte list parameters where they are, in the client's
 /// memory. `sig` is the server procedure's signature (see [`plan_signature`]): with it the
-/// records and variants of `lrpc:http/plugin`'s `handle` and of `lrpc:kv/store` are carried
-/// too, a failed call answering what the general path answers (an `error` result's first
-/// case, else the zero value).
+/// functions with a generated shape are carried too, a failed call answering what the
+/// general path answers (an `error` result's `call-failed` case, else the zero value).
 pub(super) fn link_view<F: ViewForwarder>(
     at: Import<'_, '_>,
     sig: Option<&Signature>,
     f: F,
 ) -> wasmtime::Result<bool> {
-    use super::shapes::kv::{Access, Entry, Error, Kind as KvKind};
-    use super::shapes::{bytes, strings};
-    type Failed<T> = Result<T, Error>;
-    fn not_found<T>() -> (Failed<T>,) {
-        (Err(Error::NotFound(String::new())),)
+    if let Some(Signature::Generated(i)) = sig {
+        let link = Link { at, f };
+        return generated::visit(*i, link).map_or(Ok(false), |r| r.map(|()| true));
     }
-    let (li, name) = (at.li, at.name);
-    match sig {
-        Some(Signature::HttpHandle) => wrap(
-            li,
-            name,
-            f,
-            F::call::<(strings::Head, WasmList<u8>), (strings::Action,)>,
-            F::names,
-            || (strings::Action::zero(),),
-        )?,
-        Some(Signature::HttpHandleBytes) => wrap(
-            li,
-            name,
-            f,
-            F::call::<(bytes::Head, WasmList<u8>), (bytes::Action,)>,
-            F::names,
-            || (bytes::Action::zero(),),
-        )?,
-        Some(Signature::Kv(kv)) => match kv {
-            KvFn::Put => wrap(
-                li,
-                name,
-                f,
-                F::call::<(String, WasmList<u8>, KvKind), (Failed<u64>,)>,
-                F::names,
-                not_found,
-            )?,
-            KvFn::Get => wrap(
-                li,
-                name,
-                f,
-                F::call::<(String,), (Failed<Entry>,)>,
-                F::names,
-                not_found,
-            )?,
-            KvFn::Delete => wrap(li, name, f, F::call::<(String,), (bool,)>, F::names, || {
-                (false,)
-            })?,
-            KvFn::Keys => wrap(
-                li,
-                name,
-                f,
-                F::call::<(Option<String>,), (Vec<String>,)>,
-                F::names,
-                || (Vec::new(),),
-            )?,
-            KvFn::Stats => wrap(li, name, f, F::call::<(), ((u32, u64),)>, F::names, || {
-                ((0, 0),)
-            })?,
-            KvFn::Rights => wrap(li, name, f, F::call::<(), (Access,)>, F::names, || {
-                (Access::default(),)
-            })?,
-            KvFn::Measure => wrap(
-                li,
-                name,
-                f,
-                F::call::<(char, i64, f64), ((char, i64, f64),)>,
-                F::names,
-                || (('\0', 0, 0.0),),
-            )?,
-        },
-        _ => {
-            let Some((params, result)) = signature(at.ty) else {
-                return Ok(false);
-            };
-            with_signature!(params, result, WasmList<u8>, P, R => {
-                wrap(li, name, f, F::call::<P, R>, F::names, R::default)
-            })?;
-        }
-    }
+    let Some((params, result)) = signature(at.ty) else {
+        return Ok(false);
+    };
+    with_signature!(params, result, WasmList<u8>, P, R => {
+        wrap(at.li, at.name, f, F::call::<P, R>, F::names, |_| R::default())
+    })?;
     Ok(true)
+}
+
+/// An import linked with a function's generated shape, for [`link_view`].
+struct Link<'l, 'a, F> {
+    at: Import<'l, 'a>,
+    f: F,
+}
+
+impl<F: ViewForwarder> ShapeVisitor for Link<'_, '_, F> {
+    type Out = wasmtime::Result<()>;
+
+    fn visit<S: Shape>(self) -> wasmtime::Result<()> {
+        let Link { at, f } = self;
+        wrap(
+            at.li,
+            at.name,
+            f,
+            F::call::<S::View, S::Results>,
+            F::names,
+            S::failed,
+        )
+    }
 }
 
 /// A typed import of a component server's export: the binding and the server's function.
@@ -521,14 +459,15 @@ impl Forwarder for ToComponent {
 }
 
 /// Links `name` with a host function that forwards each call through `call` on `to` (given
-/// the client's store) and answers a failure with the result's zero value, recording it.
+/// the client's store) and answers a failure with `failed` of a text naming the function and
+/// the status (as the general path does), recording it.
 fn wrap<T, P, R>(
     li: &mut LinkerInstance<'_, ComponentData>,
     name: &str,
     to: T,
     call: impl Fn(&T, &StoreContext<'_, ComponentData>, P) -> Result<R, Status> + Send + Sync + 'static,
     names: fn(&T) -> (&str, &str),
-    failed: fn() -> R,
+    failed: fn(&str) -> R,
 ) -> wasmtime::Result<()>
 where
     T: Send + Sync + 'static,
@@ -540,8 +479,9 @@ where
             Ok(r) => Ok(r),
             Err(status) => {
                 let (interface, function) = names(&to);
+                let answer = failed(&format!("{interface}#{function}: {status:?}"));
                 record_failure(ctx.data_mut(), interface, function, status);
-                Ok(failed())
+                Ok(answer)
             }
         }
     })
