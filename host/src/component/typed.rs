@@ -16,8 +16,8 @@
 //! list parameter is lowered into the component from where the client's stub put it
 //! ([`serve_lent`], `super::lent`), and a byte list result goes to the client from the
 //! vector it was lifted into. Both ways also carry every other function of the kernel's
-//! embedded WIT (`lrpc:http/plugin`'s `handle`, `lrpc:kv/store`, ...) with the static shapes
-//! the stub compiler generated for it at build time (`super::generated`).
+//! embedded WIT (`lrpc:http/plugin`'s `handle`, `lrpc:kv/store`, ...) with the static shape
+//! the stub compiler generated for it from its plan (`super::generated`).
 //!
 //! The binding's checks, the server's deadline and fuel, and the failure answers are the same
 //! on both paths: a failed call answers the result type's zero value (0, an empty string or
