@@ -263,7 +263,7 @@ impl Drop for GrpcPeer {
 }
 
 /// A mixed pair: the A-stack bench client bound to the bench server as a component domain
-/// (its calls go through the component's core face).
+/// (its calls go through the component's core stand-in).
 pub fn astack_to_component() -> (Kernel, Domain) {
     let kernel = Kernel::new().expect("kernel");
     let server = kernel

@@ -144,9 +144,9 @@ fn instantiate(
         entries.push(place(caller, f)?);
         // A register entry is offered only when the server exports one of exactly the type
         // the plan derives from the WIT; otherwise the client takes the A-stack path.
-        let reg = p.fast.as_ref().and_then(|want| {
+        let reg = p.register.as_ref().and_then(|want| {
             let f = instance.get_func(caller.as_context_mut(), &want.entry)?;
-            fast_type_matches(&f.ty(&*caller), want).then_some(f)
+            register_type_matches(&f.ty(&*caller), want).then_some(f)
         });
         fast.push(match reg {
             Some(f) => place(caller, f)?
@@ -165,15 +165,15 @@ fn instantiate(
 }
 
 /// Whether `ty` is the core type of the register entry `want`.
-fn fast_type_matches(ty: &wasmtime::FuncType, want: &lrpc_presentation::Fast) -> bool {
-    use lrpc_presentation::Word;
-    let word = |v: wasmtime::ValType, w: &Word| {
+fn register_type_matches(ty: &wasmtime::FuncType, want: &lrpc_presentation::RegisterEntry) -> bool {
+    use lrpc_presentation::CoreType;
+    let word = |v: wasmtime::ValType, w: &CoreType| {
         matches!(
             (v, w),
-            (wasmtime::ValType::I32, Word::I32)
-                | (wasmtime::ValType::I64, Word::I64)
-                | (wasmtime::ValType::F32, Word::F32)
-                | (wasmtime::ValType::F64, Word::F64)
+            (wasmtime::ValType::I32, CoreType::I32)
+                | (wasmtime::ValType::I64, CoreType::I64)
+                | (wasmtime::ValType::F32, CoreType::F32)
+                | (wasmtime::ValType::F64, CoreType::F64)
         )
     };
     ty.params().len() == want.params.len()
@@ -187,12 +187,12 @@ fn fast_type_matches(ty: &wasmtime::FuncType, want: &lrpc_presentation::Fast) ->
 
 #[cfg(test)]
 mod tests {
-    use super::fast_type_matches;
-    use lrpc_presentation::{Fast, Word};
+    use super::register_type_matches;
+    use lrpc_presentation::{CoreType, RegisterEntry};
     use wasmtime::{Engine, FuncType, ValType};
 
-    fn fast(params: Vec<Word>, result: Option<Word>) -> Fast {
-        Fast {
+    fn fast(params: Vec<CoreType>, result: Option<CoreType>) -> RegisterEntry {
+        RegisterEntry {
             entry: "lrpc-fast:x:y/z#f".into(),
             params,
             result,
@@ -203,27 +203,33 @@ mod tests {
     fn a_register_entry_is_used_only_with_exactly_the_planned_type() {
         let engine = Engine::default();
         let add = FuncType::new(&engine, [ValType::I32, ValType::I32], [ValType::I32]);
-        assert!(fast_type_matches(
+        assert!(register_type_matches(
             &add,
-            &fast(vec![Word::I32, Word::I32], Some(Word::I32))
+            &fast(vec![CoreType::I32, CoreType::I32], Some(CoreType::I32))
         ));
         // A parameter too many or too few, another result, or a missing result: refused.
         for want in [
-            fast(vec![Word::I32], Some(Word::I32)),
-            fast(vec![Word::I32, Word::I32, Word::I32], Some(Word::I32)),
-            fast(vec![Word::I32, Word::I32], Some(Word::I64)),
-            fast(vec![Word::I32, Word::I32], None),
-            fast(vec![Word::I32, Word::F32], Some(Word::I32)),
+            fast(vec![CoreType::I32], Some(CoreType::I32)),
+            fast(
+                vec![CoreType::I32, CoreType::I32, CoreType::I32],
+                Some(CoreType::I32),
+            ),
+            fast(vec![CoreType::I32, CoreType::I32], Some(CoreType::I64)),
+            fast(vec![CoreType::I32, CoreType::I32], None),
+            fast(vec![CoreType::I32, CoreType::F32], Some(CoreType::I32)),
         ] {
-            assert!(!fast_type_matches(&add, &want), "{want:?}");
+            assert!(!register_type_matches(&add, &want), "{want:?}");
         }
         let null = FuncType::new(&engine, [], []);
-        assert!(fast_type_matches(&null, &fast(vec![], None)));
-        assert!(!fast_type_matches(&null, &fast(vec![], Some(Word::I32))));
+        assert!(register_type_matches(&null, &fast(vec![], None)));
+        assert!(!register_type_matches(
+            &null,
+            &fast(vec![], Some(CoreType::I32))
+        ));
         let wide = FuncType::new(&engine, [ValType::I64, ValType::F64], [ValType::F32]);
-        assert!(fast_type_matches(
+        assert!(register_type_matches(
             &wide,
-            &fast(vec![Word::I64, Word::F64], Some(Word::F32))
+            &fast(vec![CoreType::I64, CoreType::F64], Some(CoreType::F32))
         ));
     }
 }

@@ -3,8 +3,8 @@
 //! its unchanged client stub.
 //!
 //! The binding carries the remote bit: its export's relay is a [`RemoteRelay`]. Its server
-//! is a *face*, a domain of the kernel's table with no instance (as for a component server's
-//! core face), so the binding's A-stacks are in the client's memory only. `lrpc.call` on it
+//! is a *stand-in*, a domain of the kernel's table with no instance (as for a component server's
+//! core stand-in), so the binding's A-stacks are in the client's memory only. `lrpc.call` on it
 //! (`imports::translate::to_remote`) reads the request off the A-stack as a server stub would —
 //! the client may still change it, so it is read once into the kernel's memory — and hands it
 //! to the [`RemoteTarget`] on the calling thread, which waits for the network (the thread
@@ -12,9 +12,9 @@
 //! the binding's `out` segment. The transport is not the kernel's business: `lrpc-remote`
 //! implements the target on wRPC, on tokio, which the kernel does not depend on.
 //!
-//! A remote peer that fails a call fails that call only: the face is not terminated, so the
+//! A remote peer that fails a call fails that call only: the stand-in is not terminated, so the
 //! binding stays and the next call reaches the peer again once it is back. Terminating the
-//! face (the [`Domain`](crate::Domain) [`Kernel::export_remote`](crate::Kernel::export_remote) returns) withdraws the export and revokes
+//! stand-in (the [`Domain`](crate::Domain) [`Kernel::export_remote`](crate::Kernel::export_remote) returns) withdraws the export and revokes
 //! every binding to it, as for any server.
 //!
 //! This module is the contract only (the target a transport implements); the kernel's side

@@ -33,7 +33,7 @@ pub use annot::{
 };
 pub use front::Wit;
 pub use layout::{Layout, Node};
-pub use plan::{Def, DefKind, Fast, InterfacePlan, Prim, ProcPlan, Ty, Word};
+pub use plan::{CoreType, Def, DefKind, InterfacePlan, Prim, ProcPlan, RegisterEntry, Ty};
 pub use rust::{generate_rust, generate_rust_with};
 
 /// Errors of the stub compiler. Messages name the file or interface and the reason.

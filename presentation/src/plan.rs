@@ -158,12 +158,12 @@ pub struct ProcPlan {
     /// A-stacks allocated at bind time.
     pub astack_count: u32,
     /// The register entry, when every parameter and the result are scalars.
-    pub fast: Option<Fast>,
+    pub register: Option<RegisterEntry>,
 }
 
 /// A core value type of a register entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Word {
+pub enum CoreType {
     /// `i32`: `bool`, 8-, 16- and 32-bit integers.
     I32,
     /// `i64`: 64-bit integers.
@@ -174,28 +174,28 @@ pub enum Word {
     F64,
 }
 
-impl Word {
+impl CoreType {
     /// The core type of `p` in a register entry; `None` for `char` (a code point must be
     /// validated, which the A-stack path does).
-    pub fn of(p: Prim) -> Option<Word> {
+    pub fn of(p: Prim) -> Option<CoreType> {
         Some(match p {
             Prim::Bool | Prim::U8 | Prim::S8 | Prim::U16 | Prim::S16 | Prim::U32 | Prim::S32 => {
-                Word::I32
+                CoreType::I32
             }
-            Prim::U64 | Prim::S64 => Word::I64,
-            Prim::F32 => Word::F32,
-            Prim::F64 => Word::F64,
+            Prim::U64 | Prim::S64 => CoreType::I64,
+            Prim::F32 => CoreType::F32,
+            Prim::F64 => CoreType::F64,
             Prim::Char => return None,
         })
     }
 
-    /// The Rust type of the word.
+    /// Its Rust type.
     pub fn rust(self) -> &'static str {
         match self {
-            Word::I32 => "i32",
-            Word::I64 => "i64",
-            Word::F32 => "f32",
-            Word::F64 => "f64",
+            CoreType::I32 => "i32",
+            CoreType::I64 => "i64",
+            CoreType::F32 => "f32",
+            CoreType::F64 => "f64",
         }
     }
 }
@@ -203,16 +203,16 @@ impl Word {
 /// A procedure's register entry (see `lrpc_abi::fast_entry_name`): parameters and result as
 /// core values, for direct-linked bindings.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Fast {
+pub struct RegisterEntry {
     /// Export name in the server module.
     pub entry: String,
     /// Core types of the parameters, in order.
-    pub params: Vec<Word>,
+    pub params: Vec<CoreType>,
     /// Core type of the result, if any.
-    pub result: Option<Word>,
+    pub result: Option<CoreType>,
 }
 
-impl Fast {
+impl RegisterEntry {
     /// The register entry of a procedure with these parameters and result, if they are all
     /// scalars.
     pub fn of(
@@ -220,22 +220,22 @@ impl Fast {
         function: &str,
         params: &[(String, Ty)],
         result: Option<&Ty>,
-    ) -> Option<Fast> {
-        let word = |t: &Ty| match t {
-            Ty::Prim(p) => Word::of(*p),
+    ) -> Option<RegisterEntry> {
+        let core = |t: &Ty| match t {
+            Ty::Prim(p) => CoreType::of(*p),
             _ => None,
         };
         let params = params
             .iter()
-            .map(|(_, t)| word(t))
+            .map(|(_, t)| core(t))
             .collect::<Option<Vec<_>>>()?;
         let result = match result {
-            Some(t) => Some(word(t)?),
+            Some(t) => Some(core(t)?),
             None => None,
         };
         let mut entry = String::new();
         lrpc_abi::fast_entry_name(interface, function, &mut entry).expect("writing to a String");
-        Some(Fast {
+        Some(RegisterEntry {
             entry,
             params,
             result,
@@ -441,7 +441,7 @@ pub(crate) fn plan_interface(
             .transpose()?;
         let mut entry = String::new();
         lrpc_abi::entry_name(name, fname, &mut entry).expect("writing to a String");
-        let fast = Fast::of(name, fname, &params, result.as_ref());
+        let register = RegisterEntry::of(name, fname, &params, result.as_ref());
         procs.push(ProcPlan {
             name: fname.clone(),
             entry,
@@ -452,7 +452,7 @@ pub(crate) fn plan_interface(
             bounded: false,
             astack_size: 0,
             astack_count: DEFAULT_ASTACK_COUNT,
-            fast,
+            register,
         });
     }
     let mut plan = InterfacePlan {

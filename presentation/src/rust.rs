@@ -138,7 +138,7 @@ impl Gen<'_> {
     }
 
     /// The register entry's function type, e.g. `extern "C" fn(i32, i32) -> i32`.
-    fn fast_fn_type(f: &crate::plan::Fast) -> String {
+    fn register_fn_type(f: &crate::plan::RegisterEntry) -> String {
         let params: Vec<&str> = f.params.iter().map(|w| w.rust()).collect();
         let ret = f
             .result
@@ -594,7 +594,7 @@ impl Gen<'_> {
             }
             let _ = writeln!(o, "        /// Calls `{}`.", p.name);
             let fast = p
-                .fast
+                .register
                 .as_ref()
                 .filter(|_| !into && (0..p.params.len()).all(|k| !special(k)));
             let Some(f) = fast else {
@@ -622,7 +622,7 @@ impl Gen<'_> {
             let _ = writeln!(
                 o,
                 "            if let Some(__f) = self.binding.fast({id}) {{\n                // SAFETY: the kernel put the server copy's register entry for this procedure at\n                // this index of the function table, after checking that its type is this one.\n                let __f = unsafe {{ ::lrpc_sdk::rt::table_fn::<{}>(__f) }};\n                return Ok({fast_ret});\n            }}",
-                Self::fast_fn_type(f)
+                Self::register_fn_type(f)
             );
             let _ = writeln!(o, "            self.{slow}({})", names.join(", "));
             let _ = writeln!(o, "        }}");
@@ -662,13 +662,17 @@ impl Gen<'_> {
 
     /// The register entry the server exports for procedure `id`: none when this side's
     /// presentation handles a parameter or the result specially.
-    fn server_fast<'p>(&self, id: usize, p: &'p ProcPlan) -> Option<&'p crate::plan::Fast> {
+    fn server_register<'p>(
+        &self,
+        id: usize,
+        p: &'p ProcPlan,
+    ) -> Option<&'p crate::plan::RegisterEntry> {
         let plain = (0..p.params.len()).all(|k| !Self::special(self.server, id, k))
             && matches!(
                 Self::out_mode(self.server, id),
                 None | Some(OutMode::CalleeAllocates)
             );
-        p.fast.as_ref().filter(|_| plain)
+        p.register.as_ref().filter(|_| plain)
     }
 
     fn server(&mut self, module: &str) {
@@ -829,7 +833,7 @@ impl Gen<'_> {
         // Register entries: a function of the module, and its export (inside the macro).
         let mut fast_exports = String::new();
         for (id, p) in plan.procs.iter().enumerate() {
-            let Some(f) = self.server_fast(id, p) else {
+            let Some(f) = self.server_register(id, p) else {
                 continue;
             };
             let name = snake(&p.name).trim_start_matches("r#").to_string();

@@ -194,7 +194,7 @@ fn versioned_interfaces_plan_and_generate_under_their_full_name() {
         "lrpc-entry:lrpc:versioned/shapes@0.1.0#twenty"
     );
     assert_eq!(plan.procs[1].params.len(), 20);
-    let fast = plan.procs[1].fast.as_ref().expect("twenty scalars");
+    let fast = plan.procs[1].register.as_ref().expect("twenty scalars");
     assert_eq!(fast.params.len(), 20);
 
     // The version is part of the fingerprint.

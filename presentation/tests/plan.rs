@@ -315,7 +315,7 @@ fn interfaces_are_listed_by_full_name() {
 
 #[test]
 fn register_entries_exist_for_scalar_procedures_only() {
-    use lrpc_presentation::Word;
+    use lrpc_presentation::CoreType;
     let plan = plan_of(
         "flags f { a }\n\
          ints: func(a: bool, b: u8, c: s16, d: u32, e: s32) -> u64;\n\
@@ -333,7 +333,7 @@ fn register_entries_exist_for_scalar_procedures_only() {
             .iter()
             .find(|p| p.name == n)
             .unwrap()
-            .fast
+            .register
             .clone()
             .map(|f| (f.entry, f.params, f.result))
     };
@@ -341,13 +341,13 @@ fn register_entries_exist_for_scalar_procedures_only() {
         fast("ints"),
         Some((
             "lrpc-fast:t:t/i#ints".to_string(),
-            vec![Word::I32; 5],
-            Some(Word::I64)
+            vec![CoreType::I32; 5],
+            Some(CoreType::I64)
         ))
     );
     assert_eq!(
         fast("floats").map(|f| (f.1, f.2)),
-        Some((vec![Word::F32, Word::F64, Word::I64], None))
+        Some((vec![CoreType::F32, CoreType::F64, CoreType::I64], None))
     );
     assert_eq!(fast("nothing").map(|f| (f.1, f.2)), Some((vec![], None)));
     for n in [

@@ -556,12 +556,12 @@ fn component_resource_passed_and_called_across_a_pair() {
 fn component_resources_refused_for_an_astack_pairing() {
     let _g = crate::shared();
     let k = kernel();
-    // The plan, which core (A-stack) domains and the core face of a component's export go
+    // The plan, which core (A-stack) domains and the core stand-in of a component's export go
     // by, refuses an interface carrying resources, naming the function.
     let e = k.interface(COUNTERS).expect_err("no plan for resources");
     let text = format!("{e:#}");
     assert!(text.contains("`[constructor]counter`"), "{text}");
-    // So a component exporting it gets no core face: a core client's bind is refused.
+    // So a component exporting it gets no core stand-in: a core client's bind is refused.
     let p = probe_with(&k, ComponentOptions::default());
     k.export(&p, COUNTERS).expect("export counters");
     let driver = Driver::new(&k, "driver").expect("core client");

@@ -113,7 +113,7 @@ fn what_a_remote_target_answers_is_checked() {
             Err(Status::DeadlineExceeded)
         }
     });
-    let face = kernel.export_remote(BENCH, BENCH, target).unwrap();
+    let stand_in = kernel.export_remote(BENCH, BENCH, target).unwrap();
     let client = kernel
         .domain("bench-client", artifacts::BENCH_CLIENT)
         .unwrap();
@@ -132,14 +132,14 @@ fn what_a_remote_target_answers_is_checked() {
         client.call::<i32, i32>("null", 1).unwrap(),
         Status::DeadlineExceeded as i32
     );
-    // A second export under the same name is refused; the face's name stays taken until it
+    // A second export under the same name is refused; the stand-in's name stays taken until it
     // is terminated.
     let again = kernel.export_remote(BENCH, BENCH, scripted(|_, _| Ok(Vec::new())));
     assert!(
         matches!(again, Err(lrpc_kernel::Error::NameTaken(_))),
         "{again:?}"
     );
-    kernel.terminate(&face);
+    kernel.terminate(&stand_in);
     assert_eq!(
         client.call::<(i32, i32), i64>("add", (1, 2)).unwrap(),
         code(Status::ServerTerminated)

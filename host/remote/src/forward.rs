@@ -110,7 +110,7 @@ impl RemoteTarget for Forward {
 
 /// Exports `binding`'s interface in `kernel` under `name`, so that guests bind to it by name
 /// (the binding carries the remote bit); calls go out on `runtime`. Terminating the returned
-/// face withdraws the export and revokes the guests' bindings.
+/// stand-in withdraws the export and revokes the guests' bindings.
 pub fn export_remote(
     kernel: &Kernel,
     name: &str,

@@ -199,7 +199,7 @@ fn a_guests_stub_reaches_a_remote_export() -> Result<()> {
     let mut node = Node::start(&[&addr], 0)?;
     let rt = runtime();
     let kernel = Kernel::new()?;
-    let mut faces = Vec::new();
+    let mut stand_ins = Vec::new();
     for name in [BENCH, KV] {
         let plan = Arc::new(kernel.interface(name)?);
         let b = RemoteBinding::new(
@@ -208,7 +208,7 @@ fn a_guests_stub_reaches_a_remote_export() -> Result<()> {
             plan,
             RemoteOptions::default(),
         );
-        faces.push(lrpc_remote::export_remote(
+        stand_ins.push(lrpc_remote::export_remote(
             &kernel,
             name,
             b,
@@ -280,8 +280,8 @@ fn a_guests_stub_reaches_a_remote_export() -> Result<()> {
     let _node = Node::start(&[&addr], 0)?;
     assert_eq!(remote_bench.call::<(i32, i32), i64>("add", (1, 2))?, 3);
 
-    // Terminating the face withdraws the export and revokes the guest's binding.
-    kernel.terminate(&faces[0]);
+    // Terminating the stand-in withdraws the export and revokes the guest's binding.
+    kernel.terminate(&stand_ins[0]);
     assert!(!kernel.exported().iter().any(|n| n == BENCH));
     let revoked = remote_bench.call::<(i32, i32), i64>("add", (1, 2))?;
     assert_eq!(revoked, -i64::from(Status::ServerTerminated as i32));

@@ -425,7 +425,7 @@ fn export_options(kernel: &Kernel, e: &Export) -> Result<ExportOptions, DeployEr
 }
 
 /// The domain of a plugin's generation: a core module, or a component (which the driver
-/// reaches through the kernel's core face of its export).
+/// reaches through the kernel's core stand-in of its export).
 pub enum PluginDomain {
     /// A core-module domain.
     Core(Domain),

@@ -18,11 +18,11 @@ use lrpc_remote::{
 };
 use std::sync::Arc;
 
-/// The deployment's network side: its runtime, the faces of the remote exports, and the
+/// The deployment's network side: its runtime, the stand-ins of the remote exports, and the
 /// addresses it serves on.
 pub struct Network {
     runtime: Option<tokio::runtime::Runtime>,
-    faces: Vec<Domain>,
+    stand_ins: Vec<Domain>,
     listening: Vec<Endpoint>,
     /// The server of `[network]`, once it serves (its refusals are counted in `/metrics`).
     server: Option<Arc<RemoteServer>>,
@@ -31,7 +31,7 @@ pub struct Network {
 impl std::fmt::Debug for Network {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Network")
-            .field("remotes", &self.faces.len())
+            .field("remotes", &self.stand_ins.len())
             .field("listening", &self.listening)
             .finish()
     }
@@ -57,7 +57,7 @@ impl Network {
             .enable_all()
             .build()
             .map_err(|e| failed("starting the network runtime", e))?;
-        let mut faces = Vec::new();
+        let mut stand_ins = Vec::new();
         for r in config.remotes.values() {
             let what = format!("remote `{}` ({} at {})", r.name, r.interface, r.endpoint);
             let plan = Arc::new(
@@ -76,14 +76,14 @@ impl Network {
                 options,
                 r.tls.clone(),
             );
-            let face = export_remote(kernel, &r.interface, binding, runtime.handle().clone())
+            let stand_in = export_remote(kernel, &r.interface, binding, runtime.handle().clone())
                 .map_err(|e| failed(what, e))?;
             tracing::info!(remote = r.name, interface = r.interface, endpoint = %r.endpoint, "remote export");
-            faces.push(face);
+            stand_ins.push(stand_in);
         }
         Ok(Some(Network {
             runtime: Some(runtime),
-            faces,
+            stand_ins,
             listening: Vec::new(),
             server: None,
         }))

@@ -18,7 +18,7 @@ pub(crate) struct ComponentExport {
     /// `(function, type, index into the server's functions)`.
     pub(super) funcs: Vec<(String, ComponentFunc, usize)>,
     /// What core clients bind to (see `mixed`), when the interface has a plan.
-    pub(super) face: Option<Arc<crate::state::clerk::ExportEntry>>,
+    pub(super) stand_in: Option<Arc<crate::state::clerk::ExportEntry>>,
 }
 
 impl Kernel {
@@ -82,14 +82,14 @@ impl Kernel {
                 .ok_or_else(|| mismatch(&f, "no such exported function".into()))?;
             funcs.push((f, t, idx));
         }
-        let face = mixed::face(&self.inner, shared, interface, name)?;
+        let stand_in = mixed::stand_in(&self.inner, shared, interface, name)?;
         self.inner.clerk.export_component(
             name,
             Arc::new(ComponentExport {
                 interface: interface.to_string(),
                 server: shared.clone(),
                 funcs,
-                face,
+                stand_in,
             }),
         )?;
         lock(&shared.exports).push(name.to_string());

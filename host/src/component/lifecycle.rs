@@ -90,7 +90,7 @@ impl Kernel {
             output: Default::default(),
             server_bindings: Mutex::new(Vec::new()),
             exports: Mutex::new(Vec::new()),
-            faces: Mutex::new(Vec::new()),
+            stand_ins: Mutex::new(Vec::new()),
             pre: std::sync::OnceLock::new(),
             memory: Default::default(),
         });
@@ -133,8 +133,8 @@ impl Kernel {
                 b.revoked.store(true, Ordering::Release);
             }
         }
-        let faces = std::mem::take(&mut *lock(&shared.faces));
-        mixed::terminate_faces(&self.inner, &faces);
+        let stand_ins = std::mem::take(&mut *lock(&shared.stand_ins));
+        mixed::terminate_stand_ins(&self.inner, &stand_ins);
         // Running code is interrupted at the next tick; then the Store can be dropped.
         let old = shared.wait_live(SETUP_WAIT).and_then(|mut g| g.take());
         if let Some(old) = old {

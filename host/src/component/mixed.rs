@@ -4,13 +4,13 @@
 //! interface's plan with one codec (`codec`), in both directions:
 //!
 //! * **Core client → component server.** Exporting an interface of a component domain also
-//!   gives it a *core face* (when the interface has a plan: no resources, futures or
+//!   gives it a *core stand-in* (when the interface has a plan: no resources, futures or
 //!   streams): a domain of the kernel's table with no instance, the server side of the
 //!   bindings core clients make with `lrpc.bind` under the export's name. Such a binding
 //!   has A-stacks and out-of-band segments in the client's memory only; `lrpc.call` on it
 //!   (`imports::translate`) decodes the request off the A-stack, calls the component's export
 //!   under its deadline and encodes the results back. A failed component call is the
-//!   client's call-failed status; terminating the component terminates its faces, which
+//!   client's call-failed status; terminating the component terminates its stand-ins, which
 //!   revokes their bindings; a restarted component serves the same bindings.
 //! * **Component client → core server.** A component's import bound to an export of a core
 //!   domain ([`CoreBinding`]) gets a host function per imported function: it encodes the
@@ -48,7 +48,7 @@ use wasmtime::component::types::{ComponentFunc, ComponentInstance, ComponentItem
 use wasmtime::component::{LinkerInstance, Val};
 use wasmtime::{AsContextMut, StoreContext, StoreContextMut};
 
-/// The component server behind a core face: the domain and, per procedure of the plan, the
+/// The component server behind a core stand-in: the domain and, per procedure of the plan, the
 /// index of its exported function.
 pub(crate) struct Target {
     server: Arc<Shared>,
@@ -131,9 +131,9 @@ impl Target {
     }
 }
 
-/// The core face of `interface` exported by `shared` under `name`, or `None` when the
+/// The core stand-in of `interface` exported by `shared` under `name`, or `None` when the
 /// interface has no plan (it carries resources, futures or streams).
-pub(super) fn face(
+pub(super) fn stand_in(
     kernel: &KernelInner,
     shared: &Arc<Shared>,
     interface: &str,
@@ -142,7 +142,7 @@ pub(super) fn face(
     let plan = match kernel.plan(interface) {
         Ok(p) => p,
         Err(e) => {
-            tracing::debug!(interface, "no core face: {e}");
+            tracing::debug!(interface, "no core stand-in: {e}");
             return Ok(None);
         }
     };
@@ -165,8 +165,8 @@ pub(super) fn face(
         .iter()
         .map(|p| super::typed::plan_signature(&plan, p))
         .collect();
-    let domain = kernel.face(&shared.name)?;
-    lock(&shared.faces).push(domain.clone());
+    let domain = kernel.stand_in(&shared.name)?;
+    lock(&shared.stand_ins).push(domain.clone());
     Ok(Some(Arc::new(ExportEntry {
         name: name.to_string(),
         plan,
@@ -183,9 +183,9 @@ pub(super) fn face(
 }
 
 impl ComponentExport {
-    /// The core face core clients bind to, if the interface has one.
-    pub(crate) fn face(&self) -> Option<Arc<ExportEntry>> {
-        self.face.clone()
+    /// The core stand-in core clients bind to, if the interface has one.
+    pub(crate) fn stand_in(&self) -> Option<Arc<ExportEntry>> {
+        self.stand_in.clone()
     }
 }
 
@@ -695,8 +695,8 @@ impl super::typed::ViewForwarder for ToCore {
 }
 
 /// Faces of a terminated component domain: terminated too, which revokes their bindings.
-pub(super) fn terminate_faces(kernel: &KernelInner, faces: &[Arc<DomainShared>]) {
-    for f in faces {
+pub(super) fn terminate_stand_ins(kernel: &KernelInner, stand_ins: &[Arc<DomainShared>]) {
+    for f in stand_ins {
         crate::terminate::terminate_shared(kernel, f);
     }
 }

@@ -61,7 +61,7 @@
 //! handles into a restarted or terminated server are stale and calls with them fail (as
 //! above, `StaleBinding`); the handles of a client that goes away are dropped in its
 //! servers. A core (A-stack) domain can not carry handles: an interface with resources has
-//! no plan, so it gets no core face and a component's import of it can not bind to a core
+//! no plan, so it gets no core stand-in and a component's import of it can not bind to a core
 //! export (`mixed`). Futures and streams can not cross component domains yet; an import
 //! whose functions carry them is refused at bind time, naming the function.
 //!

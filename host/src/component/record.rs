@@ -116,8 +116,8 @@ pub(crate) struct Shared {
     pub(super) exports: Mutex<Vec<String>>,
     /// Its linked, type-checked form, when it imports only WASI (see `instantiate`).
     pub(super) pre: std::sync::OnceLock<wasmtime::component::InstancePre<ComponentData>>,
-    /// The core faces of its exports (see `mixed`).
-    pub(super) faces: Mutex<Vec<Arc<crate::state::domain::DomainShared>>>,
+    /// The core stand-ins of its exports (see `mixed`).
+    pub(super) stand_ins: Mutex<Vec<Arc<crate::state::domain::DomainShared>>>,
     /// Bytes of linear memory its current Store holds (see `limits`).
     pub(super) memory: Arc<std::sync::atomic::AtomicUsize>,
 }

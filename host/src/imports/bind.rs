@@ -94,7 +94,7 @@ pub(super) fn bind(
 }
 
 fn bind_inner(caller: &mut Caller<'_, DomainData>, named: Named, out: Place) -> Result<(), Status> {
-    // A core server's export, or the core face of a component domain's (a mixed pair).
+    // A core server's export, or the core stand-in of a component domain's (a mixed pair).
     let (kernel, export) = find_export(caller, named, true)?;
     let nprocs = export.plan.procs.len();
     let desc_len = desc::len(nprocs);

@@ -106,22 +106,22 @@ fn read_name(caller: &mut Caller<'_, DomainData>, ptr: i32, len: usize) -> Resul
 }
 
 /// Reads the interface name a guest passes and finds its export, checked against the
-/// fingerprint the guest's stubs were generated for. With `faces`, the core face of a
+/// fingerprint the guest's stubs were generated for. With `stand_ins`, the core stand-in of a
 /// component domain's export counts too (a mixed pair).
 fn find_export(
     caller: &mut Caller<'_, DomainData>,
     named: bind::Named,
-    faces: bool,
+    stand_ins: bool,
 ) -> Result<(Arc<KernelInner>, Arc<ExportEntry>), Status> {
     let (name_ptr, len, fingerprint) = (named.ptr, named.len, named.fingerprint);
     let name = read_name(caller, name_ptr, len)?;
     let kernel = kernel_of(caller)?;
     let export = match kernel.clerk.get(&name) {
         Some(e) => e,
-        None if faces => kernel
+        None if stand_ins => kernel
             .clerk
             .component::<crate::component::ComponentExport>(&name)
-            .and_then(|c| c.face())
+            .and_then(|c| c.stand_in())
             .ok_or(Status::UnknownInterface)?,
         None => return Err(Status::UnknownInterface),
     };

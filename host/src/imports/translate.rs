@@ -34,7 +34,7 @@ pub(super) struct AStack {
 
 impl AStack {
     /// The linkage record of a call on this A-stack from `client` over `binding`, served by
-    /// the server domain's one replica (its core face, or the remote target's stand-in).
+    /// the server domain's one replica (its core stand-in, or the remote target's stand-in).
     fn record(&self, client: ReplicaKey, binding: Pinned) -> linkage::Call {
         linkage::Call {
             caller: client,

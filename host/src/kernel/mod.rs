@@ -428,7 +428,7 @@ impl Kernel {
 
     /// Exports `interface` under `name` on behalf of a server elsewhere: calls made on
     /// bindings to it go to `target`. Guests bind to it by name like any export. The returned
-    /// domain is the export's local face: terminating it withdraws the export and revokes
+    /// domain is the export's local stand-in: terminating it withdraws the export and revokes
     /// its bindings.
     pub fn export_remote(
         &self,
@@ -437,22 +437,22 @@ impl Kernel {
         target: Arc<dyn RemoteTarget>,
     ) -> Result<Domain, Error> {
         let plan = self.inner.plan(interface)?;
-        let face = self.inner.face(&format!("remote {name}"))?;
+        let stand_in = self.inner.stand_in(&format!("remote {name}"))?;
         let entry = ExportEntry {
             name: name.to_string(),
             plan,
-            server: face.clone(),
+            server: stand_in.clone(),
             entries: Box::new([]),
             deadline: self.inner.config.deadline,
             presentation: SidePresentation::default_for(interface, Side::Server),
             relay: Some(Box::new(RemoteRelay(target))),
         };
         if let Err(e) = self.inner.clerk.insert(Arc::new(entry)) {
-            crate::terminate::terminate_shared(&self.inner, &face);
+            crate::terminate::terminate_shared(&self.inner, &stand_in);
             return Err(e);
         }
         Ok(Domain {
-            shared: face,
+            shared: stand_in,
             kernel: Arc::downgrade(&self.inner),
         })
     }

@@ -244,11 +244,11 @@ impl KernelInner {
         Ok(id as u16)
     }
 
-    /// The core face of a component domain's export (see `component::mixed`): a domain of
+    /// The core stand-in of a component domain's export (see `component::mixed`): a domain of
     /// the table with no replicas, the server side of the bindings core clients make to the
     /// export. Its ties list those bindings, so that terminating it revokes them.
-    pub(crate) fn face(&self, name: &str) -> Result<Arc<DomainShared>, Error> {
-        // The smallest module: a face has no instance, but a domain has a module.
+    pub(crate) fn stand_in(&self, name: &str) -> Result<Arc<DomainShared>, Error> {
+        // The smallest module: a stand-in has no instance, but a domain has a module.
         const EMPTY: &[u8] = b"\0asm\x01\0\0\0";
         let module = Module::new(&self.engine, EMPTY).map_err(|e| Error::Compile {
             domain: name.to_string(),

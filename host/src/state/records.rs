@@ -269,7 +269,7 @@ pub(crate) struct RelayCall {
 
 /// How the kernel relays a call to an export's server that the calling thread does not
 /// migrate into: to the server's own thread (`mailbox`), the component domain behind a core
-/// face (`component::mixed`), or a server on another machine (`transport`). Each is
+/// stand-in (`component::mixed`), or a server on another machine (`transport`). Each is
 /// implemented beside the call path (`imports`).
 pub(crate) trait Relay: Send + Sync {
     /// Makes the call from `caller` and says how it went.

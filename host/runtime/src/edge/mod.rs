@@ -73,7 +73,7 @@
 //! loaded slow route; its numbers are in `bench-results/edge.json`.
 //!
 //! **Kinds of domain in a chain.** A plugin is a core module or a component exporting
-//! `lrpc:http/plugin`; the driver reaches a component through the kernel's core face of its
+//! `lrpc:http/plugin`; the driver reaches a component through the kernel's core stand-in of its
 //! export, so a chain mixes both kinds. The last domain of a chain may instead be an
 //! off-the-shelf `wasi:http/incoming-handler` component ([`crate::wasi_http`]): the driver
 //! hands back the request as the plugins left it, and the handler's task serves it, outside
