@@ -26,8 +26,10 @@
 //! record without fields) is left out, and so is every function using it: the kernel carries
 //! those on its dynamic path.
 
-use crate::plan::{DefKind, InterfacePlan, Prim, Ty, discriminant_size, flags_size};
+use crate::layout::is_bytes;
+use crate::plan::{DefKind, InterfacePlan, Ty, discriminant_size, flags_size};
 use crate::rust::names::{camel, shout, snake};
+use crate::rust::prim_rust;
 use std::fmt::Write as _;
 
 /// Most parameters a shape has (the kernel's tuple traits go this far).
@@ -134,7 +136,7 @@ impl<'a> Gen<'a> {
     /// The Rust type of `t`; named types prefixed with `at` (`""` or `"super::"`).
     fn rust(&self, t: &Ty, at: &str) -> String {
         match t {
-            Ty::Prim(p) => prim(*p).into(),
+            Ty::Prim(p) => prim_rust(*p).into(),
             Ty::String => "::std::string::String".into(),
             Ty::List(t) => format!("::std::vec::Vec<{}>", self.rust(t, at)),
             Ty::Option(t) => format!("::core::option::Option<{}>", self.rust(t, at)),
@@ -448,11 +450,6 @@ impl Gen<'_> {
     }
 }
 
-/// Whether `t` is `list<u8>`.
-fn is_bytes(t: &Ty) -> bool {
-    crate::layout::is_bytes(t)
-}
-
 /// A Rust tuple of `items`: `()`, `(A,)`, `(A, B)`.
 fn tuple(items: impl Iterator<Item = String>) -> String {
     let items: Vec<String> = items.collect();
@@ -460,24 +457,6 @@ fn tuple(items: impl Iterator<Item = String>) -> String {
         0 => "()".into(),
         1 => format!("({},)", items[0]),
         _ => format!("({})", items.join(", ")),
-    }
-}
-
-/// The Rust type of a scalar.
-fn prim(p: Prim) -> &'static str {
-    match p {
-        Prim::Bool => "bool",
-        Prim::U8 => "u8",
-        Prim::S8 => "i8",
-        Prim::U16 => "u16",
-        Prim::S16 => "i16",
-        Prim::U32 => "u32",
-        Prim::S32 => "i32",
-        Prim::U64 => "u64",
-        Prim::S64 => "i64",
-        Prim::F32 => "f32",
-        Prim::F64 => "f64",
-        Prim::Char => "char",
     }
 }
 

@@ -19,7 +19,8 @@ use std::fmt::Write as _;
 mod codec;
 pub(crate) mod names;
 
-use codec::{flags_repr, prim_rust};
+use codec::flags_repr;
+pub(crate) use codec::prim_rust;
 pub use names::module_name;
 use names::{camel, def_fn, shout, snake};
 

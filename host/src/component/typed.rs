@@ -34,7 +34,7 @@ use lrpc_presentation::layout::is_bytes;
 use lrpc_presentation::{InterfacePlan, Prim, ProcPlan, Ty};
 use std::sync::Arc;
 use wasmtime::component::types::{ComponentFunc, Type};
-use wasmtime::component::{ComponentNamedList, Lift, LinkerInstance, Lower, TypedFunc, WasmList};
+use wasmtime::component::{ComponentNamedList, Lift, LinkerInstance, Lower, WasmList};
 use wasmtime::{AsContext as _, StoreContext};
 
 /// A value type the typed path carries.
@@ -231,39 +231,16 @@ pub(super) fn serve_typed(
     extent: Extent,
     reply: &mut Vec<u8>,
 ) -> Result<bool, Status> {
-    fn serve<P, R>(
-        server: &Shared,
-        idx: usize,
-        request: &[u8],
-        extent: Extent,
-        reply: &mut Vec<u8>,
-    ) -> Result<(), Status>
-    where
-        P: ComponentNamedList + Lower + AStackTuple + 'static,
-        R: ComponentNamedList + Lift + AStackTuple + 'static,
-    {
-        let params = P::get(request, extent).ok_or(Status::ServerRejected)?;
-        let results: R = server.run_typed(idx, params).map_err(|e| e.status())?;
-        results.put_all(reply);
-        Ok(())
-    }
     match sig {
         // One byte list: lowered from where it lies in `request`, not from a copy of it.
         Signature::Kinds { params, result } if params[..] == [Kind::Bytes] => {
-            let bytes = last_bytes(request, extent).ok_or(Status::ServerRejected)?;
             with_result!(*result, R => {
-                server
-                    .run_typed_by::<(&'static [u8],), R, R>(idx, |f, store| {
-                        let f: TypedFunc<(&[u8],), R> = f;
-                        f.call(store, (bytes,))
-                    })
-                    .map_err(|e| e.status())?
-                    .put_all(reply)
+                serve_as::<(), R>(server, idx, request, extent, reply, true)?
             });
         }
         Signature::Kinds { params, result } => {
             with_signature!(params, *result, Vec<u8>, P, R => {
-                serve::<P, R>(server, idx, request, extent, reply)?
+                serve_as::<P, R>(server, idx, request, extent, reply, false)?
             });
         }
         Signature::Generated(i) => {
@@ -300,22 +277,37 @@ impl ShapeVisitor for Serve<'_> {
             extent,
             reply,
         } = self;
-        let results: S::Results = if S::BYTES_LAST {
-            // The last byte list is lowered from where it lies in `request`.
-            let mut src = request;
-            let lead = S::Lead::take(&mut src).ok_or(Status::ServerRejected)?;
-            let bytes = last_bytes(src, extent).ok_or(Status::ServerRejected)?;
-            server.run_typed_by::<<S::Lead as LeadArgs>::With, S::Results, _>(idx, |f, store| {
-                lead.call_with(f, store, bytes)
-            })
-        } else {
-            let params = S::Lead::get(request, extent).ok_or(Status::ServerRejected)?;
-            server.run_typed::<S::Lead, S::Results>(idx, params)
-        }
-        .map_err(|e| e.status())?;
-        results.put_all(reply);
-        Ok(())
+        serve_as::<S::Lead, S::Results>(server, idx, request, extent, reply, S::BYTES_LAST)
     }
+}
+
+/// Serves one call of function `idx` of `server` with parameters `L` decoded off `request`
+/// (which they take `extent` of) and, when `bytes_last`, a byte list after them lowered from
+/// where it lies in `request`, not from a copy; appends the results `R` to `reply`.
+fn serve_as<L, R>(
+    server: &Shared,
+    idx: usize,
+    request: &[u8],
+    extent: Extent,
+    reply: &mut Vec<u8>,
+    bytes_last: bool,
+) -> Result<(), Status>
+where
+    L: ComponentNamedList + Lower + AStackTuple + LeadArgs,
+    R: ComponentNamedList + Lift + AStackTuple + 'static,
+{
+    let results: R = if bytes_last {
+        let mut src = request;
+        let lead = L::take(&mut src).ok_or(Status::ServerRejected)?;
+        let bytes = last_bytes(src, extent).ok_or(Status::ServerRejected)?;
+        server.run_typed_by::<L::With, R, _>(idx, |f, store| lead.call_with(f, store, bytes))
+    } else {
+        let params = L::get(request, extent).ok_or(Status::ServerRejected)?;
+        server.run_typed::<L, R>(idx, params)
+    }
+    .map_err(|e| e.status())?;
+    results.put_all(reply);
+    Ok(())
 }
 
 /// [`serve_typed`] for a request lent where the client's stub laid it out: a lone byte list
